@@ -1,0 +1,68 @@
+"""The `finetune` command line: Typer only. Each command parses, calls one library function
+and renders; heavy libraries are imported inside the commands so `--help` stays instant."""
+
+from __future__ import annotations
+
+import typer
+from typer.core import TyperGroup
+
+from finetune.errors import FinetuneError
+
+
+class _Group(TyperGroup):
+    """Turns a FinetuneError anywhere below into its message on stderr and its exit code."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except FinetuneError as exc:
+            typer.echo(f"Error: {exc}", err=True)
+            raise typer.Exit(exc.exit_code) from None
+
+
+app = typer.Typer(
+    cls=_Group,
+    name="finetune",
+    help="Fine-tune pretrained ResNets on your own images, locally or on AWS GPUs, "
+    "and know what it cost in euros.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _register() -> None:
+    from finetune.cli import prepare, testio
+
+    app.add_typer(prepare.app, name="prepare")
+    app.command("test-io")(testio.test_io)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from finetune import __version__
+
+        typer.echo(__version__)
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        help="Print the version and exit.",
+    ),
+) -> None:
+    """Fine-tune pretrained ResNets on your own images, and know what it cost in euros."""
+
+
+_register()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,1 @@
+"""Datasets: image folders to MXNet RecordIO, with a manifest. Needs no MXNet."""

@@ -1,0 +1,145 @@
+"""The dataset manifest: the contract between `prepare` and `launch`.
+
+``manifest.json`` is written last, after every data file is in place, so its presence means
+the dataset is complete; its checksums prove that the files are the ones it describes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from finetune.errors import DataError
+
+MANIFEST = "manifest.json"
+SCHEMA_VERSION = 1
+SPLITS = ("train", "val")
+
+
+class PrepareParams(BaseModel):
+    """Every option that changes the bytes `prepare` writes (workers do not)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    seed: int = 0
+    train_per_class: int | None = None
+    val_ratio: float | None = None
+    resize: int = 256
+    quality: int = 95
+    pass_through: bool = False
+    exclude: tuple[str, ...] = ()
+    max_bad_fraction: float = 0.05
+
+
+class FileEntry(BaseModel):
+    sha256: str
+    bytes: int
+
+
+class SplitStats(BaseModel):
+    count: int
+    per_class: list[int]  # in label order
+
+
+class Skipped(BaseModel):
+    path: str
+    reason: str
+
+
+class DatasetManifest(BaseModel):
+    """What a prepared dataset holds and how it was made."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = SCHEMA_VERSION
+    tool_version: str
+    created: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    name: str
+    source: dict[str, str]
+    classes: list[str]
+    params: PrepareParams
+    splits: dict[str, SplitStats]
+    files: dict[str, FileEntry]
+    skipped: list[Skipped] = []
+    ignored: list[Skipped] = []
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.classes)
+
+    def file_name(self, split: str, ext: str) -> str:
+        """'NAME_train.rec' and friends."""
+        return f"{self.name}_{split}.{ext}"
+
+    def identity(self) -> dict:
+        """What must match for a re-run to count as the same dataset."""
+        return {"name": self.name, "source": self.source, "params": self.params.model_dump()}
+
+
+def load(directory: str | Path) -> DatasetManifest:
+    """Read ``DIR/manifest.json``; DataError when it is missing or not a manifest."""
+    path = Path(directory) / MANIFEST
+    if not path.is_file():
+        raise DataError(
+            f"{directory} is not a prepared dataset: {MANIFEST} is missing",
+            "run `finetune prepare caltech256 --out DIR` or `finetune prepare folder ROOT "
+            "--out DIR` first (an interrupted prepare leaves no manifest; just run it again).",
+        )
+    try:
+        return DatasetManifest.model_validate_json(path.read_bytes())
+    except (ValidationError, ValueError) as exc:
+        raise DataError(
+            f"{path} is not a valid dataset manifest: {str(exc).splitlines()[0]}",
+            "re-create the dataset with `finetune prepare`.",
+        ) from None
+
+
+def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def verify(directory: str | Path, manifest: DatasetManifest, checksums: bool = True) -> list[str]:
+    """Problems with the files the manifest lists (missing, wrong size, wrong sha256)."""
+    problems = []
+    for name, entry in manifest.files.items():
+        path = Path(directory) / name
+        if not path.is_file():
+            problems.append(f"{name}: missing")
+        elif path.stat().st_size != entry.bytes:
+            problems.append(f"{name}: {path.stat().st_size} bytes, manifest says {entry.bytes}")
+        elif checksums and sha256_file(path) != entry.sha256:
+            problems.append(f"{name}: sha256 differs from the manifest")
+    return problems
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """Write ``text`` to a temporary name beside ``path``, fsync, then rename over it."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def fsync_dir(directory: str | Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def dump(manifest: DatasetManifest) -> str:
+    return json.dumps(manifest.model_dump(mode="json"), indent=2) + "\n"

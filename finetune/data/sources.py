@@ -1,0 +1,184 @@
+"""Caltech-256: find, download (resumable), verify and safely extract the archive.
+
+The archive's official home is CaltechDATA. No SHA-256 is published for it; the MD5 and
+SHA-512 that dataset libraries (torchvision and others) have pinned for years are checked
+instead, and the archive's SHA-256 is recorded in the dataset manifest. ``--sha256`` pins a
+checksum of your own (for a mirror, or a repacked archive).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tarfile
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from finetune.errors import DataError
+
+CALTECH256_URL = "https://data.caltech.edu/records/nyy15-4j048/files/256_ObjectCategories.tar"
+CALTECH256_FILE = "256_ObjectCategories.tar"
+CALTECH256_DIR = "256_ObjectCategories"
+CALTECH256_MD5 = "67b4f42ca05d46448c6bb8ecd2220f6d"
+CALTECH256_SHA512 = (
+    "c71e604fa72092f5235dfdde8821ae58d3c7ba35ee0ce81bfbf397e1061f6f89"
+    "f84c7ee400049244a3bd940b63a45a3754d7a788c5d2cb3f60baee02385c665a"
+)
+_DONE = ".extracted"
+
+Advance = Callable[[int], None]
+Progress = Callable[[str, int], Advance]
+
+
+@dataclass(frozen=True)
+class Digests:
+    md5: str
+    sha256: str
+    sha512: str
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """An image root ready to list, and where it came from (for the manifest)."""
+
+    root: Path
+    info: dict[str, str]
+
+
+def digests(path: Path, advance: Advance | None = None) -> Digests:
+    """MD5, SHA-256 and SHA-512 of a file in one read."""
+    hs = [hashlib.md5(usedforsecurity=False), hashlib.sha256(), hashlib.sha512()]
+    with open(path, "rb") as f:
+        while block := f.read(1 << 22):
+            for h in hs:
+                h.update(block)
+            if advance:
+                advance(len(block))
+    return Digests(*(h.hexdigest() for h in hs))
+
+
+def verify_archive(path: Path, expected_sha256: str | None, progress: Progress | None) -> Digests:
+    """Check the archive against ``expected_sha256`` or the published Caltech-256 digests."""
+    advance = progress("verify", path.stat().st_size) if progress else None
+    d = digests(path, advance)
+    if expected_sha256:
+        if d.sha256 != expected_sha256.lower():
+            raise DataError(
+                f"{path} has sha256 {d.sha256}, not the expected {expected_sha256}",
+                "download the archive again (it may be truncated), or fix --sha256.",
+            )
+    elif (d.md5, d.sha512) != (CALTECH256_MD5, CALTECH256_SHA512):
+        raise DataError(
+            f"{path} is not the published Caltech-256 archive (md5 {d.md5}, expected "
+            f"{CALTECH256_MD5}); it may be truncated or a different file",
+            f"delete it and download again, or pass --sha256 {d.sha256} to accept this exact file.",
+        )
+    return d
+
+
+def download(url: str, dest: Path, progress: Progress | None = None, timeout: float = 30) -> Path:
+    """Download ``url`` to ``dest``, resuming a previous partial download (``dest.part``)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(dest.name + ".part")
+    have = part.stat().st_size if part.exists() else 0
+    request = urllib.request.Request(url, headers={"User-Agent": "finetune"})
+    if have:
+        request.add_header("Range", f"bytes={have}-")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as resp:
+            resumed = resp.status == 206
+            total = int(resp.headers.get("Content-Length") or 0) + (have if resumed else 0)
+            advance = progress("download", total) if progress else None
+            if advance and resumed:
+                advance(have)
+            with open(part, "ab" if resumed else "wb") as f:
+                while block := resp.read(1 << 20):
+                    f.write(block)
+                    if advance:
+                        advance(len(block))
+    except urllib.error.HTTPError as exc:
+        if exc.code == 416 and have:  # nothing left to fetch: the part file is complete
+            os.replace(part, dest)
+            return dest
+        raise _offline(url, dest, f"HTTP {exc.code} {exc.reason}") from None
+    except (urllib.error.URLError, OSError, TimeoutError) as exc:
+        raise _offline(url, dest, str(getattr(exc, "reason", exc))) from None
+    os.replace(part, dest)
+    return dest
+
+
+def _offline(url: str, dest: Path, why: str) -> DataError:
+    return DataError(
+        f"could not download {url}: {why}",
+        f"without network, download {dest.name} elsewhere and put it at {dest} (a partial "
+        f"{dest.name}.part there is resumed), or pass --source /path/to/{dest.name} or the "
+        "extracted folder.",
+    )
+
+
+def safe_extract(archive: Path, target: Path, progress: Progress | None = None) -> Path:
+    """Extract ``archive`` into ``target`` (atomically), refusing unsafe members."""
+    if (target / _DONE).exists():
+        return target
+    tmp = target.with_name(target.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        with tarfile.open(archive) as tar:
+            members = tar.getmembers()
+            advance = progress("extract", len(members)) if progress else None
+            for m in members:
+                try:
+                    tar.extract(m, tmp, filter="data")  # no ../, absolute paths or outside links
+                except tarfile.FilterError as exc:
+                    raise DataError(
+                        f"{archive} holds an unsafe entry {m.name!r}: {exc}",
+                        "use the official archive; this one tries to write outside its folder.",
+                    ) from None
+                if advance:
+                    advance(1)
+    except tarfile.TarError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise DataError(f"{archive} is not a readable tar archive: {exc}", "download it again.")
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    (tmp / _DONE).touch()
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(tmp, target)
+    return target
+
+
+def resolve_caltech256(
+    source: str | None,
+    downloads: Path,
+    sha256: str | None = None,
+    progress: Progress | None = None,
+) -> Resolved:
+    """Turn --source (None, a URL, a .tar or a folder) into an extracted image root."""
+    if source and not source.startswith(("http://", "https://")):
+        path = Path(source).expanduser()
+        if path.is_dir():
+            root = path / CALTECH256_DIR if (path / CALTECH256_DIR).is_dir() else path
+            return Resolved(root, {"kind": "caltech256", "path": str(root.resolve())})
+        if not path.is_file():
+            raise DataError(
+                f"--source {source} does not exist",
+                f"pass the path of {CALTECH256_FILE}, of its extracted folder, or a URL.",
+            )
+        archive = path
+    else:
+        url = source or CALTECH256_URL
+        archive = downloads / CALTECH256_FILE
+        if not archive.is_file():
+            download(url, archive, progress)
+    d = verify_archive(archive, sha256, progress)
+    extracted = safe_extract(archive, downloads / f"caltech256-{d.sha256[:16]}", progress)
+    root = extracted / CALTECH256_DIR if (extracted / CALTECH256_DIR).is_dir() else extracted
+    return Resolved(
+        root, {"kind": "caltech256", "archive": str(archive), "archive_sha256": d.sha256}
+    )
