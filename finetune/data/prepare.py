@@ -119,7 +119,11 @@ def _build(req, listing: Listing, spec: SplitSpec, source, progress) -> PrepareR
         advance = progress("encode", len(rels)) if progress else None
         scratch = staging / "encoded.bin"
         slots = dict(
-            zip(rels, encode_to_scratch(listing.root, rels, opts, scratch, workers, advance))
+            zip(
+                rels,
+                encode_to_scratch(listing.root, rels, opts, scratch, workers, advance),
+                strict=True,
+            )
         )
         skipped = [mf.Skipped(path=r, reason=s.reason) for r, s in slots.items() if not s.ok]
         _check_bad(skipped, len(rels), req.params.max_bad_fraction)

@@ -143,7 +143,9 @@ def safe_extract(archive: Path, target: Path, progress: Progress | None = None) 
                     advance(1)
     except tarfile.TarError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise DataError(f"{archive} is not a readable tar archive: {exc}", "download it again.")
+        raise DataError(
+            f"{archive} is not a readable tar archive: {exc}", "download it again."
+        ) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
