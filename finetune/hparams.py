@@ -1,0 +1,99 @@
+"""The contract between `launch` and the trainer: SageMaker-style string hyperparameters.
+
+`launch` builds a :class:`TrainHyperparameters` from recipe + manifest + resources (the Plan)
+and writes ``to_strings()`` into hyperparameters.json (SageMaker carries a map<string,string>,
+at most 100 entries, values at most 2,500 characters). The trainer reads them back with
+``from_strings()``. Derived values (global batch, scaled learning rate, warmup) travel too, so
+a run can be reproduced from its record alone. Pure data: no heavy imports.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from finetune.errors import ConfigError, did_you_mean
+
+Augmentation = Literal["none", "crop", "crop_color", "crop_color_transform"]
+
+
+class TrainHyperparameters(BaseModel):
+    """Everything the trainer needs, already resolved (no recipe lookups at train time)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # model
+    model: str = "resnet50_v1"  # GluonCV model-zoo name, or "imagenet11k-resnet-152"
+    pretrained: bool = True
+    weights: str = ""  # file name or path of pretrained weights; "" = look in the cache
+    num_classes: int = Field(gt=1)
+    freeze_backbone: bool = False
+    head_lr_mult: float = Field(1.0, gt=0)
+    # data
+    num_training_samples: int = Field(gt=0)
+    image_size: int = Field(224, ge=16)
+    augmentation: Augmentation = "crop"
+    mean: tuple[float, float, float] = (123.68, 116.779, 103.939)
+    std: tuple[float, float, float] = (58.393, 57.12, 57.375)
+    # optimisation, already scaled by the linear scaling rule
+    epochs: int = Field(gt=0)
+    batch_size_per_device: int = Field(gt=0)
+    devices_per_host: int = Field(1, gt=0)
+    hosts: int = Field(1, gt=0)
+    global_batch_size: int = Field(gt=0)
+    optimizer: Literal["sgd", "nag", "adam"] = "sgd"
+    lr_per_device: float = Field(gt=0)
+    lr: float = Field(gt=0)  # = lr_per_device x devices_per_host x hosts
+    momentum: float = Field(0.9, ge=0, lt=1)
+    wd: float = Field(1e-4, ge=0)
+    lr_schedule: Literal["constant", "step", "cosine"] = "step"
+    lr_steps: tuple[float, ...] = ()  # epochs at which the step schedule multiplies by lr_factor
+    lr_factor: float = Field(0.1, gt=0, le=1)
+    warmup_epochs: float = Field(0.0, ge=0)
+    # execution
+    device: Literal["auto", "gpu", "cpu"] = "auto"
+    kvstore: Literal["device", "nccl", "local", "dist_sync", "dist_device_sync"] = "device"
+    seed: int = 0
+    top_k: int = Field(5, ge=0)  # also report top-k accuracy (0: off)
+    checkpoint_interval_s: float = Field(600.0, gt=0)
+    warmup_batches: int = Field(5, ge=0)  # batches excluded from samples/s
+    max_batches_per_epoch: int = Field(0, ge=0)  # 0: all; >0 for smoke runs and benchmarks
+
+    def to_strings(self) -> dict[str, str]:
+        """The SageMaker hyperparameters map: every value a string (JSON for non-strings)."""
+        out = {}
+        for key, value in self.model_dump(mode="json").items():
+            out[key] = value if isinstance(value, str) else json.dumps(value)
+        return out
+
+    @classmethod
+    def from_strings(cls, raw: dict[str, str]) -> TrainHyperparameters:
+        """Parse the map written by ``to_strings`` (or by hand: plain numbers and words work)."""
+        unknown = sorted(set(raw) - set(cls.model_fields))
+        if unknown:
+            hint = did_you_mean(unknown[0], list(cls.model_fields))
+            raise ConfigError(
+                f"unknown hyperparameter(s): {', '.join(unknown)}.{hint}",
+                "remove them; the accepted names are the fields of TrainHyperparameters.",
+            )
+        values = {k: _decode(v) for k, v in raw.items()}
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ConfigError(
+                f"hyperparameter {where}: {first['msg']} (got {raw.get(str(first['loc'][0]))!r})",
+                "fix the recipe or the override that produced it.",
+            ) from None
+
+
+def _decode(value: str):
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        return value  # a bare word such as resnet50_v1

@@ -1,0 +1,70 @@
+"""The contract between the trainer and the report: one metrics event per epoch.
+
+Each event is one JSON object per line in ``metrics.jsonl`` and also one log line of
+``key=value`` pairs that SageMaker MetricDefinitions regexes (``METRIC_REGEXES``) can parse.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+LOG_PREFIX = "finetune-metrics"
+
+
+class EpochMetrics(BaseModel):
+    """What one finished epoch measured. Throughput excludes the warm-up batches."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    epoch: int  # 0-based
+    samples: int  # training samples processed in this epoch (all hosts)
+    samples_per_sec: float  # steady state, all hosts together
+    epoch_seconds: float
+    train_loss: float
+    train_acc: float
+    val_acc: float | None = None
+    val_top_k: float | None = None
+    lr: float
+    devices: int = 1  # devices per host
+    hosts: int = 1
+    time: float = 0.0  # unix time when the epoch ended
+
+    def log_line(self) -> str:
+        """'finetune-metrics epoch=0 train_acc=0.5 ...' -- stable names, for regexes."""
+        fields = self.model_dump(exclude_none=True)
+        return LOG_PREFIX + " " + " ".join(f"{k}={_fmt(v)}" for k, v in fields.items())
+
+
+def _fmt(v) -> str:
+    return f"{v:.6g}" if isinstance(v, float) else str(v)
+
+
+_NUMBER = r"([0-9.eE+-]+)"
+METRIC_REGEXES: dict[str, str] = {
+    name: rf"{LOG_PREFIX} .*\b{name}={_NUMBER}"
+    for name in ("epoch", "samples_per_sec", "epoch_seconds", "train_loss", "train_acc", "val_acc")
+}
+
+
+def append(path: str | Path, event: EpochMetrics) -> None:
+    """Append one event to a metrics.jsonl (one line, flushed)."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(event.model_dump_json() + "\n")
+        f.flush()
+
+
+def read(path: str | Path) -> list[EpochMetrics]:
+    """All events in a metrics.jsonl; a torn last line (killed writer) is ignored."""
+    p = Path(path)
+    if not p.is_file():
+        return []
+    events = []
+    for line in p.read_text(encoding="utf-8").splitlines():
+        try:
+            events.append(EpochMetrics.model_validate(json.loads(line)))
+        except ValueError:
+            continue
+    return events

@@ -1,0 +1,50 @@
+"""Shared fixtures: an isolated data directory per test and small generated datasets."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from finetune.data.synth import SynthSpec, generate
+
+
+@pytest.fixture(autouse=True)
+def _isolated_dirs(tmp_path_factory, monkeypatch):
+    """Every test gets its own FINETUNE_DATA_DIR/CACHE_DIR and MXNET_HOME; no network."""
+    base = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("FINETUNE_DATA_DIR", str(base / "data"))
+    monkeypatch.setenv("FINETUNE_CACHE_DIR", str(base / "cache"))
+    monkeypatch.setenv("MXNET_HOME", str(base / "mxnet"))
+    for var in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    from finetune import settings
+
+    settings.get.cache_clear()
+    yield
+    settings.get.cache_clear()
+
+
+@pytest.fixture(scope="session")
+def image_folder(tmp_path_factory) -> Path:
+    """8 classes x 16 small JPEGs (shorter side 48-96 px), Caltech quirks included."""
+    root = tmp_path_factory.mktemp("images") / "shapes"
+    generate(root, SynthSpec(classes=8, per_class=16, min_side=48, max_side=96, quirks=True))
+    return root
+
+
+@pytest.fixture(scope="session")
+def tiny_dataset(image_folder, tmp_path_factory) -> Path:
+    """``image_folder`` prepared at 40 px: 10 train / 6 val images per class."""
+    from finetune.data.datasets import prepare_folder
+
+    out = tmp_path_factory.mktemp("prepared") / "shapes"
+    prepare_folder(
+        image_folder, out, "shapes", dict(train_per_class=10, resize=40, quality=90), workers=1
+    )
+    return out
+
+
+def cpu_count() -> int:
+    return len(os.sched_getaffinity(0))
