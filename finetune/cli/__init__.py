@@ -33,10 +33,12 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from finetune.cli import prepare, testio
+    from finetune.cli import demo, prepare, testio
 
     app.add_typer(prepare.app, name="prepare")
+    app.add_typer(__import__("finetune.cli.recipes", fromlist=["app"]).app, name="recipes")
     app.command("test-io")(testio.test_io)
+    app.command("demo")(demo.demo)
 
 
 def _print_version(value: bool) -> None:

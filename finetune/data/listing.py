@@ -37,8 +37,11 @@ class Listing:
         h = hashlib.sha256()
         for cls in self.classes:
             for rel in self.samples[cls]:
-                st = (self.root / rel).stat()
-                h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+                try:
+                    st = (self.root / rel).stat()
+                    h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+                except OSError:  # unreadable: encoding reports it; the name still counts
+                    h.update(f"{rel}\0?\n".encode())
         return h.hexdigest()
 
 

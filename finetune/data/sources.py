@@ -9,6 +9,7 @@ checksum of your own (for a mirror, or a repacked archive).
 from __future__ import annotations
 
 import hashlib
+import http.client
 import os
 import shutil
 import tarfile
@@ -100,12 +101,15 @@ def download(url: str, dest: Path, progress: Progress | None = None, timeout: fl
                     f.write(block)
                     if advance:
                         advance(len(block))
+                got = f.tell()
+        if total and got < total:  # urllib returns short reads silently when a link drops
+            raise _offline(url, dest, f"connection closed after {got} of {total} bytes")
     except urllib.error.HTTPError as exc:
         if exc.code == 416 and have:  # nothing left to fetch: the part file is complete
             os.replace(part, dest)
             return dest
         raise _offline(url, dest, f"HTTP {exc.code} {exc.reason}") from None
-    except (urllib.error.URLError, OSError, TimeoutError) as exc:
+    except (urllib.error.URLError, http.client.HTTPException, OSError, TimeoutError) as exc:
         raise _offline(url, dest, str(getattr(exc, "reason", exc))) from None
     os.replace(part, dest)
     return dest

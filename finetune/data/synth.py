@@ -29,10 +29,11 @@ class SynthSpec:
 
 
 def class_names(n: int, clutter: bool = False) -> list[str]:
-    """Caltech-style folder names: '001.shape-a', '002.shape-b', ... and '257.clutter'."""
+    """Caltech-style folder names: '001.ellipse-0', '002.rectangle-1', ... and '257.clutter'
+    (the real archive's clutter class keeps its number whatever the class count)."""
     names = [f"{i + 1:03d}.{SHAPES[i % len(SHAPES)]}-{i}" for i in range(n)]
     if clutter:
-        names.append(f"{n + 1:03d}.clutter")
+        names.append("257.clutter")
     return names
 
 

@@ -1,0 +1,88 @@
+"""`finetune recipes`: list, show and validate training recipes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+app = typer.Typer(
+    help="Training recipes (YAML): what to train and how, per device. "
+    "Validate them before any money is spent.",
+    no_args_is_help=True,
+)
+
+_JSON = typer.Option(False, "--json", help="Print JSON instead of text.")
+
+
+@app.command("list")
+def list_recipes(as_json: bool = _JSON) -> None:
+    """List the recipes reachable by name (./recipes first, then the bundled ones)."""
+    from finetune.cli._render import echo_json
+    from finetune.recipes.loading import available, validate_many
+
+    found = available()
+    loaded = dict(validate_many(found))
+    rows = []
+    for name, f in found.items():
+        recipe = loaded[name]
+        ok = not isinstance(recipe, Exception)
+        rows.append(
+            {
+                "name": name,
+                "origin": f.origin,
+                "path": str(f.path),
+                "model": recipe.model.name if ok else None,
+                "epochs": recipe.schedule.epochs if ok else None,
+                "description": recipe.description if ok else "INVALID: run `recipes validate`",
+            }
+        )
+    if as_json:
+        echo_json(rows)
+        return
+    for row in rows:
+        model = row["model"] or "?"
+        typer.echo(f"{row['name']:<24} {row['origin']:<8} {model:<24} {row['description']}")
+
+
+@app.command("show")
+def show(
+    name: str = typer.Argument(..., help="Recipe name (see `recipes list`) or path to a YAML."),
+    overrides: list[str] = typer.Argument(None, help="KEY=VALUE overrides, e.g. epochs=2."),
+    as_json: bool = _JSON,
+) -> None:
+    """Print a recipe with every default spelled out (and overrides applied)."""
+    from finetune.cli._render import echo_json
+    from finetune.recipes.loading import dump_yaml, load_recipe
+
+    recipe = load_recipe(name, overrides or ())
+    if as_json:
+        echo_json(recipe.model_dump(mode="json"))
+    else:
+        typer.echo(dump_yaml(recipe), nl=False)
+
+
+@app.command("validate")
+def validate(
+    paths: list[Path] = typer.Argument(
+        None, help="Recipe files or names to check. Default: every recipe reachable by name."
+    ),
+) -> None:
+    """Check recipes without running anything; exit non-zero if any is invalid."""
+    from finetune.errors import ConfigError
+    from finetune.recipes.loading import available, validate_many
+
+    targets = [str(p) for p in paths] if paths else list(available())
+    if not targets:
+        typer.echo("No recipes found.", err=True)
+        raise typer.Exit(ConfigError.exit_code)
+    bad = 0
+    for target, result in validate_many(targets):
+        if isinstance(result, ConfigError):
+            bad += 1
+            typer.echo(f"FAIL {target}\n  {result}", err=True)
+        else:
+            typer.echo(f"ok   {target} ({result.name})")
+    if bad:
+        typer.echo(f"{bad} of {len(targets)} recipe(s) invalid.", err=True)
+        raise typer.Exit(ConfigError.exit_code)

@@ -1,0 +1,337 @@
+"""The Plan: recipe + dataset + resources + derived values + (later) the cost estimate.
+
+``launch`` builds one with :func:`build_plan`, prints :meth:`Plan.summary_lines` for
+``--dry-run``, hands it to a backend and stores :meth:`Plan.to_json` with the run, so a run
+can be reproduced and costed from its record alone. The trainer receives only
+``plan.hyperparameters.to_strings()`` (the SageMaker hyperparameters map).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from finetune.errors import ConfigError, DataError, UsageError
+from finetune.hparams import TrainHyperparameters
+from finetune.recipes import scaling
+from finetune.recipes.model import Recipe
+
+SCHEMA_VERSION = 1
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Resources(_Frozen):
+    """Where the run goes: backend, instance type and count, devices on each instance."""
+
+    backend: Literal["local", "sagemaker", "ec2"] = "local"
+    instance_type: str | None = None  # None for local runs
+    hosts: int = Field(1, ge=1)  # instance count
+    devices_per_host: int = Field(1, ge=1)
+    device: Literal["gpu", "cpu"] = "cpu"
+    spot: bool = False
+
+    @model_validator(mode="after")
+    def _possible(self) -> Resources:
+        if self.backend == "local" and (self.hosts > 1 or self.spot):
+            raise ValueError("the local backend runs on one host and has no spot capacity")
+        if self.backend != "local" and not self.instance_type:
+            raise ValueError(f"the {self.backend} backend needs an instance type")
+        return self
+
+    @property
+    def devices(self) -> int:
+        return self.devices_per_host * self.hosts
+
+
+class DatasetSummary(_Frozen):
+    """What the run trains on, and the checksums that prove which bytes those were."""
+
+    path: str
+    name: str
+    num_classes: int
+    train_count: int
+    val_count: int
+    image_side: int | None  # shorter side of the stored images in px; None: originals kept
+    manifest_sha256: str
+    rec_sha256: dict[str, str]  # file name -> sha256, from the manifest
+
+
+class Derived(_Frozen):
+    """Values that follow from recipe + dataset + resources (the linear scaling rule)."""
+
+    devices: int
+    global_batch: int
+    lr: float
+    warmup_epochs: float
+    warmup_steps: int
+    steps_per_epoch: int
+    total_steps: int
+    kvstore: str
+
+
+class Plan(_Frozen):
+    """Everything a backend needs to start a run, and everything a report needs to explain it."""
+
+    schema_version: int = SCHEMA_VERSION
+    recipe: Recipe
+    overrides: tuple[str, ...] = ()
+    dataset: DatasetSummary
+    resources: Resources
+    derived: Derived
+    hyperparameters: TrainHyperparameters
+    estimate: dict[str, Any] | None = None  # filled by the cost estimator, see with_estimate
+
+    def with_estimate(self, estimate: Mapping[str, Any] | BaseModel) -> Plan:
+        """A copy carrying a cost estimate. A ``summary`` entry (a string or a list of strings)
+        is what ``summary_lines`` shows; otherwise its scalar entries are listed."""
+        data = estimate.model_dump(mode="json") if isinstance(estimate, BaseModel) else estimate
+        return self.model_copy(update={"estimate": dict(data)})
+
+    def to_json(self) -> str:
+        """The plan as indented JSON, to store with the run."""
+        return self.model_dump_json(indent=2)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Plan:
+        """Read a plan written by ``to_json``."""
+        try:
+            return cls.model_validate_json(text)
+        except ValidationError as exc:
+            raise ConfigError(
+                f"not a valid plan: {str(exc).splitlines()[0]}",
+                "use the plan.json stored with a run, or build a new one with `launch --dry-run`.",
+            ) from None
+
+    def lr_schedule(self) -> scaling.LrSchedule:
+        """The learning rate at every step, as the trainer will apply it."""
+        return scaling.LrSchedule.from_hparams(self.hyperparameters, self.derived.steps_per_epoch)
+
+    def summary_lines(self) -> list[str]:
+        """What ``launch --dry-run`` prints: one aligned ``label  value`` line per fact."""
+        rows = _summary_rows(self)
+        width = max(len(label) for label, _ in rows)
+        return [f"{label:<{width}}  {value}" for label, value in rows]
+
+
+def build_plan(
+    recipe: Recipe | str | Path,
+    dataset_dir: str | Path | None = None,
+    resources: Resources | None = None,
+    overrides: Sequence[str] = (),
+) -> Plan:
+    """Resolve recipe (name, path or Recipe) + overrides, read the dataset's manifest, and
+    derive global batch, scaled learning rate, warmup and steps for ``resources``."""
+    from finetune.recipes.loading import load_recipe, with_overrides
+
+    if isinstance(recipe, Recipe):
+        recipe = with_overrides(recipe, overrides)
+    else:
+        recipe = load_recipe(recipe, overrides)
+    resources = resources or Resources()
+    dataset = summarize_dataset(_dataset_dir(recipe, dataset_dir))
+    _check_fit(recipe, dataset)
+    derived = derive(recipe, dataset, resources)
+    hp = hyperparameters(recipe, dataset, resources, derived)
+    return Plan(
+        recipe=recipe,
+        overrides=tuple(overrides),
+        dataset=dataset,
+        resources=resources,
+        derived=derived,
+        hyperparameters=hp,
+    )
+
+
+def _dataset_dir(recipe: Recipe, given: str | Path | None) -> Path:
+    from finetune.settings import dataset_path
+
+    choice = given if given is not None else recipe.data.dataset
+    if not choice:
+        raise UsageError(
+            f"recipe {recipe.name} names no dataset and none was given",
+            "pass --dataset NAME_OR_PATH (a folder made by `finetune prepare`), or set "
+            "data.dataset in the recipe.",
+        )
+    return dataset_path(str(choice))
+
+
+def summarize_dataset(directory: Path) -> DatasetSummary:
+    """Read and check a prepared dataset's manifest (sizes, not checksums: that is fast)."""
+    from finetune.data import manifest as mf
+
+    m = mf.load(directory)
+    problems = mf.verify(directory, m, checksums=False)
+    if problems:
+        raise DataError(
+            f"dataset {directory} does not match its manifest: {'; '.join(problems[:5])}",
+            "re-run `finetune prepare` for this dataset (with --overwrite).",
+        )
+    if m.num_classes < 2 or "train" not in m.splits or m.splits["train"].count < 1:
+        raise DataError(
+            f"dataset {directory} has {m.num_classes} class(es) and no usable training split",
+            "prepare a dataset with at least two classes and some training images.",
+        )
+    val = m.splits.get("val")
+    return DatasetSummary(
+        path=str(Path(directory).resolve()),
+        name=m.name,
+        num_classes=m.num_classes,
+        train_count=m.splits["train"].count,
+        val_count=val.count if val else 0,
+        image_side=m.params.resize if m.params.resize and not m.params.pass_through else None,
+        manifest_sha256=mf.sha256_file(Path(directory) / mf.MANIFEST),
+        rec_sha256={k: v.sha256 for k, v in sorted(m.files.items()) if k.endswith(".rec")},
+    )
+
+
+def _check_fit(recipe: Recipe, dataset: DatasetSummary) -> None:
+    """Random crops larger than the stored images would fail inside the data loader."""
+    size, side = recipe.data.image_size, dataset.image_side
+    if side is not None and size > side:
+        raise ConfigError(
+            f"data.image_size={size} is larger than the prepared images (shorter side {side} px)",
+            f"prepare the dataset with --resize {size} or more, or set data.image_size={side}.",
+        )
+
+
+def derive(recipe: Recipe, dataset: DatasetSummary, resources: Resources) -> Derived:
+    """The linear scaling rule applied to recipe + resources, and the step counts."""
+    per_host, hosts = resources.devices_per_host, resources.hosts
+    batch = scaling.global_batch(recipe.train.batch_per_gpu, per_host, hosts)
+    if batch > dataset.train_count:
+        raise ConfigError(
+            f"global batch {batch} ({recipe.train.batch_per_gpu} x {resources.devices} devices) "
+            f"exceeds the {dataset.train_count} training images",
+            "lower train.batch_per_gpu, use fewer devices, or a larger dataset.",
+        )
+    spe = scaling.steps_per_epoch(dataset.train_count, batch, recipe.train.max_batches_per_epoch)
+    sched = recipe.schedule
+    if sched.warmup_steps:
+        warm_epochs = scaling.warmup_epochs_from_steps(sched.warmup_steps, spe)
+    else:
+        warm_epochs = sched.warmup_epochs
+    return Derived(
+        devices=resources.devices,
+        global_batch=batch,
+        lr=scaling.scaled_lr(recipe.optimizer.lr_per_gpu, per_host, hosts),
+        warmup_epochs=warm_epochs,
+        warmup_steps=scaling.warmup_steps(warm_epochs, spe),
+        steps_per_epoch=spe,
+        total_steps=spe * sched.epochs,
+        kvstore=choose_kvstore(recipe.train.kvstore, resources),
+    )
+
+
+def choose_kvstore(requested: str | None, resources: Resources) -> str:
+    """MXNet's gradient exchange: distributed across hosts, on-device within one host."""
+    if requested is None:
+        if resources.hosts > 1:
+            return "dist_device_sync" if resources.device == "gpu" else "dist_sync"
+        return "device" if resources.device == "gpu" and resources.devices_per_host > 1 else "local"
+    if resources.hosts > 1 and not requested.startswith("dist"):
+        raise ConfigError(
+            f"train.kvstore={requested} cannot synchronise {resources.hosts} hosts",
+            "use train.kvstore=dist_sync or dist_device_sync, or leave it unset.",
+        )
+    return requested
+
+
+def hyperparameters(
+    recipe: Recipe, dataset: DatasetSummary, resources: Resources, derived: Derived
+) -> TrainHyperparameters:
+    """The trainer's contract, every value resolved (see finetune.hparams)."""
+    m, d, o, s, t = recipe.model, recipe.data, recipe.optimizer, recipe.schedule, recipe.train
+    return TrainHyperparameters(
+        model=m.name,
+        pretrained=m.pretrained,
+        weights=m.weights,
+        num_classes=dataset.num_classes,
+        freeze_backbone=m.freeze_backbone,
+        head_lr_mult=m.head_lr_mult,
+        num_training_samples=dataset.train_count,
+        image_size=d.image_size,
+        augmentation=d.augmentation,
+        epochs=s.epochs,
+        batch_size_per_device=t.batch_per_gpu,
+        devices_per_host=resources.devices_per_host,
+        hosts=resources.hosts,
+        global_batch_size=derived.global_batch,
+        optimizer=o.name,
+        lr_per_device=o.lr_per_gpu,
+        lr=derived.lr,
+        momentum=o.momentum,
+        wd=o.wd,
+        lr_schedule=s.kind,
+        lr_steps=s.steps,
+        lr_factor=s.factor,
+        warmup_epochs=derived.warmup_epochs,
+        device=resources.device,
+        kvstore=derived.kvstore,
+        seed=t.seed,
+        # top-k with k >= classes is always 100 %: report it only when it means something
+        top_k=t.top_k if t.top_k < dataset.num_classes else 0,
+        checkpoint_interval_s=t.checkpoint_interval_s,
+        max_batches_per_epoch=t.max_batches_per_epoch,
+    )
+
+
+def _summary_rows(plan: Plan) -> list[tuple[str, str]]:
+    r, ds, res, der = plan.recipe, plan.dataset, plan.resources, plan.derived
+    where = res.backend + (f" {res.instance_type}" if res.instance_type else "")
+    where += " (spot)" if res.spot else ""
+    rows = [
+        ("recipe", r.name + (f" with {' '.join(plan.overrides)}" if plan.overrides else "")),
+        ("model", f"{r.model.name} ({_weights(r)})"),
+        ("dataset", f"{ds.name} at {ds.path}"),
+        ("classes", f"{ds.num_classes} ({ds.train_count} train / {ds.val_count} val images)"),
+        ("resources", f"{where}: {res.hosts} host(s) x {res.devices_per_host} {res.device}"),
+        ("batch", f"{r.train.batch_per_gpu} per device -> {der.global_batch} global"),
+        ("lr", f"{r.optimizer.lr_per_gpu:g} per device -> {der.lr:g} (x{der.devices} devices)"),
+        ("warmup", _warmup(plan)),
+        ("schedule", _schedule(r)),
+        ("epochs", f"{r.schedule.epochs} x {der.steps_per_epoch} steps/epoch"),
+        (
+            "optimizer",
+            f"{r.optimizer.name} momentum {r.optimizer.momentum:g} "
+            f"wd {r.optimizer.wd:g}, {r.data.image_size} px, {r.data.augmentation}",
+        ),
+    ]
+    return rows + _estimate_rows(plan.estimate)
+
+
+def _weights(r: Recipe) -> str:
+    if not r.model.pretrained:
+        return "random init"
+    return f"pretrained: {r.model.weights}" if r.model.weights else "pretrained"
+
+
+def _warmup(plan: Plan) -> str:
+    der = plan.derived
+    if not der.warmup_steps:
+        return "none"
+    begin = min(plan.recipe.optimizer.lr_per_gpu, der.lr)
+    return f"{der.warmup_epochs:g} epoch(s) = {der.warmup_steps} steps, {begin:g} -> {der.lr:g}"
+
+
+def _schedule(r: Recipe) -> str:
+    s = r.schedule
+    if s.kind == "step" and s.steps:
+        return f"step: x{s.factor:g} at epoch(s) {', '.join(f'{e:g}' for e in s.steps)}"
+    return {"cosine": "cosine to 0", "step": "constant (no steps)"}.get(s.kind, s.kind)
+
+
+def _estimate_rows(estimate: dict[str, Any] | None) -> list[tuple[str, str]]:
+    if not estimate:
+        return []
+    summary = estimate.get("summary")
+    if summary:
+        lines = [summary] if isinstance(summary, str) else list(summary)
+    else:
+        lines = [f"{k} {v}" for k, v in estimate.items() if isinstance(v, str | int | float)]
+    return [("estimate" if i == 0 else "", line) for i, line in enumerate(lines)]

@@ -1,0 +1,155 @@
+"""The Recipe: what to train and how, as data. Validated before anything runs or costs money.
+
+Every section is frozen and rejects unknown keys, so a typo (``epoch:`` for ``epochs:``) fails
+at load time with a did-you-mean instead of being silently ignored. Per-device values
+(``batch_per_gpu``, ``lr_per_gpu``) are what a recipe states; the totals follow from the
+linear scaling rule once the resources are known (see ``finetune.recipes.scaling``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from finetune.errors import ConfigError, did_you_mean
+from finetune.hparams import Augmentation
+
+Kvstore = Literal["device", "nccl", "local", "dist_sync", "dist_device_sync"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ModelSection(_Section):
+    """The network and where its starting weights come from."""
+
+    name: str = Field(min_length=1)  # GluonCV model-zoo name, or "imagenet11k-resnet-152"
+    pretrained: bool = True
+    weights: str = ""  # file name or path of pretrained weights; "" = the engine's cache
+    freeze_backbone: bool = False
+    head_lr_mult: float = Field(1.0, gt=0)
+
+
+class DataSection(_Section):
+    """Input pipeline settings, and the dataset a recipe is meant for (a default only)."""
+
+    dataset: str | None = None  # name under the data dir or a path; --dataset wins
+    image_size: int = Field(224, ge=16)
+    augmentation: Augmentation = "crop"
+
+
+class OptimizerSection(_Section):
+    """The optimizer, with the learning rate of ONE device (scaled later by the device count)."""
+
+    name: Literal["sgd", "nag", "adam"] = "sgd"
+    lr_per_gpu: float = Field(gt=0)
+    momentum: float = Field(0.9, ge=0, lt=1)
+    wd: float = Field(1e-4, ge=0)
+
+
+class ScheduleSection(_Section):
+    """Epochs, learning-rate decay and gradual warmup (in epochs OR in steps, not both)."""
+
+    epochs: int = Field(gt=0)
+    kind: Literal["constant", "step", "cosine"] = "step"
+    steps: tuple[float, ...] = ()  # epochs at which a step schedule multiplies lr by factor
+    factor: float = Field(0.1, gt=0, le=1)
+    warmup_epochs: float = Field(0.0, ge=0)
+    warmup_steps: int = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ScheduleSection:
+        if self.warmup_epochs and self.warmup_steps:
+            raise ValueError("give warmup_epochs or warmup_steps, not both")
+        if list(self.steps) != sorted(set(self.steps)) or any(s <= 0 for s in self.steps):
+            raise ValueError(f"steps must be increasing positive epochs, got {list(self.steps)}")
+        if self.steps and self.steps[-1] >= self.epochs:
+            raise ValueError(f"step at epoch {self.steps[-1]} is not before epochs={self.epochs}")
+        if self.warmup_epochs >= self.epochs:
+            raise ValueError(f"warmup_epochs={self.warmup_epochs} must be below {self.epochs}")
+        return self
+
+
+class TrainSection(_Section):
+    """Execution: batch of ONE device, seed, evaluation and checkpointing, gradient exchange."""
+
+    batch_per_gpu: int = Field(gt=0)
+    seed: int = 0
+    top_k: int = Field(5, ge=0)  # also report top-k accuracy (0: off)
+    checkpoint_interval_s: float = Field(600.0, gt=0)
+    kvstore: Kvstore | None = None  # None: chosen from the resources (see finetune.plan)
+    max_batches_per_epoch: int = Field(0, ge=0)  # 0: all; >0 for smoke runs
+
+
+class Recipe(_Section):
+    """A complete, validated recipe. Build it with ``finetune.recipes.loading.load_recipe``."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    description: str = ""
+    model: ModelSection
+    data: DataSection = DataSection()
+    optimizer: OptimizerSection
+    schedule: ScheduleSection
+    train: TrainSection
+
+
+def field_paths(cls: type[BaseModel] = Recipe, prefix: str = "") -> list[str]:
+    """Every settable dotted path of a model, leaves only: ``['name', 'model.name', ...]``."""
+    paths = []
+    for name, field in cls.model_fields.items():
+        sub = section_type(field.annotation)
+        if sub is not None:
+            paths.extend(field_paths(sub, f"{prefix}{name}."))
+        else:
+            paths.append(prefix + name)
+    return paths
+
+
+def section_type(annotation) -> type[BaseModel] | None:
+    """The section model behind a field annotation, or None for a plain value."""
+    # Annotations are strings under `from __future__ import annotations`; pydantic resolves
+    # them into real types on model_fields, so a plain issubclass check is enough.
+    if isinstance(annotation, type) and issubclass(annotation, _Section):
+        return annotation
+    return None
+
+
+def validate_recipe(data: object, source: str) -> Recipe:
+    """Validate a parsed mapping into a Recipe, or raise a ConfigError naming every bad key."""
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{source}: a recipe must be a mapping of sections, got {type(data).__name__}",
+            "start from `finetune recipes show caltech256-resnet50` and edit it.",
+        )
+    try:
+        return Recipe.model_validate(data)
+    except ValidationError as exc:
+        raise explain(exc, source) from None
+
+
+def explain(exc: ValidationError, source: str) -> ConfigError:
+    """One line per problem: the dotted key, what is wrong, the allowed values, a did-you-mean."""
+    lines = [_explain_one(err) for err in exc.errors()]
+    head = f"{source}: invalid recipe ({len(lines)} problem{'s' if len(lines) > 1 else ''})"
+    return ConfigError(
+        "\n  ".join([head, *lines]),
+        "correct the keys named above (`finetune recipes show NAME` prints a valid recipe).",
+    )
+
+
+def _explain_one(err) -> str:
+    key = ".".join(str(p) for p in err["loc"]) or "(recipe)"
+    if err["type"] == "extra_forbidden":
+        return f"{key}: unknown key.{did_you_mean(key, field_paths())}"
+    if err["type"] == "missing":
+        return f"{key}: required key is missing"
+    got = err.get("input")
+    msg = err["msg"].removeprefix("Value error, ")
+    line = f"{key}: {msg} (got {got!r})" if not isinstance(got, dict) else f"{key}: {msg}"
+    expected = (err.get("ctx") or {}).get("expected")
+    if expected and isinstance(got, str):
+        line += did_you_mean(got, re.findall(r"'([^']*)'", str(expected)))
+    return line

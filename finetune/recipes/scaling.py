@@ -1,0 +1,132 @@
+"""The linear scaling rule and the learning-rate schedule, as pure functions.
+
+Goyal et al. 2017 ("Accurate, Large Minibatch SGD"): when the minibatch grows k-fold, grow
+the learning rate k-fold too, and ramp up to it linearly over the first epochs ("gradual
+warmup") starting from the rate of one worker. Here one worker is one device, so with
+``devices`` devices on each of ``hosts`` hosts::
+
+    global batch = batch per device x devices x hosts
+    lr           = lr per device    x devices x hosts
+
+``launch`` uses these to derive the hyperparameters; the trainer calls :class:`LrSchedule`
+(through :meth:`LrSchedule.from_hparams`) every step, so this module imports only the
+standard library and ``finetune.errors``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from finetune.errors import ConfigError
+
+KINDS = ("constant", "step", "cosine")
+
+
+def _check_counts(devices_per_host: int, hosts: int) -> int:
+    if devices_per_host < 1 or hosts < 1:
+        raise ConfigError(
+            f"devices per host ({devices_per_host}) and hosts ({hosts}) must be at least 1",
+            "pick an instance with at least one device and an instance count of 1 or more.",
+        )
+    return devices_per_host * hosts
+
+
+def global_batch(batch_per_device: int, devices_per_host: int, hosts: int = 1) -> int:
+    """Samples per optimisation step over all devices of all hosts."""
+    return batch_per_device * _check_counts(devices_per_host, hosts)
+
+
+def scaled_lr(lr_per_device: float, devices_per_host: int, hosts: int = 1) -> float:
+    """The linear scaling rule: the per-device learning rate times the number of devices."""
+    return lr_per_device * _check_counts(devices_per_host, hosts)
+
+
+def steps_per_epoch(num_samples: int, global_batch_size: int, max_batches: int = 0) -> int:
+    """Optimisation steps in one epoch: a last partial batch still counts (MXNet's
+    ImageRecordIter pads it with round_batch); ``max_batches`` > 0 caps it (smoke runs)."""
+    if num_samples < 1 or global_batch_size < 1:
+        raise ConfigError(
+            f"cannot train {num_samples} samples in batches of {global_batch_size}",
+            "use a prepared dataset with training images and a positive batch size.",
+        )
+    steps = math.ceil(num_samples / global_batch_size)
+    return min(steps, max_batches) if max_batches > 0 else steps
+
+
+def warmup_steps(warmup_epochs: float, steps_per_epoch: int) -> int:
+    """Warmup length in steps (rounded, so a warmup given in steps survives the round trip)."""
+    return round(warmup_epochs * steps_per_epoch)
+
+
+def warmup_epochs_from_steps(steps: int, steps_per_epoch: int) -> float:
+    """Warmup given in steps, expressed in epochs (the unit the hyperparameters carry)."""
+    return steps / steps_per_epoch
+
+
+@dataclass(frozen=True)
+class LrSchedule:
+    """The learning rate at every step: linear warmup, then constant, step or cosine decay.
+
+    ``lr`` is the scaled (peak) rate, ``warmup_begin_lr`` the rate of one device, where the
+    warmup starts (Goyal et al.); with one device the warmup is therefore flat.
+    ``decay_epochs`` are the epochs at which a step schedule multiplies the rate by
+    ``factor``; cosine decays from ``lr`` to 0 over the steps after the warmup.
+    """
+
+    lr: float
+    steps_per_epoch: int
+    epochs: int
+    kind: str = "step"
+    decay_epochs: tuple[float, ...] = ()
+    factor: float = 0.1
+    warmup_steps: int = 0
+    warmup_begin_lr: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ConfigError(
+                f"unknown learning-rate schedule {self.kind!r}",
+                f"use one of {', '.join(KINDS)}.",
+            )
+
+    @property
+    def total_steps(self) -> int:
+        return self.steps_per_epoch * self.epochs
+
+    def at_step(self, step: int) -> float:
+        """The rate for the update with 0-based global index ``step``."""
+        target = self._decayed(step)
+        if step < self.warmup_steps:
+            begin = min(self.warmup_begin_lr, target)
+            return begin + (target - begin) * step / self.warmup_steps
+        return target
+
+    def at_epoch(self, epoch: float) -> float:
+        """The rate at the (possibly fractional) epoch ``epoch`` -- e.g. for the metrics log."""
+        return self.at_step(math.floor(epoch * self.steps_per_epoch + 1e-9))
+
+    def _decayed(self, step: int) -> float:
+        if self.kind == "step":
+            epoch = step / self.steps_per_epoch
+            passed = sum(1 for e in self.decay_epochs if epoch + 1e-9 >= e)
+            return self.lr * self.factor**passed
+        if self.kind == "cosine":
+            span = max(1, self.total_steps - self.warmup_steps)
+            t = min(1.0, max(0.0, (step - self.warmup_steps) / span))
+            return self.lr * 0.5 * (1.0 + math.cos(math.pi * t))
+        return self.lr
+
+    @classmethod
+    def from_hparams(cls, hp, steps_per_epoch: int) -> LrSchedule:
+        """The schedule a TrainHyperparameters (or anything with its fields) describes."""
+        return cls(
+            lr=hp.lr,
+            steps_per_epoch=steps_per_epoch,
+            epochs=hp.epochs,
+            kind=hp.lr_schedule,
+            decay_epochs=tuple(hp.lr_steps),
+            factor=hp.lr_factor,
+            warmup_steps=warmup_steps(hp.warmup_epochs, steps_per_epoch),
+            warmup_begin_lr=hp.lr_per_device,
+        )

@@ -1,0 +1,109 @@
+"""The command line as a user meets it: help everywhere, instant start, clear failures."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.main import get_command
+from typer.testing import CliRunner
+
+from finetune.cli import app
+
+HEAVY = ("mxnet", "gluoncv", "boto3", "botocore", "sagemaker", "matplotlib", "moto")
+
+
+def _commands(cmd, path=()):
+    yield path, cmd
+    if hasattr(cmd, "commands"):  # a group (typer vendors its own click classes)
+        for name, sub in cmd.commands.items():
+            yield from _commands(sub, (*path, name))
+
+
+def test_every_command_has_help_text():
+    root = get_command(app)
+    seen = 0
+    for path, cmd in _commands(root):
+        assert (cmd.help or "").strip(), f"`finetune {' '.join(path)}` has no help text"
+        for param in cmd.params:
+            if param.param_type_name == "option" and param.name != "help":
+                assert param.help, f"option {param.opts} of `{' '.join(path)}` has no help"
+        res = CliRunner().invoke(app, [*path, "--help"])
+        assert res.exit_code == 0 and "Usage" in res.output
+        seen += 1
+    assert seen >= 4
+
+
+def test_cli_import_is_light():
+    code = f"import sys, finetune.cli; print([m for m in {HEAVY!r} if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_python_dash_m_and_version():
+    out = subprocess.run(
+        [sys.executable, "-m", "finetune", "--version"], capture_output=True, text=True
+    )
+    assert out.returncode == 0 and out.stdout.strip()
+
+
+def test_prepare_folder_via_cli(image_folder, tmp_path):
+    res = CliRunner().invoke(
+        app,
+        [
+            "prepare",
+            "folder",
+            str(image_folder),
+            "--out",
+            str(tmp_path / "o"),
+            "--resize",
+            "32",
+            "--json",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    m = json.loads(res.output)
+    assert m["name"] == "shapes" and m["params"]["val_ratio"] == 0.2
+    assert m["splits"]["val"]["per_class"] == [3] * 8  # 20 % of 16, rounded
+
+
+def test_prepare_default_out_is_in_the_data_dir(image_folder, tmp_path, monkeypatch):
+    monkeypatch.setenv("FINETUNE_DATA_DIR", str(tmp_path / "dd"))
+    res = CliRunner().invoke(app, ["prepare", "folder", str(image_folder), "--resize", "32"])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "dd" / "datasets" / "shapes" / "manifest.json").is_file()
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "text"),
+    [
+        (["prepare", "folder", "/nonexistent/images"], 3, "does not exist"),
+        (
+            ["prepare", "folder", "{root}", "--val-ratio", "0.2", "--train-per-class", "3"],
+            3,
+            "exactly one of",
+        ),
+        (["prepare", "folder", "{root}", "--resize", "-1"], 2, "--resize"),
+        (["prepare", "folder", "{root}", "--train-per-class", "99"], 3, "lower --train-per-class"),
+        (["prepare", "caltech256", "--source", "/nonexistent.tar"], 3, "does not exist"),
+        (["test-io", "{tmp}"], 3, "not a prepared dataset"),
+    ],
+)
+def test_bad_input_gets_a_message_and_an_exit_code(args, code, text, image_folder, tmp_path):
+    args = [a.format(root=image_folder, tmp=tmp_path) for a in args]
+    res = CliRunner().invoke(
+        app, [*args, "--out", str(tmp_path / "o")] if "prepare" in args else args
+    )
+    assert res.exit_code == code, res.output
+    assert text in res.output and "To fix:" in res.output
+
+
+def test_test_io_reads_the_dataset(tiny_dataset):
+    res = CliRunner().invoke(
+        app, ["test-io", str(tiny_dataset), "--batch-size", "8", "--data-shape", "32", "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    r = json.loads(res.output[res.output.index("{") :])
+    assert r["images"] >= 8 * 7 and r["images_per_second"] > 0
