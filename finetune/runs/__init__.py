@@ -1,0 +1,1 @@
+"""The run ledger: every launch, its plan, status, per-epoch metrics and events, in SQLite."""

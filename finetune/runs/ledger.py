@@ -1,0 +1,240 @@
+"""SQLite run ledger (stdlib sqlite3, WAL): safe for several finetune processes at once.
+
+Writers take the database lock up front (BEGIN IMMEDIATE) and wait up to 30 s for it, so two
+concurrent launches never interleave half-written runs.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from finetune.errors import DataError, did_you_mean
+from finetune.metrics import EpochMetrics
+from finetune.runs.schema import migrate
+
+LEDGER_FILE = "ledger.sqlite"
+ACTIVE = ("submitted", "running", "stopping")
+FINAL = ("completed", "failed", "stopped", "interrupted")
+
+
+@dataclass
+class Run:
+    """One row of ``runs``, with the plan decoded."""
+
+    id: str
+    created_at: float
+    recipe: str
+    dataset: str
+    backend: str
+    status: str
+    plan: dict
+    instance_type: str | None = None
+    instance_count: int = 1
+    devices_per_host: int = 1
+    device_kind: str = "cpu"
+    spot: bool = False
+    region: str | None = None
+    exit_reason: str | None = None
+    run_dir: str | None = None
+    backend_ref: str | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    training_seconds: float | None = None
+    billable_seconds: float | None = None
+    interrupted_seconds: float | None = None
+    cost_eur: float | None = None
+    cost: dict = field(default_factory=dict)
+    updated_at: float = 0.0
+
+    @property
+    def gpus(self) -> int:
+        return self.instance_count * self.devices_per_host
+
+    @property
+    def wall_seconds(self) -> float | None:
+        if self.started_at is None:
+            return None
+        return (self.ended_at or time.time()) - self.started_at
+
+
+def new_run_id(now: float | None = None) -> str:
+    """'ft-20261122-101500-a3f9': sortable, and valid as a SageMaker job name."""
+    stamp = datetime.fromtimestamp(now or time.time(), UTC).strftime("%Y%m%d-%H%M%S")
+    return f"ft-{stamp}-{secrets.token_hex(2)}"
+
+
+class Ledger:
+    """Open (creating or migrating) the ledger at ``path``."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            self._conn.row_factory = sqlite3.Row
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            migrate(self._conn)
+        except sqlite3.DatabaseError as exc:
+            raise DataError(
+                f"the run ledger {self.path} cannot be opened: {exc}",
+                "move the file aside (it may be corrupt) and launch again; a new one is created.",
+            ) from None
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._conn
+            self._conn.execute("COMMIT")
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+
+    def create(self, run: Run) -> Run:
+        """Insert a new run (status as given, usually 'submitted')."""
+        now = time.time()
+        run.created_at = run.created_at or now
+        run.updated_at = now
+        cols = _row(run)
+        with self._write() as c:
+            c.execute(
+                f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                list(cols.values()),
+            )
+            self._event(c, run.id, "created", f"{run.backend} run of {run.recipe}")
+        return run
+
+    def update(self, run_id: str, **fields) -> Run:
+        """Set columns of one run (plan and cost dicts are encoded); returns the new row."""
+        if "plan" in fields:
+            fields["plan_json"] = json.dumps(fields.pop("plan"))
+        if "cost" in fields:
+            fields["cost_json"] = json.dumps(fields.pop("cost"))
+        fields["updated_at"] = time.time()
+        sets = ", ".join(f"{k} = ?" for k in fields)
+        with self._write() as c:
+            cur = c.execute(f"UPDATE runs SET {sets} WHERE id = ?", [*fields.values(), run_id])
+            if cur.rowcount == 0:
+                raise self._unknown(run_id)
+            if "status" in fields:
+                self._event(c, run_id, "status", fields["status"])
+        return self.get(run_id)
+
+    def get(self, run_id: str) -> Run:
+        """The run with this id, or an unambiguous prefix of one."""
+        row = self._conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            rows = self._conn.execute(
+                "SELECT * FROM runs WHERE id LIKE ? ORDER BY created_at", (run_id + "%",)
+            ).fetchall()
+            if len(rows) == 1:
+                row = rows[0]
+            elif len(rows) > 1:
+                raise DataError(f"{run_id!r} matches {len(rows)} runs", "give more of the run id.")
+        if row is None:
+            raise self._unknown(run_id)
+        return _run(row)
+
+    def list(self, recipe: str | None = None, since: float | None = None) -> list[Run]:
+        """Runs, oldest first, optionally of one recipe and/or created after ``since``."""
+        q, args = "SELECT * FROM runs WHERE 1=1", []
+        if recipe:
+            q, args = q + " AND recipe = ?", [*args, recipe]
+        if since:
+            q, args = q + " AND created_at >= ?", [*args, since]
+        return [_run(r) for r in self._conn.execute(q + " ORDER BY created_at, id", args)]
+
+    def record_epochs(self, run_id: str, events: list[EpochMetrics]) -> None:
+        """Upsert per-epoch metrics (a resumed run may report an epoch again)."""
+        with self._write() as c:
+            for e in events:
+                c.execute(
+                    "INSERT OR REPLACE INTO epochs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        run_id,
+                        e.epoch,
+                        e.samples_per_sec,
+                        e.epoch_seconds,
+                        e.train_acc,
+                        e.val_acc,
+                        e.model_dump_json(),
+                    ),
+                )
+
+    def epochs(self, run_id: str) -> list[EpochMetrics]:
+        rows = self._conn.execute(
+            "SELECT metrics_json FROM epochs WHERE run_id = ? ORDER BY epoch", (run_id,)
+        )
+        return [EpochMetrics.model_validate_json(r[0]) for r in rows]
+
+    def add_event(self, run_id: str, kind: str, message: str) -> None:
+        with self._write() as c:
+            self._event(c, run_id, kind, message)
+
+    def events(self, run_id: str) -> list[tuple[float, str, str]]:
+        rows = self._conn.execute(
+            "SELECT time, kind, message FROM events WHERE run_id = ? ORDER BY id", (run_id,)
+        )
+        return [tuple(r) for r in rows]
+
+    @staticmethod
+    def _event(c: sqlite3.Connection, run_id: str, kind: str, message: str) -> None:
+        c.execute(
+            "INSERT INTO events (run_id, time, kind, message) VALUES (?, ?, ?, ?)",
+            (run_id, time.time(), kind, message),
+        )
+
+    def _unknown(self, run_id: str) -> DataError:
+        ids = [r[0] for r in self._conn.execute("SELECT id FROM runs")]
+        return DataError(
+            f"no run {run_id!r} in the ledger {self.path}.{did_you_mean(run_id, ids)}",
+            "list runs with `finetune runs list`.",
+        )
+
+
+_JSON_COLUMNS = {"plan": "plan_json", "cost": "cost_json"}
+
+
+def _row(run: Run) -> dict:
+    d = dict(run.__dict__)
+    out = {k: v for k, v in d.items() if k not in _JSON_COLUMNS}
+    for attr, col in _JSON_COLUMNS.items():
+        out[col] = json.dumps(d[attr])
+    out["spot"] = int(run.spot)
+    return out
+
+
+def _run(row: sqlite3.Row) -> Run:
+    d = dict(row)
+    d["plan"] = json.loads(d.pop("plan_json") or "{}")
+    d["cost"] = json.loads(d.pop("cost_json") or "{}")
+    d["spot"] = bool(d["spot"])
+    return Run(**d)
+
+
+def open_default() -> Ledger:
+    """The ledger in the data directory (FINETUNE_DATA_DIR, or FINETUNE_LEDGER for a file)."""
+    import os
+
+    from finetune import settings
+
+    path = os.environ.get("FINETUNE_LEDGER") or settings.get().data_dir / LEDGER_FILE
+    return Ledger(path)
