@@ -125,7 +125,7 @@ def dump_yaml(recipe: Recipe) -> str:
     import yaml
 
     data = recipe.model_dump(mode="json")
-    return yaml.safe_dump(data, sort_keys=False, default_flow_style=None)
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
 
 
 def with_overrides(recipe: Recipe, overrides: Sequence[str]) -> Recipe:

@@ -143,13 +143,15 @@ def explain(exc: ValidationError, source: str) -> ConfigError:
 def _explain_one(err) -> str:
     key = ".".join(str(p) for p in err["loc"]) or "(recipe)"
     if err["type"] == "extra_forbidden":
-        return f"{key}: unknown key.{did_you_mean(key, field_paths())}"
+        choices = [*field_paths(), *Recipe.model_fields]  # sections too: "optimiser:"
+        return f"{key}: unknown key.{did_you_mean(key, choices)}"
     if err["type"] == "missing":
         return f"{key}: required key is missing"
     got = err.get("input")
     msg = err["msg"].removeprefix("Value error, ")
     line = f"{key}: {msg} (got {got!r})" if not isinstance(got, dict) else f"{key}: {msg}"
     expected = (err.get("ctx") or {}).get("expected")
-    if expected and isinstance(got, str):
-        line += did_you_mean(got, re.findall(r"'([^']*)'", str(expected)))
-    return line
+    if not (expected and isinstance(got, str)):
+        return line
+    hint = did_you_mean(got, re.findall(r"'([^']*)'", str(expected)))
+    return f"{line}.{hint}" if hint else line
