@@ -51,5 +51,6 @@ def images_step(spec: DemoSpec) -> Path:
 
 def prepare_step(spec: DemoSpec, images: Path, progress: Progress | None = None) -> PrepareResult:
     params = dict(val_ratio=0.25, resize=spec.resize, quality=90, seed=spec.seed)
-    return prepare_folder(images, spec.workdir / "datasets" / "shapes", "shapes", params,
-                          progress=progress)
+    return prepare_folder(
+        images, spec.workdir / "datasets" / "shapes", "shapes", params, progress=progress
+    )

@@ -12,6 +12,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 LOG_PREFIX = "finetune-metrics"
+METRICS_FILE = "metrics.jsonl"  # in /opt/ml/output/data
 
 
 class EpochMetrics(BaseModel):

@@ -33,10 +33,12 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from finetune.cli import demo, prepare, testio
+    from finetune.cli import demo, launch, prepare, recipes, runs, testio
 
     app.add_typer(prepare.app, name="prepare")
-    app.add_typer(__import__("finetune.cli.recipes", fromlist=["app"]).app, name="recipes")
+    app.add_typer(recipes.app, name="recipes")
+    app.command("launch")(launch.launch)
+    app.add_typer(runs.app, name="runs")
     app.command("test-io")(testio.test_io)
     app.command("demo")(demo.demo)
 

@@ -56,3 +56,10 @@ def echo_json(obj) -> None:
 def info(message: str) -> None:
     """A human-oriented line on stderr (stdout stays clean for --json)."""
     typer.echo(message, err=True)
+
+
+def table(rows: list[tuple[str, ...]]) -> None:
+    """Print rows as aligned columns; the first row is the header."""
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        typer.echo("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())

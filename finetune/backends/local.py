@@ -1,0 +1,121 @@
+"""The local backend: the trainer in a subprocess on this machine (CPU or local GPUs)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from finetune import metrics as mt
+from finetune.backends import mltree
+from finetune.backends.base import Capabilities, Status
+from finetune.errors import UsageError
+
+
+def run_dir_for(run_id: str) -> Path:
+    from finetune import settings
+
+    return settings.get().data_dir / "runs" / run_id
+
+
+class LocalBackend:
+    name = "local"
+    capabilities = Capabilities(spot=False, multi_node=False, gpus=True, stop=True)
+
+    def __init__(self, gpu_ids: tuple[int, ...] = ()) -> None:
+        self.gpu_ids = gpu_ids  # becomes CUDA_VISIBLE_DEVICES
+
+    def submit(self, plan, run) -> str:
+        """Lay out RUN_DIR/ml, then start the supervisor detached; returns its pid."""
+        run_dir = Path(run.run_dir)
+        mltree.layout(run_dir / "ml", plan)
+        (run_dir / "plan.json").write_text(plan.to_json())
+        for stale in ("exit.json", "runner.json"):  # a resumed run starts a new attempt
+            (run_dir / stale).unlink(missing_ok=True)
+        env = dict(os.environ)
+        if plan.resources.device == "gpu" and self.gpu_ids:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in self.gpu_ids)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "finetune.backends.local_runner", str(run_dir)],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=open(run_dir / "runner.log", "ab"),  # noqa: SIM115 - inherited by the child
+            start_new_session=True,
+        )
+        return str(proc.pid)
+
+    def status(self, run) -> Status:
+        run_dir = Path(run.run_dir)
+        exit_file = run_dir / "exit.json"
+        if exit_file.exists():
+            return _final(run_dir, json.loads(exit_file.read_text()))
+        runner = _read_json(run_dir / "runner.json")
+        pid = int(run.backend_ref or 0)
+        if _alive(pid):
+            return Status("running" if runner else "submitted", started_at=runner.get("started_at"))
+        if _read_json(exit_file):  # finished between the two checks
+            return self.status(run)
+        return Status(
+            "interrupted",
+            reason="the local runner process ended without a result "
+            "(killed?); resume with `finetune launch --resume RUN`",
+            started_at=runner.get("started_at"),
+        )
+
+    def metrics(self, run) -> list[mt.EpochMetrics]:
+        return mt.read(Path(run.run_dir) / "ml" / "output" / "data" / mt.METRICS_FILE)
+
+    def logs(self, run, offset: int = 0) -> tuple[str, int]:
+        log = Path(run.run_dir) / "train.log"
+        if not log.exists():
+            return "", offset
+        with open(log, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+        return data.decode("utf-8", "replace"), offset + len(data)
+
+    def stop(self, run) -> None:
+        pid = int(run.backend_ref or 0)
+        if not _alive(pid):
+            raise UsageError(f"run {run.id} is not running", "nothing to stop.")
+        os.kill(pid, signal.SIGTERM)  # the runner forwards it; the trainer checkpoints
+
+
+def _final(run_dir: Path, info: dict) -> Status:
+    code = info.get("exit_code")
+    times = dict(started_at=info.get("started_at"), ended_at=info.get("ended_at"))
+    failure = run_dir / "ml" / "output" / "failure"
+    if code == 0:
+        state = "stopped" if info.get("stop_requested") else "completed"
+        return Status(state, **times)
+    reason = failure.read_text()[:1024].strip() if failure.exists() else ""
+    if info.get("stop_requested") and not reason:
+        return Status("stopped", reason=f"trainer exited with {code} after a stop", **times)
+    return Status("failed", reason=reason or f"trainer exited with code {code}", **times)
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie child of this very process counts as ended
+    try:
+        return os.waitpid(pid, os.WNOHANG) == (0, 0)
+    except ChildProcessError:
+        return True

@@ -1,0 +1,59 @@
+"""Lay out SageMaker's /opt/ml tree for a Plan, so one entrypoint serves every backend.
+
+ROOT/input/config/{hyperparameters,inputdataconfig,resourceconfig,checkpointconfig}.json
+ROOT/input/data/train/       NAME_train.rec, NAME_train.idx, manifest.json
+ROOT/input/data/validation/  NAME_val.rec,   NAME_val.idx,   manifest.json
+ROOT/model  ROOT/checkpoints  ROOT/output/data
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from finetune.data.manifest import MANIFEST, write_atomic
+
+CHANNELS = {"train": "train", "validation": "val"}
+RECORDIO = "application/x-recordio"
+
+
+def channel_files(dataset_name: str, split: str) -> list[str]:
+    return [f"{dataset_name}_{split}.rec", f"{dataset_name}_{split}.idx", MANIFEST]
+
+
+def layout(root: Path, plan, hosts: list[str] | None = None, current: str = "algo-1") -> Path:
+    """Create the tree under ``root`` for ``plan`` (links to the dataset, config files)."""
+    config = root / "input" / "config"
+    for d in (config, root / "model", root / "checkpoints", root / "output" / "data"):
+        d.mkdir(parents=True, exist_ok=True)
+    dataset = Path(plan.dataset.path)
+    for channel, split in CHANNELS.items():
+        cdir = root / "input" / "data" / channel
+        cdir.mkdir(parents=True, exist_ok=True)
+        for name in channel_files(plan.dataset.name, split):
+            link = cdir / name
+            if not link.exists():
+                os.symlink((dataset / name).resolve(), link)
+    hosts = hosts or [current]
+    files = {
+        "hyperparameters.json": plan.hyperparameters.to_strings(),
+        "inputdataconfig.json": {
+            c: {
+                "ContentType": RECORDIO,
+                "TrainingInputMode": "File",
+                "S3DistributionType": "FullyReplicated",
+                "RecordWrapperType": "None",
+            }
+            for c in CHANNELS
+        },
+        "resourceconfig.json": {
+            "current_host": current,
+            "hosts": hosts,
+            "network_interface_name": "lo",
+        },
+        "checkpointconfig.json": {"LocalPath": str(root / "checkpoints")},
+    }
+    for name, content in files.items():
+        write_atomic(config / name, json.dumps(content, indent=2))
+    return root

@@ -1,0 +1,79 @@
+"""Following a run in the terminal: epoch bar, images/s, accuracy; Ctrl-C asks what to do."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+
+def print_plan(plan) -> None:
+    typer.echo("Plan:")
+    for line in plan.summary_lines():
+        typer.echo(f"  {line}")
+
+
+def _epoch_line(e) -> str:
+    val = f" val_acc {e.val_acc:.3f}" if e.val_acc is not None else ""
+    return (
+        f"  epoch {e.epoch + 1}: {e.samples_per_sec:,.1f} img/s, {e.epoch_seconds:.1f} s, "
+        f"loss {e.train_loss:.3f}, train_acc {e.train_acc:.3f}{val}, lr {e.lr:.3g}"
+    )
+
+
+def follow_run(run, backend, ledger, detach: bool, as_json: bool) -> None:
+    """Follow until the run ends (or return at once with --detach), then summarise."""
+    from finetune.runs import service
+
+    if detach:
+        typer.echo(f"Detached. Follow with: finetune runs show {run.id}", err=True)
+        return
+    shown = {"epochs": 0}
+    total = run.plan["hyperparameters"]["epochs"]
+
+    def on_update(run, status, epochs, text):
+        for e in epochs[shown["epochs"] :]:
+            typer.echo(f"{_epoch_line(e)}  [{e.epoch + 1}/{total}]", err=True)
+        shown["epochs"] = max(shown["epochs"], len(epochs))
+
+    try:
+        run = service.follow(run, backend, ledger, on_update)
+    except KeyboardInterrupt:
+        if _ask_stop(run):
+            backend.stop(run)
+            typer.echo(
+                f"Stopping {run.id}: it checkpoints, then ends. Resume with "
+                f"`finetune launch --resume {run.id}`.",
+                err=True,
+            )
+            run = service.follow(run, backend, ledger, on_update)
+        else:
+            typer.echo(
+                f"Detached; {run.id} keeps running. Stop it with `finetune runs stop {run.id}`.",
+                err=True,
+            )
+            return
+    _finish(run, ledger, as_json)
+
+
+def _ask_stop(run) -> bool:
+    if not sys.stdin.isatty():
+        return False
+    answer = typer.prompt(
+        f"\nStop run {run.id} (s) or detach and leave it running (d)?", default="d"
+    )
+    return answer.strip().lower().startswith("s")
+
+
+def _finish(run, ledger, as_json: bool) -> None:
+    from finetune.cli.runs import render_run
+
+    if as_json:
+        from finetune.cli._render import echo_json
+        from finetune.runs.views import run_dict
+
+        echo_json(run_dict(run, ledger.epochs(run.id)))
+    else:
+        render_run(run, ledger)
+    if run.status != "completed":
+        raise typer.Exit(1)

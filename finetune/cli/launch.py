@@ -1,0 +1,61 @@
+"""`finetune launch`: recipe + dataset -> plan -> a run on a backend."""
+
+from __future__ import annotations
+
+import typer
+
+
+def launch(
+    recipe: str = typer.Argument(
+        None, help="Recipe name (see `finetune recipes list`) or path to a recipe YAML."
+    ),
+    overrides: list[str] = typer.Argument(
+        None, help="Recipe overrides as key=value, e.g. epochs=2 optimizer.lr_per_gpu=0.002."
+    ),
+    dataset: str = typer.Option(
+        None, help="Prepared dataset: folder or name under the data dir (default: the recipe's)."
+    ),
+    backend: str = typer.Option("local", help="Where to run: local, sagemaker or ec2."),
+    gpus: str = typer.Option(
+        None, help="Local backend: GPU numbers to use, e.g. 0,1 (default: all)."
+    ),
+    cpus: int = typer.Option(
+        None, min=1, help="Local backend: train data-parallel over this many CPU contexts."
+    ),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan and exit; run nothing."),
+    detach: bool = typer.Option(False, "--detach", help="Start the run and return at once."),
+    resume: str = typer.Option(None, help="Resume this run (id) from its last checkpoint."),
+    as_json: bool = typer.Option(False, "--json", help="Print the plan / final run as JSON."),
+) -> None:
+    """Fine-tune RECIPE on a prepared dataset. Batch and learning rate scale linearly with the
+    number of devices; the derived values are shown before anything runs."""
+    from finetune.backends import get_backend
+    from finetune.cli._follow import follow_run, print_plan
+    from finetune.cli._render import echo_json
+    from finetune.plan import build_plan
+    from finetune.runs import service
+    from finetune.runs.ledger import open_default
+    from finetune.runs.resources import local_resources
+
+    if resume:
+        with open_default() as ledger:
+            run = ledger.get(resume)
+            be = get_backend(run.backend)
+            run = service.resume(run.id, be, ledger)
+            typer.echo(f"Resumed {run.id} from its last checkpoint.", err=True)
+            follow_run(run, be, ledger, detach, as_json)
+        return
+    if not recipe:
+        raise typer.BadParameter("give a RECIPE (or --resume RUN)", param_hint="RECIPE")
+    resources, gpu_ids = local_resources(gpus, cpus)
+    plan = build_plan(recipe, dataset, resources, overrides or ())
+    if dry_run:
+        echo_json(plan.model_dump(mode="json")) if as_json else print_plan(plan)
+        return
+    be = get_backend(backend, gpu_ids=gpu_ids) if backend == "local" else get_backend(backend)
+    if not as_json:
+        print_plan(plan)
+    with open_default() as ledger:
+        run = service.launch(plan, be, ledger)
+        typer.echo(f"Run {run.id} started ({be.name}); logs: finetune runs logs {run.id}", err=True)
+        follow_run(run, be, ledger, detach, as_json)

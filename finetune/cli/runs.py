@@ -1,0 +1,99 @@
+"""`finetune runs`: list, show, logs and stop runs recorded in the ledger."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(help="Runs recorded in the ledger: list, show, logs, stop.", no_args_is_help=True)
+
+_JSON = typer.Option(False, "--json", help="Print JSON instead of text.")
+
+
+def render_run(run, ledger) -> None:
+    from finetune.runs.views import show_lines
+
+    for line in show_lines(run, ledger.epochs(run.id)):
+        typer.echo(line)
+
+
+def _synced(ledger, run_id: str):
+    """The run, refreshed from its backend if it may still be moving."""
+    from finetune.backends import get_backend
+    from finetune.runs import service
+    from finetune.runs.ledger import ACTIVE
+
+    run = ledger.get(run_id)
+    if run.status in ACTIVE:
+        run, _, _ = service.sync(run, get_backend(run.backend), ledger)
+    return run
+
+
+@app.command("list")
+def list_runs(
+    recipe: str = typer.Option(None, help="Only runs of this recipe."),
+    as_json: bool = _JSON,
+) -> None:
+    """List runs, oldest first."""
+    from finetune.cli._render import echo_json, table
+    from finetune.runs.ledger import open_default
+    from finetune.runs.views import list_rows, run_dict
+
+    with open_default() as ledger:
+        runs = [_synced(ledger, r.id) for r in ledger.list(recipe=recipe)]
+        data = [run_dict(r, ledger.epochs(r.id)) for r in runs]
+    if as_json:
+        echo_json(data)
+        return
+    if not runs:
+        typer.echo("No runs yet. Start one with `finetune launch RECIPE --dataset DIR`.")
+        return
+    table(list_rows(runs, {d["id"]: d["best_val_acc"] for d in data}))
+
+
+@app.command("show")
+def show(
+    run_id: str = typer.Argument(..., help="Run id (or a unique prefix)."), as_json: bool = _JSON
+) -> None:
+    """Show one run: plan, status, throughput and per-epoch metrics."""
+    from finetune.cli._render import echo_json
+    from finetune.runs.ledger import open_default
+    from finetune.runs.views import run_dict
+
+    with open_default() as ledger:
+        run = _synced(ledger, run_id)
+        if as_json:
+            echo_json(run_dict(run, ledger.epochs(run.id)))
+        else:
+            render_run(run, ledger)
+
+
+@app.command("logs")
+def logs(
+    run_id: str = typer.Argument(..., help="Run id (or a unique prefix)."),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing until the run ends."),
+) -> None:
+    """Print the trainer's log of a run."""
+    from finetune.backends import get_backend
+    from finetune.runs import service
+    from finetune.runs.ledger import open_default
+
+    with open_default() as ledger:
+        run = ledger.get(run_id)
+        be = get_backend(run.backend)
+        if follow:
+            service.follow(run, be, ledger, lambda r, s, e, text: typer.echo(text, nl=False))
+        else:
+            typer.echo(be.logs(run, 0)[0], nl=False)
+
+
+@app.command("stop")
+def stop(run_id: str = typer.Argument(..., help="Run id (or a unique prefix).")) -> None:
+    """Stop a run: it checkpoints and ends; `finetune launch --resume RUN` continues it."""
+    from finetune.backends import get_backend
+    from finetune.runs.ledger import open_default
+
+    with open_default() as ledger:
+        run = ledger.get(run_id)
+        get_backend(run.backend).stop(run)
+        ledger.update(run.id, status="stopping")
+        typer.echo(f"Asked {run.id} to stop; it saves a checkpoint first.")
