@@ -48,3 +48,41 @@ def tiny_dataset(image_folder, tmp_path_factory) -> Path:
 
 def cpu_count() -> int:
     return len(os.sched_getaffinity(0))
+
+
+@pytest.fixture(scope="session")
+def moto_server():
+    """moto's AWS endpoint on 127.0.0.1 (one per test session); yields its URL."""
+    import logging
+    import socket
+
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    yield f"http://127.0.0.1:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def aws(moto_server, monkeypatch):
+    """Every boto3 client in this test talks to a freshly reset moto server, never to AWS."""
+    import urllib.request
+
+    urllib.request.urlopen(urllib.request.Request(f"{moto_server}/moto-api/reset", method="POST"))
+    for key, value in {
+        "AWS_ENDPOINT_URL": moto_server,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_MAX_ATTEMPTS": "1",
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "SAGEMAKER_VALIDATE_ROLE": "false",
+    }.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    return moto_server
