@@ -48,6 +48,20 @@ class Resources(_Frozen):
     def devices(self) -> int:
         return self.devices_per_host * self.hosts
 
+    @classmethod
+    def create(cls, **fields: Any) -> Resources:
+        """Like the constructor, but an impossible combination is a UsageError, not a traceback."""
+        try:
+            return cls(**fields)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "resources"
+            raise UsageError(
+                f"cannot run there: {where}: {first['msg'].removeprefix('Value error, ')}",
+                "check --backend, --instance, --instance-count and --spot "
+                "(the local backend is one host, on demand).",
+            ) from None
+
 
 class DatasetSummary(_Frozen):
     """What the run trains on, and the checksums that prove which bytes those were."""

@@ -110,14 +110,23 @@ def read_mapping(path: Path) -> dict:
 
 
 def validate_many(names_or_paths: Iterable[str | Path]) -> list[tuple[str, Recipe | ConfigError]]:
-    """Load each recipe, collecting the error instead of stopping at the first bad one."""
+    """Load each recipe (a folder stands for its YAML files), collecting the error instead of
+    stopping at the first bad one."""
     results: list[tuple[str, Recipe | ConfigError]] = []
-    for item in names_or_paths:
+    for item in _expand(names_or_paths):
         try:
             results.append((str(item), load_recipe(item)))
         except ConfigError as exc:
             results.append((str(item), exc))
     return results
+
+
+def _expand(items: Iterable[str | Path]) -> Iterable[str | Path]:
+    for item in items:
+        if Path(item).is_dir():
+            yield from sorted(p for p in Path(item).iterdir() if p.suffix in SUFFIXES)
+        else:
+            yield item
 
 
 def dump_yaml(recipe: Recipe) -> str:

@@ -1,0 +1,85 @@
+"""key=value overrides: dotted keys, short leaf names, YAML typing, clear errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from finetune.errors import ConfigError
+from finetune.recipes.loading import load_recipe, with_overrides
+from finetune.recipes.overrides import apply_overrides, parse_override, resolve_key
+
+
+@pytest.mark.parametrize(
+    ("text", "expect"),
+    [
+        ("epochs=2", ("schedule.epochs", 2)),
+        ("optimizer.lr_per_gpu=0.002", ("optimizer.lr_per_gpu", 0.002)),
+        ("model.pretrained=false", ("model.pretrained", False)),
+        ("steps=[4, 5]", ("schedule.steps", [4, 5])),
+        ("kind = cosine", ("schedule.kind", "cosine")),
+        ("model.name=1", ("model.name", "1")),  # text fields keep the text
+        ("model.weights=", ("model.weights", "")),
+        ("data.dataset=null", ("data.dataset", None)),
+        ("dataset=yes", ("data.dataset", "yes")),  # not YAML 1.1's True
+        ("name=my-run", ("name", "my-run")),  # exact top-level path beats the leaf
+        ("train.kvstore=dist_sync", ("train.kvstore", "dist_sync")),
+    ],
+)
+def test_parse_override(text, expect):
+    assert parse_override(text) == expect
+
+
+def test_unknown_key_suggests_the_dotted_path():
+    with pytest.raises(ConfigError, match=r'Did you mean "optimizer\.lr_per_gpu"') as info:
+        parse_override("optimizer.lr_per_gpy=0.1")
+    assert "To fix:" in str(info.value) and "schedule.epochs" in str(info.value)
+    with pytest.raises(ConfigError, match='Did you mean "epochs"'):
+        parse_override("epohcs=2")
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [("epochs", "not KEY=VALUE"), ("=2", "not KEY=VALUE"), ("schedule=2", "is a section")],
+)
+def test_malformed_overrides(text, match):
+    with pytest.raises(ConfigError, match=match):
+        parse_override(text)
+
+
+def test_bad_yaml_value():
+    with pytest.raises(ConfigError, match="not a YAML value"):
+        parse_override("steps=[1, 2")
+
+
+def test_ambiguous_leaf(monkeypatch):
+    from finetune.recipes import overrides
+
+    monkeypatch.setattr(overrides, "_paths", lambda: ("a.x", "b.x"))
+    with pytest.raises(ConfigError, match=r"ambiguous: a\.x, b\.x"):
+        resolve_key("x")
+
+
+def test_apply_does_not_touch_the_input_and_last_wins():
+    data = {"schedule": {"epochs": 6}}
+    out = apply_overrides(data, ["epochs=2", "schedule.epochs=3", "optimizer.wd=0"])
+    assert data == {"schedule": {"epochs": 6}}
+    assert out == {"schedule": {"epochs": 3}, "optimizer": {"wd": 0}}
+
+
+def test_overrides_on_load_are_validated():
+    recipe = load_recipe("caltech256-resnet152", ["epochs=2", "optimizer.lr_per_gpu=0.002"])
+    assert (recipe.schedule.epochs, recipe.optimizer.lr_per_gpu) == (2, 0.002)
+    with pytest.raises(ConfigError, match=r"schedule\.kind.*'constant', 'step' or 'cosine'"):
+        load_recipe("caltech256-resnet152", ["kind=linear"])
+    with pytest.raises(
+        ConfigError, match=r"(?s)with epochs=0.*schedule.epochs: Input should be greater than 0"
+    ):
+        load_recipe("caltech256-resnet152", ["epochs=0"])
+
+
+def test_with_overrides_on_a_loaded_recipe():
+    recipe = load_recipe("smoke-resnet18")
+    assert with_overrides(recipe, []) is recipe
+    changed = with_overrides(recipe, ["warmup_steps=3", "batch_per_gpu=4"])
+    assert (changed.schedule.warmup_steps, changed.train.batch_per_gpu) == (3, 4)
+    assert recipe.train.batch_per_gpu == 8

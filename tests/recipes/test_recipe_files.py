@@ -1,0 +1,86 @@
+"""The bundled recipes: valid, named after their files, documented, and in one copy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from finetune.errors import ConfigError
+from finetune.recipes.loading import BUILTIN_DIR, available, load_file, load_recipe
+
+REPO = Path(__file__).resolve().parents[2]
+BUNDLED = sorted(p.stem for p in BUILTIN_DIR.glob("*.yaml"))
+
+
+def test_required_recipes_are_bundled():
+    assert {"caltech256-resnet152", "caltech256-resnet50"} <= set(BUNDLED)
+    assert any(name.startswith("smoke") for name in BUNDLED)
+
+
+@pytest.mark.parametrize("name", BUNDLED)
+def test_every_bundled_recipe_validates_and_names_its_command(name):
+    recipe = load_recipe(name)
+    assert recipe.name == name
+    header = (BUILTIN_DIR / f"{name}.yaml").read_text().split("\nname:")[0]
+    assert f"finetune launch {name} " in header, "the header must give the exact command"
+
+
+def test_reference_recipes_match_the_mxnet_study():
+    r152 = load_recipe("caltech256-resnet152")
+    assert r152.model.name == "imagenet11k-resnet-152"
+    assert (r152.train.batch_per_gpu, r152.optimizer.lr_per_gpu) == (16, 0.00125)
+    assert (r152.optimizer.name, r152.optimizer.momentum, r152.optimizer.wd) == ("sgd", 0.9, 1e-4)
+    assert (r152.schedule.epochs, r152.data.image_size) == (6, 224)
+    r50 = load_recipe("caltech256-resnet50")
+    assert (r50.model.name, r50.model.pretrained) == ("resnet50_v1", True)
+    assert r50.train.batch_per_gpu in (16, 32) and r50.optimizer.lr_per_gpu in (0.00125, 0.0025)
+
+
+def test_smoke_recipe_is_small():
+    smoke = load_recipe("smoke-resnet18")
+    assert smoke.model.name == "resnet18_v1" and not smoke.model.pretrained
+    assert (smoke.data.image_size, smoke.train.batch_per_gpu, smoke.schedule.epochs) == (32, 8, 2)
+
+
+def test_top_level_recipes_folder_holds_the_same_files():
+    top = REPO / "recipes"
+    assert sorted(p.stem for p in top.glob("*.yaml")) == BUNDLED
+    for name in BUNDLED:
+        assert (top / f"{name}.yaml").read_bytes() == (BUILTIN_DIR / f"{name}.yaml").read_bytes()
+
+
+def test_project_recipes_folder_is_searched_first(tmp_path, monkeypatch):
+    own = tmp_path / "recipes"
+    own.mkdir()
+    text = (BUILTIN_DIR / "smoke-resnet18.yaml").read_text()
+    (own / "smoke-resnet18.yaml").write_text(text.replace("epochs: 2", "epochs: 3"))
+    (own / "mine.yaml").write_text(text.replace("name: smoke-resnet18", "name: mine"))
+    monkeypatch.chdir(tmp_path)
+    found = available()
+    assert found["mine"].origin == "project"
+    assert found["smoke-resnet18"].origin == "project"
+    assert found["caltech256-resnet50"].origin == "builtin"
+    assert load_recipe("smoke-resnet18").schedule.epochs == 3
+
+
+def test_name_defaults_to_file_stem_and_must_match_when_found_by_name(tmp_path, monkeypatch):
+    text = (BUILTIN_DIR / "smoke-resnet18.yaml").read_text()
+    path = tmp_path / "nameless.yaml"
+    path.write_text(text.replace("name: smoke-resnet18\n", ""))
+    assert load_file(path).name == "nameless"
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "other.yaml").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match="differs from its file name"):
+        load_recipe("other")
+    assert load_recipe("recipes/other.yaml").name == "smoke-resnet18"  # by path: allowed
+
+
+def test_unknown_recipe_name_suggests(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match='Did you mean "caltech256-resnet50"') as info:
+        load_recipe("caltech256-resnet5O")
+    assert "To fix:" in str(info.value)
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_recipe(tmp_path / "missing.yaml")

@@ -1,0 +1,169 @@
+"""The Plan: recipe + prepared dataset + resources -> derived values and hyperparameters."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from finetune.data import manifest as mf
+from finetune.errors import ConfigError, DataError, UsageError
+from finetune.hparams import TrainHyperparameters
+from finetune.plan import Plan, Resources, build_plan, choose_kvstore
+from finetune.recipes.loading import load_recipe
+
+
+def test_plan_from_the_tiny_dataset(tiny_dataset):
+    plan = build_plan("smoke-resnet18", tiny_dataset)
+    m = mf.load(tiny_dataset)
+    assert plan.dataset.num_classes == 8 == plan.hyperparameters.num_classes
+    assert plan.hyperparameters.num_training_samples == m.splits["train"].count == 80
+    assert plan.dataset.val_count == m.splits["val"].count
+    assert plan.dataset.rec_sha256 == {
+        name: entry.sha256 for name, entry in m.files.items() if name.endswith(".rec")
+    }
+    assert len(plan.dataset.rec_sha256) == 2
+    assert plan.dataset.manifest_sha256 == mf.sha256_file(tiny_dataset / mf.MANIFEST)
+    d = plan.derived
+    assert (d.devices, d.global_batch, d.steps_per_epoch, d.total_steps) == (1, 8, 10, 20)
+    assert (d.lr, d.kvstore, d.warmup_steps) == (0.01, "local", 0)
+    hp = plan.hyperparameters
+    assert (hp.device, hp.top_k, hp.lr_steps, hp.image_size) == ("cpu", 5, (1.0,), 32)
+
+
+def test_scaled_plan_with_warmup_in_steps(tiny_dataset):
+    res = Resources(backend="sagemaker", instance_type="ml.p3.8xlarge", hosts=2,
+                    devices_per_host=4, device="gpu", spot=True)  # fmt: skip
+    plan = build_plan("smoke-resnet18", tiny_dataset, res, ["batch_per_gpu=2", "warmup_steps=3"])
+    d = plan.derived
+    assert (d.devices, d.global_batch, d.steps_per_epoch) == (8, 16, 5)
+    assert d.lr == pytest.approx(0.08)
+    assert (d.warmup_steps, d.warmup_epochs, d.kvstore) == (3, 0.6, "dist_device_sync")
+    hp = plan.hyperparameters
+    assert (hp.hosts, hp.devices_per_host, hp.global_batch_size, hp.lr) == (2, 4, 16, d.lr)
+    assert plan.lr_schedule().at_step(0) == pytest.approx(0.01)
+    assert plan.lr_schedule().at_step(3) == pytest.approx(0.08)
+    assert plan.overrides == ("batch_per_gpu=2", "warmup_steps=3")
+
+
+def test_hyperparameters_round_trip_through_strings(tiny_dataset):
+    plan = build_plan("smoke-resnet18", tiny_dataset, overrides=["kind=cosine", "warmup_epochs=1"])
+    strings = plan.hyperparameters.to_strings()
+    assert all(isinstance(v, str) for v in strings.values()) and len(strings) <= 100
+    assert TrainHyperparameters.from_strings(strings) == plan.hyperparameters
+
+
+def test_plan_json_round_trip_and_estimate_hook(tiny_dataset):
+    plan = build_plan(load_recipe("smoke-resnet18"), tiny_dataset)
+    assert Plan.from_json(plan.to_json()) == plan
+    priced = plan.with_estimate({"eur": 0.42, "summary": ["0.42 EUR (on-demand, as of X)"]})
+    assert plan.estimate is None and priced.estimate["eur"] == 0.42
+    assert Plan.from_json(priced.to_json()) == priced
+    assert any(
+        line.startswith("estimate") and "0.42 EUR" in line for line in priced.summary_lines()
+    )
+    with pytest.raises(ConfigError, match="not a valid plan"):
+        Plan.from_json(json.dumps({"recipe": {}}))
+
+
+def test_summary_lines_show_the_derived_values(tiny_dataset):
+    res = Resources(backend="ec2", instance_type="p3.8xlarge", devices_per_host=4, device="gpu")
+    plan = build_plan("smoke-resnet18", tiny_dataset, res, ["warmup_epochs=1"])
+    text = "\n".join(plan.summary_lines())
+    for expected in [
+        "resnet18_v1 (random init)",
+        "8 (80 train /",
+        "ec2 p3.8xlarge: 1 host(s) x 4 gpu",
+        "8 per device -> 32 global",
+        "0.01 per device -> 0.04 (x4 devices)",
+        "1 epoch(s) = 3 steps, 0.01 -> 0.04",
+        "step: x0.5 at epoch(s) 1",
+        "2 x 3 steps/epoch",
+    ]:
+        assert expected in text, expected
+
+
+def test_dataset_name_resolves_under_the_data_dir(tiny_dataset, tmp_path):
+    from finetune import settings
+
+    target = settings.get().datasets_dir / "shapes"
+    shutil.copytree(tiny_dataset, target)
+    plan = build_plan("smoke-resnet18", overrides=["data.dataset=shapes"])
+    assert plan.dataset.path == str(target.resolve())
+
+
+def test_missing_manifest_is_a_data_error(tmp_path):
+    with pytest.raises(DataError, match=r"manifest\.json is missing") as info:
+        build_plan("smoke-resnet18", tmp_path)
+    assert "To fix: run `finetune prepare" in str(info.value)
+
+
+def test_no_dataset_at_all_is_a_usage_error():
+    with pytest.raises(UsageError, match="names no dataset"):
+        build_plan("smoke-resnet18")
+
+
+def test_damaged_dataset_is_a_data_error(tiny_dataset, tmp_path):
+    copy = tmp_path / "shapes"
+    shutil.copytree(tiny_dataset, copy)
+    rec = next(copy.glob("*_train.rec"))
+    rec.write_bytes(rec.read_bytes()[:-4])
+    with pytest.raises(DataError, match="does not match its manifest"):
+        build_plan("smoke-resnet18", copy)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "match"),
+    [
+        (["image_size=64"], "larger than the prepared images"),
+        (["batch_per_gpu=100"], "exceeds the 80 training images"),
+    ],
+)
+def test_impossible_combinations(tiny_dataset, overrides, match):
+    with pytest.raises(ConfigError, match=match) as info:
+        build_plan("smoke-resnet18", tiny_dataset, overrides=overrides)
+    assert "To fix:" in str(info.value)
+
+
+def test_top_k_is_dropped_when_it_covers_every_class(tiny_dataset):
+    assert (
+        build_plan("smoke-resnet18", tiny_dataset, overrides=["top_k=8"]).hyperparameters.top_k == 0
+    )
+
+
+def test_resources_rules():
+    with pytest.raises(UsageError, match="one host") as info:
+        Resources.create(hosts=2)
+    assert "To fix:" in str(info.value)
+    with pytest.raises(UsageError, match="devices_per_host"):
+        Resources.create(devices_per_host=0)
+    with pytest.raises(ValueError, match="needs an instance type"):
+        Resources(backend="sagemaker")
+    assert (
+        Resources(backend="ec2", instance_type="g5.xlarge", hosts=3, devices_per_host=2).devices
+        == 6
+    )
+
+
+@pytest.mark.parametrize(
+    ("requested", "hosts", "per_host", "device", "expect"),
+    [
+        (None, 1, 1, "cpu", "local"),
+        (None, 1, 1, "gpu", "local"),
+        (None, 1, 8, "gpu", "device"),
+        (None, 2, 8, "gpu", "dist_device_sync"),
+        (None, 2, 1, "cpu", "dist_sync"),
+        ("nccl", 1, 8, "gpu", "nccl"),
+    ],
+)
+def test_choose_kvstore(requested, hosts, per_host, device, expect):
+    res = Resources(backend="ec2", instance_type="x", hosts=hosts, devices_per_host=per_host,
+                    device=device)  # fmt: skip
+    assert choose_kvstore(requested, res) == expect
+
+
+def test_single_host_kvstore_cannot_span_hosts():
+    res = Resources(backend="ec2", instance_type="x", hosts=2, devices_per_host=8, device="gpu")
+    with pytest.raises(ConfigError, match="cannot synchronise 2 hosts"):
+        choose_kvstore("device", res)
