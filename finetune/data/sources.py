@@ -62,10 +62,31 @@ def digests(path: Path, advance: Advance | None = None) -> Digests:
     return Digests(*(h.hexdigest() for h in hs))
 
 
+def cached_digests(path: Path, progress: Progress | None = None) -> Digests:
+    """``digests`` remembered in a sidecar file keyed by size and mtime: a 1.2 GB archive is
+    hashed once, not on every prepare."""
+    import json
+
+    st = path.stat()
+    key = f"{st.st_size}:{st.st_mtime_ns}"
+    sidecar = path.with_name(f".{path.name}.digests.json")
+    try:
+        saved = json.loads(sidecar.read_text())
+        if saved.get("key") == key:
+            return Digests(saved["md5"], saved["sha256"], saved["sha512"])
+    except (OSError, ValueError, KeyError):
+        pass
+    d = digests(path, progress("verify", st.st_size) if progress else None)
+    try:
+        sidecar.write_text(json.dumps({"key": key, **d.__dict__}))
+    except OSError:
+        pass  # a read-only archive location just means hashing again next time
+    return d
+
+
 def verify_archive(path: Path, expected_sha256: str | None, progress: Progress | None) -> Digests:
     """Check the archive against ``expected_sha256`` or the published Caltech-256 digests."""
-    advance = progress("verify", path.stat().st_size) if progress else None
-    d = digests(path, advance)
+    d = cached_digests(path, progress)
     if expected_sha256:
         if d.sha256 != expected_sha256.lower():
             raise DataError(

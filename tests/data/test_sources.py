@@ -181,3 +181,14 @@ def test_cli_caltech_from_extracted_folder(caltech_tar, tmp_path):
     )
     assert res.exit_code == 0, res.output
     assert "classes  6" in res.output
+
+
+def test_digests_are_cached_until_the_file_changes(tmp_path):
+    f = tmp_path / "a.tar"
+    f.write_bytes(b"first")
+    calls = []
+    first = sources.cached_digests(f, lambda stage, total: calls.append(stage) or (lambda n: None))
+    assert sources.cached_digests(f, lambda s, t: calls.append(s) or (lambda n: None)) == first
+    assert calls == ["verify"]
+    f.write_bytes(b"second, longer")
+    assert sources.cached_digests(f).sha256 == hashlib.sha256(b"second, longer").hexdigest()
