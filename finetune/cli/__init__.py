@@ -33,9 +33,10 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from finetune.cli import demo, launch, prepare, recipes, runs, testio
+    from finetune.cli import demo, launch, prepare, prices, recipes, runs, testio
 
     app.add_typer(prepare.app, name="prepare")
+    app.add_typer(prices.app, name="prices")
     app.add_typer(recipes.app, name="recipes")
     app.command("launch")(launch.launch)
     app.add_typer(runs.app, name="runs")

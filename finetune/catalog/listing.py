@@ -1,0 +1,93 @@
+"""The rows of `finetune prices`: instances with GPUs and their hourly price in euros."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from finetune.catalog import cache, fx, instances, prices, spot
+
+
+@dataclass(frozen=True)
+class Offer:
+    """One instance type in one region on one backend, on-demand and spot, in EUR per hour."""
+
+    instance: instances.InstanceType
+    price: prices.Price
+    spot: spot.SpotPrice
+    rate: fx.Rate
+
+    @property
+    def eur_per_hour(self) -> float:
+        return self.rate.to_eur(self.price.usd_per_hour)
+
+    @property
+    def spot_eur_per_hour(self) -> float:
+        return self.rate.to_eur(self.spot.usd_per_hour)
+
+    def note(self) -> str:
+        """'retired -> g5.12xlarge' for retired types, else ''."""
+        if not self.instance.retired:
+            return ""
+        return f"retired -> {self.instance.successor}" if self.instance.successor else "retired"
+
+    def as_dict(self) -> dict:
+        """Flat JSON/CSV record: instance facts, prices in USD and EUR, dates and sources."""
+        i, p, s = self.instance, self.price, self.spot
+        return {
+            "instance_type": p.display_name,
+            "region": p.region,
+            "backend": p.backend,
+            "gpu_model": i.gpu_model,
+            "gpu_count": i.gpu_count,
+            "gpu_memory_gib": i.gpu_memory_gib,
+            "vcpus": i.vcpus,
+            "memory_gib": i.memory_gib,
+            "usd_per_hour": p.usd_per_hour,
+            "eur_per_hour": round(self.eur_per_hour, 4),
+            "price_as_of": p.as_of.isoformat(),
+            "price_source": p.source,
+            "spot_usd_per_hour": round(s.usd_per_hour, 4),
+            "spot_eur_per_hour": round(self.spot_eur_per_hour, 4),
+            "spot_is_estimate": s.estimate,
+            "spot_source": s.source,
+            "usd_per_eur": self.rate.usd_per_eur,
+            "rate_date": self.rate.on.isoformat(),
+            "retired": i.retired,
+            "successor": i.successor,
+        }
+
+
+@dataclass
+class Listing:
+    """Offers plus the provenance a reader needs: rate, sources, cache age, warnings."""
+
+    offers: list[Offer]
+    rate: fx.Rate
+    cache_age: str
+    warnings: list[str] = field(default_factory=list)
+
+    def sources(self) -> list[str]:
+        """Distinct price sources, in order of first appearance (for footnotes)."""
+        return list(dict.fromkeys(o.price.source for o in self.offers))
+
+
+def list_offers(
+    gpu: str | None = None,
+    region: str | None = None,
+    backend: str | None = None,
+    live_spot: bool = False,
+    client_for=None,
+) -> Listing:
+    """Instances (optionally one GPU model, region, backend) with EUR prices, cheapest last.
+
+    ``live_spot`` asks EC2 for current spot prices (needs credentials); otherwise spot prices
+    are the documented default-discount estimate.
+    """
+    book = prices.load()
+    rates, rate_warnings = fx.load()
+    rate = fx.rate_from(rates)
+    rows = book.select(gpu=gpu, region=region, backend=backend)
+    spots = spot.spot_prices(rows, live=live_spot, client_for=client_for)
+    known = instances.all_instances()
+    offers = [Offer(known[p.instance_type], p, spots[p.key], rate) for p in rows]
+    return Listing(offers, rate, cache.cache_age(), book.warnings + rate_warnings)

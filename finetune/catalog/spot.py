@@ -1,0 +1,122 @@
+"""Spot prices: the current EC2 price when asked, otherwise an estimate -- always labelled.
+
+The default estimate is on-demand x (1 - DEFAULT_SPOT_DISCOUNT). AWS advertises spot discounts
+of "up to 90 %"; GPU spot prices move by region, zone and hour, and 60 % off is a middle figure,
+deliberately not the best case, so estimates err on the expensive side. SageMaker managed spot
+is billed as BillableTimeInSeconds at the on-demand ml.* price (savings = 1 - billable /
+training time), so for SageMaker the same estimate describes the expected saving.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+
+from finetune.catalog.prices import Price
+
+DEFAULT_SPOT_DISCOUNT = 0.60
+DEFAULT_SOURCE = (
+    f"estimate: on-demand minus {DEFAULT_SPOT_DISCOUNT:.0%} (default spot discount; "
+    "`finetune prices --spot` asks EC2 for current prices)"
+)
+
+
+@dataclass(frozen=True)
+class SpotPrice:
+    """USD per instance-hour on spot; ``estimate`` is False only for a price EC2 reported."""
+
+    instance_type: str
+    region: str
+    usd_per_hour: float
+    estimate: bool
+    source: str
+    as_of: date
+    zone: str = ""
+
+
+def estimated(on_demand: Price, discount: float = DEFAULT_SPOT_DISCOUNT) -> SpotPrice:
+    """The default-discount estimate for ``on_demand`` (labelled as an estimate)."""
+    return SpotPrice(
+        instance_type=on_demand.instance_type,
+        region=on_demand.region,
+        usd_per_hour=on_demand.usd_per_hour * (1.0 - discount),
+        estimate=True,
+        source=DEFAULT_SOURCE,
+        as_of=on_demand.as_of,
+    )
+
+
+def current(instance_types: list[str], region: str, client=None) -> dict[str, SpotPrice]:
+    """The lowest current Linux spot price per instance type across the region's zones.
+
+    Uses EC2 DescribeSpotPriceHistory with StartTime=now, which returns the price in force in
+    each zone; types EC2 does not price (retired ones) are simply absent from the result.
+    """
+    from finetune.aws.errors import aws_errors
+
+    client = client or _ec2_client(region)
+    latest: dict[tuple[str, str], dict] = {}
+    with aws_errors("DescribeSpotPriceHistory", region=region):  # a CloudError with a fix
+        for item in _history(client, instance_types):
+            key = (item["InstanceType"], item["AvailabilityZone"])
+            if key not in latest or item["Timestamp"] > latest[key]["Timestamp"]:
+                latest[key] = item
+    best: dict[str, SpotPrice] = {}
+    for (itype, zone), item in latest.items():
+        usd = float(item["SpotPrice"])
+        if itype not in best or usd < best[itype].usd_per_hour:
+            best[itype] = SpotPrice(
+                instance_type=itype,
+                region=region,
+                usd_per_hour=usd,
+                estimate=False,
+                source=f"EC2 spot price history, lowest current zone price ({zone})",
+                as_of=item["Timestamp"].date(),
+                zone=zone,
+            )
+    return best
+
+
+def _history(client, instance_types: list[str]):
+    """Every DescribeSpotPriceHistory item, following NextToken."""
+    kwargs = dict(
+        InstanceTypes=instance_types,
+        ProductDescriptions=["Linux/UNIX"],
+        StartTime=datetime.now(UTC),
+    )
+    while True:
+        page = client.describe_spot_price_history(**kwargs)
+        yield from page.get("SpotPriceHistory", [])
+        if not page.get("NextToken"):
+            return
+        kwargs["NextToken"] = page["NextToken"]
+
+
+def _ec2_client(region: str):
+    from finetune.aws.session import connect
+
+    return connect(region=region).client("ec2")
+
+
+def spot_prices(
+    on_demand: list[Price], live: bool = False, client_for=None
+) -> dict[tuple[str, str, str], SpotPrice]:
+    """A spot price for each on-demand price: EC2's current price if ``live``, else estimates.
+
+    Live prices exist for EC2 only; SageMaker rows and types EC2 no longer prices keep the
+    estimate. ``client_for(region)`` makes the EC2 client (tests point it at a local server).
+    """
+    out = {p.key: estimated(p) for p in on_demand}
+    if not live:
+        return out
+    by_region: dict[str, list[Price]] = {}
+    for p in on_demand:
+        if p.backend == "ec2":
+            by_region.setdefault(p.region, []).append(p)
+    for region, rows in by_region.items():
+        client = client_for(region) if client_for else None
+        found = current(sorted({p.instance_type for p in rows}), region, client)
+        for p in rows:
+            if p.instance_type in found:
+                out[p.key] = found[p.instance_type]
+    return out

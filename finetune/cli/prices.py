@@ -1,0 +1,118 @@
+"""`finetune prices`: GPU instances and their hourly price in euros; `prices refresh`."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+app = typer.Typer(
+    help="GPU instances with their hourly price in EUR, on-demand and spot, like "
+    "`sky gpus list`. Prices are a dated bundled snapshot unless `finetune prices refresh` "
+    "cached newer ones.",
+    invoke_without_command=True,
+)
+
+FORMATS = ("table", "json", "csv")
+
+
+@app.callback()
+def list_prices(
+    ctx: typer.Context,
+    gpu: str = typer.Option(None, help="Only instances with this GPU model, e.g. V100, A10G, L4."),
+    region: str = typer.Option(
+        None, help="Only this region, e.g. eu-west-1. Default: FINETUNE_REGION, else all."
+    ),
+    backend: str = typer.Option(None, help="Only this backend: ec2 or sagemaker (ml.* types)."),
+    spot: bool = typer.Option(
+        False,
+        "--spot/--no-spot",
+        help="Ask EC2 for current spot prices (needs AWS credentials). Without it, spot prices "
+        "are estimated with the default discount and marked '~'.",
+    ),
+    fmt: str = typer.Option("table", "--format", help="table, json or csv."),
+) -> None:
+    """List GPU instances with on-demand and spot prices in EUR per hour."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from finetune import settings
+    from finetune.catalog.listing import list_offers
+    from finetune.cli._render import info
+
+    _check_format(fmt)
+    listing = list_offers(gpu, region or settings.get().region, backend, live_spot=spot)
+    for warning in listing.warnings:
+        info(f"Warning: {warning}")
+    typer.echo(_render(listing, fmt))
+
+
+@app.command("refresh")
+def refresh(
+    region: list[str] = typer.Option(
+        [],
+        help="Region to price (repeatable). Default: FINETUNE_REGION, else "
+        "us-east-1, eu-west-1 and eu-central-1.",
+    ),
+    backend: list[str] = typer.Option([], help="ec2 and/or sagemaker (repeatable). Default: both."),
+    offline_ok: bool = typer.Option(
+        False,
+        "--offline-ok",
+        help="Exit 0 when AWS or the ECB cannot be reached (the cache is kept).",
+    ),
+) -> None:
+    """Fetch current prices (AWS Pricing API) and EUR rates (ECB) into the user cache."""
+    from finetune.catalog import prices
+    from finetune.catalog.refresh import refresh as do_refresh
+
+    result = do_refresh(region or None, tuple(backend) or prices.BACKENDS, offline_ok=offline_ok)
+    typer.echo(result.summary())
+
+
+def _check_format(fmt: str) -> None:
+    if fmt not in FORMATS:
+        from finetune.errors import UsageError, did_you_mean
+
+        raise UsageError(
+            f'Unknown format "{fmt}".{did_you_mean(fmt, FORMATS)}', "use table, json or csv."
+        )
+
+
+def _render(listing, fmt: str) -> str:
+    from finetune.catalog.spot import DEFAULT_SOURCE
+    from finetune.report.text import csv_text
+
+    dicts = [o.as_dict() for o in listing.offers]
+    if fmt == "json":
+        rate = {"usd_per_eur": listing.rate.usd_per_eur, "date": listing.rate.on.isoformat()}
+        doc = {"offers": dicts, "rate": rate | {"source": listing.rate.source}}
+        return json.dumps(
+            doc | {"cache": listing.cache_age, "spot_estimate": DEFAULT_SOURCE}, indent=2
+        )
+    if fmt == "csv":
+        names = list(dicts[0]) if dicts else []
+        return csv_text(names, [list(d.values()) for d in dicts]).rstrip("\n")
+    return _table(listing, DEFAULT_SOURCE)
+
+
+def _table(listing, spot_note: str) -> str:
+    from finetune.report.text import table_text
+
+    sources = listing.sources()
+    headers = ["instance", "GPUs", "GPU mem", "vCPUs", "RAM", "region", "backend"]
+    headers += ["EUR/h", "spot EUR/h", "price as of", "note"]
+    rows = []
+    for o in listing.offers:
+        i, p = o.instance, o.price
+        spot = f"{'~' if o.spot.estimate else ''}{o.spot_eur_per_hour:.3f}"
+        as_of = f"{p.as_of.isoformat()} [{sources.index(p.source) + 1}]"
+        rows.append(
+            [p.display_name, f"{i.gpu_count}x {i.gpu_model}", f"{i.gpu_memory_gib:g} GiB",
+             str(i.vcpus), f"{i.memory_gib:g} GiB", p.region, p.backend,
+             f"{o.eur_per_hour:.3f}", spot, as_of, o.note()]
+        )  # fmt: skip
+    if not rows:
+        return "No instances match."
+    lines = [f"[{n}] {s}" for n, s in enumerate(sources, start=1)]
+    lines.append(f"~ spot {spot_note}.")
+    lines.append(f"EUR: {listing.rate.describe()}. Price cache: {listing.cache_age}.")
+    return table_text(headers, rows) + "\n\n" + "\n".join(lines)

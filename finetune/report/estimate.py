@@ -1,0 +1,113 @@
+"""The pre-launch estimate: time and euros for a planned cloud run, with every source named.
+
+It joins the catalog (instance, price, EUR rate, spot estimate, throughput) with cost.py's
+arithmetic and returns a plain dict that ``Plan.with_estimate`` stores; its ``summary`` lines
+are what `launch --dry-run` shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from finetune.catalog import fx, instances, prices, spot, throughput
+from finetune.report import cost
+from finetune.report.model import RunFacts
+
+# Instance start, image pull and data download before the first batch. An assumption, not a
+# measurement: measured runs in the ledger show the real figure for a given setup.
+DEFAULT_OVERHEAD_SECONDS = 300.0
+
+
+def measurements(runs: Iterable[RunFacts]) -> list[throughput.Measurement]:
+    """Finished runs as throughput history for ``estimate_run`` (runs without metrics drop out)."""
+    return [
+        throughput.Measurement(r.model, r.gpu_model, r.gpus, r.images_per_sec, r.run_id)
+        for r in runs
+        if r.images_per_sec
+    ]
+
+
+def estimate_run(
+    *,
+    model: str,
+    instance_type: str,
+    region: str,
+    images_per_epoch: int,
+    epochs: int,
+    instance_count: int = 1,
+    backend: str = "ec2",
+    use_spot: bool = False,
+    history: Iterable[throughput.Measurement] = (),
+    overhead_seconds: float = DEFAULT_OVERHEAD_SECONDS,
+) -> dict:
+    """Estimated seconds and EUR for ``epochs`` over ``images_per_epoch`` images.
+
+    Raises the catalog's UsageError/DataError for an unknown instance or a region without a
+    price. When no throughput figure exists, time and euros are None and the summary says why.
+    """
+    inst = instances.get(instance_type)
+    price = prices.price(inst.name, region, backend)
+    rate = fx.eur_rate()
+    hourly = spot.estimated(price).usd_per_hour if use_spot else price.usd_per_hour
+    gpus = inst.gpu_count * instance_count
+    out = {
+        "instance_type": price.display_name,
+        "instance_count": instance_count,
+        "gpus": gpus,
+        "hourly_usd": hourly,
+        "eur_per_hour": rate.to_eur(hourly * instance_count),
+        "price_as_of": price.as_of.isoformat(),
+        "price_source": price.source,
+        "spot_estimate": use_spot,
+        "usd_per_eur": rate.usd_per_eur,
+        "rate_date": rate.on.isoformat(),
+        "seconds": None,
+        "eur": None,
+        "images_per_sec": None,
+        "throughput_source": None,
+    }
+    lines = [f"{out['eur_per_hour']:.2f} EUR/h for {gpus}x {inst.gpu_model}" + _spot(use_spot)]
+    tp = throughput.estimate(model, inst.gpu_model, gpus, history)
+    if tp is None:
+        lines.append(
+            f"no throughput figure for {model} on {inst.gpu_model}: time and EUR unknown "
+            "until a run is measured"
+        )
+    else:
+        lines += _time_and_money(out, tp, images_per_epoch, epochs, backend, overhead_seconds)
+    lines.append(f"price: {price.source}, as of {price.as_of}; EUR: {rate.describe()}")
+    warning = instances.retirement_warning(inst)
+    out["summary"] = [*lines, warning] if warning else lines
+    return out
+
+
+def _time_and_money(out: dict, tp, images_per_epoch, epochs, backend, overhead) -> list[str]:
+    """Fill seconds and euros into ``out`` from throughput ``tp``; return the summary lines."""
+    est = cost.estimate(
+        images_per_epoch=images_per_epoch,
+        epochs=epochs,
+        images_per_sec=tp.images_per_sec,
+        throughput_source=tp.source,
+        instance_count=out["instance_count"],
+        hourly_usd=out["hourly_usd"],
+        usd_per_eur=out["usd_per_eur"],
+        backend=backend,
+        overhead_seconds=overhead,
+    )
+    out.update(
+        seconds=est.billable_seconds,
+        eur=est.eur,
+        images_per_sec=tp.images_per_sec,
+        throughput_source=tp.source,
+    )
+    return [
+        f"~{est.billable_seconds / 60:.0f} min ({epochs} epochs at {tp.images_per_sec:.0f} img/s "
+        f"+ {overhead:.0f} s start-up): ~{est.eur:.2f} EUR",
+        f"throughput: {tp.source}",
+    ]
+
+
+def _spot(use_spot: bool) -> str:
+    return (
+        f" (spot: estimated {spot.DEFAULT_SPOT_DISCOUNT:.0%} below on-demand)" if use_spot else ""
+    )

@@ -1,0 +1,82 @@
+"""RunFacts: one finished run as the report needs it (the run ledger builds these)."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from datetime import date, datetime
+
+from finetune.metrics import EpochMetrics
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """Facts of one finished run: what ran where, for how long, how fast, at what price.
+
+    ``billable_seconds`` is per instance (EC2: running time, 60 s minimum; SageMaker:
+    BillableTimeInSeconds). ``steady_images_per_sec`` is all GPUs together with warm-up
+    excluded; when None it is taken from the epochs' metrics. Money is ``hourly_usd`` per
+    instance, converted at ``usd_per_eur`` (USD per 1 EUR, ECB) of ``rate_date``.
+    """
+
+    run_id: str
+    recipe: str
+    dataset: str
+    model: str
+    backend: str  # local | ec2 | sagemaker
+    instance_type: str
+    instance_count: int
+    gpus_per_instance: int
+    spot: bool
+    region: str
+    started_at: datetime
+    wall_seconds: float
+    billable_seconds: float
+    steady_images_per_sec: float | None
+    epochs: tuple[EpochMetrics, ...]
+    hourly_usd: float
+    price_as_of: date
+    price_source: str
+    usd_per_eur: float
+    rate_date: date
+    rate_source: str = "ECB euro foreign exchange reference rate"
+    gpu_model: str = ""  # filled from the catalog when empty (unknown types keep the family)
+    training_seconds: float | None = None  # SageMaker TrainingTimeInSeconds, for spot savings
+
+    def __post_init__(self) -> None:
+        # Ledgers hand over lists; a frozen record keeps an immutable tuple.
+        object.__setattr__(self, "epochs", tuple(self.epochs))
+        if not self.gpu_model:
+            object.__setattr__(self, "gpu_model", _gpu_model(self.instance_type))
+
+    @property
+    def gpus(self) -> int:
+        return self.instance_count * self.gpus_per_instance
+
+    @property
+    def images_per_sec(self) -> float | None:
+        """Steady-state throughput, all GPUs: as recorded, else the median epoch's."""
+        if self.steady_images_per_sec:
+            return self.steady_images_per_sec
+        rates = [e.samples_per_sec for e in self.epochs if e.samples_per_sec > 0]
+        return statistics.median(rates) if rates else None
+
+    @property
+    def images_per_sec_per_gpu(self) -> float | None:
+        ips = self.images_per_sec
+        return ips / self.gpus if ips and self.gpus else None
+
+    @property
+    def best_val_acc(self) -> float | None:
+        accs = [e.val_acc for e in self.epochs if e.val_acc is not None]
+        return max(accs) if accs else None
+
+
+def _gpu_model(instance_type: str) -> str:
+    from finetune.catalog import instances
+    from finetune.errors import UsageError
+
+    try:
+        return instances.get(instance_type).gpu_model
+    except UsageError:
+        return instances.canonical_name(instance_type).split(".", 1)[0]

@@ -1,0 +1,216 @@
+"""A cost and scaling report over runs, rendered as a text table, JSON, CSV or Markdown.
+
+``build_report`` does the arithmetic (through cost.py and scaling.py); the renderers only
+format. Every report ends with one provenance line: which prices and which EUR rate, dated.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+from finetune.errors import UsageError, did_you_mean
+from finetune.report import cost, scaling
+from finetune.report.model import RunFacts
+from finetune.report.text import (
+    csv_text,
+    duration,
+    euros,
+    markdown_text,
+    number,
+    percent,
+    table_text,
+)
+
+FORMATS = ("table", "json", "csv", "markdown")
+
+
+@dataclass(frozen=True)
+class ReportRow:
+    """Everything the report says about one run (None where a figure cannot be computed)."""
+
+    run_id: str
+    recipe: str
+    dataset: str
+    model: str
+    backend: str
+    instance_type: str
+    region: str
+    instance_count: int
+    gpus: int
+    spot: bool
+    wall_seconds: float
+    billable_seconds: float
+    epochs: int
+    images_per_sec: float | None
+    images_per_sec_per_gpu: float | None
+    speedup: float | None
+    efficiency: float | None
+    baseline_runs: tuple[str, ...]
+    best_val_acc: float | None
+    eur: float
+    eur_per_epoch: float | None
+    spot_savings: float | None
+    time_to_target_seconds: float | None
+    eur_to_target: float | None
+
+
+@dataclass(frozen=True)
+class Report:
+    rows: list[ReportRow]
+    totals: dict
+    provenance: str
+    target_acc: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _row(run: RunFacts, sc: scaling.Scaling, target: float | None) -> ReportRow:
+    eur = cost.run_cost_eur(run)
+    return ReportRow(
+        run_id=run.run_id,
+        recipe=run.recipe,
+        dataset=run.dataset,
+        model=run.model,
+        backend=run.backend,
+        instance_type=run.instance_type,
+        region=run.region,
+        instance_count=run.instance_count,
+        gpus=run.gpus,
+        spot=run.spot,
+        wall_seconds=run.wall_seconds,
+        billable_seconds=run.billable_seconds,
+        epochs=len(run.epochs),
+        images_per_sec=run.images_per_sec,
+        images_per_sec_per_gpu=run.images_per_sec_per_gpu,
+        speedup=sc.speedup,
+        efficiency=sc.efficiency,
+        baseline_runs=sc.baseline_runs,
+        best_val_acc=run.best_val_acc,
+        eur=eur,
+        eur_per_epoch=cost.eur_per_epoch(eur, len(run.epochs)),
+        spot_savings=cost.run_spot_savings(run),
+        time_to_target_seconds=scaling.time_to_accuracy(run.epochs, target) if target else None,
+        eur_to_target=scaling.eur_to_accuracy(run, target) if target else None,
+    )
+
+
+def provenance(runs: list[RunFacts]) -> str:
+    """'Prices: <source> as of <date>; EUR: 1 EUR = x USD (<source>, <date>)' over all runs."""
+    priced = dict.fromkeys(f"{r.price_source} as of {r.price_as_of.isoformat()}" for r in runs)
+    rates = dict.fromkeys(
+        f"1 EUR = {r.usd_per_eur:.4f} USD ({r.rate_source}, {r.rate_date.isoformat()})"
+        for r in runs
+    )
+    return f"Prices: {'; '.join(priced) or 'none'}. EUR: {'; '.join(rates) or 'none'}."
+
+
+def build_report(runs: list[RunFacts], target_acc: float | None = None) -> Report:
+    """Per-run figures, totals, notes on what could not be computed, and the provenance."""
+    if target_acc is not None:
+        scaling.check_target(target_acc)
+    rows = [_row(r, s, target_acc) for r, s in zip(runs, scaling.scaling(runs), strict=True)]
+    notes = [
+        f"{r.run_id}: no throughput metrics, so no speedup or efficiency."
+        for r in rows
+        if not r.images_per_sec
+    ]
+    notes += [
+        f"{r.run_id}: no 1-GPU baseline of the same recipe, dataset and GPU model."
+        for r in rows
+        if r.images_per_sec and r.speedup is None
+    ]
+    totals = {
+        "runs": len(rows),
+        "eur": sum(r.eur for r in rows),
+        "wall_seconds": sum(r.wall_seconds for r in rows),
+        "gpu_hours": sum(r.billable_seconds * r.gpus for r in rows) / 3600,
+    }
+    return Report(rows, totals, provenance(runs), target_acc, notes)
+
+
+def render(report: Report, fmt: str = "table") -> str:
+    """The report as text in ``fmt``: table, json, csv or markdown."""
+    if fmt not in FORMATS:
+        raise UsageError(
+            f'Unknown format "{fmt}".{did_you_mean(fmt, FORMATS)}',
+            f"use one of {', '.join(FORMATS)}.",
+        )
+    if fmt == "json":
+        return json.dumps(
+            {
+                "runs": [asdict(r) for r in report.rows],
+                "totals": report.totals,
+                "target_acc": report.target_acc,
+                "notes": report.notes,
+                "provenance": report.provenance,
+            },
+            indent=2,
+        )
+    if fmt == "csv":
+        names = list(ReportRow.__dataclass_fields__)
+        return csv_text(names, [[_csv_value(getattr(r, n)) for n in names] for r in report.rows])
+    headers, rows = _human(report)
+    footer = [_totals_line(report), *report.notes, report.provenance]
+    if fmt == "markdown":
+        return markdown_text(headers, rows) + "\n\n" + "\n\n".join(footer) + "\n"
+    return table_text(headers, rows) + "\n\n" + "\n".join(footer) + "\n"
+
+
+HEADERS = [
+    "run",
+    "backend",
+    "instance",
+    "GPUs",
+    "spot",
+    "wall",
+    "billable",
+    "img/s",
+    "img/s/GPU",
+    "speedup",
+    "efficiency",
+    "best val acc",
+    "EUR",
+    "EUR/epoch",
+]
+
+
+def _human(report: Report) -> tuple[list[str], list[list[str]]]:
+    headers = list(HEADERS)
+    if report.target_acc is not None:
+        headers += [f"time to {report.target_acc:.1%}", f"EUR to {report.target_acc:.1%}"]
+    rows = []
+    for r in report.rows:
+        cells = [
+            r.run_id,
+            r.backend,
+            f"{r.instance_count}x {r.instance_type}" if r.instance_count > 1 else r.instance_type,
+            str(r.gpus),
+            "yes" if r.spot else "no",
+            duration(r.wall_seconds),
+            duration(r.billable_seconds),
+            number(r.images_per_sec),
+            number(r.images_per_sec_per_gpu),
+            number(r.speedup, ".2f", "x"),
+            percent(r.efficiency),
+            percent(r.best_val_acc),
+            euros(r.eur),
+            euros(r.eur_per_epoch),
+        ]
+        if report.target_acc is not None:
+            cells += [duration(r.time_to_target_seconds), euros(r.eur_to_target)]
+        rows.append(cells)
+    return headers, rows
+
+
+def _totals_line(report: Report) -> str:
+    t = report.totals
+    return (
+        f"Total: {t['runs']} run(s), {euros(t['eur'])} EUR, {duration(t['wall_seconds'])} wall, "
+        f"{t['gpu_hours']:.2f} GPU-hours billed."
+    )
+
+
+def _csv_value(value):
+    if isinstance(value, tuple):
+        return " ".join(value)
+    return "" if value is None else value

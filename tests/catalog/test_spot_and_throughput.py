@@ -1,0 +1,84 @@
+"""Spot prices (estimate by default, EC2's when asked) and throughput references."""
+
+import logging
+from datetime import date
+
+import pytest
+
+from finetune.catalog import prices, spot, throughput
+from finetune.catalog.throughput import Measurement
+
+G5 = prices.Price("g5.xlarge", "us-east-1", "ec2", 1.0, date(2025, 5, 31), "test")
+
+
+def test_default_spot_price_is_a_labelled_estimate():
+    s = spot.estimated(G5)
+    assert s.usd_per_hour == pytest.approx(0.4)
+    assert s.estimate is True and s.source.startswith("estimate:")
+    assert "60%" in s.source
+
+
+def test_live_spot_prices_come_from_ec2_and_sagemaker_keeps_the_estimate(aws_env):
+    """moto's EC2 answers DescribeSpotPriceHistory with a placeholder price in every zone."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        url = f"http://{host}:{port}"
+        sm = prices.Price("g5.xlarge", "us-east-1", "sagemaker", 1.4, date(2025, 5, 31), "test")
+        out = spot.spot_prices(
+            [G5, sm],
+            live=True,
+            client_for=lambda region: boto3.client("ec2", region_name=region, endpoint_url=url),
+        )
+    finally:
+        server.stop()
+    live = out[G5.key]
+    assert live.estimate is False and live.zone.startswith("us-east-1")
+    assert live.source.startswith("EC2 spot price history")
+    assert live.usd_per_hour < G5.usd_per_hour
+    assert out[sm.key].estimate is True
+
+
+def test_reference_throughput_cites_its_source():
+    t = throughput.estimate("resnet50_v1", "V100", 1)
+    assert t.images_per_sec == 298.51 and not t.measured
+    assert "MXNet" in t.source and "batch 32" in t.source
+    for ref in throughput.REFERENCES:
+        assert ref.citation and ref.images_per_sec > 0
+
+
+def test_beeva_k80_figures_give_the_published_8_gpu_throughput():
+    t = throughput.estimate("imagenet11k-resnet-152", "K80", 8)
+    assert t.per_gpu == 20.0
+    assert t.images_per_sec == pytest.approx(150.0)  # 8 x 20 x 0.9375
+    assert "BEEVA" in t.source
+
+
+def test_measured_history_wins_over_references():
+    history = [
+        Measurement("resnet50_v1", "V100", 1, 300.0, "r1"),
+        Measurement("resnet50_v1", "V100", 1, 320.0, "r2"),
+        Measurement("resnet50_v1", "V100", 1, 310.0, "r3"),
+        Measurement("resnet152_v1", "V100", 1, 120.0, "other-net"),
+        Measurement("resnet50_v1", "K80", 1, 50.0, "other-gpu"),
+    ]
+    same = throughput.estimate("resnet50_v1b", "V100", 1, history)
+    assert same.measured and same.images_per_sec == 310.0
+    assert "r1, r2, r3" in same.source
+    scaled = throughput.estimate("resnet50_v1", "V100", 4, history)
+    assert scaled.per_gpu == 310.0
+    assert scaled.images_per_sec == pytest.approx(310.0 * 4 * throughput.MULTI_GPU_EFFICIENCY)
+
+
+def test_derived_and_unknown_throughputs():
+    derived = throughput.estimate("resnet152_v1", "V100", 1)
+    assert derived.source.startswith("derived:")
+    assert derived.per_gpu == pytest.approx(298.51 * 20 / 49.48)
+    assert throughput.estimate("resnet50_v1", "L4", 1) is None  # no published figure we cite
+    assert throughput.estimate("vgg16", "V100", 1) is None
+    assert throughput.network_key("imagenet11k-resnet-152") == "resnet152"

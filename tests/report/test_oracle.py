@@ -1,0 +1,140 @@
+"""Oracle tests: hand-computed euros, speedups and efficiencies for known runs.
+
+Rate 1.2 USD per EUR throughout, so USD/1.2 is easy to check by hand.
+"""
+
+import pytest
+from runfacts import epochs, make_run
+
+from finetune.errors import DataError, UsageError
+from finetune.report import cost, scaling
+
+
+def test_cost_formula():
+    # 1 h of p3.2xlarge at 3.06 USD: 3.06 / 1.2 = 2.55 EUR
+    assert cost.cost_eur(3600, 1, 3.06, 1.2) == pytest.approx(2.55)
+    # 1000 s of p3.8xlarge at 12.24 USD: 12.24 x 1000 / 3600 / 1.2 = 2.8333 EUR
+    assert cost.cost_eur(1000, 1, 12.24, 1.2) == pytest.approx(2.833333, rel=1e-6)
+    # 2 instances x 500 s of p3.8xlarge: the same 2.8333 EUR
+    assert cost.cost_eur(500, 2, 12.24, 1.2) == pytest.approx(2.833333, rel=1e-6)
+    with pytest.raises(DataError, match="rate must be positive"):
+        cost.cost_eur(60, 1, 3.06, 0)
+    with pytest.raises(DataError, match="cannot be negative"):
+        cost.cost_eur(-1, 1, 3.06, 1.2)
+
+
+@pytest.mark.parametrize(
+    ("running", "billed"),
+    [(0, 0), (-3, 0), (0.4, 60), (12.2, 60), (60, 60), (61.2, 62), (3600, 3600)],
+)
+def test_ec2_bills_per_second_with_a_60_second_minimum(running, billed):
+    assert cost.ec2_billable_seconds(running) == billed
+
+
+def test_sagemaker_spot_savings_and_eur_per_epoch():
+    assert cost.sagemaker_spot_savings(1200, 3000) == pytest.approx(0.6)
+    assert cost.sagemaker_spot_savings(100, 0) == 0.0
+    assert cost.eur_per_epoch(2.55, 6) == pytest.approx(0.425)
+    assert cost.eur_per_epoch(2.55, 0) is None
+
+
+def test_estimate_from_throughput():
+    # 15,420 images x 6 epochs at 150 img/s = 616.8 s, + 60 s start-up = 676.8 -> 677 s billed;
+    # p2.8xlarge 7.20 USD/h: 677 x 7.2 / 3600 / 1.2 = 1.12833 EUR
+    est = cost.estimate(
+        images_per_epoch=15420,
+        epochs=6,
+        images_per_sec=150.0,
+        throughput_source="BEEVA",
+        instance_count=1,
+        hourly_usd=7.20,
+        usd_per_eur=1.2,
+        overhead_seconds=60,
+    )
+    assert est.train_seconds == pytest.approx(616.8)
+    assert est.billable_seconds == 677
+    assert est.eur == pytest.approx(1.128333, rel=1e-6)
+    with pytest.raises(DataError, match="throughput of 0"):
+        cost.training_seconds(100, 1, 0)
+
+
+def test_beeva_k80_figures_give_94_percent_efficiency():
+    s = scaling.speedup(150.0, 20.0)  # 8 K80: ~150 img/s; 1 K80: ~20 img/s (ResNet-152)
+    assert s == pytest.approx(7.5)
+    assert scaling.efficiency(s, 8) == pytest.approx(0.9375)
+
+
+def test_sweep_of_1_4_8_gpus():
+    runs = [
+        make_run(run_id="g1", steady_images_per_sec=300.0),
+        make_run(
+            run_id="g4",
+            instance_type="p3.8xlarge",
+            gpus_per_instance=4,
+            steady_images_per_sec=1140.0,
+            billable_seconds=1000,
+            hourly_usd=12.24,
+        ),
+        make_run(
+            run_id="g8",
+            instance_type="p3.16xlarge",
+            gpus_per_instance=8,
+            steady_images_per_sec=2160.0,
+            billable_seconds=600,
+            hourly_usd=24.48,
+        ),
+        make_run(  # two instances of 4 GPUs = 8 GPUs, 2000 img/s
+            run_id="g2x4",
+            instance_type="p3.8xlarge",
+            instance_count=2,
+            gpus_per_instance=4,
+            steady_images_per_sec=2000.0,
+            billable_seconds=500,
+            hourly_usd=12.24,
+        ),
+    ]
+    result = {s.run_id: s for s in scaling.scaling(runs)}
+    assert result["g1"].speedup == 1.0 and result["g1"].efficiency == 1.0
+    assert result["g4"].speedup == pytest.approx(3.8) and result["g4"].efficiency == pytest.approx(
+        0.95
+    )
+    assert result["g8"].speedup == pytest.approx(7.2) and result["g8"].efficiency == pytest.approx(
+        0.90
+    )
+    assert result["g2x4"].efficiency == pytest.approx(2000 / 300 / 8)
+    assert result["g8"].baseline_runs == ("g1",)
+    euros = [cost.run_cost_eur(r) for r in runs]
+    assert euros == pytest.approx([2.55, 2.833333, 3.4, 2.833333], rel=1e-6)
+
+
+def test_baseline_is_per_recipe_dataset_and_gpu_model():
+    k80_8 = dict(instance_type="p2.8xlarge", gpus_per_instance=8, steady_images_per_sec=150.0)
+    other_8 = dict(recipe="other", instance_type="p3.16xlarge", gpus_per_instance=8)
+    runs = [
+        make_run(run_id="v100-1", steady_images_per_sec=300.0),
+        make_run(run_id="k80-8", **k80_8),
+        make_run(run_id="k80-1", instance_type="p2.xlarge", steady_images_per_sec=20.0),
+        make_run(run_id="other-8", steady_images_per_sec=2000.0, **other_8),
+    ]
+    result = {s.run_id: s for s in scaling.scaling(runs)}
+    assert result["k80-8"].efficiency == pytest.approx(0.9375)  # against k80-1, not v100-1
+    assert result["other-8"].speedup is None  # no 1-GPU run of that recipe
+
+
+def test_throughput_falls_back_to_the_median_epoch():
+    run = make_run(epochs=epochs([10, 10, 10], [0.5, 0.6, 0.7], images_per_sec=90.0))
+    assert run.images_per_sec == 90.0 and run.best_val_acc == 0.7
+    assert make_run().images_per_sec is None  # no metrics at all
+
+
+def test_time_and_euros_to_a_target_accuracy():
+    run = make_run(
+        billable_seconds=3600, epochs=epochs([100, 100, 100, 100], [0.5, 0.8, 0.87, 0.88])
+    )
+    assert scaling.time_to_accuracy(run.epochs, 0.865) == 300.0
+    # 2.55 EUR for the run, 300 of 400 training seconds spent reaching 86.5 %: 1.9125 EUR
+    assert scaling.eur_to_accuracy(run, 0.865) == pytest.approx(1.9125)
+    assert scaling.time_to_accuracy(run.epochs, 0.95) is None
+    assert scaling.eur_to_accuracy(make_run(), 0.5) is None  # a run without metrics
+    with pytest.raises(UsageError, match="fraction"):
+        scaling.time_to_accuracy(run.epochs, 86.5)
