@@ -33,13 +33,14 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from finetune.cli import demo, launch, prepare, prices, recipes, runs, testio
+    from finetune.cli import cost_report, demo, launch, prepare, prices, recipes, runs, testio
 
     app.add_typer(prepare.app, name="prepare")
     app.add_typer(prices.app, name="prices")
     app.add_typer(recipes.app, name="recipes")
     app.command("launch")(launch.launch)
     app.add_typer(runs.app, name="runs")
+    app.command("cost-report")(cost_report.cost_report)
     app.command("test-io")(testio.test_io)
     app.command("demo")(demo.demo)
 

@@ -41,24 +41,17 @@ def _save(fig, plt, path: Path, provenance: str) -> Path:
     return path
 
 
-def plot_scaling(report: Report, path: str | Path) -> Path:
-    """Speedup vs GPU count per recipe/dataset/instance family, with the ideal line."""
-    path = _check_path(path)
-    rows = [r for r in report.rows if r.speedup is not None]
-    if not rows:
-        raise UsageError(
-            "No run has a speedup to plot (each needs a 1-GPU baseline with throughput metrics).",
-            "run the same recipe and dataset on 1 GPU too, then plot again.",
-        )
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6, 4.5))
+def _scaling_rows(report: Report) -> list:
+    return [r for r in report.rows if r.speedup is not None]
+
+
+def _draw_scaling(ax, rows) -> None:
     top = max(r.gpus for r in rows)
     ax.plot([1, top], [1, top], linestyle="--", color="0.5", label="ideal (linear)")
     groups: dict[str, list] = {}
     for r in rows:
-        groups.setdefault(f"{r.recipe} / {r.dataset} / {r.instance_type.split('.')[0]}", []).append(
-            r
-        )
+        family = r.instance_type.removeprefix("ml.").split(".")[0]
+        groups.setdefault(f"{r.recipe} / {r.dataset} / {family}", []).append(r)
     for label, group in groups.items():
         group.sort(key=lambda r: r.gpus)
         ax.plot([r.gpus for r in group], [r.speedup for r in group], marker="o", label=label)
@@ -73,17 +66,10 @@ def plot_scaling(report: Report, path: str | Path) -> Path:
     ax.set(xlabel="GPUs", ylabel="speedup vs 1 GPU", title="Scaling (labels: efficiency)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    return _save(fig, plt, path, report.provenance)
 
 
-def plot_cost_vs_time(report: Report, path: str | Path) -> Path:
-    """Each run as a point: wall time (minutes) against euros, labelled by instance and GPUs."""
-    path = _check_path(path)
-    if not report.rows:
-        raise UsageError("There are no runs to plot.", "finish a run first (`finetune launch`).")
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6, 4.5))
-    for r in report.rows:
+def _draw_cost(ax, rows) -> None:
+    for r in rows:
         ax.scatter(r.wall_seconds / 60, r.eur, marker="s" if r.spot else "o")
         label = (
             f"{r.instance_type} x{r.instance_count}" if r.instance_count > 1 else r.instance_type
@@ -96,5 +82,55 @@ def plot_cost_vs_time(report: Report, path: str | Path) -> Path:
             fontsize=7,
         )
     ax.set(xlabel="wall time (minutes)", ylabel="cost (EUR)", title="Cost vs time (squares: spot)")
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)  # from zero, so distances between runs read as real differences
     ax.grid(alpha=0.3)
+
+
+def _no_speedup() -> UsageError:
+    return UsageError(
+        "No run has a speedup to plot (each needs a 1-GPU baseline with throughput metrics).",
+        "run the same recipe and dataset on 1 GPU too, then plot again.",
+    )
+
+
+def _no_runs() -> UsageError:
+    return UsageError("There are no runs to plot.", "finish a run first (`finetune launch`).")
+
+
+def plot_scaling(report: Report, path: str | Path) -> Path:
+    """Speedup vs GPU count per recipe/dataset/instance family, with the ideal line."""
+    path = _check_path(path)
+    rows = _scaling_rows(report)
+    if not rows:
+        raise _no_speedup()
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    _draw_scaling(ax, rows)
+    return _save(fig, plt, path, report.provenance)
+
+
+def plot_cost_vs_time(report: Report, path: str | Path) -> Path:
+    """Each run as a point: wall time (minutes) against euros, labelled by instance and GPUs."""
+    path = _check_path(path)
+    if not report.rows:
+        raise _no_runs()
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    _draw_cost(ax, report.rows)
+    return _save(fig, plt, path, report.provenance)
+
+
+def plot_report(report: Report, path: str | Path) -> Path:
+    """Both views in one figure: scaling on the left (when any run has a 1-GPU baseline),
+    cost against time on the right. What `cost-report --plot` writes."""
+    path = _check_path(path)
+    if not report.rows:
+        raise _no_runs()
+    rows = _scaling_rows(report)
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2 if rows else 1, figsize=(12 if rows else 6, 4.8), squeeze=False)
+    if rows:
+        _draw_scaling(axes[0][0], rows)
+    _draw_cost(axes[0][-1], report.rows)
     return _save(fig, plt, path, report.provenance)
