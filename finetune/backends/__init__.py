@@ -14,6 +14,14 @@ def get_backend(name: str, **options) -> Backend:
         from finetune.backends.local import LocalBackend
 
         return LocalBackend(**options)
+    if name == "ec2":
+        from finetune.backends.ec2 import Ec2Backend
+
+        return Ec2Backend(**options)
+    if name == "sagemaker":
+        from finetune.backends.sagemaker import SageMakerBackend
+
+        return SageMakerBackend(**options)
     if name in NAMES:
         raise UsageError(
             f"the {name} backend is not available in this version of finetune",

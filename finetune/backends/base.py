@@ -30,6 +30,10 @@ class Status:
     detail: str | None = None  # e.g. SageMaker's secondary status
     started_at: float | None = None
     ended_at: float | None = None
+    # What the backend measured for the ledger: columns (training_seconds, billable_seconds,
+    # interrupted_seconds, instance_count, region, cost_eur, cost) plus anything else worth
+    # one "final" event (e.g. final_metrics). None: nothing beyond the state.
+    facts: dict | None = None
 
     @property
     def final(self) -> bool:

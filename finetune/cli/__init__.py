@@ -41,6 +41,7 @@ def _register() -> None:
     app.command("launch")(launch.launch)
     app.add_typer(runs.app, name="runs")
     app.command("cost-report")(cost_report.cost_report)
+    app.command("cleanup")(__import__("finetune.cli.cleanup", fromlist=["x"]).cleanup)
     app.command("test-io")(testio.test_io)
     app.command("demo")(demo.demo)
 

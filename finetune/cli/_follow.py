@@ -35,6 +35,9 @@ def follow_run(run, backend, ledger, detach: bool, as_json: bool) -> None:
         for e in epochs[shown["epochs"] :]:
             typer.echo(f"{_epoch_line(e)}  [{e.epoch + 1}/{total}]", err=True)
         shown["epochs"] = max(shown["epochs"], len(epochs))
+        if status.detail and status.detail != shown.get("detail"):  # e.g. EC2 img/s, relaunch
+            typer.echo(f"  {status.state}: {status.detail}", err=True)
+            shown["detail"] = status.detail
 
     try:
         run = service.follow(run, backend, ledger, on_update)

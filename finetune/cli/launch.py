@@ -22,6 +22,25 @@ def launch(
     cpus: int = typer.Option(
         None, min=1, help="Local backend: train data-parallel over this many CPU contexts."
     ),
+    instance: str = typer.Option(None, help="EC2: instance type, e.g. g5.xlarge."),
+    count: int = typer.Option(1, min=1, help="EC2: number of instances (one per run)."),
+    spot: bool = typer.Option(False, "--spot", help="EC2: spot capacity (cheaper, interruptible)."),
+    max_runtime: str = typer.Option(
+        None, help="EC2: the instance ends itself after this long, e.g. 2h (default 6h)."
+    ),
+    max_eur: float = typer.Option(None, help="EC2: never spend more than this many euros."),
+    ami: str = typer.Option(None, help="EC2: AMI id (default: the Deep Learning Base GPU AMI)."),
+    subnet: list[str] = typer.Option(None, help="EC2: subnet to try (repeat; in order)."),
+    az: list[str] = typer.Option(None, help="EC2: availability zone to try (repeat)."),
+    max_restarts: int = typer.Option(
+        3, min=0, help="EC2: relaunches after spot interruptions (resuming from checkpoints)."
+    ),
+    allow_on_demand_fallback: bool = typer.Option(
+        False, "--allow-on-demand-fallback", help="EC2: relaunch on-demand when spot has none."
+    ),
+    fallback_instance: list[str] = typer.Option(
+        None, help="EC2: another instance type a relaunch may use (repeat)."
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan and exit; run nothing."),
     detach: bool = typer.Option(False, "--detach", help="Start the run and return at once."),
     resume: str = typer.Option(None, help="Resume this run (id) from its last checkpoint."),
@@ -47,12 +66,30 @@ def launch(
         return
     if not recipe:
         raise typer.BadParameter("give a RECIPE (or --resume RUN)", param_hint="RECIPE")
-    resources, gpu_ids = local_resources(gpus, cpus)
+    if backend == "ec2":
+        from finetune.cli._ec2 import ec2_resources
+
+        resources, gpu_ids = ec2_resources(instance, count, spot), ()
+    else:
+        resources, gpu_ids = local_resources(gpus, cpus)
     plan = build_plan(recipe, dataset, resources, overrides or ())
     if dry_run:
         echo_json(plan.model_dump(mode="json")) if as_json else print_plan(plan)
         return
     be = get_backend(backend, gpu_ids=gpu_ids) if backend == "local" else get_backend(backend)
+    if backend == "ec2":
+        from finetune.cli._ec2 import ec2_backend
+
+        be = ec2_backend(
+            ami=ami,
+            subnets=subnet,
+            azs=az,
+            max_runtime=max_runtime,
+            max_eur=max_eur,
+            max_restarts=max_restarts,
+            allow_on_demand_fallback=allow_on_demand_fallback,
+            fallback_instances=fallback_instance,
+        )
     if not as_json:
         print_plan(plan)
     with open_default() as ledger:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -84,9 +85,37 @@ def sync(run: Run, backend: Backend, ledger: Ledger) -> tuple[Run, Status, list[
         changes["ended_at"] = status.ended_at or time.time()
     if status.reason and status.reason != run.exit_reason:
         changes["exit_reason"] = status.reason
+    columns, extra = _facts(run, status)
+    changes.update(columns)
+    if extra and status.final and changes.get("status"):  # once, when the run ends
+        ledger.add_event(run.id, "final", json.dumps(extra, sort_keys=True, default=str))
     if changes:
         run = ledger.update(run.id, **changes)
     return run, status, epochs
+
+
+# Ledger columns a backend may report in Status.facts (what the cloud measured, the money).
+FACT_COLUMNS = (
+    "training_seconds",
+    "billable_seconds",
+    "interrupted_seconds",
+    "instance_count",
+    "region",
+    "cost_eur",
+    "cost",
+)
+
+
+def _facts(run: Run, status: Status) -> tuple[dict, dict]:
+    """(changed ledger columns, other facts such as final metrics) from ``status.facts``."""
+    facts = status.facts or {}
+    columns = {
+        k: v
+        for k, v in facts.items()
+        if k in FACT_COLUMNS and v is not None and getattr(run, k, None) != v
+    }
+    extra = {k: v for k, v in facts.items() if k not in FACT_COLUMNS and v is not None}
+    return columns, extra
 
 
 Update = Callable[[Run, Status, list[EpochMetrics], str], None]

@@ -1,0 +1,314 @@
+"""The EC2 backend: one self-terminating GPU instance per attempt, spot-resilient.
+
+submit   preflight, dataset + plan to S3, a per-run instance profile, RunInstances with
+         capacity fallback (ec2_launch); idempotent: a live attempt is returned, not doubled.
+status   the agent's status.json in S3 + DescribeInstances. An ended attempt is closed
+         (instance terminated if still up, cost into the ledger); an interrupted one is
+         relaunched within --max-restarts (ec2_relaunch) and resumes from its S3 checkpoints.
+metrics  metrics.jsonl in S3; logs: train.log in S3 (byte ranges); stop: terminate.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import replace
+
+from finetune.agent import protocol as p
+from finetune.backends import (
+    ec2_cost,
+    ec2_infra,
+    ec2_launch,
+    ec2_observe,
+    ec2_prepare,
+    ec2_relaunch,
+)
+from finetune.backends.base import Capabilities, Status
+from finetune.backends.ec2_request import LaunchSpec, instance_policy
+from finetune.backends.ec2_state import AttemptRecord, Ec2Options, Ec2State
+from finetune.errors import CloudError, UsageError
+from finetune.metrics import EpochMetrics
+
+
+class Ec2Backend:
+    name = "ec2"
+    capabilities = Capabilities(spot=True, multi_node=False, gpus=True, stop=True)
+
+    def __init__(self, options: Ec2Options | None = None, ledger=None) -> None:
+        self.options = options  # None: the options stored with the run (status, stop, resume)
+        self._ledger = ledger
+        self._clients = ec2_infra.Clients()
+
+    # -- submit ---------------------------------------------------------------------------
+    def submit(self, plan, run) -> str:
+        """Start (or resume) the run on a new instance; returns its instance id."""
+        state = ec2_prepare_state(self, plan, run)
+        cur = state.current
+        if cur and cur.open:
+            self._settle(run, state)  # an attempt that ended unseen is closed first
+            if cur.open:
+                return cur.instance_id  # still alive: a retried launch adopts it
+        state.stop_requested, state.done, state.restarts = False, False, 0
+        res = plan.resources
+        choice = [ec2_relaunch.Candidate(res.instance_type, res.spot)]
+        self._launch(run, state, choice, prefer_subnet=None)
+        self._record(run, region=state.region)
+        return state.current.instance_id
+
+    def _launch(self, run, state: Ec2State, choices, prefer_subnet: str | None) -> AttemptRecord:
+        opts, region = state.options, state.region
+        ec2 = self._clients("ec2", region)
+        arch = ec2_prepare.preflight(_plan(run), opts)
+        ami, root = ec2_infra.resolve_ami(self._clients("ssm", region), ec2, arch, opts.ami)
+        subnets = ec2_relaunch.subnet_order(
+            ec2_infra.subnets(ec2, opts.subnets, opts.azs), prefer_subnet
+        )
+        groups = {s["VpcId"]: ec2_infra.security_group(ec2, s["VpcId"]) for s in subnets}
+        dataset_prefix = p.split_s3_uri(state.dataset_uri)[1]
+        policy = instance_policy(state.bucket, state.prefix, dataset_prefix, state.image)
+        state.instance_profile = ec2_infra.ensure_instance_profile(
+            self._clients("iam", region), run.id, policy
+        )
+        usd, source = ec2_cost.hourly_price(choices[0].instance_type, region, choices[0].spot, ec2)
+        base = LaunchSpec(
+            run_id=run.id,
+            attempt=len(state.attempts) + 1,
+            instance_type=choices[0].instance_type,
+            spot=choices[0].spot,
+            subnet_id="",
+            security_group_id="",
+            ami=ami,
+            root_device=root,
+            instance_profile=state.instance_profile,
+            owner=state.owner,
+            region=region,
+            image=state.image,
+            bucket=state.bucket,
+            run_prefix=state.prefix,
+            dataset_uri=state.dataset_uri,
+            max_runtime_s=self._runtime_cap(state, usd),
+            upload_interval_s=opts.upload_interval_s,
+            volume_gib=opts.volume_gib,
+        )
+        launched = ec2_launch.launch(ec2, base, choices, subnets, groups)
+        spec, inst = launched.spec, launched.instance
+        if (spec.instance_type, spec.spot) != (base.instance_type, base.spot):
+            usd, source = ec2_cost.hourly_price(spec.instance_type, region, spec.spot, ec2)
+        record = AttemptRecord(
+            n=spec.attempt,
+            instance_id=inst["InstanceId"],
+            instance_type=spec.instance_type,
+            spot=spec.spot,
+            subnet_id=spec.subnet_id,
+            az=inst.get("Placement", {}).get("AvailabilityZone", ""),
+            launched_at=_timestamp(inst.get("LaunchTime")),
+            usd_per_hour=usd,
+            price_source=source,
+        )
+        state.attempts.append(record)
+        state.tried = launched.tried
+        state.save(run.run_dir)
+        return record
+
+    def _runtime_cap(self, state: Ec2State, usd_per_hour: float | None) -> int:
+        """--max-runtime, shortened so that --max-eur cannot be exceeded (dead-man switch)."""
+        opts = state.options
+        cap = opts.max_runtime_s
+        eph = ec2_cost.eur_per_hour(usd_per_hour)
+        if opts.max_eur is not None and eph:
+            left = opts.max_eur - (ec2_cost.eur_spent(state) or 0.0)
+            cap = min(cap, int(left / eph * 3600))
+            if cap < 600:
+                raise UsageError(
+                    f"--max-eur {opts.max_eur:g} leaves {max(left, 0):.2f} EUR: under 10 minutes "
+                    f"at {eph:.2f} EUR/h",
+                    "raise --max-eur or pick a cheaper instance.",
+                )
+        return int(cap)
+
+    # -- status ---------------------------------------------------------------------------
+    def status(self, run) -> Status:
+        state = Ec2State.load(run.run_dir) if run.run_dir else None
+        if state is None or state.current is None:
+            return Status("submitted", detail="no instance launched yet")
+        if state.done:
+            return _with_facts(self._final(state), state)
+        doc = self._settle(run, state)
+        if state.current.outcome == "interrupted" and not state.stop_requested:
+            return _with_facts(self._relaunch(run, state), state)
+        if state.done:
+            return _with_facts(self._final(state), state)
+        return _with_facts(ec2_observe.active_status(state, doc), state)
+
+    def _settle(self, run, state: Ec2State) -> dict:
+        """Close the current attempt if it ended (S3 status or instance state); returns the
+        attempt's status.json."""
+        cur = state.current
+        doc = self._read_status(state)
+        if doc.get("attempt") != cur.n:
+            doc = {}
+        if not cur.open:
+            return doc
+        ec2 = self._clients("ec2", state.region)
+        inst = ec2_infra.describe(ec2, [cur.instance_id]).get(cur.instance_id)
+        outcome, reason = ec2_observe.observe(doc, inst, state.stop_requested)
+        if outcome is None:
+            return doc
+        live = inst is not None and inst["State"]["Name"] not in ec2_observe.ENDED
+        ec2_infra.terminate(ec2, [cur.instance_id] if live else [])
+        cur.outcome, cur.reason = outcome, reason
+        cur.ended_at = time.time() if live else (doc.get("ended_at") or time.time())
+        state.save(run.run_dir)
+        self._record(run, **ec2_cost.ledger_fields(state))
+        self._event(run, "attempt", f"attempt {cur.n} on {cur.instance_id}: {outcome}")
+        if outcome != "interrupted" or state.stop_requested:
+            self._release(run, state)
+        return doc
+
+    def _relaunch(self, run, state: Ec2State) -> Status:
+        cur, opts = state.current, state.options
+        spent = ec2_cost.eur_spent(state)
+        left = None if opts.max_eur is None or spent is None else opts.max_eur - spent
+        decision = ec2_relaunch.decide(state.restarts, opts.max_restarts, left)
+        if decision.relaunch:
+            res = _plan(run).resources
+            choices = ec2_relaunch.candidates(
+                res.instance_type, res.spot, opts.fallback_instances, opts.allow_on_demand_fallback
+            )
+            state.restarts += 1
+            try:
+                new = self._launch(run, state, choices, prefer_subnet=cur.subnet_id)
+            except CloudError as exc:
+                decision = ec2_relaunch.Decision(False, f"relaunch failed: {exc.what}")
+            else:
+                self._record(run, backend_ref=new.instance_id)
+                self._event(run, "relaunch", f"{decision.reason}: {new.instance_id}")
+                return Status("submitted", detail=f"interrupted; {decision.reason}")
+        cur.reason = f"{cur.reason}; {decision.reason}"
+        self._release(run, state)
+        return self._final(state)
+
+    def _final(self, state: Ec2State) -> Status:
+        cur = state.current
+        return Status(
+            cur.outcome,
+            reason=cur.reason,
+            started_at=state.attempts[0].launched_at,
+            ended_at=cur.ended_at,
+        )
+
+    def _release(self, run, state: Ec2State) -> None:
+        """The run is over: its instance profile goes (instances are already terminating)."""
+        state.done = True
+        state.save(run.run_dir)
+        if state.instance_profile:
+            iam = self._clients("iam", state.region)
+            ec2_infra.delete_instance_profile(iam, state.instance_profile)
+
+    # -- metrics, logs, stop --------------------------------------------------------------
+    def metrics(self, run) -> list[EpochMetrics]:
+        state = Ec2State.load(run.run_dir) if run.run_dir else None
+        text = self._read(state, p.METRICS) if state else None
+        events = []
+        for line in (text or "").splitlines():
+            try:
+                events.append(EpochMetrics.model_validate_json(line))
+            except ValueError:
+                continue
+        return events
+
+    def logs(self, run, offset: int = 0) -> tuple[str, int]:
+        state = Ec2State.load(run.run_dir) if run.run_dir else None
+        if state is None:
+            return "", offset
+        s3 = self._clients("s3", state.region)
+        try:
+            obj = ec2_infra.call(
+                s3.get_object,
+                Bucket=state.bucket,
+                Key=state.prefix + p.LOG,
+                Range=f"bytes={offset}-",
+            )
+        except Exception as exc:
+            if ec2_infra.error_code(exc) in ("NoSuchKey", "InvalidRange", "404"):
+                return "", offset
+            raise ec2_infra.cloud_error(exc, "reading the run's log") from None
+        data = obj["Body"].read()
+        return data.decode("utf-8", "replace"), offset + len(data)
+
+    def stop(self, run) -> None:
+        """Terminate the run's instances (the agent gets SIGTERM, checkpoints, uploads)."""
+        state = Ec2State.load(run.run_dir) if run.run_dir else None
+        if state is None:
+            raise UsageError(f"run {run.id} has no EC2 instance", "nothing to stop.")
+        ec2 = self._clients("ec2", state.region)
+        live = [i["InstanceId"] for i in ec2_infra.find_instances(ec2, run.id)]
+        if not live:
+            raise UsageError(f"run {run.id} has no running instance", "nothing to stop.")
+        state.stop_requested = True
+        state.save(run.run_dir)
+        ec2_infra.terminate(ec2, live)
+
+    # -- helpers --------------------------------------------------------------------------
+    def _read_status(self, state: Ec2State) -> dict:
+        text = self._read(state, p.STATUS)
+        try:
+            return json.loads(text) if text else {}
+        except ValueError:
+            return {}
+
+    def _read(self, state: Ec2State, name: str) -> str | None:
+        s3 = self._clients("s3", state.region)
+        try:
+            body = ec2_infra.call(s3.get_object, Bucket=state.bucket, Key=state.prefix + name)[
+                "Body"
+            ]
+        except Exception as exc:
+            if ec2_infra.error_code(exc) in ("NoSuchKey", "404"):
+                return None
+            where = f"s3://{state.bucket}/{state.prefix}{name}"
+            raise ec2_infra.cloud_error(exc, f"reading {where}") from None
+        return body.read().decode("utf-8", "replace")
+
+    def _record(self, run, **fields) -> None:
+        self._with_ledger(lambda ledger: ledger.update(run.id, **fields))
+
+    def _event(self, run, kind: str, message: str) -> None:
+        self._with_ledger(lambda ledger: ledger.add_event(run.id, kind, message))
+
+    def _with_ledger(self, action) -> None:
+        if self._ledger is not None:
+            action(self._ledger)
+            return
+        from finetune.runs.ledger import open_default
+
+        with open_default() as ledger:
+            action(ledger)
+
+
+def ec2_prepare_state(backend: Ec2Backend, plan, run) -> Ec2State:
+    """The run's state: loaded (resume, retry), or created with its S3 prefix filled."""
+    state = Ec2State.load(run.run_dir)
+    options = backend.options or (state.options if state else Ec2Options())
+    if state is None:
+        ec2_prepare.preflight(plan, options)
+        state = ec2_prepare.new_state(plan, run, options, backend._clients)
+        state.save(run.run_dir)
+    elif backend.options is not None:
+        state.options = backend.options
+    return state
+
+
+def _with_facts(status: Status, state: Ec2State) -> Status:
+    """The ledger's money columns travel with the status (Status.facts)."""
+    return replace(status, facts={**ec2_cost.ledger_fields(state), "region": state.region})
+
+
+def _plan(run):
+    from finetune.plan import Plan
+
+    return Plan.model_validate(run.plan)
+
+
+def _timestamp(value) -> float:
+    return value.timestamp() if hasattr(value, "timestamp") else time.time()

@@ -1,0 +1,110 @@
+"""`finetune cleanup`: what finetune left in EC2 and IAM that no live run owns.
+
+Everything the EC2 backend creates carries the project tag (instances, volumes, spot
+requests) or the /finetune/ IAM path (per-run roles and instance profiles). A run is live
+while the ledger says submitted, running or stopping; anything else of finetune's that is
+older than ``older_than`` seconds is an orphan: instances are terminated, open spot requests
+cancelled, instance profiles and roles deleted.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from finetune.backends import ec2_infra
+from finetune.backends.ec2_request import PROJECT_TAG, RUN_TAG
+
+
+@dataclass(frozen=True)
+class Orphan:
+    kind: str  # instance | spot-request | instance-profile
+    id: str
+    run_id: str
+    age_s: float
+    detail: str = ""
+
+
+def find_orphans(clients, live_runs: set[str], older_than_s: float, now=None) -> list[Orphan]:
+    """Every finetune resource of the region that no live run owns, older than the limit."""
+    now = now or time.time()
+    found = _instances(clients, now) + _spot_requests(clients, now) + _profiles(clients, now)
+    return [o for o in found if o.run_id not in live_runs and o.age_s >= older_than_s]
+
+
+def remove(clients, orphans: list[Orphan]) -> list[str]:
+    """Terminate, cancel and delete the orphans; returns one line per action."""
+    done = []
+    ec2 = clients("ec2")
+    instances = [o.id for o in orphans if o.kind == "instance"]
+    ec2_infra.terminate(ec2, instances)
+    done += [f"terminated {i}" for i in instances]
+    requests = [o.id for o in orphans if o.kind == "spot-request"]
+    if requests:
+        ec2_infra.call(ec2.cancel_spot_instance_requests, SpotInstanceRequestIds=requests)
+        done += [f"cancelled spot request {r}" for r in requests]
+    for o in orphans:
+        if o.kind == "instance-profile":
+            ec2_infra.delete_instance_profile(clients("iam"), o.id)
+            done.append(f"deleted instance profile and role {o.id}")
+    return done
+
+
+def _tags(item: dict) -> dict[str, str]:
+    return {t["Key"]: t["Value"] for t in item.get("Tags", [])}
+
+
+def _age(value, now: float) -> float:
+    return now - value.timestamp() if hasattr(value, "timestamp") else 0.0
+
+
+def _instances(clients, now: float) -> list[Orphan]:
+    out = []
+    for inst in ec2_infra.find_instances(clients("ec2")):
+        tags = _tags(inst)
+        detail = f"{inst['InstanceType']} {inst['State']['Name']}"
+        age = _age(inst.get("LaunchTime"), now)
+        out.append(Orphan("instance", inst["InstanceId"], tags.get(RUN_TAG, ""), age, detail))
+    return out
+
+
+def _spot_requests(clients, now: float) -> list[Orphan]:
+    ec2 = clients("ec2")
+    filters = [
+        {"Name": f"tag:{PROJECT_TAG[0]}", "Values": [PROJECT_TAG[1]]},
+        {"Name": "state", "Values": ["open", "active"]},
+    ]
+    try:
+        reqs = ec2_infra.call(ec2.describe_spot_instance_requests, Filters=filters)
+    except Exception as exc:
+        raise ec2_infra.cloud_error(exc, "DescribeSpotInstanceRequests") from None
+    return [
+        Orphan(
+            "spot-request",
+            r["SpotInstanceRequestId"],
+            _tags(r).get(RUN_TAG, ""),
+            _age(r.get("CreateTime"), now),
+            r.get("State", ""),
+        )
+        for r in reqs.get("SpotInstanceRequests", [])
+    ]
+
+
+def _profiles(clients, now: float) -> list[Orphan]:
+    iam = clients("iam")
+    prefix = ec2_infra.profile_name("")
+    out, marker = [], None
+    while True:
+        kwargs = {"PathPrefix": ec2_infra.ROLE_PATH, **({"Marker": marker} if marker else {})}
+        try:
+            page = ec2_infra.call(iam.list_instance_profiles, **kwargs)
+        except Exception as exc:
+            raise ec2_infra.cloud_error(exc, "ListInstanceProfiles") from None
+        for prof in page["InstanceProfiles"]:
+            name = prof["InstanceProfileName"]
+            if name.startswith(prefix):
+                age = _age(prof.get("CreateDate"), now)
+                out.append(Orphan("instance-profile", name, name[len(prefix) :], age))
+        marker = page.get("Marker")
+        if not page.get("IsTruncated"):
+            return out

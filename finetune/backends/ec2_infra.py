@@ -1,0 +1,280 @@
+"""The AWS pieces around an EC2 run: clients, AMI, subnets, security group, instance profile,
+and finding or terminating the instances a run owns. boto3 is imported only in here."""
+
+from __future__ import annotations
+
+import getpass
+import json
+
+from finetune.backends.ec2_request import PROJECT_TAG, RUN_TAG
+from finetune.errors import CloudError, ConfigError
+
+AMI_PARAMETERS = {  # AWS Deep Learning Base GPU AMIs (NVIDIA driver + Docker), public SSM
+    "x86_64": "/aws/service/deeplearning/ami/x86_64/"
+    "base-oss-nvidia-driver-gpu-amazon-linux-2023/latest/ami-id",
+    "arm64": "/aws/service/deeplearning/ami/arm64/"
+    "base-oss-nvidia-driver-gpu-amazon-linux-2023/latest/ami-id",
+}
+SECURITY_GROUP = "finetune-no-ingress"
+ROLE_PATH = "/finetune/"
+SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
+LIVE_STATES = ["pending", "running", "stopping", "stopped"]
+_TRUST = {
+    "Version": "2012-10-17",
+    "Statement": [
+        {
+            "Effect": "Allow",
+            "Principal": {"Service": "ec2.amazonaws.com"},
+            "Action": "sts:AssumeRole",
+        }
+    ],
+}
+
+
+class Clients:
+    """boto3 clients of one backend object, per region (finetune.aws.session underneath:
+    one attempt per call; retries are ours, through ``call``)."""
+
+    def __init__(self) -> None:
+        self._aws: dict[str, object] = {}
+
+    def __call__(self, service: str, region: str | None = None):
+        from finetune.aws.session import connect
+
+        region = region or region_name()
+        if region not in self._aws:
+            self._aws[region] = connect(region)
+        return self._aws[region].client(service)
+
+
+def region_name() -> str:
+    """FINETUNE_REGION, else the AWS configuration's region (a CloudError says how to set one)."""
+    from finetune.aws.session import configured_region, connect
+
+    return configured_region() or connect().region
+
+
+def call(fn, **kwargs):
+    """One AWS call with finetune's bounded retries (throttling, 5xx, broken connections)."""
+    from finetune.aws import retries
+
+    return retries.call(fn, **kwargs)
+
+
+def error_code(exc: BaseException | None) -> str:
+    from finetune.aws.retries import error_code as code
+
+    return code(exc) if exc is not None else ""
+
+
+def cloud_error(exc: Exception, doing: str, fix: str | None = None) -> Exception:
+    """A boto3 failure as a CloudError (finetune.aws.errors) saying what we were doing;
+    ``fix`` replaces the generic advice where we know better."""
+    from finetune.aws.errors import translate
+
+    err = translate(exc, doing)
+    if not isinstance(err, CloudError):
+        err = CloudError(f"{doing} failed: {exc}", "check the network and AWS, then try again.")
+    if fix and isinstance(err, CloudError) and type(err) is CloudError:
+        err.fix = fix
+    return err
+
+
+def resolve_ami(ssm, ec2, architecture: str, override: str | None) -> tuple[str, str]:
+    """(AMI id, root device name): --ami, else the current Deep Learning Base GPU AMI."""
+    ami = override
+    if not ami:
+        name = AMI_PARAMETERS.get(architecture)
+        if not name:
+            raise ConfigError(f"no Deep Learning AMI for {architecture}", "pass --ami AMI_ID.")
+        try:
+            ami = call(ssm.get_parameter, Name=name)["Parameter"]["Value"]
+        except Exception as exc:
+            raise cloud_error(exc, f"the AMI lookup {name}", "pass --ami AMI_ID.") from None
+    try:
+        images = call(ec2.describe_images, ImageIds=[ami])["Images"]
+    except Exception as exc:
+        raise cloud_error(exc, f"describing AMI {ami}", "pass a valid --ami.") from None
+    if not images:
+        raise ConfigError(f"AMI {ami} does not exist in this region", "pass a valid --ami.")
+    return ami, images[0].get("RootDeviceName") or "/dev/xvda"
+
+
+def subnets(ec2, subnet_ids: tuple[str, ...], azs: tuple[str, ...]) -> list[dict]:
+    """Subnets to try in order: the given ones, else the default VPC's (of the given AZs)."""
+    filters = [{"Name": "default-for-az", "Values": ["true"]}]
+    if azs:
+        filters.append({"Name": "availability-zone", "Values": list(azs)})
+    try:
+        if subnet_ids:
+            found = call(ec2.describe_subnets, SubnetIds=list(subnet_ids))["Subnets"]
+        else:
+            found = call(ec2.describe_subnets, Filters=filters)["Subnets"]
+    except Exception as exc:
+        raise cloud_error(exc, "describing subnets", "check --subnet / --az.") from None
+    if not found:
+        raise ConfigError(
+            "no subnet to launch into" + (f" in {', '.join(azs)}" if azs else ""),
+            "pass --subnet SUBNET_ID (this region has no default VPC subnet there).",
+        )
+    order = {s: i for i, s in enumerate(subnet_ids or ())}
+    azo = {a: i for i, a in enumerate(azs or ())}
+    key = (
+        (lambda s: order[s["SubnetId"]])
+        if subnet_ids
+        else (lambda s: (azo.get(s["AvailabilityZone"], 0), s["AvailabilityZone"]))
+    )
+    return sorted(found, key=key)
+
+
+def security_group(ec2, vpc_id: str) -> str:
+    """The VPC's finetune group: no inbound rules at all (reach instances with Session Manager)."""
+    flt = [
+        {"Name": "vpc-id", "Values": [vpc_id]},
+        {"Name": "group-name", "Values": [SECURITY_GROUP]},
+    ]
+    try:
+        groups = call(ec2.describe_security_groups, Filters=flt)["SecurityGroups"]
+        if not groups:
+            return _create_group(ec2, vpc_id)
+    except Exception as exc:
+        raise cloud_error(exc, f"the security group {SECURITY_GROUP} in {vpc_id}") from None
+    group = groups[0]
+    if group.get("IpPermissions"):
+        raise CloudError(
+            f"security group {group['GroupId']} ({SECURITY_GROUP}) has inbound rules",
+            "remove them: finetune instances accept no inbound traffic (use Session Manager).",
+        )
+    return group["GroupId"]
+
+
+def _create_group(ec2, vpc_id: str) -> str:
+    """A new group has no inbound rules (and AWS's default allow-all outbound: S3, ECR)."""
+    tags = [{"Key": PROJECT_TAG[0], "Value": PROJECT_TAG[1]}]
+    return ec2.create_security_group(
+        GroupName=SECURITY_GROUP,
+        Description="finetune training instances: no inbound access",
+        VpcId=vpc_id,
+        TagSpecifications=[{"ResourceType": "security-group", "Tags": tags}],
+    )["GroupId"]
+
+
+def profile_name(run_id: str) -> str:
+    return f"finetune-run-{run_id}"[:64]
+
+
+def ensure_instance_profile(iam, run_id: str, policy: dict) -> str:
+    """A role + instance profile for this run only, with ``policy`` inline (idempotent)."""
+    name = profile_name(run_id)
+    tags = [{"Key": PROJECT_TAG[0], "Value": PROJECT_TAG[1]}, {"Key": RUN_TAG, "Value": run_id}]
+    try:
+        _ignore_exists(
+            lambda: iam.create_role(
+                RoleName=name,
+                Path=ROLE_PATH,
+                AssumeRolePolicyDocument=json.dumps(_TRUST),
+                Tags=tags,
+                Description=f"finetune run {run_id}: its own S3 prefixes only",
+            )
+        )
+        iam.put_role_policy(
+            RoleName=name, PolicyName="run-access", PolicyDocument=json.dumps(policy)
+        )
+        iam.attach_role_policy(RoleName=name, PolicyArn=SSM_CORE_POLICY)
+        _ignore_exists(
+            lambda: iam.create_instance_profile(InstanceProfileName=name, Path=ROLE_PATH)
+        )
+        roles = iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]["Roles"]
+        if not roles:
+            iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName=name)
+    except CloudError:
+        raise
+    except Exception as exc:
+        raise cloud_error(exc, f"creating the instance role {name}") from None
+    return name
+
+
+def delete_instance_profile(iam, name: str) -> None:
+    """Remove a run's profile and role; what is already gone is fine."""
+    steps = [
+        lambda: iam.remove_role_from_instance_profile(InstanceProfileName=name, RoleName=name),
+        lambda: iam.delete_instance_profile(InstanceProfileName=name),
+        lambda: iam.delete_role_policy(RoleName=name, PolicyName="run-access"),
+        lambda: iam.detach_role_policy(RoleName=name, PolicyArn=SSM_CORE_POLICY),
+        lambda: iam.delete_role(RoleName=name),
+    ]
+    for step in steps:
+        try:
+            step()
+        except Exception as exc:
+            if error_code(exc) != "NoSuchEntity":
+                raise cloud_error(exc, f"deleting the instance role {name}") from None
+
+
+def _ignore_exists(fn) -> None:
+    try:
+        fn()
+    except Exception as exc:
+        if error_code(exc) != "EntityAlreadyExists":
+            raise
+
+
+def find_instances(ec2, run_id: str | None = None, attempt: int | None = None, states=None):
+    """Instances tagged by finetune (of one run / attempt), in ``states`` (default: live)."""
+    filters = [
+        {"Name": f"tag:{PROJECT_TAG[0]}", "Values": [PROJECT_TAG[1]]},
+        {"Name": "instance-state-name", "Values": list(states or LIVE_STATES)},
+    ]
+    if run_id:
+        filters.append({"Name": f"tag:{RUN_TAG}", "Values": [run_id]})
+    if attempt is not None:
+        filters.append({"Name": "tag:finetune:attempt", "Values": [str(attempt)]})
+    try:
+        reservations = _reservations(ec2, Filters=filters)
+    except Exception as exc:
+        raise cloud_error(exc, "DescribeInstances") from None
+    return [i for r in reservations for i in r["Instances"]]
+
+
+def _reservations(ec2, **kwargs) -> list[dict]:
+    """Every reservation of DescribeInstances, following NextToken, each page retried."""
+    out = []
+    while True:
+        page = call(ec2.describe_instances, **kwargs)
+        out += page["Reservations"]
+        if not page.get("NextToken"):
+            return out
+        kwargs["NextToken"] = page["NextToken"]
+
+
+def describe(ec2, instance_ids: list[str]) -> dict[str, dict]:
+    """Instance descriptions by id; ids EC2 no longer knows are simply absent."""
+    if not instance_ids:
+        return {}
+    try:
+        pages = ec2.get_paginator("describe_instances").paginate(InstanceIds=instance_ids)
+        return {
+            i["InstanceId"]: i for p in pages for r in p["Reservations"] for i in r["Instances"]
+        }
+    except Exception as exc:
+        if error_code(exc) == "InvalidInstanceID.NotFound":
+            return {}
+        raise cloud_error(exc, "describing the run's instances") from None
+
+
+def terminate(ec2, instance_ids: list[str]) -> None:
+    if not instance_ids:
+        return
+    try:
+        call(ec2.terminate_instances, InstanceIds=instance_ids)
+    except Exception as exc:
+        if error_code(exc) != "InvalidInstanceID.NotFound":
+            raise cloud_error(exc, f"terminating {', '.join(instance_ids)}") from None
+
+
+def owner(sts) -> str:
+    """Who launched: the caller's ARN (user or role session), else the local user name."""
+    try:
+        return sts.get_caller_identity()["Arn"].rsplit(":", 1)[-1]
+    except Exception:
+        return getpass.getuser()

@@ -1,0 +1,127 @@
+"""One RunInstances attempt with capacity fallback, idempotency and honest failures.
+
+- Capacity errors (InsufficientInstanceCapacity and kin) move on to the next subnet/zone,
+  then to the next instance type or market; when everything failed, the error lists every
+  try. Quota errors stop at once: another zone would not lift a quota.
+- A launch never starts a second instance for the same attempt: before each RunInstances we
+  look for an instance tagged with this run and attempt (moto and a lost reply both defeat
+  ClientToken alone), and the ClientToken makes EC2 itself return the same instance on retry.
+- A freshly created instance profile takes seconds to be usable: that error is retried.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from finetune.backends import ec2_infra
+from finetune.backends.ec2_relaunch import Candidate
+from finetune.backends.ec2_request import LaunchSpec, run_instances_kwargs
+from finetune.errors import CloudError
+
+CAPACITY_CODES = {
+    "InsufficientInstanceCapacity",
+    "InsufficientCapacity",
+    "InsufficientHostCapacity",
+    "InsufficientFreeAddressesInSubnet",
+    "Unsupported",  # the type is not offered in this zone
+    "SpotMaxPriceTooLow",
+}
+QUOTA_CODES = {
+    "VcpuLimitExceeded",
+    "InstanceLimitExceeded",
+    "MaxSpotInstanceCountExceeded",
+    "SpotInstanceLimitExceeded",
+}
+RETRIES = 4
+PROFILE_PROPAGATION_SLEEP = 5.0  # seconds, times the try number
+
+
+@dataclass
+class Launched:
+    spec: LaunchSpec
+    instance: dict
+    tried: list[str]
+
+
+class _NoCapacity(Exception):
+    pass
+
+
+def launch(
+    ec2, base: LaunchSpec, choices: list[Candidate], subnets: list[dict], groups: dict[str, str]
+) -> Launched:
+    """Launch ``base`` with the first candidate and subnet that has capacity; ``groups`` maps
+    each subnet's VPC to its security group."""
+    tried: list[str] = []
+    for ci, cand in enumerate(choices):
+        for si, subnet in enumerate(subnets):
+            spec = replace(
+                base,
+                instance_type=cand.instance_type,
+                spot=cand.spot,
+                subnet_id=subnet["SubnetId"],
+                security_group_id=groups[subnet["VpcId"]],
+            )
+            where = f"{cand.describe()} in {subnet['AvailabilityZone']} ({subnet['SubnetId']})"
+            try:
+                instance = _run_one(ec2, spec, f"{spec.run_id}-a{spec.attempt}-c{ci}-s{si}")
+            except _NoCapacity as exc:
+                tried.append(f"{where}: {exc}")
+                continue
+            return Launched(spec, instance, tried)
+    raise CloudError(
+        "no capacity for this run; tried:\n  " + "\n  ".join(tried),
+        "try again later, allow more zones (--az / --subnet), other instance types "
+        "(--fallback-instance), or on-demand capacity (no --spot, or "
+        "--allow-on-demand-fallback).",
+    )
+
+
+def _run_one(ec2, spec: LaunchSpec, token: str) -> dict:
+    kwargs = run_instances_kwargs(spec, token[:64])
+    for n in range(1, RETRIES + 1):
+        existing = ec2_infra.find_instances(ec2, spec.run_id, spec.attempt)
+        if existing:  # a launch of this attempt already happened (lost reply, retried command)
+            return existing[0]
+        try:
+            return ec2.run_instances(**kwargs)["Instances"][0]  # one attempt: retries are here
+        except Exception as exc:
+            if not _retryable(exc, spec) or n == RETRIES:
+                raise _classified(exc, spec) from None
+            _sleep(PROFILE_PROPAGATION_SLEEP * n if _profile_not_ready(exc) else n)
+    raise AssertionError("unreachable")
+
+
+def _sleep(seconds: float) -> None:
+    from finetune.aws import retries
+
+    retries.sleep(seconds)  # tests replace retries.sleep to count instead of waiting
+
+
+def _retryable(exc: Exception, spec: LaunchSpec) -> bool:
+    """Throttling, 5xx and broken connections (the reply may be lost: the next round looks
+    for the instance first), and a profile that is not usable yet; never capacity or quota."""
+    from finetune.aws.retries import is_retryable
+
+    code = ec2_infra.error_code(exc)
+    if code in CAPACITY_CODES or code in QUOTA_CODES:
+        return False
+    return is_retryable(exc) or _profile_not_ready(exc)
+
+
+def _profile_not_ready(exc: Exception) -> bool:
+    return ec2_infra.error_code(exc) == "InvalidParameterValue" and "iamInstanceProfile" in str(exc)
+
+
+def _classified(exc: Exception, spec: LaunchSpec) -> Exception:
+    code = ec2_infra.error_code(exc)
+    if code in CAPACITY_CODES:
+        return _NoCapacity(code)
+    if code in QUOTA_CODES:
+        market = "Spot" if spec.spot else "On-Demand"
+        return CloudError(
+            f"EC2 quota reached launching {spec.instance_type}: {code}: {exc}",
+            f"ask for more 'Running {market} ... instances' vCPUs in Service Quotas for "
+            f"{spec.region}, or pick a smaller instance type.",
+        )
+    return ec2_infra.cloud_error(exc, f"RunInstances for {spec.instance_type}")

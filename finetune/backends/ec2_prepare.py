@@ -1,0 +1,91 @@
+"""Before the first EC2 attempt: checks that cost nothing, then the run's S3 prefix.
+
+Preflight refuses what cannot work (several hosts, no bucket, no training image) before any
+money is spent. The dataset goes to S3 once per content (finetune.aws.s3upload), the plan
+next to the run's other objects, where the on-instance agent reads them.
+"""
+
+from __future__ import annotations
+
+import os
+
+from finetune.agent import protocol as p
+from finetune.backends import ec2_infra
+from finetune.backends.ec2_state import Ec2Options, Ec2State
+from finetune.errors import ConfigError, UsageError
+
+IMAGE_ENVS = ("FINETUNE_EC2_IMAGE", "FINETUNE_IMAGE")
+
+
+def preflight(plan, options: Ec2Options) -> str:
+    """Refuse impossible runs; returns the instance's CPU architecture (for the AMI)."""
+    from finetune.catalog import instances
+
+    res = plan.resources
+    if res.hosts > 1:
+        raise UsageError(
+            f"the ec2 backend runs one instance per run (asked for {res.hosts})",
+            "use --count 1, or --backend sagemaker for multi-instance training.",
+        )
+    inst = instances.get(res.instance_type)
+    for name in options.fallback_instances:
+        instances.get(name)  # an unknown fallback type fails now, not after an interruption
+    if options.max_runtime_s < 600:
+        raise UsageError(
+            f"--max-runtime of {options.max_runtime_s} s leaves no time to train",
+            "allow at least 10 minutes (e.g. --max-runtime 2h).",
+        )
+    if options.max_eur is not None and options.max_eur <= 0:
+        raise UsageError("--max-eur must be positive", "pass e.g. --max-eur 5.")
+    bucket()
+    image(options)
+    return inst.cpu_architecture or "x86_64"
+
+
+def bucket() -> str:
+    from finetune import settings
+
+    name = settings.get().bucket
+    if not name:
+        raise ConfigError(
+            "the ec2 backend needs an S3 bucket for datasets, checkpoints and results",
+            "set FINETUNE_BUCKET to a bucket in your region (the infra/ stack creates one).",
+        )
+    return name
+
+
+def image(options: Ec2Options) -> str:
+    found = options.image or next((os.environ[e] for e in IMAGE_ENVS if os.environ.get(e)), None)
+    if not found:
+        raise ConfigError(
+            "no training image is configured for the ec2 backend",
+            "push the image (Dockerfile) to ECR and set FINETUNE_IMAGE to its URI, e.g. "
+            "123456789012.dkr.ecr.eu-west-1.amazonaws.com/finetune:latest.",
+        )
+    return found
+
+
+def new_state(plan, run, options: Ec2Options, clients) -> Ec2State:
+    """The run's S3 prefix filled (dataset, plan) and its state record started."""
+    from finetune.aws.errors import aws_errors
+    from finetune.aws.s3upload import plan_upload, upload_dataset
+
+    region = ec2_infra.region_name()
+    s3 = clients("s3", region)
+    name = bucket()
+    upload = plan_upload(plan.dataset.path, name)  # content-addressed: uploaded once
+    upload_dataset(s3, upload)
+    prefix = p.run_prefix(run.id)
+    with aws_errors("PutObject", resource=f"s3://{name}/{prefix}{p.PLAN}", region=region):
+        ec2_infra.call(
+            s3.put_object, Bucket=name, Key=prefix + p.PLAN, Body=plan.to_json().encode()
+        )
+    return Ec2State(
+        region=region,
+        bucket=name,
+        prefix=prefix,
+        dataset_uri=upload.uri,
+        image=image(options),
+        owner=ec2_infra.owner(clients("sts", region)),
+        options=options,
+    )

@@ -1,0 +1,165 @@
+"""The RunInstances request of one EC2 attempt, built purely from values (no AWS calls).
+
+What every instance gets, and why:
+- IMDSv2 required, hop limit 2: tokens defeat SSRF credential theft; the container on
+  Docker's bridge network is one hop further away and still reaches the service.
+- InstanceInitiatedShutdownBehavior=terminate + a dead-man switch in the user data: the
+  instance ends itself after --max-runtime plus a margin, whatever happens on it.
+- An encrypted gp3 root volume, deleted with the instance; tags on instance and volume (and
+  the spot request) naming project, run id, attempt and owner, so `finetune cleanup` finds all.
+- A security group without inbound rules (Session Manager for access) and an instance profile
+  limited to the run's own S3 prefixes.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from importlib import resources
+
+PROJECT_TAG = ("project", "finetune")
+RUN_TAG = "finetune:run-id"
+ATTEMPT_TAG = "finetune:attempt"
+OWNER_TAG = "finetune:owner"
+DEADMAN_MARGIN_S = 15 * 60  # start-up, image pull and the final upload on top of the runtime
+TEMPLATE = "ec2_userdata.sh.tmpl"
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """Everything one RunInstances call needs."""
+
+    run_id: str
+    attempt: int
+    instance_type: str
+    spot: bool
+    subnet_id: str
+    security_group_id: str
+    ami: str
+    root_device: str
+    instance_profile: str
+    owner: str
+    region: str
+    image: str  # the training image (ECR URI)
+    bucket: str
+    run_prefix: str
+    dataset_uri: str
+    max_runtime_s: int
+    upload_interval_s: int = 30
+    volume_gib: int = 100
+
+    @property
+    def deadman_s(self) -> int:
+        return int(self.max_runtime_s) + DEADMAN_MARGIN_S
+
+
+def render_user_data(spec: LaunchSpec) -> str:
+    """The bootstrap script: the template with every value shell-quoted."""
+    values = {
+        "RUN_ID": spec.run_id,
+        "ATTEMPT": str(spec.attempt),
+        "REGION": spec.region,
+        "IMAGE": spec.image,
+        "BUCKET": spec.bucket,
+        "RUN_PREFIX": spec.run_prefix,
+        "DATASET_URI": spec.dataset_uri,
+        "UPLOAD_INTERVAL": str(spec.upload_interval_s),
+        "DEADMAN_SECONDS": str(spec.deadman_s),
+    }
+    text = resources.files("finetune.backends").joinpath(TEMPLATE).read_text(encoding="utf-8")
+    out = re.sub(r"\{\{([A-Z_]+)\}\}", lambda m: shlex.quote(values[m[1]]), text)
+    if len(out.encode()) > 16 * 1024:  # EC2's limit for user data (before base64)
+        raise ValueError("the rendered user data exceeds EC2's 16 KiB limit")
+    return out
+
+
+def tags(spec: LaunchSpec) -> list[dict[str, str]]:
+    pairs = [
+        PROJECT_TAG,
+        (RUN_TAG, spec.run_id),
+        (ATTEMPT_TAG, str(spec.attempt)),
+        (OWNER_TAG, spec.owner),
+        ("Name", f"finetune {spec.run_id} #{spec.attempt}"),
+    ]
+    return [{"Key": k, "Value": v[:256]} for k, v in pairs]
+
+
+def client_token(spec: LaunchSpec, subnet_index: int) -> str:
+    """Idempotency token: one per attempt and subnet (a retry with other parameters under
+    the same token would be refused by EC2 as IdempotentParameterMismatch)."""
+    return f"{spec.run_id}-a{spec.attempt}-s{subnet_index}"[:64]
+
+
+def run_instances_kwargs(spec: LaunchSpec, token: str) -> dict:
+    """The RunInstances parameters for ``spec``."""
+    resource_types = ["instance", "volume"] + (["spot-instances-request"] if spec.spot else [])
+    kwargs = dict(
+        ImageId=spec.ami,
+        InstanceType=spec.instance_type,
+        MinCount=1,
+        MaxCount=1,
+        SubnetId=spec.subnet_id,
+        SecurityGroupIds=[spec.security_group_id],
+        IamInstanceProfile={"Name": spec.instance_profile},
+        UserData=render_user_data(spec),
+        InstanceInitiatedShutdownBehavior="terminate",
+        MetadataOptions={
+            "HttpTokens": "required",
+            "HttpPutResponseHopLimit": 2,
+            "HttpEndpoint": "enabled",
+        },
+        BlockDeviceMappings=[
+            {
+                "DeviceName": spec.root_device,
+                "Ebs": {
+                    "VolumeSize": spec.volume_gib,
+                    "VolumeType": "gp3",
+                    "Encrypted": True,
+                    "DeleteOnTermination": True,
+                },
+            }
+        ],
+        TagSpecifications=[{"ResourceType": t, "Tags": tags(spec)} for t in resource_types],
+        ClientToken=token,
+    )
+    if spec.spot:
+        kwargs["InstanceMarketOptions"] = {
+            "MarketType": "spot",
+            "SpotOptions": {
+                "SpotInstanceType": "one-time",
+                "InstanceInterruptionBehavior": "terminate",
+            },
+        }
+    return kwargs
+
+
+def instance_policy(bucket: str, run_prefix: str, dataset_prefix: str, image: str) -> dict:
+    """The instance role's only permissions: read the dataset, read/write the run's prefix,
+    pull the training image. (Session Manager access comes from AWS's managed policy.)"""
+    repo = _ecr_repository_arn(image)
+    statements = [
+        _allow("ReadDataset", ["s3:GetObject"], [f"arn:aws:s3:::{bucket}/{dataset_prefix}*"]),
+        _allow(
+            "RunPrefix",
+            ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+            [f"arn:aws:s3:::{bucket}/{run_prefix}*"],
+        ),
+        _allow("ListOwnPrefixes", ["s3:ListBucket"], [f"arn:aws:s3:::{bucket}"])
+        | {"Condition": {"StringLike": {"s3:prefix": [f"{run_prefix}*", f"{dataset_prefix}*"]}}},
+        _allow("EcrLogin", ["ecr:GetAuthorizationToken"], ["*"]),
+    ]
+    if repo:
+        actions = ["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"]
+        statements.append(_allow("PullImage", actions, [repo]))
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+def _allow(sid: str, actions: list[str], resources_: list[str]) -> dict:
+    return {"Sid": sid, "Effect": "Allow", "Action": actions, "Resource": resources_}
+
+
+def _ecr_repository_arn(image: str) -> str | None:
+    """'ACCOUNT.dkr.ecr.REGION.amazonaws.com/repo:tag' -> the repository's ARN."""
+    m = re.fullmatch(r"(\d{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com/([^:@]+)(?:[:@].*)?", image)
+    return f"arn:aws:ecr:{m[2]}:{m[1]}:repository/{m[3]}" if m else None

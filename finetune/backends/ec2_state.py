@@ -1,0 +1,99 @@
+"""What the EC2 backend remembers about a run, in RUN_DIR/ec2.json.
+
+`runs show`, `runs stop` and `launch --resume` get the backend without any launch options,
+so the options given at launch (restarts, fallbacks, subnets, runtime cap) are kept here
+along with every attempt: which instance, where, on which market, at what price, how it
+ended. Written atomically; the ledger keeps the money (billable and interrupted seconds).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from finetune.data.manifest import write_atomic
+
+STATE_FILE = "ec2.json"
+DEFAULT_MAX_RUNTIME_S = 6 * 3600
+
+
+@dataclass(frozen=True)
+class Ec2Options:
+    """The ec2-only launch options."""
+
+    ami: str | None = None
+    subnets: tuple[str, ...] = ()
+    azs: tuple[str, ...] = ()
+    max_runtime_s: int = DEFAULT_MAX_RUNTIME_S
+    max_eur: float | None = None
+    max_restarts: int = 3
+    allow_on_demand_fallback: bool = False
+    fallback_instances: tuple[str, ...] = ()  # other types a relaunch may use
+    volume_gib: int = 100
+    upload_interval_s: int = 30
+    image: str | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Ec2Options:
+        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        for k in ("subnets", "azs", "fallback_instances"):
+            known[k] = tuple(known.get(k) or ())
+        return cls(**known)
+
+
+@dataclass
+class AttemptRecord:
+    """One instance's life for a run."""
+
+    n: int
+    instance_id: str
+    instance_type: str
+    spot: bool
+    subnet_id: str
+    az: str
+    launched_at: float
+    ended_at: float | None = None
+    outcome: str | None = None  # completed | failed | interrupted | stopped
+    reason: str | None = None
+    usd_per_hour: float | None = None
+    price_source: str = ""
+
+    @property
+    def open(self) -> bool:
+        return self.outcome is None
+
+
+@dataclass
+class Ec2State:
+    region: str
+    bucket: str
+    prefix: str
+    dataset_uri: str
+    image: str
+    owner: str
+    options: Ec2Options
+    instance_profile: str = ""
+    attempts: list[AttemptRecord] = field(default_factory=list)
+    stop_requested: bool = False
+    done: bool = False  # the run's last attempt ended and no relaunch follows
+    restarts: int = 0
+    tried: list[str] = field(default_factory=list)  # capacity tries of the latest launch
+
+    @property
+    def current(self) -> AttemptRecord | None:
+        return self.attempts[-1] if self.attempts else None
+
+    def save(self, run_dir: str | Path) -> None:
+        d = asdict(self)
+        write_atomic(Path(run_dir) / STATE_FILE, json.dumps(d, indent=1))
+
+    @classmethod
+    def load(cls, run_dir: str | Path) -> Ec2State | None:
+        path = Path(run_dir) / STATE_FILE
+        if not path.is_file():
+            return None
+        d = json.loads(path.read_text(encoding="utf-8"))
+        d["options"] = Ec2Options.from_dict(d.get("options", {}))
+        d["attempts"] = [AttemptRecord(**a) for a in d.get("attempts", [])]
+        return cls(**d)

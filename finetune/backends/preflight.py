@@ -1,0 +1,246 @@
+"""Checks before any money is spent: every problem found at once, each with its fix.
+
+``check_request`` needs nothing but the request (it runs for --dry-run too); the ``check_*``
+functions taking a client ask AWS cheap questions (bucket region, what is under a prefix).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from finetune.errors import FinetuneError, UsageError
+
+JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::(\d{12}):role/[\w+=,.@/-]{1,512}$")
+ECR_IMAGE = re.compile(
+    r"^(\d{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?/[a-z0-9._/-]+(:[\w.-]+|@sha256:[0-9a-f]{64})$"
+)
+MAX_RUNTIME_LIMIT_S = 28 * 24 * 3600  # SageMaker's ceiling for MaxRuntimeInSeconds
+SECRET_VALUES = {
+    "an AWS access key id": re.compile(r"\b(AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b"),
+    "a private key": re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
+    "a GitHub token": re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}"),
+    "a Slack token": re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),
+    "a JSON web token": re.compile(r"\beyJ[\w-]{10,}\.[\w-]{10,}\."),
+    "a password in a URL": re.compile(r"://[^/\s:@]+:[^/\s@]+@"),
+}
+SECRET_NAMES = re.compile(r"secret|passw|token|api[_-]?key|access[_-]?key|credential", re.I)
+
+
+@dataclass(frozen=True)
+class Problem:
+    what: str
+    fix: str
+
+
+class PreflightError(UsageError):
+    """One or more checks failed; nothing was uploaded or started."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        if len(problems) == 1:
+            super().__init__(f"Pre-flight check failed: {problems[0].what}", problems[0].fix)
+            return
+        what = "Pre-flight checks failed:\n" + "\n".join(
+            f"  - {p.what} (to fix: {p.fix})" for p in problems
+        )
+        super().__init__(what, "fix each problem above, then launch again.")
+
+
+def raise_if(problems: list[Problem]) -> None:
+    if problems:
+        raise PreflightError(problems)
+
+
+def check_request(req: dict, region: str | None) -> list[Problem]:
+    """Everything that can be checked without AWS: names, ARNs, limits, secrets, catalog."""
+    problems = []
+    for check in (_job_name, _role, _image, _times, _instance, _channels, _hyperparameters):
+        problems += check(req, region)
+    problems += secrets_in("hyperparameter", req.get("HyperParameters", {}))
+    problems += secrets_in("environment variable", req.get("Environment", {}))
+    return problems
+
+
+def _job_name(req: dict, region) -> list[Problem]:
+    name = req.get("TrainingJobName", "")
+    if JOB_NAME.match(name):
+        return []
+    return [
+        Problem(
+            f"job name {name!r} is not 1-63 letters, digits and hyphens",
+            "use a name like finetune-20261122-101500-a3f9 (no underscores or dots).",
+        )
+    ]
+
+
+def _role(req: dict, region) -> list[Problem]:
+    arn = req.get("RoleArn") or ""
+    if ROLE_ARN.match(arn):
+        return []
+    what = "no execution role is set" if not arn else f"{arn!r} is not an IAM role ARN"
+    return [
+        Problem(
+            what,
+            "set FINETUNE_ROLE_ARN=arn:aws:iam::ACCOUNT:role/NAME (the ExecutionRoleArn output "
+            "of `finetune infra deploy`).",
+        )
+    ]
+
+
+def _image(req: dict, region) -> list[Problem]:
+    image = req.get("AlgorithmSpecification", {}).get("TrainingImage") or ""
+    m = ECR_IMAGE.match(image)
+    if not m:
+        return [
+            Problem(
+                f"training image {image!r} is not an ECR image URI with a tag or digest",
+                "pass --image ACCOUNT.dkr.ecr.REGION.amazonaws.com/finetune:TAG, or run "
+                "`finetune image push` first.",
+            )
+        ]
+    if region and m.group(2) != region:
+        return [
+            Problem(
+                f"the training image is in {m.group(2)} but the job runs in {region}",
+                f"push the image to {region} (`finetune image push --region {region}`).",
+            )
+        ]
+    return []
+
+
+def _times(req: dict, region) -> list[Problem]:
+    sc = req.get("StoppingCondition", {})
+    runtime, wait = sc.get("MaxRuntimeInSeconds", 0), sc.get("MaxWaitTimeInSeconds")
+    problems = []
+    if not 0 < runtime <= MAX_RUNTIME_LIMIT_S:
+        problems.append(Problem(f"max runtime {runtime} s is out of range", "use 1s to 28 days."))
+    if req.get("EnableManagedSpotTraining") and (wait is None or wait < runtime):
+        problems.append(
+            Problem(
+                f"--max-wait ({wait} s) is shorter than --max-runtime ({runtime} s)",
+                "SageMaker needs MaxWait >= MaxRuntime: raise --max-wait or lower --max-runtime.",
+            )
+        )
+    if req.get("EnableManagedSpotTraining") and not req.get("CheckpointConfig"):
+        problems.append(Problem("a spot job without checkpoints", "set CheckpointConfig."))
+    return problems
+
+
+def _instance(req: dict, region) -> list[Problem]:
+    from finetune.catalog import instances
+
+    name = req.get("ResourceConfig", {}).get("InstanceType", "")
+    try:
+        instances.get(name)
+    except FinetuneError as exc:
+        return [Problem(exc.what, exc.fix or "pick an instance type from the catalog.")]
+    return []
+
+
+def _channels(req: dict, region) -> list[Problem]:
+    problems = []
+    for channel in req.get("InputDataConfig", []):
+        uri = channel["DataSource"]["S3DataSource"]["S3Uri"]
+        if not uri.startswith("s3://") or not uri.endswith("/"):
+            problems.append(
+                Problem(
+                    f"channel {channel['ChannelName']}: {uri!r} is not an S3 prefix ending in /",
+                    "a prefix without the slash also matches sibling prefixes; add it.",
+                )
+            )
+    return problems
+
+
+def _hyperparameters(req: dict, region) -> list[Problem]:
+    hp = req.get("HyperParameters", {})
+    problems = []
+    if len(hp) > 100:
+        problems.append(Problem(f"{len(hp)} hyperparameters (SageMaker takes 100)", "drop some."))
+    for key, value in hp.items():
+        if len(key) > 256 or len(value) > 2500:
+            problems.append(
+                Problem(
+                    f"hyperparameter {key[:40]!r} is too long (keys 256, values 2,500 characters)",
+                    "shorten it in the recipe.",
+                )
+            )
+    return problems
+
+
+def secrets_in(kind: str, values: dict[str, str]) -> list[Problem]:
+    """Secret-looking entries: they would be visible to anyone who can describe the job."""
+    problems = []
+    for key, value in values.items():
+        found = [label for label, rx in SECRET_VALUES.items() if rx.search(str(value))]
+        if SECRET_NAMES.search(key) and str(value).strip():
+            found.append("a secret (by its name)")
+        if found:
+            problems.append(
+                Problem(
+                    f"{kind} {key} looks like {found[0]}; DescribeTrainingJob shows it to "
+                    "anyone allowed to describe jobs",
+                    "remove it; give the job access through its execution role, or read the "
+                    "secret inside the container from AWS Secrets Manager.",
+                )
+            )
+    return problems
+
+
+def check_budget(eur_per_hour: float, seconds: int, hosts: int, max_eur: float) -> list[Problem]:
+    """The worst case (every host billed for the whole max runtime) must fit --max-eur."""
+    worst = eur_per_hour * hosts * seconds / 3600
+    if worst <= max_eur:
+        return []
+    affordable = int(max_eur / (eur_per_hour * hosts) * 3600)
+    return [
+        Problem(
+            f"the worst case costs EUR {worst:.2f} ({hosts} x EUR {eur_per_hour:.2f}/h for "
+            f"{seconds / 3600:g} h), more than --max-eur {max_eur:g}",
+            f"lower --max-runtime to {affordable // 60} minutes or less, use fewer instances, "
+            "or raise --max-eur.",
+        )
+    ]
+
+
+def check_bucket_region(s3, bucket: str, region: str) -> list[Problem]:
+    """SageMaker reads and writes only buckets in the job's region."""
+    from finetune.aws import retries
+    from finetune.aws.errors import aws_errors
+
+    with aws_errors("GetBucketLocation", resource=f"s3://{bucket}", region=region):
+        where = retries.call(s3.get_bucket_location, Bucket=bucket).get("LocationConstraint")
+    where = {None: "us-east-1", "": "us-east-1", "EU": "eu-west-1"}.get(where, where)
+    if where == region:
+        return []
+    return [
+        Problem(
+            f"bucket {bucket} is in {where}, the job would run in {region}",
+            f"use --region {where}, or a bucket in {region} (FINETUNE_BUCKET).",
+        )
+    ]
+
+
+def check_inputs(s3, channels: dict[str, str], expected: dict[str, list[str]]) -> list[Problem]:
+    """Each channel prefix holds objects, including the files the trainer opens."""
+    from finetune.aws.errors import aws_errors
+    from finetune.aws.s3upload import list_prefix, parse_s3_uri
+
+    problems = []
+    for channel, uri in channels.items():
+        bucket, prefix = parse_s3_uri(uri)
+        with aws_errors("ListObjectsV2", resource=uri):
+            names = {k[len(prefix) :] for k in list_prefix(s3, bucket, prefix)}
+        missing = [n for n in expected.get(channel, []) if n not in names]
+        if not names or missing:
+            problems.append(
+                Problem(
+                    f"S3 input {uri} is empty"
+                    if not names
+                    else f"{uri} lacks {', '.join(missing)}",
+                    "launch with a local --dataset folder (finetune uploads it), or point "
+                    "--dataset at the s3:// prefix finetune printed when it uploaded.",
+                )
+            )
+    return problems

@@ -1,0 +1,201 @@
+"""The SageMaker backend: a Plan becomes one training job (managed spot optional).
+
+submit   pre-flight (offline checks, credentials, bucket region, image), the content-addressed
+         dataset upload, then CreateTrainingJob through sagemaker-core; returns the job ARN
+         (name and region in one reference, so `runs show` works from any shell).
+status   DescribeTrainingJob -> ledger state, times, billable seconds, interruptions, cost.
+metrics  the trainer's metrics.jsonl from output.tar.gz once the job ended, else its
+         "finetune-metrics" log lines; logs: the CloudWatch streams; stop: StopTrainingJob.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from finetune import metrics as mt
+from finetune.aws import retries, sdk
+from finetune.aws.errors import aws_errors
+from finetune.aws.logs import JobLog, refresh
+from finetune.aws.session import Aws, connect, parse_arn
+from finetune.backends import preflight
+from finetune.backends import sagemaker_request as rq
+from finetune.backends import sagemaker_status as st
+from finetune.backends import sagemaker_submit as sub
+from finetune.backends.base import Capabilities, Status
+from finetune.errors import UsageError
+
+
+class SageMakerBackend:
+    name = "sagemaker"
+    capabilities = Capabilities(spot=True, multi_node=True, gpus=True, stop=True)
+    stream_logs = True  # `launch` prints the job's log while following it
+
+    def __init__(self, options=None, progress=None, notify=None, poll_seconds: float = 20.0):
+        self.options = options or rq.JobOptions()
+        self.progress = progress  # start(label, total_bytes) -> advance(n), for the upload
+        self.notify = notify or (lambda message: None)
+        self.poll_seconds = poll_seconds  # DescribeTrainingJob is rate limited: don't spin
+        self._sessions: dict[str, Aws] = {}
+        self._jobs: dict[str, dict] = {}  # last description per job name
+        self._logs: dict[str, JobLog] = {}
+        self._log_read_at: dict[str, float] = {}
+
+    # -- submit ---------------------------------------------------------------------------
+    def submit(self, plan, run) -> str:
+        """Check, upload, create the job; returns its ARN. Nothing is spent before the end."""
+        opts = sub.options_for(self.options, run)
+        preflight.raise_if(sub.missing_settings(opts))
+        aws = self._aws(opts.region)
+        opts = sub.with_defaults(replace(opts, region=aws.region), plan, aws)
+        name = rq.job_name(run.id, sub.next_attempt(run.backend_ref))
+        upload, channels, size = sub.dataset_location(plan, opts.bucket)
+        request = rq.training_request(plan, run.id, name, channels, opts, size)
+        preflight.raise_if(preflight.check_request(request, aws.region))
+        s3 = aws.client("s3")
+        problems = preflight.check_bucket_region(s3, opts.bucket, aws.region)
+        preflight.raise_if(problems + sub.check_image(aws, opts.image))
+        if upload is not None:
+            self._upload(s3, upload)
+        expected = {c: sub.expected_files(plan, c) for c in channels}
+        preflight.raise_if(preflight.check_inputs(s3, channels, expected))
+        sub.record(run, opts, request)
+        return sub.create(aws, request)
+
+    def _upload(self, s3, upload) -> None:
+        from finetune.aws.s3upload import upload_dataset
+
+        advance = self.progress("Uploading", upload.total_bytes) if self.progress else None
+        result = upload_dataset(s3, upload, advance)
+        sent = result.bytes_sent / 2**20
+        self.notify(
+            f"Dataset at {upload.uri}: {len(result.uploaded)} file(s) uploaded ({sent:.1f} MiB), "
+            f"{len(result.skipped)} already there."
+        )
+
+    # -- status, metrics, logs, stop ------------------------------------------------------
+    def status(self, run) -> Status:
+        job = self._describe(run)
+        status = st.to_status(job, run.id)
+        facts = {**(status.facts or {}), "region": self._where(run)[1]}
+        if status.final:
+            facts.update(st.cost_facts(job, facts["region"], run.spot))
+        return replace(status, facts=facts)
+
+    def metrics(self, run) -> list[mt.EpochMetrics]:
+        name, _ = self._where(run)
+        job = self._jobs.get(name) or self._describe(run)
+        if st.is_final(st.state_of(job)):
+            events = self._final_metrics(run, job)
+            if events:
+                return events
+        return metrics_from_log(self._log(run, force=False).text(0)[0])
+
+    def logs(self, run, offset: int = 0) -> tuple[str, int]:
+        return self._log(run, force=False).text(offset)
+
+    def stop(self, run) -> None:
+        name, region = self._where(run)
+        job = self._describe(run)
+        if st.is_final(st.state_of(job)) or st.state_of(job) == "stopping":
+            raise UsageError(
+                f"run {run.id} is not running (SageMaker job {name} is "
+                f"{job.get('TrainingJobStatus')})",
+                "nothing to stop.",
+            )
+        aws = self._aws(region)
+        cls = sdk.training_job_class()
+        with aws_errors("StopTrainingJob", resource=name, region=region):
+            found = retries.call(
+                cls.get, training_job_name=name, session=aws.session, region=region
+            )
+            retries.call(found.stop)
+
+    # -- helpers --------------------------------------------------------------------------
+    def _aws(self, region: str | None) -> Aws:
+        key = region or ""
+        if key not in self._sessions:
+            self._sessions[key] = connect(region)
+        return self._sessions[key]
+
+    def _where(self, run) -> tuple[str, str]:
+        parts = parse_arn(run.backend_ref or "")
+        if not parts or "/" not in parts.get("resource", ""):
+            raise UsageError(
+                f"run {run.id} has no SageMaker job (its submission failed)",
+                f"see `finetune runs show {run.id}`; resume it with `finetune launch --resume`.",
+            )
+        return parts["resource"].split("/", 1)[1], parts["region"]
+
+    def _describe(self, run) -> dict:
+        name, region = self._where(run)
+        aws = self._aws(region)
+        cls = sdk.training_job_class()
+        with aws_errors("DescribeTrainingJob", resource=name, region=region):
+            job = retries.call(cls.get, training_job_name=name, session=aws.session, region=region)
+        self._jobs[name] = sdk.to_plain(job)
+        return self._jobs[name]
+
+    def _log(self, run, force: bool) -> JobLog:
+        """The job's log, refreshed unless it was read moments ago (metrics and logs share it)."""
+        name, region = self._where(run)
+        log = self._logs.setdefault(name, JobLog(name))
+        now = time.monotonic()
+        if force or now - self._log_read_at.get(name, -1e9) >= min(2.0, self.poll_seconds / 2):
+            refresh(self._aws(region).client("logs"), log)
+            self._log_read_at[name] = now
+        return log
+
+    def _final_metrics(self, run, job: dict) -> list[mt.EpochMetrics]:
+        """metrics.jsonl from the job's output.tar.gz, kept in the run dir once fetched."""
+        local = (
+            Path(run.run_dir or ".") / sub.RECORD_DIR / f"{job['TrainingJobName']}-metrics.jsonl"
+        )
+        if not local.is_file() and run.run_dir:
+            _, region = self._where(run)
+            text = _read_output_metrics(self._aws(region).client("s3"), job)
+            if text is None:
+                return []
+            local.parent.mkdir(parents=True, exist_ok=True)
+            local.write_text(text)
+        return mt.read(local)
+
+
+def metrics_from_log(text: str) -> list[mt.EpochMetrics]:
+    """Epoch events from the trainer's 'finetune-metrics k=v ...' lines (last one per epoch)."""
+    events: dict[int, mt.EpochMetrics] = {}
+    for line in text.splitlines():
+        _, marker, rest = line.partition(mt.LOG_PREFIX + " ")
+        if not marker:
+            continue
+        fields = dict(p.split("=", 1) for p in rest.split() if "=" in p)
+        try:
+            event = mt.EpochMetrics.model_validate(fields)
+        except ValueError:
+            continue  # a torn or foreign line
+        events[event.epoch] = event
+    return [events[k] for k in sorted(events)]
+
+
+def _read_output_metrics(s3, job: dict) -> str | None:
+    """The text of metrics.jsonl inside output.tar.gz (None when there is none)."""
+    import io
+    import tarfile
+
+    from finetune.aws.s3upload import as_prefix, parse_s3_uri
+
+    bucket, root = parse_s3_uri(job["OutputDataConfig"]["S3OutputPath"])
+    key = f"{as_prefix(root)}{job['TrainingJobName']}/output/output.tar.gz"
+    with aws_errors("GetObject", resource=f"s3://{bucket}/{key}"):
+        try:
+            body = retries.call(s3.get_object, Bucket=bucket, Key=key)["Body"].read()
+        except Exception as exc:
+            if retries.error_code(exc) in ("NoSuchKey", "404"):
+                return None  # the job ended before writing any output
+            raise
+    with tarfile.open(fileobj=io.BytesIO(body), mode="r:gz") as tar:
+        for member in tar.getmembers():
+            if Path(member.name).name == mt.METRICS_FILE and member.isfile():
+                return tar.extractfile(member).read().decode("utf-8", "replace")
+    return None

@@ -1,0 +1,204 @@
+"""The CreateTrainingJob request for a Plan: one pure function, so tests assert on it directly
+and ``launch --dry-run`` shows exactly what would be sent.
+
+Layout in the bucket (one prefix per kind, so the IAM policies can be exact):
+
+    s3://BUCKET/finetune/datasets/NAME-HASH/{train,validation}/   read by the job
+    s3://BUCKET/finetune/output/JOB/output/{model,output}.tar.gz   written by the job
+    s3://BUCKET/finetune/checkpoints/RUN/                          synced with /opt/ml/checkpoints
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+from finetune.backends.mltree import RECORDIO
+from finetune.metrics import METRIC_REGEXES
+
+OUTPUT_ROOT = "finetune/output/"
+CHECKPOINT_ROOT = "finetune/checkpoints/"
+CHECKPOINT_LOCAL = "/opt/ml/checkpoints"
+JOB_PREFIX = "finetune-"  # the caller policy allows training-job/finetune-* only
+DEFAULT_MAX_RUNTIME_S = 2 * 3600
+DEFAULT_RETRIES = 2  # SageMaker restarts a job after an internal error (not our bugs)
+IMAGE_REPOSITORY = "finetune"
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """What a SageMaker job needs beyond the Plan. Stored with the run, so a resumed run
+    starts the same way."""
+
+    region: str | None = None
+    bucket: str | None = None
+    role_arn: str | None = None
+    image: str | None = None
+    max_runtime_s: int | None = None  # None: DEFAULT_MAX_RUNTIME_S, or what --max-eur affords
+    max_wait_s: int | None = None  # spot only; default twice the runtime
+    max_eur: float | None = None
+    volume_gb: int | None = None  # default: from the dataset size
+    kms_key_id: str | None = None
+    subnets: tuple[str, ...] = ()
+    security_group_ids: tuple[str, ...] = ()
+    retry_attempts: int = DEFAULT_RETRIES
+    environment: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> JobOptions:
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        for key in ("subnets", "security_group_ids"):
+            known[key] = tuple(known.get(key) or ())
+        return cls(**known)
+
+    def runtime_seconds(self) -> int:
+        return self.max_runtime_s or DEFAULT_MAX_RUNTIME_S
+
+    def wait_seconds(self) -> int:
+        return self.max_wait_s or 2 * self.runtime_seconds()
+
+
+def job_name(run_id: str, attempt: int = 0) -> str:
+    """'ft-20261122-101500-a3f9' -> 'finetune-20261122-101500-a3f9' ('-r1' when resumed:
+    SageMaker never reuses a job name)."""
+    base = JOB_PREFIX + run_id.removeprefix("ft-")
+    return f"{base}-r{attempt}" if attempt else base
+
+
+def default_image(account: str, region: str, tag: str) -> str:
+    """Where `finetune image push` puts the training image."""
+    suffix = ".amazonaws.com.cn" if region.startswith("cn-") else ".amazonaws.com"
+    return f"{account}.dkr.ecr.{region}{suffix}/{IMAGE_REPOSITORY}:{tag}"
+
+
+def checkpoint_uri(bucket: str, run_id: str) -> str:
+    return f"s3://{bucket}/{CHECKPOINT_ROOT}{run_id}/"
+
+
+def output_uri(bucket: str) -> str:
+    return f"s3://{bucket}/{OUTPUT_ROOT}"
+
+
+def volume_gb(dataset_bytes: int) -> int:
+    """File mode copies the data to the volume; leave room for checkpoints and the model."""
+    return max(50, math.ceil(dataset_bytes * 1.5 / 2**30) + 30)
+
+
+def training_request(
+    plan, run_id: str, name: str, channels: dict[str, str], opts: JobOptions, dataset_bytes: int
+) -> dict:
+    """The CreateTrainingJob request (API field names) for ``plan`` as job ``name``."""
+    res = plan.resources
+    req: dict = {
+        "TrainingJobName": name,
+        "RoleArn": opts.role_arn,
+        "AlgorithmSpecification": {
+            "TrainingImage": opts.image,
+            "TrainingInputMode": "File",
+            "MetricDefinitions": [{"Name": k, "Regex": v} for k, v in METRIC_REGEXES.items()],
+            "EnableSageMakerMetricsTimeSeries": True,
+        },
+        "HyperParameters": plan.hyperparameters.to_strings(),
+        "InputDataConfig": [_channel(c, uri) for c, uri in channels.items()],
+        "OutputDataConfig": {"S3OutputPath": output_uri(opts.bucket)},
+        "ResourceConfig": {
+            "InstanceType": sagemaker_instance(res.instance_type),
+            "InstanceCount": res.hosts,
+            "VolumeSizeInGB": opts.volume_gb or volume_gb(dataset_bytes),
+        },
+        "StoppingCondition": {"MaxRuntimeInSeconds": opts.runtime_seconds()},
+        "CheckpointConfig": {
+            "S3Uri": checkpoint_uri(opts.bucket, run_id),
+            "LocalPath": CHECKPOINT_LOCAL,
+        },
+        "EnableManagedSpotTraining": res.spot,
+        "Environment": {"FINETUNE_RUN_ID": run_id, "PYTHONUNBUFFERED": "1", **opts.environment},
+        "RetryStrategy": {"MaximumRetryAttempts": opts.retry_attempts},
+        "Tags": tags(plan, run_id),
+    }
+    if res.spot:
+        req["StoppingCondition"]["MaxWaitTimeInSeconds"] = opts.wait_seconds()
+    if opts.kms_key_id:
+        req["OutputDataConfig"]["KmsKeyId"] = opts.kms_key_id
+        req["ResourceConfig"]["VolumeKmsKeyId"] = opts.kms_key_id
+    if opts.subnets or opts.security_group_ids:
+        req["VpcConfig"] = {
+            "Subnets": list(opts.subnets),
+            "SecurityGroupIds": list(opts.security_group_ids),
+        }
+    return req
+
+
+def sagemaker_instance(instance_type: str | None) -> str:
+    """'p3.8xlarge' or 'ml.p3.8xlarge' -> 'ml.p3.8xlarge'."""
+    name = (instance_type or "").strip().lower()
+    return name if name.startswith("ml.") else f"ml.{name}"
+
+
+def _channel(name: str, uri: str) -> dict:
+    return {
+        "ChannelName": name,
+        "DataSource": {
+            "S3DataSource": {
+                "S3DataType": "S3Prefix",
+                "S3Uri": uri if uri.endswith("/") else uri + "/",
+                "S3DataDistributionType": "FullyReplicated",
+            }
+        },
+        "ContentType": RECORDIO,
+        "CompressionType": "None",
+        "RecordWrapperType": "None",
+        "InputMode": "File",
+    }
+
+
+def tags(plan, run_id: str) -> list[dict[str, str]]:
+    """project, run id and recipe: find and bill the jobs of one project or run."""
+    return [
+        {"Key": "project", "Value": "finetune"},
+        {"Key": "finetune:run-id", "Value": run_id},
+        {"Key": "finetune:recipe", "Value": _tag_value(plan.recipe.name)},
+    ]
+
+
+def _tag_value(text: str) -> str:
+    allowed = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 _.:/=+-@")
+    return "".join(c if c in allowed else "-" for c in text)[:256]
+
+
+def summary_lines(req: dict) -> list[str]:
+    """What `launch --dry-run` shows of the request (aligned ``label  value`` lines)."""
+    rc, sc, spec = req["ResourceConfig"], req["StoppingCondition"], req["AlgorithmSpecification"]
+    rows = [
+        ("job name", req["TrainingJobName"]),
+        ("image", spec["TrainingImage"]),
+        ("role", req["RoleArn"]),
+        ("instances", f"{rc['InstanceCount']} x {rc['InstanceType']}, {rc['VolumeSizeInGB']} GB"),
+        ("capacity", "managed spot" if req["EnableManagedSpotTraining"] else "on demand"),
+        ("max runtime", _hours(sc["MaxRuntimeInSeconds"])),
+    ]
+    if "MaxWaitTimeInSeconds" in sc:
+        rows.append(("max wait", _hours(sc["MaxWaitTimeInSeconds"])))
+    rows += [(f"input {c['ChannelName']}", _uri(c)) for c in req["InputDataConfig"]]
+    rows += [
+        ("output", req["OutputDataConfig"]["S3OutputPath"]),
+        ("checkpoints", req["CheckpointConfig"]["S3Uri"]),
+        ("hyperparameters", f"{len(req['HyperParameters'])} (as strings)"),
+        (
+            "metrics",
+            ", ".join(m["Name"] for m in req["AlgorithmSpecification"]["MetricDefinitions"]),
+        ),
+    ]
+    width = max(len(label) for label, _ in rows)
+    return [f"{label:<{width}}  {value}" for label, value in rows]
+
+
+def _uri(channel: dict) -> str:
+    return channel["DataSource"]["S3DataSource"]["S3Uri"]
+
+
+def _hours(seconds: int) -> str:
+    return f"{seconds / 3600:g} h ({seconds} s)"

@@ -1,0 +1,189 @@
+"""A DescribeTrainingJob response -> the ledger's view: state, reason, times, billing, cost.
+
+SageMaker's documented statuses (TrainingJobStatus / SecondaryStatus):
+
+    InProgress  Starting, Pending, Downloading, Training, Interrupted, Restarting, Uploading
+    Completed   Completed
+    Failed      Failed (FailureReason says why)
+    Stopping    Stopping
+    Stopped     Stopped, MaxRuntimeExceeded, MaxWaitTimeExceeded
+
+A spot interruption is not the end of a job: SageMaker waits for capacity and restarts it
+from the last checkpoint, so "Interrupted" maps to running. Time limits end it for good and
+map to the ledger's "interrupted" (resumable from the checkpoints); a user's stop to "stopped".
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+
+from finetune.backends.base import Status
+
+_IN_PROGRESS = {
+    "Starting": "submitted",
+    "Pending": "submitted",
+    "LaunchingMLInstances": "submitted",
+    "PreparingTrainingStack": "submitted",
+}
+_FINAL = {"Completed": "completed", "Failed": "failed", "Stopped": "stopped"}
+_TIME_LIMITS = ("MaxRuntimeExceeded", "MaxWaitTimeExceeded")
+
+
+def state_of(job: dict) -> str:
+    """The ledger state for a job's TrainingJobStatus and SecondaryStatus."""
+    primary, secondary = job.get("TrainingJobStatus"), job.get("SecondaryStatus")
+    if primary == "InProgress":
+        return _IN_PROGRESS.get(secondary, "running")
+    if primary == "Stopping":
+        return "stopping"
+    if primary == "Stopped" and secondary in _TIME_LIMITS:
+        return "interrupted"
+    return _FINAL.get(primary, "stopped" if primary == "Deleting" else "running")
+
+
+def to_status(job: dict, run_id: str, now: float | None = None) -> Status:
+    """The Status (with facts for the ledger) of a described job."""
+    state = state_of(job)
+    return Status(
+        state=state,
+        reason=reason_of(job, state, run_id),
+        detail=detail_of(job),
+        started_at=_ts(job.get("TrainingStartTime")),
+        ended_at=_ts(job.get("TrainingEndTime")) if is_final(state) else None,
+        facts=facts_of(job, now),
+    )
+
+
+def is_final(state: str) -> bool:
+    return state in ("completed", "failed", "stopped", "interrupted")
+
+
+def detail_of(job: dict) -> str | None:
+    """'Training: Training image download completed. Training in progress.'"""
+    secondary = job.get("SecondaryStatus")
+    transitions = job.get("SecondaryStatusTransitions") or []
+    message = transitions[-1].get("StatusMessage") if transitions else None
+    if not secondary:
+        return None
+    return f"{secondary}: {message}" if message else secondary
+
+
+def reason_of(job: dict, state: str, run_id: str) -> str | None:
+    """Why the job ended, with what to do next; None while it runs or after success."""
+    secondary = job.get("SecondaryStatus")
+    resume = f"resume from the last checkpoint with `finetune launch --resume {run_id}`"
+    if state == "failed":
+        return _failure(job.get("FailureReason") or "SageMaker gave no reason", job, run_id)
+    if secondary == "MaxWaitTimeExceeded":
+        wait = job.get("StoppingCondition", {}).get("MaxWaitTimeInSeconds")
+        return f"spot capacity did not come back within --max-wait ({wait} s); {resume}"
+    if secondary == "MaxRuntimeExceeded":
+        limit = job.get("StoppingCondition", {}).get("MaxRuntimeInSeconds")
+        return f"the job reached --max-runtime ({limit} s) and was stopped; {resume}"
+    if state == "stopped":
+        return f"stopped on request; {resume}"
+    return None
+
+
+def _failure(reason: str, job: dict, run_id: str) -> str:
+    instance = job.get("ResourceConfig", {}).get("InstanceType", "the instance type")
+    if reason.startswith("CapacityError") or "capacity" in reason.lower():
+        return (
+            f"{reason} -- SageMaker had no {instance} capacity. To fix: launch again later, in "
+            "another region (--region) or on another instance type (--instance), or use "
+            "--spot with a longer --max-wait."
+        )
+    if "ResourceLimitExceeded" in reason or "service limit" in reason:
+        return f"{reason} -- To fix: request a higher SageMaker quota in Service Quotas."
+    return f"{reason} -- see `finetune runs logs {run_id}` for the trainer's log."
+
+
+def interrupted_seconds(transitions: list[dict], now: float | None = None) -> float:
+    """Wall time lost to spot interruptions: from each 'Interrupted' until training runs
+    again (the restart's Starting/Downloading included), or until now/the end."""
+    now = time.time() if now is None else now
+    lost, since = 0.0, None
+    for t in transitions:
+        status, start = t.get("Status"), _ts(t.get("StartTime"))
+        if status == "Interrupted" and since is None:
+            since = start
+        elif status not in ("Interrupted", "Starting", "Pending", "Downloading", "Restarting"):
+            if since is not None and start is not None:
+                lost += max(0.0, start - since)
+            since = None
+    if since is not None:
+        last_end = _ts(transitions[-1].get("EndTime")) if transitions else None
+        lost += max(0.0, (last_end or now) - since)
+    return lost
+
+
+def facts_of(job: dict, now: float | None = None) -> dict:
+    """Ledger columns from the job (None where SageMaker has not said yet)."""
+    rc = job.get("ResourceConfig", {})
+    facts = {
+        "training_seconds": _num(job.get("TrainingTimeInSeconds")),
+        "billable_seconds": _num(job.get("BillableTimeInSeconds")),
+        "interrupted_seconds": interrupted_seconds(
+            job.get("SecondaryStatusTransitions") or [], now
+        ),
+        "instance_count": rc.get("InstanceCount"),
+    }
+    finals = job.get("FinalMetricDataList") or []
+    if finals:
+        facts["final_metrics"] = {m["MetricName"]: m.get("Value") for m in finals}
+    return facts
+
+
+def _num(value) -> float | None:
+    return None if value is None else float(value)
+
+
+def _ts(value) -> float | None:
+    """A response timestamp (datetime, ISO text or epoch seconds) as epoch seconds."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, int | float):
+        return float(value)
+    return datetime.fromisoformat(str(value)).timestamp()
+
+
+def cost_facts(job: dict, region: str, spot: bool) -> dict:
+    """cost_eur and the cost record (price, rate, their dates and sources) of a finished job;
+    {} while SageMaker has not reported billable time. Money itself is finetune.report.cost's."""
+    billable = _num(job.get("BillableTimeInSeconds"))
+    if billable is None:
+        return {}
+    from finetune.catalog import fx, prices
+    from finetune.errors import FinetuneError
+    from finetune.report import cost
+
+    rc = job.get("ResourceConfig", {})
+    hosts = int(rc.get("InstanceCount") or 1)
+    try:
+        price = prices.price(rc.get("InstanceType", ""), region, "sagemaker")
+        ended = _ts(job.get("TrainingEndTime"))
+        rate = fx.eur_rate(datetime.fromtimestamp(ended).date() if ended else None)
+    except FinetuneError as exc:
+        return {"cost": {"error": str(exc)}}
+    eur = cost.cost_eur(billable, hosts, price.usd_per_hour, rate.usd_per_eur)
+    record = {
+        "eur": eur,
+        "usd": billable * hosts * price.usd_per_hour / 3600,
+        "billable_seconds": billable,
+        "instance_count": hosts,
+        "instance_type": price.display_name,
+        "region": region,
+        "usd_per_hour": price.usd_per_hour,
+        "price_as_of": price.as_of.isoformat(),
+        "price_source": price.source,
+        "usd_per_eur": rate.usd_per_eur,
+        "rate_date": rate.on.isoformat(),
+        "rate_source": rate.source,
+    }
+    training = _num(job.get("TrainingTimeInSeconds"))
+    if spot and training:
+        record["spot_savings"] = cost.sagemaker_spot_savings(billable, training)
+    return {"cost_eur": eur, "cost": record}

@@ -1,0 +1,168 @@
+"""The steps of SageMaker submission that are not the backend's public surface: options for a
+new or resumed run, the budget, the dataset's S3 location, the image check, the record kept
+in the run dir, and CreateTrainingJob itself (with a retry that recognises its own job).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+from finetune.aws import retries, sdk
+from finetune.aws.errors import aws_errors
+from finetune.aws.session import Aws
+from finetune.backends import preflight
+from finetune.backends import sagemaker_request as rq
+from finetune.backends.preflight import Problem
+
+RECORD_DIR = "sagemaker"  # in the run dir: options.json, one request per job, metrics
+
+
+def options_for(given, run):
+    """The stored options of a resumed run, else the given ones completed from settings."""
+    from finetune import settings
+
+    stored = Path(run.run_dir or ".") / RECORD_DIR / "options.json"
+    if run.backend_ref and stored.is_file():
+        return rq.JobOptions.from_dict(json.loads(stored.read_text()))
+    conf = settings.get()
+    return replace(
+        given,
+        region=given.region or conf.region,
+        bucket=given.bucket or conf.bucket,
+        role_arn=given.role_arn or conf.role_arn,
+    )
+
+
+def missing_settings(opts) -> list[Problem]:
+    if opts.bucket:
+        return []
+    return [
+        Problem(
+            "no S3 bucket is set for datasets, outputs and checkpoints",
+            "deploy the stack with `finetune infra deploy` and set FINETUNE_BUCKET to its "
+            "BucketName output.",
+        )
+    ]
+
+
+def with_defaults(opts, plan, aws: Aws):
+    """The default image (where `finetune image push` puts it) and a runtime --max-eur affords."""
+    from finetune import __version__
+
+    if not opts.image:
+        opts = replace(opts, image=rq.default_image(aws.account_id, aws.region, __version__))
+    if opts.max_eur is not None:
+        opts = _fit_budget(opts, plan, aws.region)
+    return opts
+
+
+def _fit_budget(opts, plan, region: str):
+    from finetune.catalog import fx, prices
+    from finetune.errors import FinetuneError
+
+    try:
+        price = prices.price(plan.resources.instance_type, region, "sagemaker")
+    except FinetuneError as exc:
+        raise preflight.PreflightError(
+            [Problem(f"--max-eur needs a price: {exc.what}", exc.fix or "")]
+        ) from None
+    eur_h = fx.eur_rate().to_eur(price.usd_per_hour)
+    hosts = plan.resources.hosts
+    if opts.max_runtime_s is None:  # no explicit limit: the longest run the budget allows
+        affordable = int(opts.max_eur / (eur_h * hosts) * 3600)
+        opts = replace(opts, max_runtime_s=max(60, min(rq.DEFAULT_MAX_RUNTIME_S, affordable)))
+    preflight.raise_if(preflight.check_budget(eur_h, opts.runtime_seconds(), hosts, opts.max_eur))
+    return opts
+
+
+def next_attempt(backend_ref: str | None) -> int:
+    """0 for a new run; n+1 after job NAME-rn (SageMaker never reuses a name)."""
+    if not backend_ref:
+        return 0
+    name = backend_ref.rsplit("/", 1)[-1]
+    head, _, tail = name.rpartition("-r")
+    return int(tail) + 1 if head and tail.isdigit() else 1
+
+
+def dataset_location(plan, bucket: str):
+    """(upload or None, channel URIs, bytes): a local dataset is uploaded, an S3 one used."""
+    from finetune.aws.s3upload import as_prefix, plan_upload
+
+    path = plan.dataset.path
+    if path.startswith("s3://"):
+        root = as_prefix(path)
+        return None, {c: f"{root}{c}/" for c in ("train", "validation")}, 0
+    upload = plan_upload(path, bucket)
+    return upload, upload.channels, upload.total_bytes
+
+
+def expected_files(plan, channel: str) -> list[str]:
+    from finetune.backends.mltree import CHANNELS, channel_files
+
+    return channel_files(plan.dataset.name, CHANNELS[channel])
+
+
+_IMAGE_MISSING = ("ImageNotFoundException", "RepositoryNotFoundException")
+
+
+def check_image(aws: Aws, image: str) -> list[Problem]:
+    """An image in this account's ECR must exist: a missing one fails only after start-up."""
+    m = preflight.ECR_IMAGE.match(image or "")
+    if not m or m.group(1) != aws.account_id or m.group(2) != aws.region:
+        return []
+    repo, _, tag = image.split("/", 1)[1].partition(":")
+    with aws_errors("DescribeImages", resource=image, region=aws.region):
+        try:
+            ecr = aws.client("ecr")
+            retries.call(ecr.describe_images, repositoryName=repo, imageIds=[{"imageTag": tag}])
+        except Exception as exc:
+            if retries.error_code(exc) not in (
+                "ImageNotFoundException",
+                "RepositoryNotFoundException",
+            ):
+                raise
+            return [
+                Problem(
+                    f"the training image {image} is not in ECR",
+                    "run `finetune image push` where Docker runs, or pass --image URI.",
+                )
+            ]
+    return []
+
+
+def record(run, opts, request: dict) -> None:
+    """Options (for --resume) and the exact request, next to the run's other files."""
+    if not run.run_dir:
+        return
+    folder = Path(run.run_dir) / RECORD_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "options.json").write_text(json.dumps(opts.to_dict(), indent=2))
+    name = request["TrainingJobName"]
+    (folder / f"{name}-request.json").write_text(json.dumps(request, indent=2))
+
+
+def create(aws: Aws, request: dict) -> str:
+    """CreateTrainingJob (retried when throttled); returns the job ARN. If a retry finds the
+    name taken by a job with this run's checkpoint prefix, an earlier attempt made it."""
+    cls = sdk.training_job_class()
+    kwargs = sdk.request_to_kwargs(request)
+    name = request["TrainingJobName"]
+
+    def attempt():
+        try:
+            return cls.create(**kwargs, session=aws.session, region=aws.region)
+        except Exception as exc:
+            if retries.error_code(exc) != "ResourceInUse":
+                raise
+            job = sdk.to_plain(
+                cls.get(training_job_name=name, session=aws.session, region=aws.region)
+            )
+            if job.get("CheckpointConfig", {}).get("S3Uri") != request["CheckpointConfig"]["S3Uri"]:
+                raise
+            return cls.get(training_job_name=name, session=aws.session, region=aws.region)
+
+    with aws_errors("CreateTrainingJob", resource=name, region=aws.region):
+        job = retries.call(attempt)
+    return job.training_job_arn

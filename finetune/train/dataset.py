@@ -1,0 +1,104 @@
+"""The prepared dataset the channels carry, checked against the hyperparameters.
+
+Both channels usually point at the same prepared folder (manifest.json + NAME_train.rec/.idx
++ NAME_val.rec/.idx), but each may hold only its own split. The manifest travels with the
+data, so a wrong folder, a stale plan or a half-copied file is caught here, before training.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from finetune.data import manifest as mf
+from finetune.errors import DataError
+from finetune.hparams import TrainHyperparameters
+
+_REPLAN = "plan the run again against this dataset (`finetune launch` reads its manifest)."
+
+
+@dataclass(frozen=True)
+class DatasetFiles:
+    """The record files of both splits and the manifest that describes them."""
+
+    manifest: mf.DatasetManifest
+    train_rec: Path
+    train_idx: Path
+    val_rec: Path
+    val_idx: Path
+
+    @property
+    def classes(self) -> list[str]:
+        return self.manifest.classes
+
+    @property
+    def train_count(self) -> int:
+        return self.manifest.splits["train"].count
+
+
+def resolve(train_dir: Path, val_dir: Path, hp: TrainHyperparameters) -> DatasetFiles:
+    """Find and check the train and val record files; DataError says what does not match."""
+    manifest = _load(train_dir, "train")
+    if (val_dir / mf.MANIFEST).is_file():
+        other = _load(val_dir, "validation")
+        if (other.name, other.classes) != (manifest.name, manifest.classes):
+            raise DataError(
+                f"the train and validation channels hold different datasets: "
+                f"{manifest.name!r} ({manifest.num_classes} classes) vs "
+                f"{other.name!r} ({other.num_classes} classes)",
+                "point both channels at the same prepared dataset.",
+            )
+    _check_hparams(manifest, hp)
+    train_rec, train_idx = _split_files(train_dir, manifest, "train", "train")
+    val_rec, val_idx = _split_files(val_dir, manifest, "val", "validation")
+    return DatasetFiles(manifest, train_rec, train_idx, val_rec, val_idx)
+
+
+def _load(directory: Path, channel: str) -> mf.DatasetManifest:
+    try:
+        return mf.load(directory)
+    except DataError as exc:
+        raise DataError(f"{channel} channel: {exc.what}", exc.fix) from None
+
+
+def _check_hparams(m: mf.DatasetManifest, hp: TrainHyperparameters) -> None:
+    if hp.num_classes != m.num_classes:
+        raise DataError(
+            f"the hyperparameters say num_classes={hp.num_classes} but dataset {m.name!r} "
+            f"has {m.num_classes} classes",
+            _REPLAN,
+        )
+    for split in ("train", "val"):
+        if split not in m.splits or m.splits[split].count == 0:
+            raise DataError(
+                f"dataset {m.name!r} has no {split} images",
+                "prepare it again with a validation share (--val-ratio or --train-per-class).",
+            )
+    if hp.num_training_samples != m.splits["train"].count:
+        raise DataError(
+            f"the hyperparameters say num_training_samples={hp.num_training_samples} but "
+            f"dataset {m.name!r} has {m.splits['train'].count} training images",
+            _REPLAN,
+        )
+
+
+def _split_files(directory: Path, m: mf.DatasetManifest, split: str, channel: str):
+    paths = []
+    for ext in ("rec", "idx"):
+        name = m.file_name(split, ext)
+        path = directory / name
+        if not path.is_file():
+            raise DataError(
+                f"{channel} channel: {name} is missing from {directory}",
+                f"copy the whole prepared folder (manifest.json and {m.name}_*.rec/.idx) "
+                "into the channel.",
+            )
+        entry = m.files.get(name)
+        if entry is not None and path.stat().st_size != entry.bytes:
+            raise DataError(
+                f"{channel} channel: {name} has {path.stat().st_size} bytes, the manifest "
+                f"says {entry.bytes} (a partial copy?)",
+                "copy the file again from the prepared dataset.",
+            )
+        paths.append(path)
+    return paths[0], paths[1]

@@ -1,0 +1,36 @@
+"""The final model artifact in /opt/ml/model (SageMaker uploads it as model.tar.gz).
+
+``model-symbol.json`` + ``model-0000.params`` (the hybridized network, loadable without
+this package with ``mx.gluon.SymbolBlock.imports`` or ``mx.mod.Module``), ``classes.json``
+(class names in label order, the order of the network's outputs) and the resolved
+``hyperparameters.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import mxnet as mx
+
+from finetune.hparams import TrainHyperparameters
+
+PREFIX = "model"
+
+
+def save_model(net, model_dir: Path, classes: list[str], hp: TrainHyperparameters, ctx) -> None:
+    """Export the trained (hybridized) network and what is needed to use it."""
+    model_dir = Path(model_dir)
+    model_dir.mkdir(parents=True, exist_ok=True)
+    # export needs a graph built by a forward pass; a run resumed after its last epoch has none
+    net(mx.nd.zeros((1, 3, hp.image_size, hp.image_size), ctx=ctx))
+    net.export(str(model_dir / PREFIX), epoch=0)
+    classes_doc = {
+        "classes": classes,
+        "image_size": hp.image_size,
+        "mean": list(hp.mean),
+        "std": list(hp.std),
+        "input": "data, float32 NCHW, RGB, (pixel - mean) / std",
+    }
+    (model_dir / "classes.json").write_text(json.dumps(classes_doc, indent=2) + "\n")
+    (model_dir / "hyperparameters.json").write_text(json.dumps(hp.to_strings(), indent=2) + "\n")

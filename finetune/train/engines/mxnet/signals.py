@@ -1,0 +1,39 @@
+"""Stop requests: SIGTERM (SageMaker stop, spot interruption, `docker stop`) and SIGINT.
+
+The handler only records the request; the training loop looks at it after every batch,
+finishes that batch, writes a checkpoint and returns. SageMaker sends SIGKILL 120 s after
+SIGTERM, far more than one batch and one checkpoint need.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+
+class StopRequest:
+    """Context manager that turns SIGTERM/SIGINT into a flag (``bool(stop)``) and restores
+    the previous handlers on exit. Outside the main thread it installs nothing."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self) -> None:
+        self.signal_name: str | None = None
+        self._previous: dict = {}
+
+    def __bool__(self) -> bool:
+        return self.signal_name is not None
+
+    def _handle(self, signum, _frame) -> None:
+        self.signal_name = signal.Signals(signum).name
+
+    def __enter__(self) -> StopRequest:
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()

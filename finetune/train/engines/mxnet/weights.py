@@ -1,0 +1,179 @@
+"""Finding pretrained weights on disk, checking them, and downloading only when asked.
+
+Weights are looked up, in order, at ``hparams.weights`` (a path), in the ``pretrained``
+input channel, and in ``$MXNET_HOME/models`` (default ~/.mxnet/models, where the GluonCV and
+MXNet model zoos keep them). ``weights=download`` also allows fetching a missing file from the
+model zoo, with its published sha1. Without the file and without that permission the run
+stops with an error that names the file and the folders, instead of hanging on a network
+that a training container often does not have.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from finetune.errors import DataError
+
+DOWNLOAD = "download"
+SYMBOL_MODELS = {"imagenet11k-resnet-152": "resnet-152"}  # our name -> the checkpoint prefix
+_SYMBOL_URL = "http://data.mxnet.io/models/imagenet-11k/resnet-152/resnet-152-{}"
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Weights:
+    """A Gluon parameter file, or an MXNet symbol checkpoint (symbol + params)."""
+
+    params: Path
+    symbol: Path | None = None
+
+
+def mxnet_home() -> Path:
+    return Path(os.environ.get("MXNET_HOME") or "~/.mxnet").expanduser()
+
+
+def search_dirs(pretrained_dir: Path | None) -> list[Path]:
+    dirs = [pretrained_dir] if pretrained_dir else []
+    return [*dirs, mxnet_home() / "models"]
+
+
+def locate(model: str, weights: str, dirs: list[Path]) -> Weights:
+    """The weights of ``model`` (see the module docstring); DataError when there are none."""
+    if weights and weights != DOWNLOAD:
+        return _explicit(model, Path(weights).expanduser(), dirs)
+    for directory in dirs:
+        found = _in_dir(model, directory)
+        if found:
+            return _verified(model, found)
+    if weights == DOWNLOAD:
+        return _download(model, mxnet_home() / "models")
+    # the 11k network exists only as its symbol file: starting from scratch needs it too
+    scratch = "." if model in SYMBOL_MODELS else ", or set pretrained=false."
+    raise DataError(
+        f"pretrained weights for {model} not found: looked for {' or '.join(_names(model))} "
+        f"in {', '.join(str(d) for d in dirs)}",
+        "put the file into one of those folders (an input channel named pretrained, or "
+        "$MXNET_HOME/models), set the hyperparameter weights=PATH, or set weights=download to "
+        f"fetch it from the model zoo (needs internet){scratch}",
+    )
+
+
+def _names(model: str) -> list[str]:
+    if model in SYMBOL_MODELS:
+        prefix = SYMBOL_MODELS[model]
+        return [f"{p}-symbol.json + {p}-0000.params" for p in (model, prefix)]
+    sha1 = zoo_sha1(model)
+    canonical = [f"{model}-{sha1[:8]}.params"] if sha1 else []
+    return [*canonical, f"{model}.params"]
+
+
+def _in_dir(model: str, directory: Path) -> Weights | None:
+    if model in SYMBOL_MODELS:
+        for prefix in (model, SYMBOL_MODELS[model]):
+            found = _symbol_pair(directory / prefix)
+            if found:
+                return found
+        return None
+    for name in _names(model):
+        if (directory / name).is_file():
+            return Weights(directory / name)
+    return None
+
+
+def _symbol_pair(prefix: Path, epoch: int = 0) -> Weights | None:
+    symbol = Path(f"{prefix}-symbol.json")
+    params = Path(f"{prefix}-{epoch:04d}.params")
+    return Weights(params, symbol) if symbol.is_file() and params.is_file() else None
+
+
+def _explicit(model: str, path: Path, dirs: list[Path]) -> Weights:
+    """``weights=`` names a file (or a checkpoint prefix), absolute or inside a search dir."""
+    candidates = [path] if path.is_absolute() else [path, *(d / path for d in dirs)]
+    for p in candidates:
+        if model in SYMBOL_MODELS:
+            m = re.fullmatch(r"(.*)-(\d{4})\.params", str(p))
+            found = _symbol_pair(Path(m[1]), int(m[2])) if m else _symbol_pair(p)
+            if found:
+                return _verified(model, found)
+        elif p.is_file():
+            return _verified(model, Weights(p))
+    raise DataError(
+        f"weights={path} not found (looked in {', '.join(str(c) for c in candidates)})",
+        "give an existing file (for imagenet11k-resnet-152: the checkpoint prefix or its "
+        "-0000.params file next to -symbol.json), or leave weights empty to search the cache.",
+    )
+
+
+def zoo_sha1(model: str) -> str | None:
+    """The published sha1 of a model-zoo parameter file, if the zoo knows the model."""
+    try:
+        from gluoncv.model_zoo import model_store
+    except ImportError:
+        from mxnet.gluon.model_zoo import model_store
+    table = getattr(model_store, "_model_sha1", {})
+    return table.get(model)
+
+
+def _verified(model: str, w: Weights) -> Weights:
+    """Check a file against the zoo's sha1 when its name claims to be the zoo's file
+    (NAME-<first 8 of sha1>.params), and against a ``FILE.sha256`` beside it if present."""
+    sha1 = zoo_sha1(model) if w.symbol is None else None
+    if sha1 and w.params.name == f"{model}-{sha1[:8]}.params":
+        _check(w.params, "sha1", sha1)
+    sidecar = Path(f"{w.params}.sha256")
+    if sidecar.is_file():
+        _check(w.params, "sha256", sidecar.read_text().split()[0])
+    log.info("pretrained weights: %s", w.params)
+    return w
+
+
+def _check(path: Path, algorithm: str, expected: str) -> None:
+    h = hashlib.new(algorithm)
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    if h.hexdigest() != expected.lower():
+        raise DataError(
+            f"{path} is corrupt or not the published file: {algorithm} {h.hexdigest()}, "
+            f"expected {expected}",
+            "delete it and copy the file again (or set weights=download).",
+        )
+
+
+def _download(model: str, root: Path) -> Weights:
+    """Fetch from the model zoo. Network errors become a DataError that says what to do."""
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        if model in SYMBOL_MODELS:
+            return _download_symbol(model, root)
+        try:
+            from gluoncv.model_zoo.model_store import get_model_file
+        except ImportError:
+            from mxnet.gluon.model_zoo.model_store import get_model_file
+        return Weights(Path(get_model_file(model, root=str(root))))
+    except (OSError, ValueError) as exc:  # requests' errors are OSErrors; sha1 -> ValueError
+        raise DataError(
+            f"could not download the pretrained weights of {model} into {root}: {exc}",
+            f"copy the file into {root} or a pretrained channel, or set pretrained=false.",
+        ) from exc
+
+
+def _download_symbol(model: str, root: Path) -> Weights:
+    """The ImageNet-11k checkpoint has no published checksum: record the sha256 of what was
+    downloaded beside it (checked on every later use), and log it."""
+    from mxnet.gluon.utils import download
+
+    prefix = root / SYMBOL_MODELS[model]
+    for suffix in ("symbol.json", "0000.params"):
+        download(_SYMBOL_URL.format(suffix), path=f"{prefix}-{suffix}")
+    params = Path(f"{prefix}-0000.params")
+    digest = hashlib.sha256(params.read_bytes()).hexdigest()
+    Path(f"{params}.sha256").write_text(digest + "\n")
+    log.warning("downloaded %s without a published checksum; sha256 %s", params, digest)
+    return Weights(params, Path(f"{prefix}-symbol.json"))

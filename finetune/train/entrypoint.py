@@ -1,0 +1,67 @@
+"""The container entrypoint: ``python -m finetune.train [train]``.
+
+SageMaker starts a bring-your-own image as ``docker run IMAGE train``, so a leading ``train``
+argument is accepted and ignored. Everything else comes from the /opt/ml tree (see
+finetune.train.contract; FINETUNE_ML_ROOT moves it). Exit codes: 0 done, or stopped by SIGTERM
+with a checkpoint saved (the next start resumes); otherwise the FinetuneError's code (1 for an
+unexpected error), with the reason in /opt/ml/output/failure.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import traceback
+
+from finetune.errors import FinetuneError
+from finetune.train.contract import Layout, load_job
+
+USAGE = "usage: python -m finetune.train [train]   (inputs: the /opt/ml tree, or $FINETUNE_ML_ROOT)"
+FAILURE_LIMIT = 1024  # SageMaker shows this much of the failure file as FailureReason
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the training job the /opt/ml tree describes; returns the exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["train"]:
+        args = args[1:]
+    if args in (["-h"], ["--help"]):
+        print(__doc__.strip() + "\n\n" + USAGE)
+        return 0
+    if args:
+        print(f"unexpected arguments {args}\n{USAGE}", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    layout = Layout.from_env()
+    layout.failure_file.unlink(missing_ok=True)  # a stale reason from an earlier attempt
+    try:
+        from finetune.train.engines import fit
+
+        result = fit(load_job(layout))
+    except FinetuneError as exc:
+        return _fail(layout, str(exc), exc.exit_code)
+    except Exception as exc:
+        detail = traceback.format_exc()
+        return _fail(layout, f"unexpected error: {type(exc).__name__}: {exc}\n\n{detail}", 1)
+    if result.stopped_by:
+        print(f"stopped by {result.stopped_by}, checkpoint saved", flush=True)
+    else:
+        print(
+            f"training complete: {len(result.progress.events)} epoch(s), model in "
+            f"{layout.model_dir}",
+            flush=True,
+        )
+    return 0
+
+
+def _fail(layout: Layout, reason: str, code: int) -> int:
+    """Print the reason and write it where SageMaker reads the FailureReason from."""
+    print(f"training failed: {reason}", file=sys.stderr, flush=True)
+    try:
+        layout.failure_file.parent.mkdir(parents=True, exist_ok=True)
+        layout.failure_file.write_text(reason + "\n", encoding="utf-8")
+    except OSError as exc:  # an unwritable output folder must not hide the real reason
+        print(f"(could not write {layout.failure_file}: {exc})", file=sys.stderr)
+    return code

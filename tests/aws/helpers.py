@@ -1,0 +1,132 @@
+"""Plans, runs and job scripts shared by the SageMaker tests."""
+
+from __future__ import annotations
+
+import time
+
+from finetune.plan import Resources, build_plan
+from finetune.runs.ledger import Ledger, Run, new_run_id
+
+
+def sm_plan(dataset, hosts: int = 1, spot: bool = False, instance: str = "p3.8xlarge"):
+    """The smoke recipe on ``dataset`` for SageMaker (4 V100 per p3.8xlarge)."""
+    resources = Resources(
+        backend="sagemaker",
+        instance_type=instance,
+        hosts=hosts,
+        devices_per_host=4,
+        device="gpu",
+        spot=spot,
+    )
+    return build_plan("smoke-resnet18", dataset, resources)
+
+
+def new_run(tmp_path, plan) -> Run:
+    run_id = new_run_id()
+    run_dir = tmp_path / "runs" / run_id
+    run_dir.mkdir(parents=True)
+    r = plan.resources
+    return Run(
+        id=run_id,
+        created_at=time.time(),
+        recipe=plan.recipe.name,
+        dataset=plan.dataset.path,
+        backend="sagemaker",
+        status="submitted",
+        plan=plan.model_dump(mode="json"),
+        instance_type=r.instance_type,
+        instance_count=r.hosts,
+        devices_per_host=r.devices_per_host,
+        device_kind=r.device,
+        spot=r.spot,
+        run_dir=str(run_dir),
+    )
+
+
+def ledger_at(tmp_path) -> Ledger:
+    return Ledger(tmp_path / "ledger.sqlite")
+
+
+def step(status: str, secondary: str, at: float, message: str = "", **fields) -> dict:
+    """One scripted DescribeTrainingJob state (At: seconds after the job was created)."""
+    out = {"TrainingJobStatus": status, "SecondaryStatus": secondary, "At": at, **fields}
+    if message:
+        out["StatusMessage"] = message
+    return out
+
+
+# SageMaker's documented sequences (DescribeTrainingJob SecondaryStatus).
+ON_DEMAND = [
+    step("InProgress", "Starting", 0, "Launching requested ML instances"),
+    step("InProgress", "Downloading", 60, "Downloading input data"),
+    step("InProgress", "Training", 90, "Training image download completed. Training in progress."),
+    step("InProgress", "Uploading", 600, "Uploading generated training model"),
+    step(
+        "Completed",
+        "Completed",
+        620,
+        "Training job completed",
+        TrainingTimeInSeconds=620,
+        BillableTimeInSeconds=620,
+    ),
+]
+
+SPOT_INTERRUPTED_ONCE = [
+    step("InProgress", "Starting", 0, "Launching requested ML instances"),
+    step("InProgress", "Downloading", 60),
+    step("InProgress", "Training", 90),
+    step("InProgress", "Interrupted", 300, "Spot instances were interrupted"),
+    step("InProgress", "Starting", 400, "Launching requested ML instances"),
+    step("InProgress", "Downloading", 460),
+    step("InProgress", "Training", 500),
+    step("InProgress", "Uploading", 900),
+    step(
+        "Completed",
+        "Completed",
+        920,
+        "Training job completed",
+        TrainingTimeInSeconds=920,
+        BillableTimeInSeconds=320,
+    ),
+]
+
+SPOT_MAX_WAIT = [
+    step("InProgress", "Starting", 0),
+    step("InProgress", "Training", 90),
+    step("InProgress", "Interrupted", 300, "Spot instances were interrupted"),
+    step(
+        "Stopped",
+        "MaxWaitTimeExceeded",
+        7200,
+        "The job exceeded the maximum wait time",
+        TrainingTimeInSeconds=7200,
+        BillableTimeInSeconds=210,
+    ),
+]
+
+FAILED = [
+    step("InProgress", "Starting", 0),
+    step("InProgress", "Training", 90),
+    step(
+        "Failed",
+        "Failed",
+        120,
+        "Training job failed",
+        FailureReason="AlgorithmError: ExecuteUserScriptError: CUDA out of memory",
+        TrainingTimeInSeconds=120,
+        BillableTimeInSeconds=120,
+    ),
+]
+
+CAPACITY = [
+    step("InProgress", "Starting", 0, "Insufficient capacity error from EC2 while launching"),
+    step(
+        "Failed",
+        "Failed",
+        30,
+        FailureReason="CapacityError: Unable to provision requested ML compute capacity. "
+        "Please retry using a different ML instance type.",
+        TrainingTimeInSeconds=0,
+        BillableTimeInSeconds=0,
+    ),
+]

@@ -1,0 +1,88 @@
+"""SageMaker submit over HTTP: pre-flight, upload, and the CreateTrainingJob request we send
+(asserted as captured on the wire; moto drops Environment/RetryStrategy and rewrites
+MetricDefinitions in what it echoes)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from finetune.backends.sagemaker import SageMakerBackend
+from finetune.backends.sagemaker_request import JobOptions
+from finetune.metrics import METRIC_REGEXES
+
+from .conftest import BUCKET, REGION, ROLE
+from .helpers import new_run, sm_plan
+
+
+def _sent(gw) -> dict:
+    (call,) = gw.requests("CreateTrainingJob")
+    return call.json
+
+
+def test_submit_sends_the_full_request(cloud, tiny_dataset, tmp_path):
+    plan = sm_plan(tiny_dataset, hosts=2, spot=True)
+    run = new_run(tmp_path, plan)
+    ref = SageMakerBackend(JobOptions(max_runtime_s=3600, max_wait_s=7200)).submit(plan, run)
+
+    name = "finetune-" + run.id.removeprefix("ft-")
+    assert ref == f"arn:aws:sagemaker:{REGION}:123456789012:training-job/{name}"
+    req = _sent(cloud)
+    assert req["TrainingJobName"] == name and req["RoleArn"] == ROLE
+    assert req["HyperParameters"] == plan.hyperparameters.to_strings()
+    assert req["HyperParameters"]["hosts"] == "2"  # lr scales with 2 hosts x 4 GPUs
+    spec = req["AlgorithmSpecification"]
+    assert spec["TrainingImage"].endswith(f".dkr.ecr.{REGION}.amazonaws.com/finetune:0.1.0")
+    assert spec["TrainingInputMode"] == "File"
+    assert {m["Name"]: m["Regex"] for m in spec["MetricDefinitions"]} == METRIC_REGEXES
+    assert req["ResourceConfig"]["InstanceType"] == "ml.p3.8xlarge"
+    assert req["ResourceConfig"]["InstanceCount"] == 2
+    assert req["StoppingCondition"] == {"MaxRuntimeInSeconds": 3600, "MaxWaitTimeInSeconds": 7200}
+    assert req["EnableManagedSpotTraining"] is True
+    assert req["CheckpointConfig"] == {
+        "S3Uri": f"s3://{BUCKET}/finetune/checkpoints/{run.id}/",
+        "LocalPath": "/opt/ml/checkpoints",
+    }
+    assert req["RetryStrategy"] == {"MaximumRetryAttempts": 2}
+    assert req["Environment"]["FINETUNE_RUN_ID"] == run.id
+    assert {"Key": "project", "Value": "finetune"} in req["Tags"]
+    assert {"Key": "finetune:run-id", "Value": run.id} in req["Tags"]
+    channels = {c["ChannelName"]: c for c in req["InputDataConfig"]}
+    assert set(channels) == {"train", "validation"}
+    for name, c in channels.items():
+        uri = c["DataSource"]["S3DataSource"]["S3Uri"]
+        assert uri.startswith(f"s3://{BUCKET}/finetune/datasets/shapes-") and uri.endswith(
+            f"/{name}/"
+        )
+        assert c["ContentType"] == "application/x-recordio" and c["InputMode"] == "File"
+        assert c["DataSource"]["S3DataSource"]["S3DataDistributionType"] == "FullyReplicated"
+    # the record kept with the run is the request itself
+    kept = json.loads((tmp_path / "runs" / run.id / "sagemaker" / f"{name}-request.json").read_text())
+    assert kept == req
+
+
+def test_on_demand_has_no_max_wait_and_uploads_once(cloud, tiny_dataset, tmp_path):
+    plan = sm_plan(tiny_dataset)
+    SageMakerBackend().submit(plan, new_run(tmp_path, plan))
+    req = _sent(cloud)
+    assert req["EnableManagedSpotTraining"] is False
+    assert req["StoppingCondition"] == {"MaxRuntimeInSeconds": 7200}
+    assert len(cloud.requests("PutObject")) == 6  # 3 files x 2 channels
+    cloud.reset()
+    SageMakerBackend().submit(plan, new_run(tmp_path, plan))
+    assert cloud.requests("PutObject") == []  # same content, same prefix: skipped
+    assert len(cloud.requests("CreateTrainingJob")) == 1
+
+
+def test_order_nothing_is_spent_before_the_checks(cloud, tiny_dataset, tmp_path, monkeypatch):
+    """An invalid role stops everything before upload or job creation."""
+    monkeypatch.setenv("FINETUNE_ROLE_ARN", "finetune-sagemaker")
+    from finetune import settings
+    from finetune.backends.preflight import PreflightError
+
+    settings.get.cache_clear()
+    plan = sm_plan(tiny_dataset)
+    with pytest.raises(PreflightError, match="not an IAM role ARN"):
+        SageMakerBackend().submit(plan, new_run(tmp_path, plan))
+    assert not {"PutObject", "CreateTrainingJob"} & set(cloud.actions())

@@ -1,0 +1,112 @@
+"""Fixtures of the EC2 backend's tests: moto behind a fault layer, a fake IMDS, settings.
+
+Every control-side test ends with the invariant check: no instance tagged by finetune is
+pending, running, stopping or stopped (the ``ec2_aws`` fixture asserts it on teardown).
+"""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+
+from .fake_imds import FakeImds
+from .faults import FaultServer
+
+ACCOUNT = "123456789012"
+REGION = "us-east-1"
+BUCKET = "finetune-test-bucket"
+IMAGE = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/finetune:test"
+LIVE = ["pending", "running", "stopping", "stopped"]
+
+
+@pytest.fixture(scope="session")
+def fault_server(moto_server):
+    server = FaultServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def fake_imds():
+    imds = FakeImds().start()
+    yield imds
+    imds.stop()
+
+
+def put_public_ssm_parameter(name: str, value: str) -> None:
+    """AWS's /aws/service/... parameters cannot be written through the API (moto refuses
+    too), so the test writes the public AMI parameter into moto's in-process backend."""
+    from moto.ssm.models import Parameter, ssm_backends
+
+    params = ssm_backends[ACCOUNT][REGION]._parameters
+    params[name].append(
+        Parameter(
+            account_id=ACCOUNT,
+            name=name,
+            value=value,
+            parameter_type="String",
+            description=None,
+            allowed_pattern=None,
+            keyid=None,
+            last_modified_date=datetime.datetime.now(datetime.UTC),
+            version=1,
+            data_type="aws:ec2:image",
+        )
+    )
+
+
+def add_aws_managed_policy(name: str) -> None:
+    """moto loads AWS's managed policies only on request (slowly, all of them): add the one
+    the instance role attaches (Session Manager's) to moto's in-process IAM backend."""
+    from moto.iam.models import AWSManagedPolicy, iam_backends
+
+    backend = iam_backends[ACCOUNT]["aws"]
+    now = datetime.datetime.now(datetime.UTC).isoformat()
+    data = {
+        "DefaultVersionId": "v1",
+        "Path": "/",
+        "Document": {"Version": "2012-10-17", "Statement": []},
+        "CreateDate": now,
+        "UpdateDate": now,
+    }
+    policy = AWSManagedPolicy.from_data(name, ACCOUNT, "us-east-1", data)
+    backend.managed_policies[policy.arn] = policy
+
+
+def live_instances(ec2, tag_key: str = "project", tag_value: str = "finetune") -> list[str]:
+    pages = ec2.get_paginator("describe_instances").paginate(
+        Filters=[
+            {"Name": f"tag:{tag_key}", "Values": [tag_value]},
+            {"Name": "instance-state-name", "Values": LIVE},
+        ]
+    )
+    return [i["InstanceId"] for page in pages for r in page["Reservations"] for i in r["Instances"]]
+
+
+@pytest.fixture
+def ec2_aws(aws, fault_server, monkeypatch):
+    """moto (reset) behind the fault layer, a bucket, the DLAMI parameter, finetune settings."""
+    import boto3
+
+    from finetune.aws import retries
+    from finetune.backends import ec2_infra
+
+    layer = fault_server.layer
+    layer.requests.clear()
+    layer.faults.clear()
+    monkeypatch.setenv("AWS_ENDPOINT_URL", fault_server.url)
+    monkeypatch.setenv("FINETUNE_BUCKET", BUCKET)
+    monkeypatch.setenv("FINETUNE_REGION", REGION)
+    monkeypatch.setenv("FINETUNE_EC2_IMAGE", IMAGE)
+    sleeps: list[float] = []
+    monkeypatch.setattr(retries, "sleep", sleeps.append)  # count backoff instead of waiting
+    layer.sleeps = sleeps
+    boto3.client("s3", region_name=REGION).create_bucket(Bucket=BUCKET)
+    ec2 = boto3.client("ec2", region_name=REGION)
+    ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    for param in ec2_infra.AMI_PARAMETERS.values():
+        put_public_ssm_parameter(param, ami)
+    add_aws_managed_policy(ec2_infra.SSM_CORE_POLICY.rsplit("/", 1)[1])
+    yield layer
+    assert live_instances(ec2) == [], "an instance tagged by finetune was left running"

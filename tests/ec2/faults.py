@@ -1,0 +1,100 @@
+"""A WSGI layer in front of moto: records every AWS request we send, and injects faults.
+
+moto echoes back what it chooses to keep, so the tests assert on the request as sent (the
+form-encoded EC2 query parameters). A fault answers a matching request with an AWS error
+instead of (``before``) or after (``after``: moto did the work, the reply is lost) moto.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from dataclasses import dataclass
+from urllib.parse import parse_qsl
+
+from werkzeug.serving import make_server
+
+_ERROR_XML = (
+    '<?xml version="1.0" encoding="UTF-8"?><Response><Errors><Error><Code>{code}</Code>'
+    "<Message>{message}</Message></Error></Errors><RequestID>fault</RequestID></Response>"
+)
+
+
+@dataclass
+class Fault:
+    action: str
+    code: str
+    message: str = "injected by the test"
+    status: int = 500
+    times: int = 1
+    when: object = None  # callable(params) -> bool, or None for every matching action
+    after: bool = False  # let moto process the request, then lose its reply
+
+
+class FaultLayer:
+    def __init__(self, app) -> None:
+        self.app = app
+        self.requests: list[dict] = []
+        self.faults: list[Fault] = []
+        self._lock = threading.Lock()
+
+    def add(self, fault: Fault) -> Fault:
+        self.faults.append(fault)
+        return fault
+
+    def sent(self, action: str) -> list[dict]:
+        """The parameters of every request with this Action, in order."""
+        return [r for r in self.requests if r.get("Action") == action]
+
+    def __call__(self, environ, start_response):
+        body = environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+        environ["wsgi.input"] = io.BytesIO(body)
+        params = {}
+        if environ.get("CONTENT_TYPE", "").startswith("application/x-www-form-urlencoded"):
+            params = dict(parse_qsl(body.decode(), keep_blank_values=True))
+        self.requests.append(params)
+        fault = self._match(params)
+        if fault is None:
+            return self.app(environ, start_response)
+        if fault.after:
+            list(self.app(environ, lambda *a, **k: lambda data: None))  # reply lost
+        data = _ERROR_XML.format(code=fault.code, message=fault.message).encode()
+        start_response(f"{fault.status} Fault", [("Content-Type", "text/xml")])
+        return [data]
+
+    def _match(self, params: dict) -> Fault | None:
+        with self._lock:
+            for fault in self.faults:
+                wanted = fault.times > 0 and params.get("Action") == fault.action
+                if wanted and (fault.when is None or fault.when(params)):
+                    fault.times -= 1
+                    return fault
+        return None
+
+
+class FaultServer:
+    """moto's WSGI app behind a FaultLayer, on 127.0.0.1 (shares moto's in-process state)."""
+
+    def __init__(self) -> None:
+        from moto.moto_server.werkzeug_app import (
+            DomainDispatcherApplication,
+            MotoRequestHandler,
+            create_backend_app,
+        )
+
+        self.layer = FaultLayer(DomainDispatcherApplication(create_backend_app))
+        self._server = make_server(
+            "127.0.0.1", 0, self.layer, threaded=True, request_handler=MotoRequestHandler
+        )
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def start(self) -> FaultServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()

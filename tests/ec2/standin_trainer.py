@@ -1,0 +1,85 @@
+"""A stand-in for `python -m finetune.train`, for fast tests of the agent's supervision.
+
+It keeps the trainer's contract where the agent can see it: reads FINETUNE_ML_ROOT's
+config, resumes from the newest complete ckpt-NNNNNN, appends one metrics event per epoch,
+checkpoints every epoch (keeping two), checkpoints and exits 0 on SIGTERM, writes the model
+at the end. STANDIN_EPOCH_SECONDS sets the pace; STANDIN_FAIL=1 makes it fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+
+STOP = {"now": False}
+
+
+def _stop(signum, frame):
+    STOP["now"] = True
+
+
+def _latest(ckpts: Path) -> dict:
+    for folder in sorted(ckpts.glob("ckpt-*"), reverse=True):
+        if (folder / "COMPLETE").is_file():
+            return json.loads((folder / "state.json").read_text())
+    return {"epoch": 0, "seq": 0}
+
+
+def _save(ckpts: Path, state: dict) -> None:
+    state["seq"] += 1
+    tmp = ckpts / f".tmp-ckpt-{state['seq']:06d}"
+    tmp.mkdir(parents=True)
+    (tmp / "model.params").write_bytes(os.urandom(2048))
+    (tmp / "state.json").write_text(json.dumps(state))
+    (tmp / "COMPLETE").write_text(json.dumps({"files": {"state.json": 0}}))
+    tmp.rename(ckpts / f"ckpt-{state['seq']:06d}")
+    for old in sorted(ckpts.glob("ckpt-*"))[:-2]:
+        shutil.rmtree(old)
+
+
+def main() -> int:
+    signal.signal(signal.SIGTERM, _stop)
+    root = Path(os.environ["FINETUNE_ML_ROOT"])
+    config = root / "input" / "config"
+    hp = json.loads((config / "hyperparameters.json").read_text())
+    ckpts = Path(json.loads((config / "checkpointconfig.json").read_text())["LocalPath"])
+    epochs, pace = int(hp["epochs"]), float(os.environ.get("STANDIN_EPOCH_SECONDS", "0.2"))
+    state = _latest(ckpts)
+    print(f"standin: resuming at epoch {state['epoch']}" if state["seq"] else "standin: start")
+    if os.environ.get("STANDIN_FAIL"):
+        (root / "output" / "failure").write_text("standin: asked to fail")
+        return 3
+    while state["epoch"] < epochs:
+        deadline = time.time() + pace
+        while time.time() < deadline and not STOP["now"]:
+            time.sleep(0.01)
+        if STOP["now"]:
+            _save(ckpts, state)
+            print(f"standin: stopped in epoch {state['epoch']}, checkpointed", flush=True)
+            return 0
+        event = dict(
+            epoch=state["epoch"],
+            samples=80,
+            samples_per_sec=100.0 + state["epoch"],
+            epoch_seconds=pace,
+            train_loss=1.0,
+            train_acc=0.5,
+            lr=0.01,
+            time=time.time(),
+        )
+        with open(root / "output" / "data" / "metrics.jsonl", "a") as f:
+            f.write(json.dumps(event) + "\n")
+        state["epoch"] += 1
+        _save(ckpts, state)
+        print(f"standin: epoch {state['epoch']} done", flush=True)
+    (root / "model" / "model.params").write_bytes(b"weights")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

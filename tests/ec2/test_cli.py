@@ -1,0 +1,126 @@
+"""`finetune launch --backend ec2`, `runs stop` and `cleanup` as a user types them."""
+
+from __future__ import annotations
+
+import re
+
+import boto3
+from typer.testing import CliRunner
+
+from finetune.cli import app
+
+from .conftest import REGION, live_instances
+from .control import instances_of
+
+LIVE = ["pending", "running", "stopping", "stopped"]
+
+
+def _launch(dataset, *extra):
+    args = ["launch", "smoke-resnet18", "--dataset", str(dataset), "--backend", "ec2"]
+    return CliRunner().invoke(app, [*args, *extra])
+
+
+def _run_id(output: str) -> str:
+    return re.search(r"Run (ft-[\w-]+) started", output)[1]
+
+
+def test_launch_detach_then_stop(ec2_aws, tiny_dataset):
+    res = _launch(
+        tiny_dataset,
+        "--instance",
+        "g5.xlarge",
+        "--spot",
+        "--max-runtime",
+        "2h",
+        "--az",
+        "us-east-1b",
+        "--detach",
+    )
+    assert res.exit_code == 0, res.output
+    run_id = _run_id(res.output)
+    [inst] = instances_of(run_id, LIVE)
+    assert inst["Placement"]["AvailabilityZone"] == "us-east-1b"
+    assert "DEADMAN_SECONDS=8100" in _sent_user_data(ec2_aws)
+    res = CliRunner().invoke(app, ["runs", "stop", run_id])
+    assert res.exit_code == 0, res.output
+    assert instances_of(run_id, LIVE) == []
+    res = CliRunner().invoke(app, ["runs", "show", run_id])
+    assert "stopped" in res.output
+
+
+def test_launch_needs_an_instance_and_one_host(ec2_aws, tiny_dataset):
+    res = _launch(tiny_dataset)
+    assert res.exit_code == 2 and "--instance" in res.output and "To fix:" in res.output
+    res = _launch(tiny_dataset, "--instance", "g5.xlarge", "--count", "2", "--detach")
+    assert res.exit_code == 2 and "one instance per run" in res.output
+    assert ec2_aws.sent("RunInstances") == []
+
+
+def test_launch_without_bucket_says_how_to_set_one(ec2_aws, tiny_dataset, monkeypatch):
+    monkeypatch.delenv("FINETUNE_BUCKET")
+    res = _launch(tiny_dataset, "--instance", "g5.xlarge", "--detach")
+    assert res.exit_code == 4 and "FINETUNE_BUCKET" in res.output
+    assert ec2_aws.sent("RunInstances") == []
+
+
+def test_dry_run_launches_nothing(ec2_aws, tiny_dataset):
+    res = _launch(tiny_dataset, "--instance", "g5.xlarge", "--spot", "--dry-run")
+    assert res.exit_code == 0 and "ec2 g5.xlarge (spot)" in res.output
+    assert ec2_aws.sent("RunInstances") == []
+
+
+def test_cleanup_removes_orphans_and_keeps_live_runs(ec2_aws, tiny_dataset):
+    res = _launch(tiny_dataset, "--instance", "g5.xlarge", "--detach")
+    live_run = _run_id(res.output)
+    orphan = _orphan_instance("ft-20200101-000000-dead")
+    res = CliRunner().invoke(app, ["cleanup", "--older-than", "0s"])
+    assert res.exit_code == 0 and orphan in res.output and "Nothing removed" in res.output
+    assert orphan in live_instances(_ec2())
+    res = CliRunner().invoke(app, ["cleanup", "--older-than", "0s", "--yes"])
+    assert res.exit_code == 0 and f"terminated {orphan}" in res.output
+    assert live_instances(_ec2()) == [i["InstanceId"] for i in instances_of(live_run, LIVE)]
+    res = CliRunner().invoke(app, ["cleanup", "--older-than", "6h", "--yes"])
+    assert "Nothing to clean up" in res.output
+    CliRunner().invoke(app, ["runs", "stop", live_run])
+
+
+def test_cleanup_deletes_roles_of_finished_runs(ec2_aws, tiny_dataset):
+    res = _launch(tiny_dataset, "--instance", "g5.xlarge", "--detach")
+    run_id = _run_id(res.output)
+    for inst in instances_of(run_id, LIVE):  # killed behind finetune's back
+        _ec2().terminate_instances(InstanceIds=[inst["InstanceId"]])
+    from finetune.runs.ledger import open_default
+
+    with open_default() as ledger:
+        ledger.update(run_id, status="failed")
+    res = CliRunner().invoke(app, ["cleanup", "--older-than", "0s", "--yes"])
+    assert f"deleted instance profile and role finetune-run-{run_id}" in res.output
+    assert (
+        boto3.client("iam").list_instance_profiles(PathPrefix="/finetune/")["InstanceProfiles"]
+        == []
+    )
+
+
+def _ec2():
+    return boto3.client("ec2", region_name=REGION)
+
+
+def _sent_user_data(layer) -> str:
+    import base64
+
+    return base64.b64decode(layer.sent("RunInstances")[-1]["UserData"]).decode()
+
+
+def _orphan_instance(run_id: str) -> str:
+    """An instance a crashed finetune left behind: tagged, with no run in the ledger."""
+    ec2 = _ec2()
+    ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    tags = [{"Key": "project", "Value": "finetune"}, {"Key": "finetune:run-id", "Value": run_id}]
+    inst = ec2.run_instances(
+        ImageId=ami,
+        MinCount=1,
+        MaxCount=1,
+        InstanceType="g5.xlarge",
+        TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
+    )
+    return inst["Instances"][0]["InstanceId"]

@@ -1,0 +1,102 @@
+"""End to end on one machine: the control side launches into moto, the agent runs here
+against moto S3 and the fake IMDS, a spot notice interrupts it, the control side relaunches,
+and the second attempt resumes from the checkpoint in S3 and completes."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from finetune.agent import protocol as p
+from finetune.backends.ec2_state import Ec2Options, Ec2State
+
+from .agent_env import checkpoint_seqs, s3_keys, start_agent, wait_for
+from .control import instances_of, launch, sync, terminate
+
+LIVE = ["pending", "running", "stopping", "stopped"]
+
+
+def _agent_env(run) -> dict:
+    state = Ec2State.load(run.run_dir)
+    return {
+        p.ENV_BUCKET: state.bucket,
+        p.ENV_PREFIX: state.prefix,
+        p.ENV_DATASET: state.dataset_uri,
+    }
+
+
+def _interrupt_then_resume(run, backend, ledger, fake_imds, tmp_path, first_ready, **env):
+    """Attempt 1 until ``first_ready``, a spot notice, relaunch, attempt 2 to the end."""
+    base = _agent_env(run)
+    first = start_agent(base, tmp_path / "ml1", fake_imds.url, attempt=1, **env.get("one", {}))
+
+    def ready():
+        if first.poll() is not None:
+            log = (tmp_path / "agent-1.err").read_text()
+            raise AssertionError(f"attempt 1 ended early ({first.returncode}):\n{log}")
+        return first_ready(base[p.ENV_PREFIX])
+
+    wait_for(ready, timeout=120, every=0.2)
+    fake_imds.schedule_notice()
+    assert first.wait(120) == p.EXIT_INTERRUPTED
+    first_instance = run.backend_ref
+    terminate(first_instance)  # two minutes later, EC2 takes the instance back
+    run, status, _ = sync(run, backend, ledger)
+    assert status.state == "submitted", status
+    [second_instance] = instances_of(run.id, LIVE)
+    assert second_instance["InstanceId"] == run.backend_ref != first_instance  # ledger follows
+    fake_imds.notice = None
+    second = start_agent(base, tmp_path / "ml2", fake_imds.url, attempt=2, **env.get("two", {}))
+    assert second.wait(300) == p.EXIT_COMPLETED
+    run, status, epochs = sync(run, backend, ledger)
+    assert status.state == "completed" and run.status == "completed"
+    assert instances_of(run.id, LIVE) == []
+    return run, epochs
+
+
+def test_spot_notice_relaunch_resume_with_standin(ec2_aws, fake_imds, tiny_dataset, tmp_path):
+    opts = Ec2Options(max_restarts=2)
+    run, backend, ledger = launch(tmp_path, tiny_dataset, opts, overrides=["schedule.epochs=3"])
+    run, epochs = _interrupt_then_resume(
+        run,
+        backend,
+        ledger,
+        fake_imds,
+        tmp_path,
+        lambda prefix: checkpoint_seqs(s3_keys(prefix + p.CHECKPOINTS)),
+        one={"STANDIN_EPOCH_SECONDS": "0.4"},
+        two={"STANDIN_EPOCH_SECONDS": "0.05"},
+    )
+    assert [e.epoch for e in epochs] == [0, 1, 2]
+    assert [a["outcome"] for a in run.cost["attempts"]] == ["interrupted", "completed"]
+    assert run.interrupted_seconds > 0
+    assert all(r["token"] for r in fake_imds.requests if r["method"] == "GET")
+
+
+@pytest.mark.slow
+@pytest.mark.mxnet
+def test_spot_notice_relaunch_resume_with_the_real_trainer(
+    ec2_aws, fake_imds, tiny_dataset, tmp_path
+):
+    """`python -m finetune.train` (ResNet-18 v1, 32 px, batch 8) is interrupted after its
+    first epoch, checkpoints on SIGTERM, and the relaunched attempt resumes mid-epoch and
+    finishes."""
+    if importlib.util.find_spec("mxnet") is None:
+        pytest.skip("the MXNet engine is not installed")
+    overrides = ["schedule.epochs=6", "data.image_size=32"]
+    run, backend, ledger = launch(
+        tmp_path, tiny_dataset, Ec2Options(), device="cpu", overrides=overrides
+    )
+    no_standin = {p.ENV_TRAINER: "", p.ENV_INTERVAL: "0.5"}
+
+    def first_epoch_done(prefix: str) -> bool:  # watched locally: the notice comes early
+        return (tmp_path / "ml1" / "output" / "data" / "metrics.jsonl").is_file()
+
+    run, epochs = _interrupt_then_resume(
+        run, backend, ledger, fake_imds, tmp_path, first_epoch_done, one=no_standin, two=no_standin
+    )
+    assert [e.epoch for e in epochs] == list(range(6))
+    log = backend.logs(ledger.get(run.id))[0]
+    assert "attempt 2]" in log and "finetune-resume checkpoint=" in log
+    assert any("/model/" in k for k in s3_keys(p.run_prefix(run.id)))
