@@ -131,7 +131,19 @@ _DENIED = {"AccessDenied", "AccessDeniedException", "403", "Forbidden", "AllAcce
 
 
 def _from_code(code, message, action, resource, region, attempts) -> CloudError:
+    """The most specific message for an AWS error code, else a generic one."""
     where = f" on {resource}" if resource else ""
+    found = _identity_or_access(code, message, action, where, resource, region)
+    found = found or _service_refusal(code, message, action, where, resource, region, attempts)
+    return found or CloudError(
+        f"AWS {action}{where} failed: {code}: {message}",
+        "run the command again if the failure looks transient; otherwise the message says what "
+        "AWS objected to.",
+    )
+
+
+def _identity_or_access(code, message, action, where, resource, region) -> CloudError | None:
+    """Who we are (credentials) and what we may touch (IAM, buckets, the execution role)."""
     if code in _EXPIRED:
         return CredentialsError(
             f"Your AWS credentials have expired ({code} from {action}).",
@@ -139,9 +151,8 @@ def _from_code(code, message, action, resource, region, attempts) -> CloudError:
             "if it keeps happening, check this machine's clock.",
         )
     if code in _REJECTED:
-        return CredentialsError(
-            f"AWS did not accept your credentials ({code}).", _ASK_FOR_CREDENTIALS
-        )
+        what = f"AWS did not accept your credentials ({code})."
+        return CredentialsError(what, _ASK_FOR_CREDENTIALS)
     if code in _DENIED:
         return AccessError(f"AWS denied {action}{where}: {message or code}", _CALLER_POLICY)
     if code == "NoSuchBucket":
@@ -150,6 +161,13 @@ def _from_code(code, message, action, resource, region, attempts) -> CloudError:
             f"create it with `finetune infra deploy`, or set FINETUNE_BUCKET to an existing "
             f"bucket{' in ' + region if region else ''}.",
         )
+    if code in ("ValidationException", "ValidationError") and _about_role(message):
+        return missing_role(message)
+    return None
+
+
+def _service_refusal(code, message, action, where, resource, region, attempts):
+    """Quotas, capacity, name clashes, throttling, invalid requests."""
     if code == "ResourceLimitExceeded":
         return _quota(message, action, region)
     if code == "ResourceInUse":
@@ -166,18 +184,12 @@ def _from_code(code, message, action, resource, region, attempts) -> CloudError:
             "wait a minute and run the command again; fewer finetune commands polling at once "
             "also helps.",
         )
-    if code in ("ValidationException", "ValidationError") and _about_role(message):
-        return missing_role(message)
     if code in ("ValidationException", "ValidationError"):
         return CloudError(
             f"AWS rejected {action}: {message}",
             "check the values `finetune launch ... --dry-run` shows; the message names the field.",
         )
-    return CloudError(
-        f"AWS {action}{where} failed: {code}: {message}",
-        "run the command again if the failure looks transient; otherwise the message says what "
-        "AWS objected to.",
-    )
+    return None
 
 
 def _about_role(message: str) -> bool:

@@ -22,7 +22,6 @@ class JobLog:
     job_name: str
     tokens: dict[str, str | None] = field(default_factory=dict)
     chunks: list[str] = field(default_factory=list)
-    size: int = 0
 
     def text(self, offset: int = 0) -> tuple[str, int]:
         whole = "".join(self.chunks)
@@ -42,7 +41,6 @@ def refresh(logs_client, log: JobLog, max_pages: int = 50) -> str:
     text = "".join(new)
     if text:
         log.chunks.append(text)
-        log.size += len(text)
     return text
 
 

@@ -24,9 +24,9 @@ from finetune.backends import (
     ec2_relaunch,
 )
 from finetune.backends.base import Capabilities, Status
-from finetune.backends.ec2_request import LaunchSpec, instance_policy
+from finetune.backends.ec2_request import instance_policy
 from finetune.backends.ec2_state import AttemptRecord, Ec2Options, Ec2State
-from finetune.errors import CloudError, UsageError
+from finetune.errors import FinetuneError, UsageError
 from finetune.metrics import EpochMetrics
 
 
@@ -56,6 +56,7 @@ class Ec2Backend:
         return state.current.instance_id
 
     def _launch(self, run, state: Ec2State, choices, prefer_subnet: str | None) -> AttemptRecord:
+        """One new attempt: AMI, subnets and groups, the run's role, then RunInstances."""
         opts, region = state.options, state.region
         ec2 = self._clients("ec2", region)
         arch = ec2_prepare.preflight(_plan(run), opts)
@@ -69,31 +70,13 @@ class Ec2Backend:
         state.instance_profile = ec2_infra.ensure_instance_profile(
             self._clients("iam", region), run.id, policy
         )
-        usd, source = ec2_cost.hourly_price(choices[0].instance_type, region, choices[0].spot, ec2)
-        base = LaunchSpec(
-            run_id=run.id,
-            attempt=len(state.attempts) + 1,
-            instance_type=choices[0].instance_type,
-            spot=choices[0].spot,
-            subnet_id="",
-            security_group_id="",
-            ami=ami,
-            root_device=root,
-            instance_profile=state.instance_profile,
-            owner=state.owner,
-            region=region,
-            image=state.image,
-            bucket=state.bucket,
-            run_prefix=state.prefix,
-            dataset_uri=state.dataset_uri,
-            max_runtime_s=self._runtime_cap(state, usd),
-            upload_interval_s=opts.upload_interval_s,
-            volume_gib=opts.volume_gib,
-        )
+        prices = {c: ec2_cost.hourly_price(c.instance_type, region, c.spot, ec2) for c in choices}
+        dearest = max((usd for usd, _ in prices.values() if usd), default=None)
+        cap = self._runtime_cap(state, dearest)  # whichever choice launches, --max-eur holds
+        base = ec2_launch.base_spec(run.id, state, choices[0], ami, root, cap)
         launched = ec2_launch.launch(ec2, base, choices, subnets, groups)
         spec, inst = launched.spec, launched.instance
-        if (spec.instance_type, spec.spot) != (base.instance_type, base.spot):
-            usd, source = ec2_cost.hourly_price(spec.instance_type, region, spec.spot, ec2)
+        usd, source = prices[ec2_relaunch.Candidate(spec.instance_type, spec.spot)]
         record = AttemptRecord(
             n=spec.attempt,
             instance_id=inst["InstanceId"],
@@ -134,10 +117,10 @@ class Ec2Backend:
         if state.done:
             return _with_facts(self._final(state), state)
         doc = self._settle(run, state)
-        if state.current.outcome == "interrupted" and not state.stop_requested:
-            return _with_facts(self._relaunch(run, state), state)
         if state.done:
             return _with_facts(self._final(state), state)
+        if state.current.outcome == "interrupted":  # a spot interruption, not a stop
+            return _with_facts(self._relaunch(run, state), state)
         return _with_facts(ec2_observe.active_status(state, doc), state)
 
     def _settle(self, run, state: Ec2State) -> dict:
@@ -161,7 +144,11 @@ class Ec2Backend:
         state.save(run.run_dir)
         self._record(run, **ec2_cost.ledger_fields(state))
         self._event(run, "attempt", f"attempt {cur.n} on {cur.instance_id}: {outcome}")
-        if outcome != "interrupted" or state.stop_requested:
+        if outcome == "interrupted" and not ec2_observe.spot_interruption(doc, inst):
+            cur.reason = f"{reason}; not a spot interruption (the --max-runtime limit?), so no "
+            cur.reason += f"automatic relaunch: `finetune launch --resume {run.id}` continues it"
+            self._release(run, state)
+        elif outcome != "interrupted" or state.stop_requested:
             self._release(run, state)
         return doc
 
@@ -178,7 +165,7 @@ class Ec2Backend:
             state.restarts += 1
             try:
                 new = self._launch(run, state, choices, prefer_subnet=cur.subnet_id)
-            except CloudError as exc:
+            except FinetuneError as exc:  # no capacity anywhere, quota, budget too small
                 decision = ec2_relaunch.Decision(False, f"relaunch failed: {exc.what}")
             else:
                 self._record(run, backend_ref=new.instance_id)

@@ -47,6 +47,31 @@ class _NoCapacity(Exception):
     pass
 
 
+def base_spec(run_id: str, state, first: Candidate, ami: str, root: str, max_runtime_s: int):
+    """The LaunchSpec of the next attempt of ``state`` (subnet and group chosen by launch)."""
+    opts = state.options
+    return LaunchSpec(
+        run_id=run_id,
+        attempt=len(state.attempts) + 1,
+        instance_type=first.instance_type,
+        spot=first.spot,
+        subnet_id="",
+        security_group_id="",
+        ami=ami,
+        root_device=root,
+        instance_profile=state.instance_profile,
+        owner=state.owner,
+        region=state.region,
+        image=state.image,
+        bucket=state.bucket,
+        run_prefix=state.prefix,
+        dataset_uri=state.dataset_uri,
+        max_runtime_s=max_runtime_s,
+        upload_interval_s=opts.upload_interval_s,
+        volume_gib=opts.volume_gib,
+    )
+
+
 def launch(
     ec2, base: LaunchSpec, choices: list[Candidate], subnets: list[dict], groups: dict[str, str]
 ) -> Launched:

@@ -32,6 +32,13 @@ def observe(doc: dict, inst: dict | None, stop_requested: bool) -> tuple[str | N
     )
 
 
+def spot_interruption(doc: dict, inst: dict | None) -> bool:
+    """Was it EC2 taking spot capacity back? Only that is relaunched automatically: a SIGTERM
+    from the dead-man switch (--max-runtime) must not start the run over and over."""
+    code = ((inst or {}).get("StateReason") or {}).get("Code", "")
+    return doc.get("interruption") == "spot" or "Spot" in code
+
+
 def active_status(state: Ec2State, doc: dict) -> Status:
     cur = state.current
     where = f"{cur.instance_id} {cur.instance_type}{' spot' if cur.spot else ''} in {cur.az}"

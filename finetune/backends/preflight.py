@@ -56,7 +56,8 @@ def raise_if(problems: list[Problem]) -> None:
 def check_request(req: dict, region: str | None) -> list[Problem]:
     """Everything that can be checked without AWS: names, ARNs, limits, secrets, catalog."""
     problems = []
-    for check in (_job_name, _role, _image, _times, _instance, _channels, _hyperparameters):
+    checks = (_job_name, _role, _image, _times, _instance, _channels, _vpc, _hyperparameters)
+    for check in checks:
         problems += check(req, region)
     problems += secrets_in("hyperparameter", req.get("HyperParameters", {}))
     problems += secrets_in("environment variable", req.get("Environment", {}))
@@ -151,6 +152,18 @@ def _channels(req: dict, region) -> list[Problem]:
                 )
             )
     return problems
+
+
+def _vpc(req: dict, region) -> list[Problem]:
+    vpc = req.get("VpcConfig")
+    if not vpc or (vpc.get("Subnets") and vpc.get("SecurityGroupIds")):
+        return []
+    return [
+        Problem(
+            "a VPC configuration needs both subnets and security groups",
+            "pass --subnet and --security-group together (or neither).",
+        )
+    ]
 
 
 def _hyperparameters(req: dict, region) -> list[Problem]:

@@ -31,12 +31,13 @@ class SageMakerBackend:
     name = "sagemaker"
     capabilities = Capabilities(spot=True, multi_node=True, gpus=True, stop=True)
     stream_logs = True  # `launch` prints the job's log while following it
+    POLL_SECONDS = 20.0  # DescribeTrainingJob is rate limited, and jobs take minutes anyway
 
-    def __init__(self, options=None, progress=None, notify=None, poll_seconds: float = 20.0):
+    def __init__(self, options=None, progress=None, notify=None, poll_seconds=None):
         self.options = options or rq.JobOptions()
         self.progress = progress  # start(label, total_bytes) -> advance(n), for the upload
         self.notify = notify or (lambda message: None)
-        self.poll_seconds = poll_seconds  # DescribeTrainingJob is rate limited: don't spin
+        self.poll_seconds = self.POLL_SECONDS if poll_seconds is None else poll_seconds
         self._sessions: dict[str, Aws] = {}
         self._jobs: dict[str, dict] = {}  # last description per job name
         self._logs: dict[str, JobLog] = {}
@@ -86,31 +87,29 @@ class SageMakerBackend:
     def metrics(self, run) -> list[mt.EpochMetrics]:
         name, _ = self._where(run)
         job = self._jobs.get(name) or self._describe(run)
-        if st.is_final(st.state_of(job)):
+        ended = st.is_final(st.state_of(job))
+        if ended:
             events = self._final_metrics(run, job)
             if events:
                 return events
-        return metrics_from_log(self._log(run, force=False).text(0)[0])
+        return metrics_from_log(self._log(run, force=ended).text(0)[0])
 
     def logs(self, run, offset: int = 0) -> tuple[str, int]:
         return self._log(run, force=False).text(offset)
 
     def stop(self, run) -> None:
+        """StopTrainingJob: SageMaker sends SIGTERM, the trainer checkpoints within 120 s."""
         name, region = self._where(run)
-        job = self._describe(run)
-        if st.is_final(st.state_of(job)) or st.state_of(job) == "stopping":
-            raise UsageError(
-                f"run {run.id} is not running (SageMaker job {name} is "
-                f"{job.get('TrainingJobStatus')})",
-                "nothing to stop.",
-            )
-        aws = self._aws(region)
-        cls = sdk.training_job_class()
+        resource = self._resource(run)
+        _check_running(run, self._jobs[name])
         with aws_errors("StopTrainingJob", resource=name, region=region):
-            found = retries.call(
-                cls.get, training_job_name=name, session=aws.session, region=region
-            )
-            retries.call(found.stop)
+            try:
+                retries.call(resource.stop)
+            except Exception as exc:
+                if retries.error_code(exc) != "ValidationException":
+                    raise
+                _check_running(run, self._describe(run))  # it ended meanwhile: say so
+                raise
 
     # -- helpers --------------------------------------------------------------------------
     def _aws(self, region: str | None) -> Aws:
@@ -128,14 +127,20 @@ class SageMakerBackend:
             )
         return parts["resource"].split("/", 1)[1], parts["region"]
 
-    def _describe(self, run) -> dict:
+    def _resource(self, run):
+        """The job as a sagemaker-core TrainingJob (one DescribeTrainingJob)."""
         name, region = self._where(run)
         aws = self._aws(region)
         cls = sdk.training_job_class()
         with aws_errors("DescribeTrainingJob", resource=name, region=region):
             job = retries.call(cls.get, training_job_name=name, session=aws.session, region=region)
         self._jobs[name] = sdk.to_plain(job)
-        return self._jobs[name]
+        return job
+
+    def _describe(self, run) -> dict:
+        """The job's description with the API's field names."""
+        self._resource(run)
+        return self._jobs[self._where(run)[0]]
 
     def _log(self, run, force: bool) -> JobLog:
         """The job's log, refreshed unless it was read moments ago (metrics and logs share it)."""
@@ -160,6 +165,16 @@ class SageMakerBackend:
             local.parent.mkdir(parents=True, exist_ok=True)
             local.write_text(text)
         return mt.read(local)
+
+
+def _check_running(run, job: dict) -> None:
+    state = st.state_of(job)
+    if st.is_final(state) or state == "stopping":
+        raise UsageError(
+            f"run {run.id} is not running (SageMaker job {job.get('TrainingJobName')} is "
+            f"{job.get('TrainingJobStatus')})",
+            "nothing to stop.",
+        )
 
 
 def metrics_from_log(text: str) -> list[mt.EpochMetrics]:

@@ -169,10 +169,12 @@ def _tag_value(text: str) -> str:
     return "".join(c if c in allowed else "-" for c in text)[:256]
 
 
-def summary_lines(req: dict) -> list[str]:
-    """What `launch --dry-run` shows of the request (aligned ``label  value`` lines)."""
+def summary_lines(req: dict, first: tuple[tuple[str, str], ...] = ()) -> list[str]:
+    """What `launch --dry-run` shows of the request (aligned ``label  value`` lines), after
+    the ``first`` rows given."""
     rc, sc, spec = req["ResourceConfig"], req["StoppingCondition"], req["AlgorithmSpecification"]
     rows = [
+        *first,
         ("job name", req["TrainingJobName"]),
         ("image", spec["TrainingImage"]),
         ("role", req["RoleArn"]),

@@ -20,11 +20,12 @@ RECORD_DIR = "sagemaker"  # in the run dir: options.json, one request per job, m
 
 
 def options_for(given, run):
-    """The stored options of a resumed run, else the given ones completed from settings."""
+    """The options stored by an earlier attempt of this run (resume), else the given ones
+    completed from the settings (FINETUNE_REGION, FINETUNE_BUCKET, FINETUNE_ROLE_ARN)."""
     from finetune import settings
 
     stored = Path(run.run_dir or ".") / RECORD_DIR / "options.json"
-    if run.backend_ref and stored.is_file():
+    if run.run_dir and stored.is_file():
         return rq.JobOptions.from_dict(json.loads(stored.read_text()))
     conf = settings.get()
     return replace(
@@ -36,6 +37,7 @@ def options_for(given, run):
 
 
 def missing_settings(opts) -> list[Problem]:
+    """The bucket has no default (the role's absence is reported with the request checks)."""
     if opts.bucket:
         return []
     return [
@@ -59,6 +61,8 @@ def with_defaults(opts, plan, aws: Aws):
 
 
 def _fit_budget(opts, plan, region: str):
+    """Without --max-runtime, the longest runtime --max-eur pays for (at most the default);
+    with it, a refusal when the worst case costs more than --max-eur."""
     from finetune.catalog import fx, prices
     from finetune.errors import FinetuneError
 
@@ -70,7 +74,7 @@ def _fit_budget(opts, plan, region: str):
         ) from None
     eur_h = fx.eur_rate().to_eur(price.usd_per_hour)
     hosts = plan.resources.hosts
-    if opts.max_runtime_s is None:  # no explicit limit: the longest run the budget allows
+    if opts.max_runtime_s is None:
         affordable = int(opts.max_eur / (eur_h * hosts) * 3600)
         opts = replace(opts, max_runtime_s=max(60, min(rq.DEFAULT_MAX_RUNTIME_S, affordable)))
     preflight.raise_if(preflight.check_budget(eur_h, opts.runtime_seconds(), hosts, opts.max_eur))
@@ -99,6 +103,7 @@ def dataset_location(plan, bucket: str):
 
 
 def expected_files(plan, channel: str) -> list[str]:
+    """The files the trainer opens in ``channel`` (train or validation)."""
     from finetune.backends.mltree import CHANNELS, channel_files
 
     return channel_files(plan.dataset.name, CHANNELS[channel])
@@ -118,10 +123,7 @@ def check_image(aws: Aws, image: str) -> list[Problem]:
             ecr = aws.client("ecr")
             retries.call(ecr.describe_images, repositoryName=repo, imageIds=[{"imageTag": tag}])
         except Exception as exc:
-            if retries.error_code(exc) not in (
-                "ImageNotFoundException",
-                "RepositoryNotFoundException",
-            ):
+            if retries.error_code(exc) not in _IMAGE_MISSING:
                 raise
             return [
                 Problem(
@@ -156,12 +158,11 @@ def create(aws: Aws, request: dict) -> str:
         except Exception as exc:
             if retries.error_code(exc) != "ResourceInUse":
                 raise
-            job = sdk.to_plain(
-                cls.get(training_job_name=name, session=aws.session, region=aws.region)
-            )
-            if job.get("CheckpointConfig", {}).get("S3Uri") != request["CheckpointConfig"]["S3Uri"]:
-                raise
-            return cls.get(training_job_name=name, session=aws.session, region=aws.region)
+            found = cls.get(training_job_name=name, session=aws.session, region=aws.region)
+            ours = request["CheckpointConfig"]["S3Uri"]
+            if sdk.to_plain(found).get("CheckpointConfig", {}).get("S3Uri") != ours:
+                raise  # somebody else's job: a real name clash
+            return found
 
     with aws_errors("CreateTrainingJob", resource=name, region=aws.region):
         job = retries.call(attempt)

@@ -43,6 +43,8 @@ def _register() -> None:
     app.command("cost-report")(cost_report.cost_report)
     app.command("cleanup")(__import__("finetune.cli.cleanup", fromlist=["x"]).cleanup)
     app.command("test-io")(testio.test_io)
+    app.add_typer(__import__("finetune.cli.infra", fromlist=["x"]).app, name="infra")
+    app.add_typer(__import__("finetune.cli.image", fromlist=["x"]).app, name="image")
     app.command("demo")(demo.demo)
 
 

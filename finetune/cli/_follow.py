@@ -38,9 +38,13 @@ def follow_run(run, backend, ledger, detach: bool, as_json: bool) -> None:
         if status.detail and status.detail != shown.get("detail"):  # e.g. EC2 img/s, relaunch
             typer.echo(f"  {status.state}: {status.detail}", err=True)
             shown["detail"] = status.detail
+        if text and getattr(backend, "stream_logs", False):  # e.g. SageMaker's CloudWatch log
+            _echo_log(text)
 
+    # a cloud backend polls a rate-limited API: it says how often (SageMaker: every 20 s)
+    every = service.Follow(poll_seconds=getattr(backend, "poll_seconds", 1.0))
     try:
-        run = service.follow(run, backend, ledger, on_update)
+        run = service.follow(run, backend, ledger, on_update, every)
     except KeyboardInterrupt:
         if _ask_stop(run):
             backend.stop(run)
@@ -49,7 +53,7 @@ def follow_run(run, backend, ledger, detach: bool, as_json: bool) -> None:
                 f"`finetune launch --resume {run.id}`.",
                 err=True,
             )
-            run = service.follow(run, backend, ledger, on_update)
+            run = service.follow(run, backend, ledger, on_update, every)
         else:
             typer.echo(
                 f"Detached; {run.id} keeps running. Stop it with `finetune runs stop {run.id}`.",
@@ -57,6 +61,15 @@ def follow_run(run, backend, ledger, detach: bool, as_json: bool) -> None:
             )
             return
     _finish(run, ledger, as_json)
+
+
+def _echo_log(text: str) -> None:
+    """The trainer's log lines, indented; its metric lines are shown as epoch lines instead."""
+    from finetune.metrics import LOG_PREFIX
+
+    for line in text.splitlines():
+        if LOG_PREFIX not in line:
+            typer.echo(f"  | {line}", err=True)
 
 
 def _ask_stop(run) -> bool:

@@ -22,15 +22,39 @@ def launch(
     cpus: int = typer.Option(
         None, min=1, help="Local backend: train data-parallel over this many CPU contexts."
     ),
-    instance: str = typer.Option(None, help="EC2: instance type, e.g. g5.xlarge."),
-    count: int = typer.Option(1, min=1, help="EC2: number of instances (one per run)."),
-    spot: bool = typer.Option(False, "--spot", help="EC2: spot capacity (cheaper, interruptible)."),
-    max_runtime: str = typer.Option(
-        None, help="EC2: the instance ends itself after this long, e.g. 2h (default 6h)."
+    instance: str = typer.Option(
+        None, help="EC2/SageMaker: instance type, e.g. g5.xlarge, p3.8xlarge or ml.p3.8xlarge."
     ),
-    max_eur: float = typer.Option(None, help="EC2: never spend more than this many euros."),
+    count: int = typer.Option(
+        1, min=1, help="EC2: instances (one per run); SageMaker: hosts of one job (lr scales)."
+    ),
+    spot: bool = typer.Option(
+        False, "--spot", help="EC2/SageMaker: spot capacity (cheaper, interruptible)."
+    ),
+    max_runtime: str = typer.Option(
+        None, help="EC2/SageMaker: stop after this long, e.g. 2h (EC2 default 6h, SageMaker 2h)."
+    ),
+    max_wait: str = typer.Option(
+        None,
+        help="SageMaker --spot: give up waiting for capacity after this long (default 2x runtime).",
+    ),
+    max_eur: float = typer.Option(
+        None, help="EC2/SageMaker: never spend more than this many euros."
+    ),
+    image: str = typer.Option(
+        None, help="SageMaker: training image URI (default: the one `finetune image push` pushed)."
+    ),
+    region: str = typer.Option(
+        None, help="SageMaker: AWS region (default: FINETUNE_REGION, then your AWS config)."
+    ),
+    security_group: list[str] = typer.Option(
+        None, help="SageMaker: VPC security group id (repeat; needs --subnet)."
+    ),
+    kms_key: str = typer.Option(None, help="SageMaker: KMS key for the volume and the output."),
     ami: str = typer.Option(None, help="EC2: AMI id (default: the Deep Learning Base GPU AMI)."),
-    subnet: list[str] = typer.Option(None, help="EC2: subnet to try (repeat; in order)."),
+    subnet: list[str] = typer.Option(
+        None, help="EC2: subnet to try (repeat; in order). SageMaker: VPC subnet (repeat)."
+    ),
     az: list[str] = typer.Option(None, help="EC2: availability zone to try (repeat)."),
     max_restarts: int = typer.Option(
         3, min=0, help="EC2: relaunches after spot interruptions (resuming from checkpoints)."
@@ -70,13 +94,52 @@ def launch(
         from finetune.cli._ec2 import ec2_resources
 
         resources, gpu_ids = ec2_resources(instance, count, spot), ()
+    elif backend == "sagemaker":
+        from finetune.cli import _sagemaker as sm
+
+        sm_opts = sm.job_options(
+            region=region,
+            max_runtime=max_runtime,
+            max_wait=max_wait,
+            max_eur=max_eur,
+            image=image,
+            subnets=subnet,
+            security_groups=security_group,
+            kms_key=kms_key,
+            spot=spot,
+        )
+        resources, gpu_ids = sm.resources(instance, count, spot), ()
     else:
+        if backend == "local":
+            from finetune.cli._sagemaker import reject_for_local
+
+            reject_for_local(  # cloud options are an error here, not silently ignored
+                instance=instance,
+                count=count if count > 1 else None,
+                spot=spot,
+                max_runtime=max_runtime,
+                max_wait=max_wait,
+                max_eur=max_eur,
+                image=image,
+                region=region,
+                subnet=subnet,
+                security_group=security_group,
+                kms_key=kms_key,
+            )
         resources, gpu_ids = local_resources(gpus, cpus)
-    plan = build_plan(recipe, dataset, resources, overrides or ())
+    if backend == "sagemaker":
+        plan = sm.build_plan(recipe, dataset, resources, overrides or (), sm_opts)
+    else:
+        plan = build_plan(recipe, dataset, resources, overrides or ())
     if dry_run:
         echo_json(plan.model_dump(mode="json")) if as_json else print_plan(plan)
+        if backend == "sagemaker" and not as_json:
+            sm.print_request(plan, sm_opts)
         return
-    be = get_backend(backend, gpu_ids=gpu_ids) if backend == "local" else get_backend(backend)
+    if backend == "sagemaker":
+        be = sm.backend(sm_opts)
+    else:
+        be = get_backend(backend, gpu_ids=gpu_ids) if backend == "local" else get_backend(backend)
     if backend == "ec2":
         from finetune.cli._ec2 import ec2_backend
 

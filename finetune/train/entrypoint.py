@@ -15,6 +15,7 @@ import traceback
 
 from finetune.errors import FinetuneError
 from finetune.train.contract import Layout, load_job
+from finetune.train.signals import StopRequest
 
 USAGE = "usage: python -m finetune.train [train]   (inputs: the /opt/ml tree, or $FINETUNE_ML_ROOT)"
 FAILURE_LIMIT = 1024  # SageMaker shows this much of the failure file as FailureReason
@@ -37,9 +38,10 @@ def main(argv: list[str] | None = None) -> int:
     layout = Layout.from_env()
     layout.failure_file.unlink(missing_ok=True)  # a stale reason from an earlier attempt
     try:
-        from finetune.train.engines import fit
+        with StopRequest() as stop:  # first thing: a stop during start-up is honoured too
+            from finetune.train.engines import fit
 
-        result = fit(load_job(layout))
+            result = fit(load_job(layout), stop)
     except FinetuneError as exc:
         return _fail(layout, str(exc), exc.exit_code)
     except Exception as exc:

@@ -4,6 +4,7 @@ account: a bucket, the ECR image `finetune image push` would have pushed, settin
 from __future__ import annotations
 
 import pytest
+
 from .gateway import ACCOUNT, Gateway
 
 REGION = "eu-west-1"
@@ -25,9 +26,7 @@ def gateway_server(moto_server):
     from werkzeug.serving import make_server
 
     gateway = Gateway(DomainDispatcherApplication(create_backend_app))
-    server = make_server(
-        "127.0.0.1", 0, gateway, threaded=True, request_handler=MotoRequestHandler
-    )
+    server = make_server("127.0.0.1", 0, gateway, threaded=True, request_handler=MotoRequestHandler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield gateway, f"http://127.0.0.1:{server.server_port}"
@@ -72,7 +71,9 @@ def cloud(gw, monkeypatch):
     s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": REGION})
     ecr = boto3.client("ecr", region_name=REGION)
     ecr.create_repository(repositoryName="finetune")
-    manifest = '{"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json"}'
+    manifest = (
+        '{"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json"}'
+    )
     ecr.put_image(repositoryName="finetune", imageManifest=manifest, imageTag=__version__)
     gw.reset()  # the set-up calls above are not what the tests assert on
     return gw

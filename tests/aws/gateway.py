@@ -17,7 +17,8 @@ from datetime import timedelta
 from urllib.parse import parse_qs
 
 ACCOUNT = "123456789012"
-_SCOPE = re.compile(r"Credential=[^/]+/\d{8}/([a-z0-9-]+)/([a-z0-9-]+)/aws4_request")
+_SCOPE = re.compile(r"Credential=([^/]+)/\d{8}/([a-z0-9-]+)/([a-z0-9-]+)/aws4_request")
+CONTAINER_KEY = "AKIDCONTAINER"  # tests that play the training container sign with this key
 
 
 @dataclass
@@ -32,6 +33,7 @@ class Call:
     query: dict
     headers: dict
     body: bytes
+    key_id: str = ""  # the access key that signed it (CONTAINER_KEY: the job's side)
 
     @property
     def json(self) -> dict:
@@ -49,6 +51,7 @@ class Fault:
     message: str
     status: int
     times: int  # how many matching requests get it (-1: all)
+    forward: bool = False  # let moto do the work, then answer with the error (a lost reply)
 
 
 @dataclass
@@ -68,10 +71,11 @@ class Gateway:
             self.played.clear()
 
     # -- what tests use -------------------------------------------------------------------
-    def fail(self, action: str, code: str, message: str = "", status: int = 400, times: int = 1):
-        """The next ``times`` requests for ``action`` get this AWS error (-1: every one)."""
+    def fail(self, action, code, message="", status=400, times=1, forward=False) -> None:
+        """The next ``times`` requests for ``action`` get this AWS error (-1: every one);
+        with ``forward`` moto still performs them (the request landed, the reply was lost)."""
         with self.lock:
-            self.faults.append(Fault(action, code, message or code, status, times))
+            self.faults.append(Fault(action, code, message or code, status, times, forward))
 
     def script(self, steps: list[dict], job: str = "*") -> None:
         """Each DescribeTrainingJob of ``job`` (any job: '*') first applies the next step."""
@@ -79,10 +83,14 @@ class Gateway:
             self.scripts[job] = list(steps)
 
     def actions(self, service: str | None = None) -> list[str]:
-        return [c.action for c in self.calls if service in (None, c.service)]
+        return [c.action for c in self.ours() if service in (None, c.service)]
+
+    def ours(self) -> list[Call]:
+        """What finetune sent (not what a test sent playing the training container)."""
+        return [c for c in self.calls if c.key_id != CONTAINER_KEY]
 
     def requests(self, action: str) -> list[Call]:
-        return [c for c in self.calls if c.action == action]
+        return [c for c in self.ours() if c.action == action]
 
     # -- WSGI -----------------------------------------------------------------------------
     def __call__(self, environ, start_response):
@@ -92,6 +100,8 @@ class Gateway:
             self.calls.append(call)
             fault = self._take_fault(call.action)
         if fault is not None:
+            if fault.forward:
+                b"".join(self.app(environ, lambda *a, **k: None))
             return _error(call, fault, start_response)
         if call.action == "StopTrainingJob":
             return self._stop(call, start_response)
@@ -152,7 +162,9 @@ def apply_step(job, step: dict, first: bool = False) -> None:
         if transitions and job.secondary_status != "Completed":
             transitions[-1]["EndTime"] = at
         message = step.get("StatusMessage", step["SecondaryStatus"])
-        transitions.append({"Status": step["SecondaryStatus"], "StartTime": at, "StatusMessage": message})
+        transitions.append(
+            {"Status": step["SecondaryStatus"], "StartTime": at, "StatusMessage": message}
+        )
         job.secondary_status = step["SecondaryStatus"]
         job.secondary_status_transitions = transitions
     for key, value in step.items():
@@ -167,7 +179,12 @@ def _snake(name: str) -> str:
 def _read_body(environ) -> bytes:
     stream = environ["wsgi.input"]
     length = environ.get("CONTENT_LENGTH")
-    body = stream.read(int(length)) if length else stream.read()
+    if length:
+        body = stream.read(int(length))
+    elif environ.get("wsgi.input_terminated"):  # chunked: werkzeug de-chunks until the end
+        body = stream.read()
+    else:
+        body = b""  # no body; reading would wait for the client to close
     environ["wsgi.input"] = io.BytesIO(body)
     environ["CONTENT_LENGTH"] = str(len(body))
     environ.pop("wsgi.input_terminated", None)
@@ -176,10 +193,15 @@ def _read_body(environ) -> bytes:
 
 
 def _describe_call(environ, body: bytes) -> Call:
-    headers = {k[5:].replace("_", "-").lower(): v for k, v in environ.items() if k.startswith("HTTP_")}
+    headers = {
+        k[5:].replace("_", "-").lower(): v for k, v in environ.items() if k.startswith("HTTP_")
+    }
     m = _SCOPE.search(headers.get("authorization", ""))
-    region, service = (m.group(1), m.group(2)) if m else ("", "")
-    query = {k: v[0] for k, v in parse_qs(environ.get("QUERY_STRING", ""), keep_blank_values=True).items()}
+    key_id, region, service = (m.group(1), m.group(2), m.group(3)) if m else ("", "", "")
+    query = {
+        k: v[0]
+        for k, v in parse_qs(environ.get("QUERY_STRING", ""), keep_blank_values=True).items()
+    }
     method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "/")
     target = headers.get("x-amz-target", "")
     if target:
@@ -188,7 +210,7 @@ def _describe_call(environ, body: bytes) -> Call:
         action = _s3_action(method, path, query)
     else:
         action = parse_qs(body.decode("utf-8", "replace")).get("Action", [""])[0]
-    return Call(service, region, action, method, path, query, headers, body)
+    return Call(service, region, action, method, path, query, headers, body, key_id)
 
 
 def _s3_action(method: str, path: str, q: dict) -> str:

@@ -9,12 +9,14 @@ from finetune.runs.ledger import Ledger, Run, new_run_id
 
 
 def sm_plan(dataset, hosts: int = 1, spot: bool = False, instance: str = "p3.8xlarge"):
-    """The smoke recipe on ``dataset`` for SageMaker (4 V100 per p3.8xlarge)."""
+    """The smoke recipe on ``dataset`` for SageMaker (GPUs per host from the catalog)."""
+    from finetune.catalog import instances
+
     resources = Resources(
         backend="sagemaker",
         instance_type=instance,
         hosts=hosts,
-        devices_per_host=4,
+        devices_per_host=instances.get(instance).gpu_count,
         device="gpu",
         spot=spot,
     )

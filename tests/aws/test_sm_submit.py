@@ -50,15 +50,15 @@ def test_submit_sends_the_full_request(cloud, tiny_dataset, tmp_path):
     assert {"Key": "finetune:run-id", "Value": run.id} in req["Tags"]
     channels = {c["ChannelName"]: c for c in req["InputDataConfig"]}
     assert set(channels) == {"train", "validation"}
-    for name, c in channels.items():
+    for channel, c in channels.items():
         uri = c["DataSource"]["S3DataSource"]["S3Uri"]
-        assert uri.startswith(f"s3://{BUCKET}/finetune/datasets/shapes-") and uri.endswith(
-            f"/{name}/"
-        )
+        assert uri.startswith(f"s3://{BUCKET}/finetune/datasets/shapes-")
+        assert uri.endswith(f"/{channel}/")
         assert c["ContentType"] == "application/x-recordio" and c["InputMode"] == "File"
         assert c["DataSource"]["S3DataSource"]["S3DataDistributionType"] == "FullyReplicated"
     # the record kept with the run is the request itself
-    kept = json.loads((tmp_path / "runs" / run.id / "sagemaker" / f"{name}-request.json").read_text())
+    record = tmp_path / "runs" / run.id / "sagemaker" / f"{name}-request.json"
+    kept = json.loads(record.read_text())
     assert kept == req
 
 

@@ -52,6 +52,8 @@ class FaultLayer:
         params = {}
         if environ.get("CONTENT_TYPE", "").startswith("application/x-www-form-urlencoded"):
             params = dict(parse_qsl(body.decode(), keep_blank_values=True))
+        if environ.get("HTTP_X_AMZ_TARGET"):  # JSON protocols (SSM): the action is a header
+            params["Target"] = environ["HTTP_X_AMZ_TARGET"]
         self.requests.append(params)
         fault = self._match(params)
         if fault is None:

@@ -48,6 +48,7 @@ def test_completed_run_uploads_model_and_final_status(agent_env, fake_imds, tmp_
     assert doc["instance_id"] == fake_imds.instance_id and doc["epochs_done"] == 3
     keys = s3_keys(prefix)
     assert prefix + "model/model.params" in keys
+    assert checkpoint_seqs(keys) == {2, 3}  # pruned locally -> deleted in S3 (keep two)
     epochs = [json.loads(line)["epoch"] for line in s3_text(prefix, p.METRICS).splitlines()]
     assert epochs == [0, 1, 2]
     log = s3_text(prefix, p.LOG)

@@ -199,3 +199,14 @@ def test_stop_terminates_and_ends_as_stopped(ec2_aws, tiny_dataset, tmp_path):
 def _zone(subnet_id: str) -> str:
     ec2 = boto3.client("ec2", region_name=REGION)
     return ec2.describe_subnets(SubnetIds=[subnet_id])["Subnets"][0]["AvailabilityZone"]
+
+
+def test_a_sigterm_that_is_not_spot_is_not_relaunched(ec2_aws, tiny_dataset, tmp_path):
+    """The dead-man switch powers the instance off: the agent sees SIGTERM and reports an
+    interruption, but relaunching would only hit the same limit again."""
+    run, backend, ledger = launch(tmp_path, tiny_dataset, Ec2Options(max_restarts=3))
+    agent_says(run.id, "interrupted", 1, reason="SIGTERM received", interruption="signal")
+    run, status, _ = sync(run, backend, ledger)
+    assert status.state == "interrupted" and "--resume" in status.reason
+    assert len(ec2_aws.sent("RunInstances")) == 1
+    assert instances_of(run.id, LIVE) == []

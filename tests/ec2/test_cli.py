@@ -124,3 +124,44 @@ def _orphan_instance(run_id: str) -> str:
         TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
     )
     return inst["Instances"][0]["InstanceId"]
+
+
+_SERVICE_BY_VERSION = {"2016-11-15": "ec2", "2010-05-08": "iam", "2011-06-15": "sts"}
+
+
+def _actions(requests: list[dict]) -> set[str]:
+    """IAM action names of the query-protocol and JSON-protocol calls we sent."""
+    out = set()
+    for r in requests:
+        if "Action" in r and r.get("Version") in _SERVICE_BY_VERSION:
+            out.add(f"{_SERVICE_BY_VERSION[r['Version']]}:{r['Action']}")
+        elif r.get("Target", "").startswith("AmazonSSM."):
+            out.add("ssm:" + r["Target"].split(".", 1)[1])
+    return out
+
+
+def test_caller_policy_in_infra_allows_every_call_we_make(ec2_aws, tiny_dataset):
+    """Launch, follow a relaunch, stop and clean up; every EC2, IAM, SSM and STS action
+    sent is granted by infra/ec2-caller-policy.json (S3 is the bucket policy's business)."""
+    import json
+    from pathlib import Path
+
+    res = _launch(tiny_dataset, "--instance", "g5.xlarge", "--spot", "--detach")
+    run_id = _run_id(res.output)
+    from .control import agent_says
+
+    agent_says(run_id, "interrupted", 1, reason="notice", interruption="spot")
+    CliRunner().invoke(app, ["runs", "show", run_id])  # syncs: relaunch
+    CliRunner().invoke(app, ["runs", "stop", run_id])
+    CliRunner().invoke(app, ["runs", "show", run_id])
+    CliRunner().invoke(app, ["cleanup", "--older-than", "0s", "--yes"])
+    policy = json.loads(
+        (Path(__file__).parents[2] / "infra" / "ec2-caller-policy.json").read_text()
+    )
+    granted = set()
+    for statement in policy["Statement"]:
+        actions = statement["Action"]
+        granted.update([actions] if isinstance(actions, str) else actions)
+    sent = _actions(ec2_aws.requests)
+    assert {"ec2:RunInstances", "iam:CreateRole", "ssm:GetParameter"} <= sent
+    assert sent - granted == set()

@@ -6,9 +6,10 @@ from __future__ import annotations
 from finetune.errors import require_module
 
 
-def fit(job):
-    """Run ``job`` with the MXNet engine (imported here: MXNet is heavy and optional)."""
+def fit(job, stop=None):
+    """Run ``job`` with the MXNet engine (imported here: MXNet is heavy and optional);
+    ``stop`` is a finetune.train.signals.StopRequest, checked after every batch."""
     require_module("mxnet")
     from finetune.train.engines.mxnet import fit as mxnet_fit
 
-    return mxnet_fit(job)
+    return mxnet_fit(job, stop)

@@ -26,8 +26,8 @@ from finetune.train.contract import TrainJob
 from finetune.train.engines.mxnet import artifact, devices, model, weights
 from finetune.train.engines.mxnet.checkpoint import Checkpoint, CheckpointDir
 from finetune.train.engines.mxnet.data import record_iter
-from finetune.train.engines.mxnet.signals import StopRequest
 from finetune.train.engines.mxnet.tally import Progress, Stopwatch, Tally
+from finetune.train.signals import StopRequest
 
 LOG_EVERY_ENV = "FINETUNE_LOG_EVERY"  # batches between progress lines (default 50)
 
@@ -63,8 +63,10 @@ class Run:
         return self.schedule.steps_per_epoch
 
 
-def fit(job: TrainJob) -> FitResult:
-    """Train as ``job`` says, resuming from its newest checkpoint; returns where it stopped."""
+def fit(job: TrainJob, stop: StopRequest | None = None) -> FitResult:
+    """Train as ``job`` says, resuming from its newest checkpoint; returns where it stopped.
+    ``stop`` is checked after every batch (the entrypoint installs it for SIGTERM)."""
+    stop = StopRequest() if stop is None else stop  # (not `or`: an unset request is falsy)
     hp = job.hparams
     model.check_name(hp.model)
     files = dataset.resolve(job.channels["train"], job.channels["validation"], hp)
@@ -86,12 +88,11 @@ def fit(job: TrainJob) -> FitResult:
             f"batch={progress.batch} step={progress.step}",
             flush=True,
         )
-    with StopRequest() as stop:
-        run = Run(job, dev, net, trainer, train_iter, val_iter, schedule, checkpoints, stop)
-        _epochs(run, progress)
-        if stop:
-            _save(run, progress, stop.signal_name)
-            return FitResult(stop.signal_name, progress, _name(resume))
+    run = Run(job, dev, net, trainer, train_iter, val_iter, schedule, checkpoints, stop)
+    _epochs(run, progress)
+    if stop:
+        _save(run, progress, stop.signal_name)
+        return FitResult(stop.signal_name, progress, _name(resume))
     if dev.rank == 0:
         artifact.save_model(net, job.layout.model_dir, files.classes, hp, dev.contexts[0])
     return FitResult(None, progress, _name(resume))
@@ -164,11 +165,9 @@ def _train_epoch(run: Run, progress: Progress) -> None:
         outputs, losses, labels = _step(run, batch)
         tally.add(losses, outputs, labels)
         real = batch.data[0].shape[0] - batch.pad
-        progress.batch, progress.step, progress.samples = (
-            progress.batch + 1,
-            progress.step + 1,
-            progress.samples + real,
-        )
+        progress.batch += 1
+        progress.step += 1
+        progress.samples += real
         if done == warmup:
             tally.sync()
             watch.start()
@@ -219,7 +218,8 @@ def _evaluate(run: Run) -> tuple[float, float | None] | None:
             return None
         real = batch.data[0].shape[0] - batch.pad
         parts = gluon.utils.split_and_load(batch.data[0], run.dev.contexts)
-        scores = np.concatenate([run.net(x).asnumpy() for x in parts])[:real]
+        outputs = [run.net(x) for x in parts]  # all devices at work before the first wait
+        scores = np.concatenate([out.asnumpy() for out in outputs])[:real]
         labels = batch.label[0].asnumpy()[:real].astype(int)
         top = np.argsort(-scores, axis=1)[:, : max(k, 1)]
         hits1 += int((top[:, 0] == labels).sum())

@@ -2,7 +2,9 @@
 
 The handler only records the request; the training loop looks at it after every batch,
 finishes that batch, writes a checkpoint and returns. SageMaker sends SIGKILL 120 s after
-SIGTERM, far more than one batch and one checkpoint need.
+SIGTERM, far more than one batch and one checkpoint need. The entrypoint installs it before
+anything slow happens, so a stop during start-up is honoured too; a second signal exits at
+once (an impatient Ctrl-C).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ class StopRequest:
         return self.signal_name is not None
 
     def _handle(self, signum, _frame) -> None:
+        if self.signal_name is not None:
+            raise SystemExit(128 + signum)
         self.signal_name = signal.Signals(signum).name
 
     def __enter__(self) -> StopRequest:

@@ -1,0 +1,80 @@
+"""The training image: build it from our Dockerfile and push it to ECR with the Docker CLI.
+
+ECR login uses GetAuthorizationToken (user "AWS", a 12-hour password) fed to `docker login
+--password-stdin`, so the password never appears in a process list. Where no Docker engine
+answers (`docker info` fails), the error says to push elsewhere or pass --image.
+"""
+
+from __future__ import annotations
+
+import base64
+import shutil
+import subprocess
+from pathlib import Path
+
+from finetune.aws import retries
+from finetune.aws.errors import aws_errors
+from finetune.errors import CloudError, DataError, DependencyError
+
+BUILD_TIMEOUT_S = 3600
+_NO_DOCKER_FIX = (
+    "run `finetune image push` on a machine with a running Docker engine (same AWS account "
+    "and region), or build and push the image yourself and pass --image URI to `launch`."
+)
+
+
+def docker_engine() -> None:
+    """Raise a DependencyError unless a Docker client and a reachable engine are here."""
+    if not shutil.which("docker"):
+        raise DependencyError("The docker command is not installed here.", _NO_DOCKER_FIX)
+    try:
+        out = subprocess.run(["docker", "info"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise DependencyError(f"`docker info` did not answer ({exc}).", _NO_DOCKER_FIX) from None
+    if out.returncode != 0:
+        reason = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise DependencyError(f"No Docker engine answers here: {reason[0]}", _NO_DOCKER_FIX)
+
+
+def image_uri(account: str, region: str, repository: str, tag: str) -> str:
+    from finetune.backends.sagemaker_request import IMAGE_REPOSITORY, default_image
+
+    return default_image(account, region, tag).replace(f"/{IMAGE_REPOSITORY}:", f"/{repository}:")
+
+
+def push(aws, context: Path, repository: str, tag: str, dockerfile: str = "Dockerfile") -> str:
+    """Build ``context`` with ``dockerfile``, log in to ECR, push; returns the image URI."""
+    docker_file = Path(context) / dockerfile
+    if not docker_file.is_file():
+        raise DataError(
+            f"there is no {dockerfile} in {context}",
+            "run from the repository root, or pass --context DIR (and --dockerfile NAME).",
+        )
+    docker_engine()
+    uri = image_uri(aws.account_id, aws.region, repository, tag)
+    endpoint, password = _login_token(aws)
+    _docker(["build", "--platform", "linux/amd64", "-t", uri, "-f", str(docker_file), str(context)])
+    _docker(["login", "--username", "AWS", "--password-stdin", endpoint], stdin=password)
+    _docker(["push", uri])
+    return uri
+
+
+def _login_token(aws) -> tuple[str, str]:
+    with aws_errors("GetAuthorizationToken", resource="ECR", region=aws.region):
+        data = retries.call(aws.client("ecr").get_authorization_token)["authorizationData"][0]
+    _user, _, password = base64.b64decode(data["authorizationToken"]).decode().partition(":")
+    return data["proxyEndpoint"], password
+
+
+def _docker(args: list[str], stdin: str | None = None) -> None:
+    """Run one docker command, its output visible; a failure says which step failed."""
+    try:
+        done = subprocess.run(["docker", *args], input=stdin, text=True, timeout=BUILD_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise CloudError(f"`docker {args[0]}` did not finish ({exc}).", _NO_DOCKER_FIX) from None
+    if done.returncode != 0:
+        raise CloudError(
+            f"`docker {args[0]}` failed with exit code {done.returncode} (its output is above).",
+            "fix what it reports; for `push`, check that the ECR repository exists "
+            "(`finetune infra deploy` creates it) and that you may push to it.",
+        )

@@ -1,0 +1,70 @@
+"""A prepared dataset already in S3 (``--dataset s3://BUCKET/finetune/datasets/NAME-HASH/``):
+its manifest read from the train channel, its files checked to be there with their sizes."""
+
+from __future__ import annotations
+
+import hashlib
+
+from finetune.aws import retries
+from finetune.aws.errors import aws_errors
+from finetune.aws.s3upload import as_prefix, list_prefix, parse_s3_uri
+from finetune.errors import DataError
+
+
+def summarize(uri: str, region: str | None = None):
+    """The DatasetSummary of the dataset under ``uri`` (path = the prefix, ending in '/')."""
+    from finetune.aws.session import connect
+    from finetune.backends.mltree import CHANNELS, channel_files
+    from finetune.data.manifest import MANIFEST, DatasetManifest
+    from finetune.plan import DatasetSummary
+
+    root = as_prefix(uri)
+    bucket, prefix = parse_s3_uri(root)
+    s3 = connect(region).client("s3")
+    raw = _get(s3, bucket, f"{prefix}train/{MANIFEST}")
+    try:
+        m = DatasetManifest.model_validate_json(raw)
+    except ValueError as exc:
+        raise DataError(
+            f"{root}train/{MANIFEST} is not a dataset manifest ({str(exc).splitlines()[0]})",
+            "point --dataset at a prefix finetune uploaded, or at a local prepared folder.",
+        ) from None
+    with aws_errors("ListObjectsV2", resource=root):
+        present = list_prefix(s3, bucket, prefix)
+    problems = []
+    for channel, split in CHANNELS.items():
+        for name in channel_files(m.name, split):
+            size = present.get(f"{prefix}{channel}/{name}")
+            entry = m.files.get(name)
+            if size is None or (entry is not None and size != entry.bytes):
+                problems.append(f"{channel}/{name}")
+    if problems:
+        raise DataError(
+            f"the dataset at {root} is incomplete: {', '.join(problems)} missing or wrong size",
+            "launch once with the local folder as --dataset: finetune uploads what is missing.",
+        )
+    val = m.splits.get("val")
+    return DatasetSummary(
+        path=root,
+        name=m.name,
+        num_classes=m.num_classes,
+        train_count=m.splits["train"].count,
+        val_count=val.count if val else 0,
+        image_side=m.params.resize if m.params.resize and not m.params.pass_through else None,
+        manifest_sha256=hashlib.sha256(raw).hexdigest(),
+        rec_sha256={k: v.sha256 for k, v in sorted(m.files.items()) if k.endswith(".rec")},
+    )
+
+
+def _get(s3, bucket: str, key: str) -> bytes:
+    with aws_errors("GetObject", resource=f"s3://{bucket}/{key}"):
+        try:
+            return retries.call(s3.get_object, Bucket=bucket, Key=key)["Body"].read()
+        except Exception as exc:
+            if retries.error_code(exc) not in ("NoSuchKey", "404"):
+                raise
+    raise DataError(
+        f"s3://{bucket}/{key} does not exist: no dataset was uploaded there",
+        "launch once with the local folder as --dataset (finetune uploads it and prints the "
+        "s3:// prefix), or check the URI.",
+    )

@@ -1,0 +1,29 @@
+"""`finetune image`: the training image in ECR (built from our Dockerfile)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+app = typer.Typer(help="The training image: build and push it to ECR.", no_args_is_help=True)
+
+
+@app.command("push")
+def push(
+    region: str = typer.Option(
+        None, help="AWS region (default: FINETUNE_REGION, then your config)."
+    ),
+    repository: str = typer.Option("finetune", help="ECR repository (the infra stack's)."),
+    tag: str = typer.Option(None, help="Image tag (default: this finetune version)."),
+    context: Path = typer.Option(Path("."), help="Docker build context (the repository root)."),
+    dockerfile: str = typer.Option("Dockerfile", help="Dockerfile name inside the context."),
+) -> None:
+    """Build the training image where a Docker engine runs and push it to ECR; prints its URI
+    (the default image of `launch --backend sagemaker`)."""
+    from finetune import __version__
+    from finetune.aws.image import push as push_image
+    from finetune.aws.session import connect
+
+    uri = push_image(connect(region), context, repository, tag or __version__, dockerfile)
+    typer.echo(uri)

@@ -1,0 +1,62 @@
+"""`finetune infra`: the CloudFormation stack SageMaker runs need (bucket, ECR repository,
+execution role, caller policy): print it or deploy it."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    help="The AWS stack for SageMaker runs: print or deploy it.", no_args_is_help=True
+)
+
+
+@app.command("print")
+def print_template(
+    policy: str = typer.Option(
+        None, help="Print one policy as plain IAM JSON instead: caller, execution or trust."
+    ),
+    account: str = typer.Option(None, help="Account id to put in the policy's ARNs."),
+    region: str = typer.Option(None, help="Region to put in the policy's ARNs."),
+    bucket: str = typer.Option(None, help="Bucket to put in the policy (default FINETUNE_BUCKET)."),
+    role_arn: str = typer.Option(None, help="Execution role ARN (default FINETUNE_ROLE_ARN)."),
+) -> None:
+    """Print the CloudFormation template, or one of its policies filled in."""
+    from finetune.aws import infra
+
+    if not policy:
+        typer.echo(infra.template_text(), nl=False)
+        return
+    import json
+
+    from finetune import settings
+
+    conf = settings.get()
+    names = infra.Names(
+        account=account or "ACCOUNT_ID",
+        region=region or conf.region or "REGION",
+        bucket=bucket or conf.bucket or "BUCKET",
+        role_arn=role_arn or conf.role_arn or "",
+    )
+    typer.echo(json.dumps(infra.render(infra.policy_document(policy), names), indent=2))
+
+
+@app.command("deploy")
+def deploy(
+    stack_name: str = typer.Option("finetune", help="CloudFormation stack name."),
+    region: str = typer.Option(
+        None, help="AWS region (default: FINETUNE_REGION, then your config)."
+    ),
+    repository: str = typer.Option("finetune", help="ECR repository name for the training image."),
+) -> None:
+    """Create or update the stack, wait for it, and print the settings to export."""
+    from finetune.aws import infra
+    from finetune.aws.session import connect
+
+    aws = connect(region)
+    typer.echo(f"Deploying stack {stack_name} in {aws.region} ...", err=True)
+    outputs = infra.deploy(aws, stack_name, repository)
+    for key, value in sorted(outputs.items()):
+        typer.echo(f"{key:<18} {value}")
+    typer.echo("\nSet these (and attach CallerPolicyArn to whoever runs finetune):")
+    for line in infra.env_lines(outputs):
+        typer.echo(line)

@@ -1,0 +1,72 @@
+"""`finetune image push`: docker build/login/push (a recording stand-in for the docker CLI)
+with the ECR token from moto; without a Docker engine, a clear error and no AWS calls."""
+
+from __future__ import annotations
+
+import stat
+
+from typer.testing import CliRunner
+
+from finetune.cli import app
+
+from .conftest import REGION
+
+FAKE_DOCKER = """#!/bin/sh
+echo "ARGS $*" >> "$DOCKER_LOG"
+if [ "$1" = login ]; then
+  printf 'STDIN ' >> "$DOCKER_LOG"; cat >> "$DOCKER_LOG"; echo >> "$DOCKER_LOG"
+fi
+if [ "$1" = info ] && [ -n "$DOCKER_DOWN" ]; then
+  echo "Cannot connect to the Docker daemon at unix:///var/run/docker.sock." >&2; exit 1
+fi
+exit 0
+"""
+
+
+def fake_docker(tmp_path, monkeypatch):
+    """A `docker` on PATH that records its arguments (and stdin for login) to a log."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    docker = bin_dir / "docker"
+    docker.write_text(FAKE_DOCKER)
+    docker.chmod(docker.stat().st_mode | stat.S_IEXEC)
+    log = tmp_path / "docker.log"
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.setenv("DOCKER_LOG", str(log))
+    return log
+
+
+def test_push_builds_logs_in_and_pushes(cloud, tmp_path, monkeypatch):
+    log = fake_docker(tmp_path, monkeypatch)
+    (tmp_path / "Dockerfile").write_text("FROM scratch\n")
+    res = CliRunner().invoke(app, ["image", "push", "--context", str(tmp_path), "--tag", "t1"])
+    assert res.exit_code == 0, res.output
+    uri = f"123456789012.dkr.ecr.{REGION}.amazonaws.com/finetune:t1"
+    assert res.output.strip().endswith(uri)
+    lines = log.read_text().splitlines()
+    assert lines[0] == "ARGS info"
+    assert lines[1].startswith(
+        f"ARGS build --platform linux/amd64 -t {uri} -f {tmp_path}/Dockerfile"
+    )
+    assert (
+        lines[2]
+        == f"ARGS login --username AWS --password-stdin https://123456789012.dkr.ecr.{REGION}.amazonaws.com"
+    )
+    assert lines[3] == "STDIN 123456789012-auth-token"  # the password only on stdin
+    assert lines[4] == f"ARGS push {uri}"
+    assert cloud.actions() == ["GetCallerIdentity", "GetAuthorizationToken"]
+
+
+def test_no_docker_engine_says_to_pass_image(cloud, tmp_path, monkeypatch):
+    fake_docker(tmp_path, monkeypatch)
+    monkeypatch.setenv("DOCKER_DOWN", "1")
+    (tmp_path / "Dockerfile").write_text("FROM scratch\n")
+    res = CliRunner().invoke(app, ["image", "push", "--context", str(tmp_path)])
+    assert res.exit_code == 5
+    assert "No Docker engine answers here" in res.output and "--image URI" in res.output
+    assert cloud.calls == []
+
+
+def test_no_dockerfile(cloud, tmp_path):
+    res = CliRunner().invoke(app, ["image", "push", "--context", str(tmp_path)])
+    assert res.exit_code == 3 and "no Dockerfile" in res.output

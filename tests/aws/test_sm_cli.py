@@ -1,0 +1,199 @@
+"""`finetune launch --backend sagemaker` and `finetune runs` on SageMaker runs, driven through
+the real CLI against moto behind the gateway."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from finetune.backends.sagemaker import SageMakerBackend
+from finetune.cli import app
+from finetune.runs.ledger import open_default
+
+from . import helpers as h
+
+SMOKE = ["launch", "smoke-resnet18", "--backend", "sagemaker"]
+
+
+def cli(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+@pytest.fixture
+def fast(monkeypatch):
+    monkeypatch.setattr(SageMakerBackend, "POLL_SECONDS", 0)
+
+
+def _only_run():
+    with open_default() as ledger:
+        (run,) = ledger.list()
+        return run
+
+
+def test_dry_run_needs_no_credentials(gw, tiny_dataset, tmp_path, monkeypatch):
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(var)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    res = cli(
+        *SMOKE,
+        "--dataset",
+        str(tiny_dataset),
+        "--instance",
+        "ml.p3.8xlarge",
+        "--count",
+        "2",
+        "--spot",
+        "--max-wait",
+        "3h",
+        "--max-runtime",
+        "1h",
+        "--region",
+        "us-east-1",
+        "--dry-run",
+    )
+    assert res.exit_code == 0, res.output
+    out = res.output
+    assert "sagemaker p3.8xlarge (spot): 2 host(s) x 4 gpu" in out
+    assert "(x8 devices)" in out  # the learning rate scales with 2 x 4 GPUs
+    assert "2 x ml.p3.8xlarge" in out and "3 h (10800 s)" in out and "us-east-1" in out
+    assert "ACCOUNT.dkr.ecr.us-east-1.amazonaws.com/finetune:0.1.0" in out
+    assert "not set: FINETUNE_BUCKET, FINETUNE_ROLE_ARN" in out
+    assert "EUR/h for 8x V100" in out  # the estimate from the catalog
+    assert gw.calls == []  # nothing was asked of AWS
+
+
+def test_dry_run_with_settings_shows_the_dataset_prefix(cloud, tiny_dataset):
+    res = cli(*SMOKE, "--dataset", str(tiny_dataset), "--instance", "p3.2xlarge", "--dry-run")
+    assert res.exit_code == 0, res.output
+    assert "input train       s3://finetune-test-bucket/finetune/datasets/shapes-" in res.output
+    assert "arn:aws:iam::123456789012:role/finetune-sagemaker" in res.output
+    assert cloud.calls == []
+
+
+def test_dry_run_still_refuses_what_cannot_work(gw, tiny_dataset):
+    res = cli(
+        *SMOKE,
+        "--dataset",
+        str(tiny_dataset),
+        "--instance",
+        "p3.2xlarge",
+        "--spot",
+        "--max-runtime",
+        "2h",
+        "--max-wait",
+        "1h",
+        "--dry-run",
+    )
+    assert res.exit_code == 2 and "MaxWait >= MaxRuntime" in res.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--backend", "local", "--instance", "p3.2xlarge"], "--instance applies only to cloud"),
+        (["--backend", "local", "--spot", "--region", "x"], "--spot, --region apply only"),
+        (["--backend", "sagemaker"], "needs an instance type"),
+        (["--backend", "sagemaker", "--instance", "p9.big"], "Unknown instance type"),
+        (
+            ["--backend", "sagemaker", "--instance", "p3.2xlarge", "--max-wait", "1h"],
+            "spot jobs only",
+        ),
+        (
+            ["--backend", "sagemaker", "--instance", "p3.2xlarge", "--max-runtime", "soon"],
+            "not a duration",
+        ),
+    ],
+)
+def test_bad_options(tiny_dataset, args, message):
+    res = cli("launch", "smoke-resnet18", "--dataset", str(tiny_dataset), *args, "--dry-run")
+    assert res.exit_code == 2 and message in res.output and "To fix:" in res.output
+
+
+def test_launch_follows_to_the_end(cloud, fast, tiny_dataset):
+    cloud.script(h.ON_DEMAND)
+    res = cli(*SMOKE, "--dataset", str(tiny_dataset), "--instance", "p3.2xlarge")
+    assert res.exit_code == 0, res.output
+    out = res.output
+    assert "Dataset at s3://finetune-test-bucket/finetune/datasets/shapes-" in out
+    assert "running: Downloading: Downloading input data" in out
+    assert "completed: Completed: Training job completed" in out
+    run = _only_run()
+    assert run.status == "completed" and run.billable_seconds == 620
+    assert f"cost       EUR {run.cost_eur:.2f}" in out
+
+
+def test_detach_then_runs_show_logs_stop(cloud, fast, tiny_dataset):
+    res = cli(*SMOKE, "--dataset", str(tiny_dataset), "--instance", "p3.2xlarge", "--detach")
+    assert res.exit_code == 0, res.output
+    run = _only_run()
+    job = run.backend_ref.rsplit("/", 1)[1]
+    cloud.script([h.step("InProgress", "Training", 60)], job=job)
+    shown = json.loads(cli("runs", "show", run.id, "--json").output)
+    assert shown["status"] == "running" and shown["region"] == "eu-west-1"
+    from .test_sm_logs_metrics import _put_logs
+
+    _put_logs(job, "algo-1", ["hello from the container"])
+    assert cli("runs", "logs", run.id).output == "hello from the container\n"
+    res = cli("runs", "stop", run.id)
+    assert res.exit_code == 0, res.output
+    assert [c.json["TrainingJobName"] for c in cloud.requests("StopTrainingJob")] == [job]
+    assert _only_run().status == "stopping"
+
+
+def test_resume_starts_a_new_job_on_the_same_checkpoints(cloud, fast, tiny_dataset):
+    cloud.script(h.SPOT_MAX_WAIT)
+    res = cli(*SMOKE, "--dataset", str(tiny_dataset), "--instance", "p3.2xlarge", "--spot")
+    assert res.exit_code == 1 and "interrupted" in res.output  # not completed: non-zero
+    run = _only_run()
+    cloud.script(h.ON_DEMAND)
+    res = cli("launch", "--resume", run.id)
+    assert res.exit_code == 0, res.output
+    first, second = (c.json for c in cloud.requests("CreateTrainingJob"))
+    assert second["TrainingJobName"] == first["TrainingJobName"] + "-r1"
+    assert second["CheckpointConfig"] == first["CheckpointConfig"]
+    assert second["EnableManagedSpotTraining"] is True  # the stored options
+    assert _only_run().status == "completed"
+
+
+def test_ctrl_c_can_stop_the_job(cloud, fast, tiny_dataset, monkeypatch):
+    from finetune.cli import _follow
+
+    calls = {"n": 0}
+    real_logs = SageMakerBackend.logs
+
+    def interrupted_once(self, run, offset=0):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise KeyboardInterrupt
+        return real_logs(self, run, offset)
+
+    monkeypatch.setattr(SageMakerBackend, "logs", interrupted_once)
+    monkeypatch.setattr(_follow, "_ask_stop", lambda run: True)  # the user answers "s"
+    training = [h.step("InProgress", "Training", t) for t in (60, 70, 80)]
+    cloud.script([*training, h.step("Stopped", "Stopped", 90, BillableTimeInSeconds=90)])
+    res = cli(*SMOKE, "--dataset", str(tiny_dataset), "--instance", "p3.2xlarge")
+    assert "Stopping" in res.output and len(cloud.requests("StopTrainingJob")) == 1
+    assert _only_run().status == "stopped"
+
+
+def test_a_dataset_already_in_s3_is_used_as_is(cloud, fast, tiny_dataset):
+    res = cli(*SMOKE, "--dataset", str(tiny_dataset), "--instance", "p3.2xlarge", "--detach")
+    assert res.exit_code == 0, res.output
+    (first,) = (c.json for c in cloud.requests("CreateTrainingJob"))
+    train = first["InputDataConfig"][0]["DataSource"]["S3DataSource"]["S3Uri"]
+    prefix = train.removesuffix("train/")
+    cloud.reset()
+    res = cli(*SMOKE, "--dataset", prefix.rstrip("/"), "--instance", "p3.2xlarge", "--detach")
+    assert res.exit_code == 0, res.output
+    (second,) = (c.json for c in cloud.requests("CreateTrainingJob"))
+    assert second["InputDataConfig"] == first["InputDataConfig"]
+    assert second["HyperParameters"] == first["HyperParameters"]
+    assert "PutObject" not in cloud.actions()
+
+
+def test_an_s3_dataset_that_is_not_there(cloud, tiny_dataset):
+    uri = "s3://finetune-test-bucket/finetune/datasets/nothing-000000000000/"
+    res = cli(*SMOKE, "--dataset", uri, "--instance", "p3.2xlarge", "--dry-run")
+    assert res.exit_code == 3 and "no dataset was uploaded there" in res.output

@@ -1,0 +1,120 @@
+"""Offline pre-flight checks and the status mapping: pure functions, no AWS."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from finetune.backends import preflight as pf
+from finetune.backends import sagemaker_status as st
+from finetune.backends.sagemaker_submit import next_attempt
+
+ROLE = "arn:aws:iam::123456789012:role/finetune-sagemaker"
+IMAGE = "123456789012.dkr.ecr.eu-west-1.amazonaws.com/finetune:0.1.0"
+
+
+def req(**changes) -> dict:
+    base = {
+        "TrainingJobName": "finetune-20261122-101500-a3f9",
+        "RoleArn": ROLE,
+        "AlgorithmSpecification": {"TrainingImage": IMAGE},
+        "ResourceConfig": {"InstanceType": "ml.p3.8xlarge"},
+        "StoppingCondition": {"MaxRuntimeInSeconds": 3600, "MaxWaitTimeInSeconds": 7200},
+        "EnableManagedSpotTraining": True,
+        "CheckpointConfig": {"S3Uri": "s3://b/c/"},
+        "InputDataConfig": [],
+        "HyperParameters": {"lr": "0.1"},
+        "Environment": {},
+    }
+    return {**base, **changes}
+
+
+def whats(problems) -> str:
+    return " | ".join(p.what for p in problems)
+
+
+def test_a_good_request_passes():
+    assert pf.check_request(req(), "eu-west-1") == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        ({"TrainingJobName": "x" * 64}, "is not 1-63"),
+        ({"TrainingJobName": "run_1"}, "is not 1-63"),
+        ({"RoleArn": "finetune-sagemaker"}, "not an IAM role ARN"),
+        ({"RoleArn": None}, "no execution role"),
+        (
+            {"StoppingCondition": {"MaxRuntimeInSeconds": 3600, "MaxWaitTimeInSeconds": 60}},
+            "--max-wait",
+        ),
+        ({"ResourceConfig": {"InstanceType": "ml.p9.8xlarge"}}, "Unknown instance type"),
+        ({"AlgorithmSpecification": {"TrainingImage": "finetune:latest"}}, "not an ECR image"),
+        ({"HyperParameters": {"weights": "s3://u:hunter2@host/w"}}, "password in a URL"),
+        ({"Environment": {"DB_PASSWORD": "x"}}, "environment variable DB_PASSWORD"),
+        ({"Environment": {"KEY": "-----BEGIN RSA PRIVATE KEY-----"}}, "a private key"),
+        ({"VpcConfig": {"Subnets": ["s-1"], "SecurityGroupIds": []}}, "needs both subnets"),
+    ],
+)
+def test_each_problem_is_found_with_a_fix(changes, expected):
+    problems = pf.check_request(req(**changes), "eu-west-1")
+    assert expected in whats(problems)
+    assert all(p.fix for p in problems)
+
+
+def test_image_region_must_match_the_job():
+    assert "job runs in us-east-1" in whats(pf.check_request(req(), "us-east-1"))
+
+
+def test_errors_list_every_problem():
+    err = pf.PreflightError(pf.check_request(req(RoleArn="x", TrainingJobName="a_b"), "eu-west-1"))
+    assert len(err.problems) == 2 and "To fix:" in str(err)
+
+
+def test_budget():
+    assert pf.check_budget(3.0, 3600, 2, 6.0) == []
+    (problem,) = pf.check_budget(3.0, 3600, 2, 5.0)
+    assert "EUR 6.00" in problem.what and "50 minutes" in problem.fix
+
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def at(seconds):
+    return T0 + timedelta(seconds=seconds)
+
+
+def test_states():
+    assert (
+        st.state_of({"TrainingJobStatus": "InProgress", "SecondaryStatus": "Starting"})
+        == "submitted"
+    )
+    assert (
+        st.state_of({"TrainingJobStatus": "InProgress", "SecondaryStatus": "Interrupted"})
+        == "running"
+    )
+    assert st.state_of({"TrainingJobStatus": "Stopping"}) == "stopping"
+    assert st.state_of({"TrainingJobStatus": "Stopped", "SecondaryStatus": "Stopped"}) == "stopped"
+    limit = {"TrainingJobStatus": "Stopped", "SecondaryStatus": "MaxRuntimeExceeded"}
+    assert st.state_of(limit) == "interrupted"
+    assert "--max-runtime" in st.reason_of({**limit, "StoppingCondition": {}}, "interrupted", "r")
+
+
+def test_interrupted_seconds_while_still_waiting():
+    transitions = [
+        {"Status": "Training", "StartTime": at(0)},
+        {"Status": "Interrupted", "StartTime": at(100)},
+        {"Status": "Starting", "StartTime": at(150)},
+    ]
+    assert st.interrupted_seconds(transitions, now=at(400).timestamp()) == 300
+    transitions.append({"Status": "Training", "StartTime": at(500)})
+    transitions.append({"Status": "Interrupted", "StartTime": at(600), "EndTime": at(610)})
+    transitions.append({"Status": "Training", "StartTime": at(610)})
+    assert st.interrupted_seconds(transitions) == 400 + 10
+
+
+def test_next_attempt_names():
+    assert next_attempt(None) == 0
+    assert next_attempt("arn:aws:sagemaker:r:1:training-job/finetune-2026-a3f9") == 1
+    assert next_attempt("arn:aws:sagemaker:r:1:training-job/finetune-2026-a3f9-r1") == 2
