@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import replace
+from pathlib import Path
 
 from finetune.agent import protocol as p
 from finetune.backends import (
@@ -42,7 +43,11 @@ class Ec2Backend:
     # -- submit ---------------------------------------------------------------------------
     def submit(self, plan, run) -> str:
         """Start (or resume) the run on a new instance; returns its instance id."""
-        state = ec2_prepare_state(self, plan, run)
+        with _locked(run):
+            return self._submit(plan, run)
+
+    def _submit(self, plan, run) -> str:
+        state = ec2_prepare.state_for(plan, run, self.options, self._clients)
         cur = state.current
         if cur and cur.open:
             self._settle(run, state)  # an attempt that ended unseen is closed first
@@ -111,7 +116,15 @@ class Ec2Backend:
 
     # -- status ---------------------------------------------------------------------------
     def status(self, run) -> Status:
-        state = Ec2State.load(run.run_dir) if run.run_dir else None
+        """Where the run is; closes ended attempts and relaunches after spot interruptions.
+        One process at a time per run (`launch` following while `runs show` looks)."""
+        if not run.run_dir:
+            return Status("submitted", detail="no instance launched yet")
+        with _locked(run):
+            return self._status(run)
+
+    def _status(self, run) -> Status:
+        state = Ec2State.load(run.run_dir)
         if state is None or state.current is None:
             return Status("submitted", detail="no instance launched yet")
         if state.done:
@@ -273,22 +286,15 @@ class Ec2Backend:
             action(ledger)
 
 
-def ec2_prepare_state(backend: Ec2Backend, plan, run) -> Ec2State:
-    """The run's state: loaded (resume, retry), or created with its S3 prefix filled."""
-    state = Ec2State.load(run.run_dir)
-    options = backend.options or (state.options if state else Ec2Options())
-    if state is None:
-        ec2_prepare.preflight(plan, options)
-        state = ec2_prepare.new_state(plan, run, options, backend._clients)
-        state.save(run.run_dir)
-    elif backend.options is not None:
-        state.options = backend.options
-    return state
-
-
 def _with_facts(status: Status, state: Ec2State) -> Status:
     """The ledger's money columns travel with the status (Status.facts)."""
     return replace(status, facts={**ec2_cost.ledger_fields(state), "region": state.region})
+
+
+def _locked(run):
+    from filelock import FileLock
+
+    return FileLock(str(Path(run.run_dir) / "ec2.lock"), timeout=300)
 
 
 def _plan(run):

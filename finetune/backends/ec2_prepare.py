@@ -65,6 +65,20 @@ def image(options: Ec2Options) -> str:
     return found
 
 
+def state_for(plan, run, options: Ec2Options | None, clients) -> Ec2State:
+    """The run's state: loaded (resume, retried launch; new ``options`` replace the stored
+    ones), or created, with the run's S3 prefix filled first."""
+    state = Ec2State.load(run.run_dir)
+    if state is None:
+        options = options or Ec2Options()
+        preflight(plan, options)
+        state = new_state(plan, run, options, clients)
+        state.save(run.run_dir)
+    elif options is not None:
+        state.options = options
+    return state
+
+
 def new_state(plan, run, options: Ec2Options, clients) -> Ec2State:
     """The run's S3 prefix filled (dataset, plan) and its state record started."""
     from finetune.aws.errors import aws_errors

@@ -62,7 +62,7 @@ def test_stop_then_resume_continues_from_the_checkpoint(tiny_dataset):
     res = _cli("launch", *SMOKE, "--dataset", str(tiny_dataset), "epochs=6", "--detach")
     assert res.exit_code == 0, res.output
     run, _ = _run()
-    _wait(lambda: _run()[1])  # at least one epoch done
+    _wait(lambda: _show(run.id)["epochs"])  # at least one epoch done (show syncs the ledger)
     assert _cli("runs", "stop", run.id).exit_code == 0
     stopped = _wait(
         lambda: (
@@ -100,6 +100,12 @@ def test_killed_runner_is_reported_interrupted(tiny_dataset):
         )
     )
     assert shown["status"] in ("interrupted", "failed")
+
+
+def _show(run_id: str) -> dict:
+    res = _cli("runs", "show", run_id, "--json")
+    assert res.exit_code == 0, res.output
+    return json.loads(res.output)
 
 
 def _read(run_dir: str, name: str) -> dict | None:

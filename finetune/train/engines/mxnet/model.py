@@ -9,7 +9,6 @@ only inside the builder: it is slow to import and pulls in matplotlib.
 
 from __future__ import annotations
 
-import logging
 import warnings
 
 import mxnet as mx
@@ -30,8 +29,6 @@ SUPPORTED = sorted(
     [f"resnet{d}{v}" for v, depths in _DEPTHS.items() for d in depths] + list(SYMBOL_MODELS)
 )
 CUT_LAYER = "flatten0_output"
-
-log = logging.getLogger(__name__)
 
 
 def check_name(model: str) -> None:
