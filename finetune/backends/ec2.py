@@ -77,7 +77,7 @@ class Ec2Backend:
         )
         prices = {c: ec2_cost.hourly_price(c.instance_type, region, c.spot, ec2) for c in choices}
         dearest = max((usd for usd, _ in prices.values() if usd), default=None)
-        cap = self._runtime_cap(state, dearest)  # whichever choice launches, --max-eur holds
+        cap = ec2_cost.runtime_cap(state, dearest)  # whichever choice launches, --max-eur holds
         base = ec2_launch.base_spec(run.id, state, choices[0], ami, root, cap)
         launched = ec2_launch.launch(ec2, base, choices, subnets, groups)
         spec, inst = launched.spec, launched.instance
@@ -97,22 +97,6 @@ class Ec2Backend:
         state.tried = launched.tried
         state.save(run.run_dir)
         return record
-
-    def _runtime_cap(self, state: Ec2State, usd_per_hour: float | None) -> int:
-        """--max-runtime, shortened so that --max-eur cannot be exceeded (dead-man switch)."""
-        opts = state.options
-        cap = opts.max_runtime_s
-        eph = ec2_cost.eur_per_hour(usd_per_hour)
-        if opts.max_eur is not None and eph:
-            left = opts.max_eur - (ec2_cost.eur_spent(state) or 0.0)
-            cap = min(cap, int(left / eph * 3600))
-            if cap < 600:
-                raise UsageError(
-                    f"--max-eur {opts.max_eur:g} leaves {max(left, 0):.2f} EUR: under 10 minutes "
-                    f"at {eph:.2f} EUR/h",
-                    "raise --max-eur or pick a cheaper instance.",
-                )
-        return int(cap)
 
     # -- status ---------------------------------------------------------------------------
     def status(self, run) -> Status:

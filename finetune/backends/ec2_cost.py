@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from finetune.backends.ec2_state import AttemptRecord, Ec2State
-from finetune.errors import FinetuneError
+from finetune.errors import FinetuneError, UsageError
 
 
 def hourly_price(instance_type: str, region: str, spot: bool, ec2=None) -> tuple[float | None, str]:
@@ -96,3 +96,21 @@ def _eur_rate():
         return fx.eur_rate()
     except (ImportError, FinetuneError):
         return None
+
+
+def runtime_cap(state: Ec2State, usd_per_hour: float | None) -> int:
+    """--max-runtime, shortened so that --max-eur cannot be exceeded: the user data's dead-man
+    switch then ends the instance before the money runs out."""
+    opts = state.options
+    cap = opts.max_runtime_s
+    eph = eur_per_hour(usd_per_hour)
+    if opts.max_eur is not None and eph:
+        left = opts.max_eur - (eur_spent(state) or 0.0)
+        cap = min(cap, int(left / eph * 3600))
+        if cap < 600:
+            raise UsageError(
+                f"--max-eur {opts.max_eur:g} leaves {max(left, 0):.2f} EUR: under 10 minutes "
+                f"at {eph:.2f} EUR/h",
+                "raise --max-eur or pick a cheaper instance.",
+            )
+    return int(cap)
