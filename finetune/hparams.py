@@ -27,7 +27,9 @@ class TrainHyperparameters(BaseModel):
     # model
     model: str = "resnet50_v1"  # GluonCV model-zoo name, or "imagenet11k-resnet-152"
     pretrained: bool = True
-    weights: str = ""  # file name or path of pretrained weights; "" = look in the cache
+    # "" = search the pretrained channel, then $MXNET_HOME/models; a file path; or
+    # "download" to allow fetching from the model zoo (checksummed)
+    weights: str = ""
     num_classes: int = Field(gt=1)
     freeze_backbone: bool = False
     head_lr_mult: float = Field(1.0, gt=0)

@@ -35,7 +35,8 @@ class EpochMetrics(BaseModel):
 
     def log_line(self) -> str:
         """'finetune-metrics epoch=0 train_acc=0.5 ...' -- stable names, for regexes."""
-        fields = self.model_dump(exclude_none=True)
+        # the wall-clock time stays in metrics.jsonl: '%g' would print it as 1.8e+09
+        fields = self.model_dump(exclude_none=True, exclude={"time"})
         return LOG_PREFIX + " " + " ".join(f"{k}={_fmt(v)}" for k, v in fields.items())
 
 
