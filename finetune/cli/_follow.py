@@ -13,7 +13,7 @@ def print_plan(plan) -> None:
         typer.echo(f"  {line}")
 
 
-def _epoch_line(e) -> str:
+def epoch_line(e) -> str:
     val = f" val_acc {e.val_acc:.3f}" if e.val_acc is not None else ""
     return (
         f"  epoch {e.epoch + 1}: {e.samples_per_sec:,.1f} img/s, {e.epoch_seconds:.1f} s, "
@@ -33,7 +33,7 @@ def follow_run(run, backend, ledger, detach: bool, as_json: bool) -> None:
 
     def on_update(run, status, epochs, text):
         for e in epochs[shown["epochs"] :]:
-            typer.echo(f"{_epoch_line(e)}  [{e.epoch + 1}/{total}]", err=True)
+            typer.echo(f"{epoch_line(e)}  [{e.epoch + 1}/{total}]", err=True)
         shown["epochs"] = max(shown["epochs"], len(epochs))
         if status.detail and status.detail != shown.get("detail"):  # e.g. EC2 img/s, relaunch
             typer.echo(f"  {status.state}: {status.detail}", err=True)

@@ -9,23 +9,61 @@ import typer
 
 def demo(
     workdir: Path = typer.Option(
-        None, "--dir", help="Work folder for images, dataset and runs. Default: <data dir>/demo."
+        None, "--dir", help="Work folder for images and datasets. Default: <data dir>/demo."
     ),
-    classes: int = typer.Option(6, min=2, help="Number of generated classes."),
-    per_class: int = typer.Option(40, min=4, help="Generated images per class."),
+    classes: int = typer.Option(6, min=2, help="Classes of the target task."),
+    per_class: int = typer.Option(40, min=8, help="Generated images per class."),
+    epochs: int = typer.Option(4, min=1, help="Epochs of each training run."),
 ) -> None:
-    """Generate a small learnable image set, prepare it into RecordIO, and show the result:
-    the whole product offline, with no AWS account and no GPU."""
+    """The whole product offline, with no AWS account and no GPU: generate two small image
+    sets, prepare them into RecordIO, pre-train ResNet-18 on one, fine-tune it on the other
+    (weights loaded, classifier head replaced), and report both runs."""
     from finetune import settings
+    from finetune.cli._follow import epoch_line
     from finetune.cli._render import progress_bars
     from finetune.data.summary import summary_lines
-    from finetune.demo import DemoSpec, images_step, prepare_step
+    from finetune.demo import (
+        DemoSpec,
+        finetune_overrides,
+        prepare_step,
+        pretrain_overrides,
+        train_step,
+        weights_of,
+    )
+    from finetune.errors import FinetuneError
 
-    spec = DemoSpec(workdir or settings.get().data_dir / "demo", classes, per_class)
-    typer.echo(f"1/2 Generating {classes} classes x {per_class} images under {spec.workdir}")
-    images = images_step(spec)
-    typer.echo("2/2 Preparing RecordIO")
+    spec = DemoSpec(workdir or settings.get().data_dir / "demo", classes, per_class, epochs=epochs)
+    typer.echo(f"1/4 Generating and preparing images under {spec.workdir}")
     with progress_bars() as progress:
-        result = prepare_step(spec, images, progress)
-    for line in summary_lines(result.manifest, result.out, result.reused):
+        source = prepare_step(spec, "source", progress)
+        target = prepare_step(spec, "target", progress)
+    for line in summary_lines(target.manifest, target.out, target.reused):
         typer.echo(line)
+    typer.echo(
+        f"2/4 Pre-training ResNet-18 on the source task ({source.manifest.num_classes} "
+        "classes, random init): stands in for ImageNet weights, offline"
+    )
+    show = lambda e: typer.echo(epoch_line(e))  # noqa: E731
+    pre = train_step(source.out, pretrain_overrides(spec), show)
+    if pre.status != "completed":
+        raise FinetuneError(
+            f"pre-training run {pre.id} ended {pre.status}: {pre.exit_reason}",
+            f"see `finetune runs logs {pre.id}`.",
+        )
+    typer.echo(
+        f"3/4 Fine-tuning on the target task ({target.manifest.num_classes} classes) "
+        f"from those weights; the classifier head is replaced"
+    )
+    run = train_step(target.out, finetune_overrides(spec, weights_of(pre)), show)
+    typer.echo("4/4 Report")
+    from finetune.report.render import build_report, render
+    from finetune.runs.facts import finished_facts
+    from finetune.runs.ledger import open_default
+
+    with open_default() as ledger:
+        typer.echo(render(build_report(finished_facts(ledger, [pre.id, run.id])), "table"))
+    typer.echo(
+        f"Next: `finetune runs show {run.id}`, `finetune cost-report`, `finetune launch --help`."
+    )
+    if run.status != "completed":
+        raise typer.Exit(1)

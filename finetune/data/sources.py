@@ -8,6 +8,7 @@ checksum of your own (for a mirror, or a repacked archive).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import http.client
 import os
@@ -77,10 +78,9 @@ def cached_digests(path: Path, progress: Progress | None = None) -> Digests:
     except (OSError, ValueError, KeyError):
         pass
     d = digests(path, progress("verify", st.st_size) if progress else None)
-    try:
+    # a read-only archive location just means hashing again next time
+    with contextlib.suppress(OSError):
         sidecar.write_text(json.dumps({"key": key, **d.__dict__}))
-    except OSError:
-        pass  # a read-only archive location just means hashing again next time
     return d
 
 

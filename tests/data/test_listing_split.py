@@ -55,7 +55,7 @@ def test_missing_root_and_empty_classes(tmp_path):
         list_images(tmp_path)
     _touch(tmp_path, "a/1.jpg", "b/readme.txt")
     (tmp_path / "c").mkdir()
-    with pytest.raises(DataError, match="2 class folder.*b, c") as err:
+    with pytest.raises(DataError, match=r"2 class folder.*b, c") as err:
         list_images(tmp_path)
     assert "--exclude" in str(err.value)
     assert list_images(tmp_path, exclude=("b", "c")).classes == ["a"]

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from finetune.data import lst, manifest as mf
+from finetune.data import lst
+from finetune.data import manifest as mf
 from finetune.data.datasets import prepare_folder
 from finetune.data.recordio import RecordReader, unpack_header
 from finetune.errors import DataError
@@ -59,7 +60,7 @@ def test_rerun_reuses_and_different_dataset_is_refused(image_folder, tmp_path):
     again = prepare_folder(image_folder, out, "shapes", P, workers=1)
     assert again.reused and again.manifest.files == first.manifest.files
     before = _files(out)
-    with pytest.raises(DataError, match="(?s)different dataset.*--overwrite"):
+    with pytest.raises(DataError, match=r"(?s)different dataset.*--overwrite"):
         prepare_folder(image_folder, out, "shapes", {**P, "resize": 32}, workers=1)
     assert _files(out) == before  # nothing destroyed
     res = prepare_folder(image_folder, out, "shapes", {**P, "resize": 32}, overwrite=True)

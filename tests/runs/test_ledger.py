@@ -58,7 +58,7 @@ def test_unknown_and_ambiguous_ids(tmp_path):
         led.create(_run("ft-a-2"))
         with pytest.raises(DataError, match="matches 2 runs"):
             led.get("ft-a")
-        with pytest.raises(DataError, match='Did you mean "ft-a-[12]"'):
+        with pytest.raises(DataError, match=r'Did you mean "ft-a-[12]"'):
             led.get("ft-a-3")
         with pytest.raises(DataError, match="finetune runs list"):
             led.update("nope", status="failed")

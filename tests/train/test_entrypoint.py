@@ -66,6 +66,7 @@ def test_short_run_writes_model_metrics_and_no_failure(tmp_path, tiny_dataset, r
     assert {p.name for p in model_dir.iterdir()} >= {
         "model-symbol.json",
         "model-0000.params",
+        "gluon.params",
         "classes.json",
         "hyperparameters.json",
     }

@@ -16,6 +16,7 @@ import mxnet as mx
 from finetune.hparams import TrainHyperparameters
 
 PREFIX = "model"
+GLUON_PARAMS = "gluon.params"
 
 
 def save_model(net, model_dir: Path, classes: list[str], hp: TrainHyperparameters, ctx) -> None:
@@ -25,6 +26,9 @@ def save_model(net, model_dir: Path, classes: list[str], hp: TrainHyperparameter
     # export needs a graph built by a forward pass; a run resumed after its last epoch has none
     net(mx.nd.zeros((1, 3, hp.image_size, hp.image_size), ctx=ctx))
     net.export(str(model_dir / PREFIX), epoch=0)
+    # the same weights in Gluon's own format (structured names, as the model zoo ships them):
+    # usable as `weights=` of a later fine-tuning run, which replaces the head
+    net.save_parameters(str(model_dir / GLUON_PARAMS))
     classes_doc = {
         "classes": classes,
         "image_size": hp.image_size,
