@@ -12,8 +12,8 @@ def demo(
         None, "--dir", help="Work folder for images and datasets. Default: <data dir>/demo."
     ),
     classes: int = typer.Option(6, min=2, help="Classes of the target task."),
-    per_class: int = typer.Option(40, min=8, help="Generated images per class."),
-    epochs: int = typer.Option(4, min=1, help="Epochs of each training run."),
+    per_class: int = typer.Option(60, min=8, help="Generated images per class."),
+    epochs: int = typer.Option(8, min=1, help="Epochs of each training run."),
 ) -> None:
     """The whole product offline, with no AWS account and no GPU: generate two small image
     sets, prepare them into RecordIO, pre-train ResNet-18 on one, fine-tune it on the other
