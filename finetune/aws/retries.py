@@ -13,28 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-# Error codes that mean "slow down or try again", across the services we call.
-RETRYABLE_CODES = frozenset(
-    {
-        "Throttling",
-        "ThrottlingException",
-        "ThrottledException",
-        "TooManyRequestsException",
-        "RequestLimitExceeded",
-        "RequestThrottled",
-        "RequestThrottledException",
-        "ProvisionedThroughputExceededException",
-        "SlowDown",
-        "ServiceUnavailable",
-        "ServiceUnavailableException",
-        "InternalError",
-        "InternalFailure",
-        "InternalServerError",
-        "RequestTimeout",
-        "RequestTimeoutException",
-        "PriorRequestNotComplete",
-    }
-)
 THROTTLING_CODES = frozenset(
     {
         "Throttling",
@@ -48,6 +26,17 @@ THROTTLING_CODES = frozenset(
         "SlowDown",
     }
 )
+# Error codes that mean "slow down or try again", across the services we call.
+RETRYABLE_CODES = THROTTLING_CODES | {
+    "ServiceUnavailable",
+    "ServiceUnavailableException",
+    "InternalError",
+    "InternalFailure",
+    "InternalServerError",
+    "RequestTimeout",
+    "RequestTimeoutException",
+    "PriorRequestNotComplete",
+}
 
 sleep = time.sleep  # module attribute so tests can count delays instead of waiting
 

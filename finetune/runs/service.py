@@ -21,29 +21,32 @@ def runs_dir() -> Path:
     return settings.get().data_dir / "runs"
 
 
+def new_run(plan, backend_name: str, run_id: str, run_dir: Path) -> Run:
+    """The ledger row for a new run of ``plan`` (not yet stored)."""
+    r = plan.resources
+    return Run(
+        id=run_id,
+        created_at=time.time(),
+        recipe=plan.recipe.name,
+        dataset=plan.dataset.path,
+        backend=backend_name,
+        status="submitted",
+        plan=plan.model_dump(mode="json"),
+        instance_type=r.instance_type,
+        instance_count=r.hosts,
+        devices_per_host=r.devices_per_host,
+        device_kind=r.device,
+        spot=r.spot,
+        run_dir=str(run_dir),
+    )
+
+
 def launch(plan, backend: Backend, ledger: Ledger) -> Run:
     """Record a new run, then submit it; a failed submit is recorded as failed."""
-    r = plan.resources
     run_id = new_run_id()
     run_dir = runs_dir() / run_id
     run_dir.mkdir(parents=True)
-    run = ledger.create(
-        Run(
-            id=run_id,
-            created_at=time.time(),
-            recipe=plan.recipe.name,
-            dataset=plan.dataset.path,
-            backend=backend.name,
-            status="submitted",
-            plan=plan.model_dump(mode="json"),
-            instance_type=r.instance_type,
-            instance_count=r.hosts,
-            devices_per_host=r.devices_per_host,
-            device_kind=r.device,
-            spot=r.spot,
-            run_dir=str(run_dir),
-        )
-    )
+    run = ledger.create(new_run(plan, backend.name, run_id, run_dir))
     return _submit(plan, backend, ledger, run)
 
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import time
-
 from finetune.plan import Resources, build_plan
+from finetune.runs import service
 from finetune.runs.ledger import Ledger, Run, new_run_id
 
 
@@ -27,22 +26,7 @@ def new_run(tmp_path, plan) -> Run:
     run_id = new_run_id()
     run_dir = tmp_path / "runs" / run_id
     run_dir.mkdir(parents=True)
-    r = plan.resources
-    return Run(
-        id=run_id,
-        created_at=time.time(),
-        recipe=plan.recipe.name,
-        dataset=plan.dataset.path,
-        backend="sagemaker",
-        status="submitted",
-        plan=plan.model_dump(mode="json"),
-        instance_type=r.instance_type,
-        instance_count=r.hosts,
-        devices_per_host=r.devices_per_host,
-        device_kind=r.device,
-        spot=r.spot,
-        run_dir=str(run_dir),
-    )
+    return service.new_run(plan, "sagemaker", run_id, run_dir)
 
 
 def ledger_at(tmp_path) -> Ledger:
