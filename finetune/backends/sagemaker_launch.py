@@ -50,8 +50,9 @@ def build_plan(recipe, dataset: str | None, res, overrides, region: str | None =
     return with_estimate(plan, region)
 
 
-def with_estimate(plan, region: str | None):
-    """The plan with report.estimate's figures; unchanged where there is no price."""
+def with_estimate(plan, region: str | None, backend: str = "sagemaker"):
+    """The plan with report.estimate's figures for ``backend`` (sagemaker: ml.* prices, ec2:
+    EC2 prices); unchanged where no region is known."""
     if not region:
         return plan
     from finetune.report.estimate import estimate_run
@@ -65,7 +66,7 @@ def with_estimate(plan, region: str | None):
             images_per_epoch=plan.dataset.train_count,
             epochs=plan.recipe.schedule.epochs,
             instance_count=res.hosts,
-            backend="sagemaker",
+            backend=backend,
             use_spot=res.spot,
         )
     except FinetuneError as exc:

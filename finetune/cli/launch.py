@@ -131,6 +131,11 @@ def launch(
         plan = sm.build_plan(recipe, dataset, resources, overrides or (), sm_opts)
     else:
         plan = build_plan(recipe, dataset, resources, overrides or ())
+    if backend == "ec2":  # every cloud plan shows what it will cost, before anything runs
+        from finetune.aws.session import configured_region
+        from finetune.backends.sagemaker_launch import with_estimate
+
+        plan = with_estimate(plan, configured_region(None) or "us-east-1", "ec2")
     if dry_run:
         echo_json(plan.model_dump(mode="json")) if as_json else print_plan(plan)
         if backend == "sagemaker" and not as_json:
