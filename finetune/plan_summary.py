@@ -1,0 +1,66 @@
+"""What `launch --dry-run` shows of a Plan: one (label, value) row per fact."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from finetune.plan import Plan
+    from finetune.recipes.model import Recipe
+
+
+def summary_rows(plan: Plan) -> list[tuple[str, str]]:
+    """(label, value) rows describing ``plan``, for people."""
+    r, ds, res, der = plan.recipe, plan.dataset, plan.resources, plan.derived
+    where = res.backend + (f" {res.instance_type}" if res.instance_type else "")
+    where += " (spot)" if res.spot else ""
+    rows = [
+        ("recipe", r.name + (f" with {' '.join(plan.overrides)}" if plan.overrides else "")),
+        ("model", f"{r.model.name} ({_weights(r)})"),
+        ("dataset", f"{ds.name} at {ds.path}"),
+        ("classes", f"{ds.num_classes} ({ds.train_count} train / {ds.val_count} val images)"),
+        ("resources", f"{where}: {res.hosts} host(s) x {res.devices_per_host} {res.device}"),
+        ("batch", f"{r.train.batch_per_gpu} per device -> {der.global_batch} global"),
+        ("lr", f"{r.optimizer.lr_per_gpu:g} per device -> {der.lr:g} (x{der.devices} devices)"),
+        ("warmup", _warmup(plan)),
+        ("schedule", _schedule(r)),
+        ("epochs", f"{r.schedule.epochs} x {der.steps_per_epoch} steps/epoch"),
+        (
+            "optimizer",
+            f"{r.optimizer.name} momentum {r.optimizer.momentum:g} "
+            f"wd {r.optimizer.wd:g}, {r.data.image_size} px, {r.data.augmentation}",
+        ),
+    ]
+    return rows + _estimate_rows(plan.estimate)
+
+
+def _weights(r: Recipe) -> str:
+    if not r.model.pretrained:
+        return "random init"
+    return f"pretrained: {r.model.weights}" if r.model.weights else "pretrained"
+
+
+def _warmup(plan: Plan) -> str:
+    der = plan.derived
+    if not der.warmup_steps:
+        return "none"
+    begin = min(plan.recipe.optimizer.lr_per_gpu, der.lr)
+    return f"{der.warmup_epochs:g} epoch(s) = {der.warmup_steps} steps, {begin:g} -> {der.lr:g}"
+
+
+def _schedule(r: Recipe) -> str:
+    s = r.schedule
+    if s.kind == "step" and s.steps:
+        return f"step: x{s.factor:g} at epoch(s) {', '.join(f'{e:g}' for e in s.steps)}"
+    return {"cosine": "cosine to 0", "step": "constant (no steps)"}.get(s.kind, s.kind)
+
+
+def _estimate_rows(estimate: dict[str, Any] | None) -> list[tuple[str, str]]:
+    if not estimate:
+        return []
+    summary = estimate.get("summary")
+    if summary:
+        lines = [summary] if isinstance(summary, str) else list(summary)
+    else:
+        lines = [f"{k} {v}" for k, v in estimate.items() if isinstance(v, str | int | float)]
+    return [("estimate" if i == 0 else "", line) for i, line in enumerate(lines)]
