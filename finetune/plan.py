@@ -137,12 +137,13 @@ class Plan(_Frozen):
 
 def build_plan(
     recipe: Recipe | str | Path,
-    dataset_dir: str | Path | None = None,
+    dataset_dir: str | Path | DatasetSummary | None = None,
     resources: Resources | None = None,
     overrides: Sequence[str] = (),
 ) -> Plan:
-    """Resolve recipe (name, path or Recipe) + overrides, read the dataset's manifest, and
-    derive global batch, scaled learning rate, warmup and steps for ``resources``."""
+    """Resolve recipe (name, path or Recipe) + overrides, read the dataset's manifest (or take
+    a ready DatasetSummary, e.g. of a dataset already in S3), and derive global batch, scaled
+    learning rate, warmup and steps for ``resources``."""
     from finetune.recipes.loading import load_recipe, with_overrides
 
     if isinstance(recipe, Recipe):
@@ -150,7 +151,10 @@ def build_plan(
     else:
         recipe = load_recipe(recipe, overrides)
     resources = resources or Resources()
-    dataset = summarize_dataset(_dataset_dir(recipe, dataset_dir))
+    if isinstance(dataset_dir, DatasetSummary):
+        dataset = dataset_dir
+    else:
+        dataset = summarize_dataset(_dataset_dir(recipe, dataset_dir))
     _check_fit(recipe, dataset)
     derived = derive(recipe, dataset, resources)
     hp = hyperparameters(recipe, dataset, resources, derived)

@@ -75,26 +75,11 @@ def with_estimate(plan, region: str | None, backend: str = "sagemaker"):
 
 
 def _plan_for_s3(recipe, uri: str, res, overrides, region):
-    """Plan from the manifest stored under an uploaded dataset prefix (adapter: plan.build_plan
-    takes only local folders; see the report)."""
+    """Plan from the manifest stored under an uploaded dataset prefix."""
     from finetune import plan as pl
     from finetune.aws import s3dataset
-    from finetune.recipes.loading import load_recipe, with_overrides
 
-    rec = with_overrides(recipe, overrides) if isinstance(recipe, pl.Recipe) else None
-    rec = rec or load_recipe(recipe, overrides)
-    summary = s3dataset.summarize(uri, region)
-    pl._check_fit(rec, summary)
-    derived = pl.derive(rec, summary, res)
-    hp = pl.hyperparameters(rec, summary, res, derived)
-    return pl.Plan(
-        recipe=rec,
-        overrides=tuple(overrides),
-        dataset=summary,
-        resources=res,
-        derived=derived,
-        hyperparameters=hp,
-    )
+    return pl.build_plan(recipe, s3dataset.summarize(uri, region), res, overrides)
 
 
 def dry_run_lines(plan, opts: rq.JobOptions, region: str | None) -> list[str]:
