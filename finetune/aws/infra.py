@@ -1,8 +1,8 @@
 """The infra stack (infra/cloudformation.yaml): print it, print its policies as plain IAM JSON,
 and deploy it with CloudFormation.
 
-The template and infra/policies/*.json live next to the package in a checkout (an editable
-install); a test keeps the policy files identical to the template's documents.
+The template and policies/*.json ship inside the package (finetune/infra/; the repository's
+infra/ links to them); a test keeps the policy files identical to the template's documents.
 """
 
 from __future__ import annotations
@@ -28,14 +28,12 @@ FAILED = ("FAILED", "ROLLBACK")
 
 
 def infra_dir() -> Path:
-    """infra/ of the checkout this package runs from."""
-    import finetune
-
-    here = Path(finetune.__file__).resolve().parents[1] / "infra"
+    """The templates shipped with the package."""
+    here = Path(__file__).resolve().parents[1] / "infra"
     if not (here / TEMPLATE).is_file():
         raise DataError(
-            f"the infra templates are not at {here}",
-            "run finetune from a checkout of its repository (pip install -e .), where infra/ is.",
+            f"the infra templates are not at {here}: this installation is incomplete",
+            "reinstall finetune (bash scripts/setup.sh, or pip install the package again).",
         )
     return here
 

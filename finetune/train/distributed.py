@@ -95,6 +95,9 @@ def plan(
     environ = os.environ if environ is None else environ
     if len(hosts) < 2 or kvstore not in DIST_KVSTORES:
         return None
+    raw_port = environ.get(PORT_ENV) or str(DEFAULT_PORT)
+    if not raw_port.isdigit() or not 0 < int(raw_port) < 65536:
+        raise ConfigError(f"{PORT_ENV}={raw_port!r} is not a port", f"set {PORT_ENV} to 1-65535.")
     ordered = tuple(sorted(hosts))
     first = ordered[0]
     override = environ.get(ADDRESS_OVERRIDE_ENV)
@@ -105,9 +108,6 @@ def plan(
             f"cannot resolve the first host {first!r} (the parameter-server scheduler): {exc}",
             "every host must resolve the names in resourceconfig.json (SageMaker's do).",
         ) from None
-    raw_port = environ.get(PORT_ENV) or str(DEFAULT_PORT)
-    if not raw_port.isdigit() or not 0 < int(raw_port) < 65536:
-        raise ConfigError(f"{PORT_ENV}={raw_port!r} is not a port", f"set {PORT_ENV} to 1-65535.")
     return Cluster(ordered, current_host, address, int(raw_port), interface or None)
 
 

@@ -14,6 +14,7 @@ import sys
 import traceback
 
 from finetune.errors import FinetuneError
+from finetune.train import distributed
 from finetune.train.contract import Layout, load_job
 from finetune.train.signals import StopRequest
 
@@ -39,9 +40,12 @@ def main(argv: list[str] | None = None) -> int:
     layout.failure_file.unlink(missing_ok=True)  # a stale reason from an earlier attempt
     try:
         with StopRequest() as stop:  # first thing: a stop during start-up is honoured too
-            from finetune.train.engines import fit
+            job = load_job(layout)
+            # several hosts on a dist kvstore: scheduler/server children + DMLC_* for the worker
+            with distributed.roles(job):
+                from finetune.train.engines import fit
 
-            result = fit(load_job(layout), stop)
+                result = fit(job, stop)
     except FinetuneError as exc:
         return _fail(layout, str(exc), exc.exit_code)
     except Exception as exc:

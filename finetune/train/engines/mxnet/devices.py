@@ -8,6 +8,7 @@ a kvstore. GPUs when there are any (or when asked), else ``devices_per_host`` CP
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,9 +65,15 @@ def _kvstore(name: str, contexts: list, hosts: int):
     import mxnet as mx
 
     if name.startswith("dist"):
-        if hosts > 1:
-            return mx.kv.create(name)  # needs the DMLC_* environment of a launched cluster
-        log.info("kvstore %s on a single host: using 'device' instead", name)
+        if os.environ.get("DMLC_ROLE") == "worker":
+            # a parameter-server cluster is up (finetune.train.distributed set DMLC_*)
+            return mx.kv.create(name)
+        log.info(
+            "kvstore %s without a parameter-server cluster (planned for %d host(s), this job "
+            "has one): using 'device' instead",
+            name,
+            hosts,
+        )
         name = "device"
     if len(contexts) == 1:
         return None

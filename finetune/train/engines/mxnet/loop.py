@@ -81,7 +81,8 @@ def fit(job: TrainJob, stop: StopRequest | None = None) -> FitResult:
 
     progress = Progress.from_state(resume.state) if resume else Progress()
     progress.batch = min(progress.batch, schedule.steps_per_epoch)  # restarted on fewer devices
-    _rewrite_metrics(job, progress.events)
+    if dev.rank == 0:  # one metrics file and one checkpoint series per cluster
+        _rewrite_metrics(job, progress.events)
     if resume is not None:
         print(
             f"finetune-resume checkpoint={resume.directory.name} epoch={progress.epoch} "
@@ -109,7 +110,16 @@ def _network(job: TrainJob, dev: devices.Devices, resume: Checkpoint | None):
     if resume is not None:
         resume.load_into(net, dev.contexts)
     trainable = {k: p for k, p in net.collect_params().items() if p.grad_req != "null"}
-    trainer = gluon.Trainer(trainable, hp.optimizer, _optimizer_params(hp), kvstore=dev.kvstore)
+    # on a dist kvstore the servers only sum gradients and every worker updates its own copy:
+    # the learning-rate schedule and the trainer checkpoint stay on the worker
+    local_update = False if dev.kvstore is not None and "dist" in dev.kvstore.type else None
+    trainer = gluon.Trainer(
+        trainable,
+        hp.optimizer,
+        _optimizer_params(hp),
+        kvstore=dev.kvstore,
+        update_on_kvstore=local_update,
+    )
     if resume is not None:  # after the parameters: the kvstore starts from their values
         trainer.load_states(str(resume.trainer_states))
     net.hybridize(static_alloc=True, static_shape=True)
@@ -142,7 +152,8 @@ def _epochs(run: Run, progress: Progress) -> None:
             return
         event = _epoch_event(run, progress, *accuracy)
         print(event.log_line(), flush=True)
-        metrics.append(run.job.metrics_file, event)
+        if run.dev.rank == 0:
+            metrics.append(run.job.metrics_file, event)
         progress.next_epoch(event.model_dump())
         _save(run, progress, "epoch")
 
@@ -252,6 +263,9 @@ def _epoch_event(run: Run, p: Progress, val_acc: float, val_top_k) -> metrics.Ep
 def _save(run: Run, progress: Progress, reason: str) -> float:
     """Checkpoint now; returns the seconds it took (kept out of the throughput)."""
     started = time.monotonic()
+    if run.dev.rank != 0:  # the workers' parameters are identical: rank 0 saves them
+        run.last_save = started
+        return 0.0
     hp = run.job.hparams
     state = progress.to_state()
     state["seconds"] = progress.seconds + (started - run.epoch_started if progress.batch else 0)

@@ -1,0 +1,174 @@
+"""Multi-host training through MXNet's parameter server: roles, environment, and two "hosts"
+(two process groups on this machine) training one model through the same entrypoint."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+
+import pytest
+
+from finetune.errors import ConfigError
+from finetune.train import distributed
+from .conftest import Output, hparams, make_tree, start_trainer
+
+HOSTS = ["algo-2", "algo-1"]  # unsorted on purpose: the first *sorted* host schedules
+
+
+def test_plan_single_host_or_local_kvstore_is_none():
+    assert distributed.plan(["algo-1"], "algo-1", "dist_sync", environ={}) is None
+    assert distributed.plan(HOSTS, "algo-1", "device", environ={}) is None
+
+
+def test_plan_roles_and_environment():
+    resolved = []
+
+    def resolve(name):
+        resolved.append(name)
+        return "10.0.0.1"
+
+    first = distributed.plan(HOSTS, "algo-1", "dist_sync", "eth0", environ={}, resolve=resolve)
+    second = distributed.plan(
+        HOSTS, "algo-2", "dist_device_sync", None, environ={}, resolve=resolve
+    )
+    assert resolved == ["algo-1", "algo-1"]
+    assert first.child_roles == ("scheduler", "server")
+    assert second.child_roles == ("server",)
+    assert first.env("scheduler") == {
+        "DMLC_ROLE": "scheduler",
+        "DMLC_PS_ROOT_URI": "10.0.0.1",
+        "DMLC_PS_ROOT_PORT": "9000",
+        "DMLC_NUM_SERVER": "2",
+        "DMLC_NUM_WORKER": "2",
+        "DMLC_INTERFACE": "eth0",
+    }
+    assert second.env("worker")["DMLC_ROLE"] == "worker"
+    assert "DMLC_INTERFACE" not in second.env("worker")
+
+
+def test_plan_overrides_and_bad_port():
+    env = {distributed.ADDRESS_OVERRIDE_ENV: "127.0.0.1", distributed.PORT_ENV: "9123"}
+
+    def no_dns(name):
+        raise AssertionError("the override must skip name resolution")
+
+    cluster = distributed.plan(HOSTS, "algo-2", "dist_sync", environ=env, resolve=no_dns)
+    assert (cluster.root_uri, cluster.port) == ("127.0.0.1", 9123)
+    with pytest.raises(ConfigError, match="FINETUNE_PS_PORT"):
+        distributed.plan(HOSTS, "algo-1", "dist_sync", environ={distributed.PORT_ENV: "x"})
+
+    def unknown(name):
+        raise socket.gaierror("no such host")
+
+    with pytest.raises(ConfigError, match="cannot resolve"):
+        distributed.plan(HOSTS, "algo-1", "dist_sync", environ={}, resolve=unknown)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _host_tree(tmp_path, tiny_dataset, hp, name):
+    root = make_tree(tmp_path / name, tiny_dataset, hp)
+    resources = {"current_host": name, "hosts": HOSTS, "network_interface_name": "lo"}
+    (root / "input" / "config" / "resourceconfig.json").write_text(json.dumps(resources))
+    return root
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (from /proc), children first."""
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        path = f"/proc/{parent}/task/{parent}/children"
+        try:
+            kids = [int(k) for k in open(path).read().split()]
+        except OSError:
+            kids = []
+        found += kids
+        todo += kids
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_two_hosts_train_one_model(tmp_path, tiny_dataset):
+    hp = hparams(
+        epochs=1, hosts=2, kvstore="dist_sync", global_batch_size=16, max_batches_per_epoch=4
+    )
+    roots = {name: _host_tree(tmp_path, tiny_dataset, hp, name) for name in sorted(HOSTS)}
+    env = {
+        distributed.ADDRESS_OVERRIDE_ENV: "127.0.0.1",
+        distributed.PORT_ENV: str(_free_port()),
+        "DMLC_INTERFACE": "lo",
+    }
+    started = time.monotonic()
+    procs = {name: start_trainer(root, **env) for name, root in roots.items()}
+    outputs = {name: Output(p) for name, p in procs.items()}
+    children: set[int] = set()
+    try:
+        while any(p.poll() is None for p in procs.values()):
+            for p in procs.values():
+                if p.poll() is None:
+                    children.update(_descendants(p.pid))
+            assert time.monotonic() - started < 120, "the cluster did not finish in 120 s"
+            time.sleep(0.1)
+        codes = {name: out.finish(timeout=30) for name, out in outputs.items()}
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+    text = "\n\n".join(f"--- {n}\n{o.text()}" for n, o in outputs.items())
+    assert codes == {"algo-1": 0, "algo-2": 0}, text
+    assert len(children) >= 3, f"expected scheduler + 2 servers, saw {children}\n{text}"
+    time.sleep(0.5)
+    assert [pid for pid in children if _alive(pid)] == [], "scheduler/server left running"
+
+    events = [
+        json.loads(line)
+        for line in (roots["algo-1"] / "output" / "data" / "metrics.jsonl").read_text().split("\n")
+        if line
+    ]
+    assert len(events) == 1, text
+    assert events[0]["hosts"] == 2
+    assert events[0]["samples"] == 4 * 8 * 2  # 4 batches of 8 on each host
+    assert any((roots["algo-1"] / "model").iterdir())
+    assert not (roots["algo-2"] / "model").exists() or not any(
+        (roots["algo-2"] / "model").iterdir()
+    )
+    metrics2 = roots["algo-2"] / "output" / "data" / "metrics.jsonl"
+    assert not metrics2.exists() or metrics2.read_text() == ""
+    ckpt1 = roots["algo-1"] / "checkpoints"
+    assert any(p.name.startswith("ckpt-") for p in ckpt1.iterdir())
+
+
+def test_children_stopped_when_worker_fails(monkeypatch):
+    """stop_children: SIGTERM first, SIGKILL for one that ignores it."""
+    stubborn = subprocess.Popen(
+        [
+            os.sys.executable,
+            "-c",
+            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "print('ready', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    polite = subprocess.Popen([os.sys.executable, "-c", "import time; time.sleep(60)"])
+    assert stubborn.stdout.readline().strip() == "ready"
+    started = time.monotonic()
+    distributed.stop_children([stubborn, polite], grace=0.5)
+    assert stubborn.returncode == -9 and polite.returncode == -15
+    assert time.monotonic() - started < 5
