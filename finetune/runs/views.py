@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime
 
 from finetune.metrics import EpochMetrics
@@ -83,8 +82,7 @@ def show_lines(run: Run, epochs: list[EpochMetrics]) -> list[str]:
         f"  batch/lr   global batch {d.get('global_batch', '?')}, lr {d.get('lr', '?')}",
         f"  started    {_when(run.started_at)}; wall {duration(run.wall_seconds)}",
     ]
-    if run.cost_eur is not None:
-        lines.append(f"  cost       EUR {run.cost_eur:.2f}")
+    lines += _billing_lines(run)
     if tp:
         lines.append(
             f"  throughput {tp:,.1f} img/s steady ({tp / max(run.gpus, 1):,.1f} per device)"
@@ -101,5 +99,19 @@ def show_lines(run: Run, epochs: list[EpochMetrics]) -> list[str]:
     return lines
 
 
-def age(ts: float) -> float:
-    return time.time() - ts
+def _billing_lines(run: Run) -> list[str]:
+    """What the cloud measured and charged: training, billable and interrupted time, euros."""
+    parts = []
+    if run.training_seconds is not None:
+        parts.append(f"training {duration(run.training_seconds)}")
+    if run.billable_seconds is not None:
+        parts.append(f"billable {duration(run.billable_seconds)}")
+        if run.training_seconds and run.spot:
+            saved = 1 - run.billable_seconds / run.training_seconds
+            parts.append(f"spot saving {saved:.0%}")
+    if run.interrupted_seconds:
+        parts.append(f"interrupted {duration(run.interrupted_seconds)}")
+    lines = [f"  time       {', '.join(parts)}"] if parts else []
+    if run.cost_eur is not None:
+        lines.append(f"  cost       EUR {run.cost_eur:.2f}")
+    return lines

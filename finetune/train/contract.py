@@ -89,6 +89,12 @@ class TrainJob:
         return self.channels.get("pretrained")
 
     @property
+    def is_first_host(self) -> bool:
+        """The host that writes the model, metrics.jsonl and the checkpoints of a multi-host
+        job (the workers' parameters are identical; MXNet's ranks need not follow host order)."""
+        return self.current_host == min(self.hosts)
+
+    @property
     def metrics_file(self) -> Path:
         return self.layout.output_data_dir / "metrics.jsonl"
 

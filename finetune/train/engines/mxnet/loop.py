@@ -81,7 +81,7 @@ def fit(job: TrainJob, stop: StopRequest | None = None) -> FitResult:
 
     progress = Progress.from_state(resume.state) if resume else Progress()
     progress.batch = min(progress.batch, schedule.steps_per_epoch)  # restarted on fewer devices
-    if dev.rank == 0:  # one metrics file and one checkpoint series per cluster
+    if job.is_first_host:  # one metrics file and one checkpoint series per cluster
         _rewrite_metrics(job, progress.events)
     if resume is not None:
         print(
@@ -94,7 +94,7 @@ def fit(job: TrainJob, stop: StopRequest | None = None) -> FitResult:
     if stop:
         _save(run, progress, stop.signal_name)
         return FitResult(stop.signal_name, progress, _name(resume))
-    if dev.rank == 0:
+    if job.is_first_host:
         artifact.save_model(net, job.layout.model_dir, files.classes, hp, dev.contexts[0])
     return FitResult(None, progress, _name(resume))
 
@@ -152,7 +152,7 @@ def _epochs(run: Run, progress: Progress) -> None:
             return
         event = _epoch_event(run, progress, *accuracy)
         print(event.log_line(), flush=True)
-        if run.dev.rank == 0:
+        if run.job.is_first_host:
             metrics.append(run.job.metrics_file, event)
         progress.next_epoch(event.model_dump())
         _save(run, progress, "epoch")
@@ -263,7 +263,7 @@ def _epoch_event(run: Run, p: Progress, val_acc: float, val_top_k) -> metrics.Ep
 def _save(run: Run, progress: Progress, reason: str) -> float:
     """Checkpoint now; returns the seconds it took (kept out of the throughput)."""
     started = time.monotonic()
-    if run.dev.rank != 0:  # the workers' parameters are identical: rank 0 saves them
+    if not run.job.is_first_host:  # the workers' parameters are identical: one host saves
         run.last_save = started
         return 0.0
     hp = run.job.hparams

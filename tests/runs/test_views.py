@@ -1,0 +1,61 @@
+"""Runs as people read them (`runs show`) and as scripts do (--json)."""
+
+from __future__ import annotations
+
+from finetune.metrics import EpochMetrics
+from finetune.runs.ledger import Run
+from finetune.runs.views import run_dict, show_lines, steady_throughput
+
+
+def _epoch(i: int, ips: float) -> EpochMetrics:
+    return EpochMetrics(
+        epoch=i,
+        samples=100,
+        samples_per_sec=ips,
+        epoch_seconds=1.0,
+        train_loss=1.0,
+        train_acc=0.5,
+        val_acc=0.4 + i / 10,
+        lr=0.1,
+    )
+
+
+def test_spot_run_shows_billing_and_saving():
+    run = Run(
+        id="ft-x",
+        created_at=0.0,
+        recipe="r",
+        dataset="d",
+        backend="sagemaker",
+        status="completed",
+        plan={"derived": {"global_batch": 64, "lr": 0.01}},
+        instance_type="ml.p3.8xlarge",
+        devices_per_host=4,
+        device_kind="gpu",
+        spot=True,
+        started_at=0.0,
+        ended_at=3000.0,
+        training_seconds=2000.0,
+        billable_seconds=800.0,
+        interrupted_seconds=300.0,
+        cost_eur=2.5,
+    )
+    text = "\n".join(show_lines(run, [_epoch(0, 100.0), _epoch(1, 300.0), _epoch(2, 200.0)]))
+    assert "training 33m20s, billable 13m20s, spot saving 60%, interrupted 5m00s" in text
+    assert "EUR 2.50" in text and "200.0 img/s steady (50.0 per device)" in text
+
+
+def test_throughput_is_the_median_epoch_and_json_is_complete():
+    assert steady_throughput([_epoch(0, 10.0), _epoch(1, 30.0)]) == 20.0
+    assert steady_throughput([]) is None
+    run = Run(
+        id="ft-y",
+        created_at=0.0,
+        recipe="r",
+        dataset="d",
+        backend="local",
+        status="running",
+        plan={"hyperparameters": {"model": "m"}},
+    )
+    d = run_dict(run, [_epoch(0, 50.0)])
+    assert d["best_val_acc"] == 0.4 and d["images_per_sec"] == 50.0 and "plan" not in d
