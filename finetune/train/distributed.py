@@ -44,6 +44,7 @@ STOP_GRACE_S = 5.0  # a child gets this long after SIGTERM before SIGKILL
 FINISH_WAIT_S = 10.0  # after training, how long the children may take to end by themselves
 
 log = logging.getLogger(__name__)
+_abandoned = False  # a cluster was left because training failed
 
 
 @dataclass(frozen=True)
@@ -153,6 +154,10 @@ def roles(job: TrainJob) -> Iterator[Cluster | None]:
         # the cluster, after which the scheduler and servers end by themselves
         gc.collect()
         stop_children(children, wait_first=FINISH_WAIT_S)
+    except BaseException:
+        global _abandoned
+        _abandoned = True  # see exit_if_abandoned
+        raise
     finally:
         stop_children(children)
         for key, value in saved.items():
@@ -160,6 +165,18 @@ def roles(job: TrainJob) -> Iterator[Cluster | None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def exit_if_abandoned(code: int) -> None:
+    """After a failure that left a cluster behind, end this process at once with ``code``:
+    at interpreter exit MXNet's kvstore would wait in a barrier for the other workers, which
+    never comes. Call it after the failure reason is written."""
+    if _abandoned:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        logging.shutdown()
+        os._exit(code)
 
 
 def start_role(cluster: Cluster, role: str) -> subprocess.Popen:
@@ -184,6 +201,7 @@ def stop_children(
             child.wait(timeout=max(deadline - time.monotonic(), 0.0))
     for child in children:
         if child.poll() is None:
+            log.info("stopping parameter-server process %d", child.pid)
             child.terminate()
     for child in children:
         try:

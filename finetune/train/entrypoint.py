@@ -51,12 +51,13 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         detail = traceback.format_exc()
         return _fail(layout, f"unexpected error: {type(exc).__name__}: {exc}\n\n{detail}", 1)
+    # (several hosts: the first one writes the model and the checkpoints)
+    where = layout.model_dir if job.is_first_host else f"{min(job.hosts)}'s {layout.model_dir}"
     if result.stopped_by:
         print(f"stopped by {result.stopped_by}, checkpoint saved", flush=True)
     else:
         print(
-            f"training complete: {len(result.progress.events)} epoch(s), model in "
-            f"{layout.model_dir}",
+            f"training complete: {len(result.progress.events)} epoch(s), model in {where}",
             flush=True,
         )
     return 0
@@ -70,4 +71,5 @@ def _fail(layout: Layout, reason: str, code: int) -> int:
         layout.failure_file.write_text(reason + "\n", encoding="utf-8")
     except OSError as exc:  # an unwritable output folder must not hide the real reason
         print(f"(could not write {layout.failure_file}: {exc})", file=sys.stderr)
+    distributed.exit_if_abandoned(code)  # (a multi-host job that failed ends here)
     return code

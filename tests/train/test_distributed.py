@@ -7,12 +7,14 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import time
 
 import pytest
 
 from finetune.errors import ConfigError
 from finetune.train import distributed
+
 from .conftest import Output, hparams, make_tree, start_trainer
 
 HOSTS = ["algo-2", "algo-1"]  # unsorted on purpose: the first *sorted* host schedules
@@ -67,6 +69,33 @@ def test_plan_overrides_and_bad_port():
         distributed.plan(HOSTS, "algo-1", "dist_sync", environ={}, resolve=unknown)
 
 
+def test_roles_start_children_set_worker_env_and_clean_up(tmp_path, monkeypatch):
+    from finetune.train.contract import Layout, TrainJob
+
+    monkeypatch.setenv(distributed.ADDRESS_OVERRIDE_ENV, "127.0.0.1")
+    monkeypatch.setenv(distributed.PORT_ENV, str(_free_port()))
+    monkeypatch.delenv("DMLC_ROLE", raising=False)
+    hp = hparams(hosts=2, kvstore="dist_sync", global_batch_size=16)
+    job = TrainJob(Layout(tmp_path), hp, {}, tmp_path / "ckpt", "algo-2", tuple(HOSTS))
+    single = TrainJob(Layout(tmp_path), hp, {}, tmp_path / "ckpt", "algo-1", ("algo-1",))
+    with distributed.roles(single) as cluster:
+        assert cluster is None and "DMLC_ROLE" not in os.environ
+    monkeypatch.setattr(distributed, "_abandoned", False)
+    started = []
+    real_start = distributed.start_role
+    monkeypatch.setattr(
+        distributed, "start_role", lambda c, r: started.append(real_start(c, r)) or started[-1]
+    )
+    with pytest.raises(RuntimeError, match="boom"), distributed.roles(job) as cluster:
+        assert cluster.child_roles == ("server",)
+        assert os.environ["DMLC_ROLE"] == "worker"
+        assert os.environ["DMLC_NUM_WORKER"] == "2"
+        raise RuntimeError("boom")  # the server waits for a scheduler that never comes
+    assert [p.returncode for p in started] == [-15]  # terminated, not left waiting
+    assert "DMLC_ROLE" not in os.environ
+    assert distributed._abandoned
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -87,7 +116,8 @@ def _descendants(pid: int) -> list[int]:
         parent = todo.pop()
         path = f"/proc/{parent}/task/{parent}/children"
         try:
-            kids = [int(k) for k in open(path).read().split()]
+            with open(path) as f:
+                kids = [int(k) for k in f.read().split()]
         except OSError:
             kids = []
         found += kids
@@ -154,11 +184,46 @@ def test_two_hosts_train_one_model(tmp_path, tiny_dataset):
     assert any(p.name.startswith("ckpt-") for p in ckpt1.iterdir())
 
 
-def test_children_stopped_when_worker_fails(monkeypatch):
+@pytest.mark.slow
+def test_failed_host_exits_and_leaves_no_server(tmp_path, tiny_dataset):
+    """A host whose training fails writes its reason and exits with its code (not waiting in
+    MXNet's exit barrier) after stopping its server; a host killed outright takes its
+    scheduler and server with it (the kernel sends them SIGTERM)."""
+    hp = hparams(epochs=1, hosts=2, kvstore="dist_sync", global_batch_size=16)
+    roots = {name: _host_tree(tmp_path, tiny_dataset, hp, name) for name in sorted(HOSTS)}
+    env = {distributed.ADDRESS_OVERRIDE_ENV: "127.0.0.1", distributed.PORT_ENV: str(_free_port())}
+    first = start_trainer(roots["algo-1"], **env)
+    # fails in the first epoch, after the cluster is up
+    second = start_trainer(roots["algo-2"], FINETUNE_LOG_EVERY="x", **env)
+    outputs = [Output(first), Output(second)]
+    children: set[int] = set()
+    try:
+        deadline = time.monotonic() + 90
+        while second.poll() is None:
+            children.update(_descendants(first.pid) + _descendants(second.pid))
+            assert time.monotonic() < deadline, outputs[1].text()
+            time.sleep(0.1)
+        assert outputs[1].finish(timeout=10) == 1, outputs[1].text()
+        failure = (roots["algo-2"] / "output" / "failure").read_text()
+        assert "FINETUNE_LOG_EVERY" in failure or "invalid literal" in failure
+        assert len(children) >= 3
+        first.kill()  # its peer is gone for good: MXNet would wait for it forever
+        outputs[0].finish(timeout=10)
+        deadline = time.monotonic() + 10
+        while [pid for pid in children if _alive(pid)] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert [pid for pid in children if _alive(pid)] == [], "scheduler/server left running"
+    finally:
+        for p in (first, second):
+            if p.poll() is None:
+                p.kill()
+
+
+def test_stop_children_escalates_to_kill():
     """stop_children: SIGTERM first, SIGKILL for one that ignores it."""
     stubborn = subprocess.Popen(
         [
-            os.sys.executable,
+            sys.executable,
             "-c",
             "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
             "print('ready', flush=True); time.sleep(60)",
@@ -166,7 +231,7 @@ def test_children_stopped_when_worker_fails(monkeypatch):
         stdout=subprocess.PIPE,
         text=True,
     )
-    polite = subprocess.Popen([os.sys.executable, "-c", "import time; time.sleep(60)"])
+    polite = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     assert stubborn.stdout.readline().strip() == "ready"
     started = time.monotonic()
     distributed.stop_children([stubborn, polite], grace=0.5)
