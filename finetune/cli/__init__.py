@@ -33,19 +33,32 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from finetune.cli import cost_report, demo, launch, prepare, prices, recipes, runs, testio
+    """Commands in the order a user meets them: data, training, runs, money, AWS set-up."""
+    from finetune.cli import (
+        cleanup,
+        cost_report,
+        demo,
+        image,
+        infra,
+        launch,
+        prepare,
+        prices,
+        recipes,
+        runs,
+        testio,
+    )
 
+    app.command("demo")(demo.demo)
     app.add_typer(prepare.app, name="prepare")
-    app.add_typer(prices.app, name="prices")
+    app.command("test-io")(testio.test_io)
     app.add_typer(recipes.app, name="recipes")
     app.command("launch")(launch.launch)
     app.add_typer(runs.app, name="runs")
     app.command("cost-report")(cost_report.cost_report)
-    app.command("cleanup")(__import__("finetune.cli.cleanup", fromlist=["x"]).cleanup)
-    app.command("test-io")(testio.test_io)
-    app.add_typer(__import__("finetune.cli.infra", fromlist=["x"]).app, name="infra")
-    app.add_typer(__import__("finetune.cli.image", fromlist=["x"]).app, name="image")
-    app.command("demo")(demo.demo)
+    app.add_typer(prices.app, name="prices")
+    app.add_typer(infra.app, name="infra")
+    app.add_typer(image.app, name="image")
+    app.command("cleanup")(cleanup.cleanup)
 
 
 def _print_version(value: bool) -> None:
