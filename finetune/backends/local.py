@@ -38,14 +38,15 @@ class LocalBackend:
         env = dict(os.environ)
         if plan.resources.device == "gpu" and self.gpu_ids:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in self.gpu_ids)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "finetune.backends.local_runner", str(run_dir)],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=open(run_dir / "runner.log", "ab"),  # noqa: SIM115 - inherited by the child
-            start_new_session=True,
-        )
+        with open(run_dir / "runner.log", "ab") as runner_log:  # the child keeps its own copy
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "finetune.backends.local_runner", str(run_dir)],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=runner_log,
+                start_new_session=True,  # survives the terminal: `launch --detach`
+            )
         return str(proc.pid)
 
     def status(self, run) -> Status:
