@@ -26,6 +26,8 @@ class AgentConfig:
     stop_grace: float = 100.0  # the notice gives 120 s; keep some for the last upload
     trainer: tuple[str, ...] = (sys.executable, "-m", "finetune.train")
     shutdown: tuple[str, ...] = ()  # on EC2 the user data powers off once the container ends
+    hosts: int = 1  # instances of this attempt; more than one: wait for hosts.json
+    hosts_wait: float = 600.0  # seconds to wait for hosts.json before failing
 
     @classmethod
     def from_env(cls, env=None) -> AgentConfig:
@@ -51,11 +53,14 @@ class AgentConfig:
                 stop_grace=float(env.get(p.ENV_GRACE, "100")),
                 trainer=_command(env.get(p.ENV_TRAINER)) or cls.trainer,
                 shutdown=_command(env.get(p.ENV_SHUTDOWN)),
+                hosts=int(env.get(p.ENV_HOSTS, "1")),
+                hosts_wait=float(env.get(p.ENV_HOSTS_WAIT, "600")),
             )
         except ValueError as exc:
             raise ConfigError(
                 f"an agent setting is not a number ({exc})",
-                f"check {p.ENV_ATTEMPT}, {p.ENV_INTERVAL}, {p.ENV_POLL} and {p.ENV_GRACE}.",
+                f"check {p.ENV_ATTEMPT}, {p.ENV_INTERVAL}, {p.ENV_POLL}, {p.ENV_GRACE}, "
+                f"{p.ENV_HOSTS} and {p.ENV_HOSTS_WAIT}.",
             ) from None
 
     @property

@@ -9,6 +9,8 @@ Everything of one EC2 run lives under ``s3://BUCKET/finetune/runs/RUN_ID/``::
     failure          the trainer's failure reason, when it wrote one
     checkpoints/     a mirror of the checkpoint folder (deletions included, as SageMaker does)
     model/           the final model, uploaded once the trainer succeeded
+    hosts.json       multi-host runs: every host's name and private IP (written by `launch`)
+    hosts/NAME/      multi-host runs: the other hosts' status.json and train.log
 
 Stdlib only: the control side imports this without boto3.
 """
@@ -25,6 +27,7 @@ LOG = "train.log"
 FAILURE = "failure"
 CHECKPOINTS = "checkpoints/"
 MODEL = "model/"
+HOSTS = "hosts.json"  # multi-host runs: {"attempt", "hosts": {name: ip}, "instances": {id: name}}
 
 # status.json "state" values; the ledger's names where they mean the same
 STARTING, RUNNING = "starting", "running"
@@ -47,6 +50,8 @@ ENV_IMDS = "FINETUNE_AGENT_IMDS"
 ENV_TRAINER = "FINETUNE_AGENT_TRAINER"
 ENV_SHUTDOWN = "FINETUNE_AGENT_SHUTDOWN"
 ENV_GRACE = "FINETUNE_AGENT_STOP_GRACE"
+ENV_HOSTS = "FINETUNE_AGENT_HOSTS"  # how many instances the attempt has (default 1)
+ENV_HOSTS_WAIT = "FINETUNE_AGENT_HOSTS_WAIT"  # seconds to wait for hosts.json (default 600)
 
 
 def run_prefix(run_id: str) -> str:

@@ -25,6 +25,8 @@ def main(env=None, s3=None) -> int:
         run.instance_id = run.imds.instance_id()
     except ImdsUnavailable:
         run.instance_id = None
+    if cfg.hosts > 1:
+        run.host = "pending"  # named once hosts.json lists this instance
     try:
         prepare(run)
         code = supervise(run, stop)
@@ -35,7 +37,8 @@ def main(env=None, s3=None) -> int:
 
 
 def prepare(run: Attempt) -> None:
-    """plan.json, dataset and checkpoints from S3 into an mltree layout; the log so far."""
+    """plan.json, dataset and checkpoints from S3 into an mltree layout; the log so far.
+    Every host restores the checkpoints (all must resume from the same epoch)."""
     from finetune.backends import mltree
     from finetune.plan import Plan
 
@@ -53,6 +56,10 @@ def prepare(run: Attempt) -> None:
     files = _download_dataset(run, plan, cfg.ml_root / "input" / "files")
     dataset = plan.dataset.model_copy(update={"path": str(files)})
     mltree.layout(cfg.ml_root, plan.model_copy(update={"dataset": dataset}))
+    if cfg.hosts > 1:
+        from finetune.agent import hosts
+
+        hosts.join(run, hosts.wait_for_hosts(run))
     count = store.download_tree(p.CHECKPOINTS, cfg.ml_root / "checkpoints")
     run.prior_metrics = store.read_text(p.METRICS) or ""
     run.say(f"dataset ready; {count} checkpoint file(s) restored from S3")
@@ -83,7 +90,8 @@ def _failed_before_training(run: Attempt, exc: Exception) -> int:
     try:
         run.say(why)
         run.store.upload_file(run.cfg.log_file, p.LOG)
-        run.status(p.FAILED, reason=why, ended_at=time.time())
+        # the run's own status.json: one host that cannot start fails the whole attempt
+        run.status(p.FAILED, key=p.STATUS, reason=why, ended_at=time.time())
     except Exception as again:  # S3 itself may be the problem: still shut down
         sys.stderr.write(f"[finetune-agent] cannot record the failure: {again}\n")
     return p.EXIT_FAILED

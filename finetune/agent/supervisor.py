@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from finetune.agent import protocol as p
 from finetune.agent.config import AgentConfig
@@ -53,6 +53,16 @@ class Attempt:
     instance_id: str | None = None
     started_at: float = 0.0
     imds_warned: bool = False
+    host: str = "algo-1"  # multi-host runs: this instance's name (algo-1 writes the outputs)
+    env: dict = field(default_factory=dict)  # extra environment of the trainer
+
+    @property
+    def primary(self) -> bool:
+        return self.host == "algo-1"
+
+    def _key(self, name: str) -> str:
+        """Where this host's ``name`` goes: the run's own for algo-1, hosts/NAME/ otherwise."""
+        return name if self.primary else f"hosts/{self.host}/{name}"
 
     def say(self, message: str) -> None:
         """One agent line on stderr and in the run's log (users read it with `runs logs`)."""
@@ -62,9 +72,11 @@ class Attempt:
         with open(self.cfg.log_file, "a", encoding="utf-8") as f:
             f.write(line)
 
-    def status(self, state: str, **fields) -> dict:
+    def status(self, state: str, key: str | None = None, **fields) -> dict:
         return self.store.write_status(
             state,
+            key=key or self._key(p.STATUS),
+            host=self.host,
             attempt=self.cfg.attempt,
             instance_id=self.instance_id,
             started_at=self.started_at,
@@ -82,6 +94,9 @@ class Attempt:
     def upload(self) -> None:
         """Checkpoints, metrics, log and failure reason to S3 (unchanged files are skipped)."""
         root = self.cfg.ml_root
+        if not self.primary:  # the first host writes the run's outputs; the others their log
+            self.store.upload_file(self.cfg.log_file, self._key(p.LOG))
+            return
         self.store.mirror_tree(root / "checkpoints", p.CHECKPOINTS)
         merged = _merged_metrics(self.prior_metrics, self._local_metrics())
         if merged:
@@ -124,7 +139,7 @@ def _merged_metrics(*texts: str) -> dict[int, dict]:
 def supervise(run: Attempt, stop: StopSignal) -> int:
     """Run the trainer to its end or to an interruption; returns the agent's exit code."""
     cfg = run.cfg
-    env = dict(os.environ, FINETUNE_ML_ROOT=str(cfg.ml_root), PYTHONUNBUFFERED="1")
+    env = dict(os.environ, FINETUNE_ML_ROOT=str(cfg.ml_root), PYTHONUNBUFFERED="1", **run.env)
     with open(cfg.log_file, "ab") as log:
         child = subprocess.Popen(
             list(cfg.trainer),
@@ -177,8 +192,9 @@ def _finish(run: Attempt, code: int, reason: str | None, kind: str) -> int:
         state, exit_code, extra = p.INTERRUPTED, p.EXIT_INTERRUPTED, dict(reason=reason)
         extra["interruption"] = kind
     elif code == 0:
-        _retry(run, lambda: run.store.upload_tree(run.cfg.ml_root / "model", p.MODEL))
-        run.say("training completed; model uploaded")
+        if run.primary:
+            _retry(run, lambda: run.store.upload_tree(run.cfg.ml_root / "model", p.MODEL))
+        run.say("training completed" + ("; model uploaded" if run.primary else ""))
         state, exit_code, extra = p.COMPLETED, p.EXIT_COMPLETED, {}
     else:
         failure = run.cfg.ml_root / "output" / "failure"

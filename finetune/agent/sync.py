@@ -38,10 +38,10 @@ class RunStore:
             Bucket=self.bucket, Key=self.prefix + name, Body=text.encode(), ContentType=content_type
         )
 
-    def write_status(self, state: str, **fields) -> dict:
+    def write_status(self, state: str, key: str = p.STATUS, **fields) -> dict:
         """Replace status.json (one small PUT: readers never see half of it)."""
         doc = {"state": state, "updated_at": time.time(), **fields}
-        self.write_text(p.STATUS, json.dumps(doc), "application/json")
+        self.write_text(key, json.dumps(doc), "application/json")
         return doc
 
     def keys(self, sub: str, bucket: str | None = None, prefix: str | None = None) -> list[str]:

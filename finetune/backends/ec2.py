@@ -1,4 +1,4 @@
-"""The EC2 backend: one self-terminating GPU instance per attempt, spot-resilient.
+"""The EC2 backend: self-terminating GPU instances (one per host) per attempt, spot-resilient.
 
 submit   preflight, dataset + plan to S3, a per-run instance profile, RunInstances with
          capacity fallback (ec2_launch); idempotent: a live attempt is returned, not doubled.
@@ -18,6 +18,7 @@ from pathlib import Path
 from finetune.agent import protocol as p
 from finetune.backends import (
     ec2_cost,
+    ec2_hosts,
     ec2_infra,
     ec2_launch,
     ec2_observe,
@@ -33,7 +34,7 @@ from finetune.metrics import EpochMetrics
 
 class Ec2Backend:
     name = "ec2"
-    capabilities = Capabilities(spot=True, multi_node=False, gpus=True, stop=True)
+    capabilities = Capabilities(spot=True, multi_node=True, gpus=True, stop=True)
 
     def __init__(self, options: Ec2Options | None = None, ledger=None) -> None:
         self.options = options  # None: the options stored with the run (status, stop, resume)
@@ -69,7 +70,9 @@ class Ec2Backend:
         subnets = ec2_relaunch.subnet_order(
             ec2_infra.subnets(ec2, opts.subnets, opts.azs), prefer_subnet
         )
-        groups = {s["VpcId"]: ec2_infra.security_group(ec2, s["VpcId"]) for s in subnets}
+        count = _plan(run).resources.hosts
+        group = ec2_hosts.cluster_group if count > 1 else ec2_infra.security_group
+        groups = {s["VpcId"]: group(ec2, s["VpcId"]) for s in subnets}
         dataset_prefix = p.split_s3_uri(state.dataset_uri)[1]
         policy = instance_policy(state.bucket, state.prefix, dataset_prefix, state.image)
         state.instance_profile = ec2_infra.ensure_instance_profile(
@@ -77,10 +80,21 @@ class Ec2Backend:
         )
         prices = {c: ec2_cost.hourly_price(c.instance_type, region, c.spot, ec2) for c in choices}
         dearest = max((usd for usd, _ in prices.values() if usd), default=None)
-        cap = ec2_cost.runtime_cap(state, dearest)  # whichever choice launches, --max-eur holds
-        base = ec2_launch.base_spec(run.id, state, choices[0], ami, root, cap)
+        # whichever choice launches, --max-eur holds (every host costs the same)
+        cap = ec2_cost.runtime_cap(state, dearest * count if dearest else None)
+        base = ec2_launch.base_spec(run.id, state, choices[0], ami, root, cap, count)
         launched = ec2_launch.launch(ec2, base, choices, subnets, groups)
         spec, inst = launched.spec, launched.instance
+        ids = [i["InstanceId"] for i in launched.instances]
+        if count > 1:
+            try:
+                s3 = self._clients("s3", region)
+                ec2_hosts.publish(
+                    ec2, s3, state.bucket, state.prefix, spec.attempt, launched.instances
+                )
+            except FinetuneError:
+                ec2_infra.terminate(ec2, ids)  # hosts that can never find each other
+                raise
         usd, source = prices[ec2_relaunch.Candidate(spec.instance_type, spec.spot)]
         record = AttemptRecord(
             n=spec.attempt,
@@ -92,6 +106,7 @@ class Ec2Backend:
             launched_at=_timestamp(inst.get("LaunchTime")),
             usd_per_hour=usd,
             price_source=source,
+            instance_ids=ids if count > 1 else [],
         )
         state.attempts.append(record)
         state.tried = launched.tried
@@ -130,18 +145,20 @@ class Ec2Backend:
         if not cur.open:
             return doc
         ec2 = self._clients("ec2", state.region)
-        inst = ec2_infra.describe(ec2, [cur.instance_id]).get(cur.instance_id)
-        outcome, reason = ec2_observe.observe(doc, inst, state.stop_requested)
+        found = ec2_infra.describe(ec2, cur.hosts)
+        insts = [found.get(i) for i in cur.hosts]
+        outcome, reason, spot = ec2_hosts.observe_all(doc, insts, state.stop_requested)
         if outcome is None:
             return doc
-        live = inst is not None and inst["State"]["Name"] not in ec2_observe.ENDED
-        ec2_infra.terminate(ec2, [cur.instance_id] if live else [])
+        up = [i["InstanceId"] for i in insts if i and i["State"]["Name"] not in ec2_observe.ENDED]
+        live = insts[0] is not None and insts[0]["InstanceId"] in up
+        ec2_infra.terminate(ec2, up)  # one host ended: the others cannot go on without it
         cur.outcome, cur.reason = outcome, reason
         cur.ended_at = time.time() if live else (doc.get("ended_at") or time.time())
         state.save(run.run_dir)
         self._record(run, **ec2_cost.ledger_fields(state))
         self._event(run, "attempt", f"attempt {cur.n} on {cur.instance_id}: {outcome}")
-        if outcome == "interrupted" and not ec2_observe.spot_interruption(doc, inst):
+        if outcome == "interrupted" and not spot:
             cur.reason = f"{reason}; not a spot interruption (the --max-runtime limit?), so no "
             cur.reason += f"automatic relaunch: `finetune launch --resume {run.id}` continues it"
             self._release(run, state)

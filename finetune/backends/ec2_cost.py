@@ -50,18 +50,20 @@ def ledger_fields(state: Ec2State, now: float | None = None) -> dict:
     for a in state.attempts:
         secs = running_seconds(a, now)
         billed = ec2_billable_seconds(secs)
-        billable += billed
+        hosts = len(a.hosts)  # every host bills the same seconds
+        billable += billed * hosts
         if a.outcome == "interrupted":
-            interrupted += secs
+            interrupted += secs * hosts
         euros = None
         if a.usd_per_hour is not None and rate is not None:
-            euros = cost_eur(billed, 1, a.usd_per_hour, rate.usd_per_eur)
+            euros = cost_eur(billed, hosts, a.usd_per_hour, rate.usd_per_eur)
         eur = None if euros is None or eur is None else eur + euros
         rows.append(
             dict(
                 attempt=a.n,
                 instance_id=a.instance_id,
                 instance_type=a.instance_type,
+                hosts=hosts,
                 market="spot" if a.spot else "on-demand",
                 running_seconds=round(secs, 1),
                 billable_seconds=billed,

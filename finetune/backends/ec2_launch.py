@@ -3,6 +3,8 @@
 - Capacity errors (InsufficientInstanceCapacity and kin) move on to the next subnet/zone,
   then to the next instance type or market; when everything failed, the error lists every
   try. Quota errors stop at once: another zone would not lift a quota.
+- A multi-host attempt is ONE RunInstances with MinCount = MaxCount = hosts (all or nothing),
+  so the tag lookup below covers every host of the attempt.
 - A launch never starts a second instance for the same attempt: before each RunInstances we
   look for an instance tagged with this run and attempt (moto and a lost reply both defeat
   ClientToken alone), and the ClientToken makes EC2 itself return the same instance on retry.
@@ -39,18 +41,25 @@ PROFILE_PROPAGATION_SLEEP = 5.0  # seconds, times the try number
 @dataclass
 class Launched:
     spec: LaunchSpec
-    instance: dict
+    instances: list[dict]  # host order: algo-1, algo-2, ... (by AmiLaunchIndex)
     tried: list[str]
+
+    @property
+    def instance(self) -> dict:
+        return self.instances[0]
 
 
 class _NoCapacity(Exception):
     pass
 
 
-def base_spec(run_id: str, state, first: Candidate, ami: str, root: str, max_runtime_s: int):
+def base_spec(
+    run_id: str, state, first: Candidate, ami: str, root: str, max_runtime_s: int, count: int = 1
+):
     """The LaunchSpec of the next attempt of ``state`` (subnet and group chosen by launch)."""
     opts = state.options
     return LaunchSpec(
+        count=count,
         run_id=run_id,
         attempt=len(state.attempts) + 1,
         instance_type=first.instance_type,
@@ -89,11 +98,11 @@ def launch(
             )
             where = f"{cand.describe()} in {subnet['AvailabilityZone']} ({subnet['SubnetId']})"
             try:
-                instance = _run_one(ec2, spec, f"{spec.run_id}-a{spec.attempt}-c{ci}-s{si}")
+                found = _run_one(ec2, spec, f"{spec.run_id}-a{spec.attempt}-c{ci}-s{si}")
             except _NoCapacity as exc:
                 tried.append(f"{where}: {exc}")
                 continue
-            return Launched(spec, instance, tried)
+            return Launched(spec, sorted(found, key=lambda i: i.get("AmiLaunchIndex", 0)), tried)
     raise CloudError(
         "no capacity for this run; tried:\n  " + "\n  ".join(tried),
         "try again later, allow more zones (--az / --subnet), other instance types "
@@ -102,14 +111,14 @@ def launch(
     )
 
 
-def _run_one(ec2, spec: LaunchSpec, token: str) -> dict:
+def _run_one(ec2, spec: LaunchSpec, token: str) -> list[dict]:
     kwargs = run_instances_kwargs(spec, token[:64])
     for n in range(1, RETRIES + 1):
         existing = ec2_infra.find_instances(ec2, spec.run_id, spec.attempt)
         if existing:  # a launch of this attempt already happened (lost reply, retried command)
-            return existing[0]
+            return existing  # one RunInstances per attempt: all its hosts, or none
         try:
-            return ec2.run_instances(**kwargs)["Instances"][0]  # one attempt: retries are here
+            return ec2.run_instances(**kwargs)["Instances"]  # one attempt: retries are here
         except Exception as exc:
             if not _retryable(exc, spec) or n == RETRIES:
                 raise _classified(exc, spec) from None

@@ -22,11 +22,6 @@ def preflight(plan, options: Ec2Options) -> str:
     from finetune.catalog import instances
 
     res = plan.resources
-    if res.hosts > 1:
-        raise UsageError(
-            f"the ec2 backend runs one instance per run (asked for {res.hosts})",
-            "use --count 1, or --backend sagemaker for multi-instance training.",
-        )
     inst = instances.get(res.instance_type)
     for name in options.fallback_instances:
         instances.get(name)  # an unknown fallback type fails now, not after an interruption

@@ -7,8 +7,8 @@ What every instance gets, and why:
   instance ends itself after --max-runtime plus a margin, whatever happens on it.
 - An encrypted gp3 root volume, deleted with the instance; tags on instance and volume (and
   the spot request) naming project, run id, attempt and owner, so `finetune cleanup` finds all.
-- A security group without inbound rules (Session Manager for access) and an instance profile
-  limited to the run's own S3 prefixes.
+- A security group without inbound rules (Session Manager for access; a multi-host run's group
+  allows TCP from itself only) and an instance profile limited to the run's own S3 prefixes.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ PROJECT_TAG = ("project", "finetune")
 RUN_TAG = "finetune:run-id"
 ATTEMPT_TAG = "finetune:attempt"
 OWNER_TAG = "finetune:owner"
+HOST_TAG = "finetune:host"  # algo-K, K = 1 + the instance's AmiLaunchIndex (multi-host runs)
 DEADMAN_MARGIN_S = 15 * 60  # start-up, image pull and the final upload on top of the runtime
 TEMPLATE = "ec2_userdata.sh.tmpl"
 
@@ -48,6 +49,7 @@ class LaunchSpec:
     max_runtime_s: int
     upload_interval_s: int = 30
     volume_gib: int = 100
+    count: int = 1  # instances of this attempt (one RunInstances, all or nothing)
 
     @property
     def deadman_s(self) -> int:
@@ -66,6 +68,9 @@ def render_user_data(spec: LaunchSpec) -> str:
         "DATASET_URI": spec.dataset_uri,
         "UPLOAD_INTERVAL": str(spec.upload_interval_s),
         "DEADMAN_SECONDS": str(spec.deadman_s),
+        "HOSTS": str(spec.count),
+        # several hosts: the parameter-server ports must be reachable from the other hosts
+        "NETWORK": "host" if spec.count > 1 else "bridge",
     }
     text = resources.files("finetune.backends").joinpath(TEMPLATE).read_text(encoding="utf-8")
     out = re.sub(r"\{\{([A-Z_]+)\}\}", lambda m: shlex.quote(values[m[1]]), text)
@@ -97,8 +102,8 @@ def run_instances_kwargs(spec: LaunchSpec, token: str) -> dict:
     kwargs = dict(
         ImageId=spec.ami,
         InstanceType=spec.instance_type,
-        MinCount=1,
-        MaxCount=1,
+        MinCount=spec.count,  # all or nothing: half a cluster cannot train
+        MaxCount=spec.count,
         SubnetId=spec.subnet_id,
         SecurityGroupIds=[spec.security_group_id],
         IamInstanceProfile={"Name": spec.instance_profile},

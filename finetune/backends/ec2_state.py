@@ -58,6 +58,11 @@ class AttemptRecord:
     reason: str | None = None
     usd_per_hour: float | None = None
     price_source: str = ""
+    instance_ids: list[str] = field(default_factory=list)  # every host, algo-1 first
+
+    @property
+    def hosts(self) -> list[str]:
+        return list(self.instance_ids) or [self.instance_id]
 
     @property
     def open(self) -> bool:

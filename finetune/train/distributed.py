@@ -12,7 +12,9 @@ When resourceconfig.json lists more than one host and the kvstore is ``dist_sync
 
 All of them get the DMLC_* environment: the scheduler's address (``hosts[0]`` resolved with
 socket.gethostbyname; ``FINETUNE_HOST_ADDRESS_OVERRIDE`` maps every host to one address, for
-tests), its port (``FINETUNE_PS_PORT``, default 9000), one server and one worker per host, and
+tests; ``FINETUNE_HOST_ADDRESSES``, a JSON map of names to addresses, names them one by one,
+as the EC2 agent does), its port (``FINETUNE_PS_PORT``, default 9000), one server and one
+worker per host, and
 the network interface SageMaker names in resourceconfig.json. The children are terminated
 when the worker leaves (normally, on failure or after SIGTERM) and get SIGTERM from the
 kernel should the worker die without cleaning up.
@@ -39,6 +41,7 @@ from finetune.train.contract import TrainJob
 PORT_ENV = "FINETUNE_PS_PORT"
 DEFAULT_PORT = 9000
 ADDRESS_OVERRIDE_ENV = "FINETUNE_HOST_ADDRESS_OVERRIDE"
+ADDRESSES_ENV = "FINETUNE_HOST_ADDRESSES"  # JSON {"algo-1": "10.0.0.5", ...} (the EC2 agent)
 DIST_KVSTORES = ("dist_sync", "dist_device_sync")
 STOP_GRACE_S = 5.0  # a child gets this long after SIGTERM before SIGKILL
 FINISH_WAIT_S = 10.0  # after training, how long the children may take to end by themselves
@@ -101,7 +104,7 @@ def plan(
         raise ConfigError(f"{PORT_ENV}={raw_port!r} is not a port", f"set {PORT_ENV} to 1-65535.")
     ordered = tuple(sorted(hosts))
     first = ordered[0]
-    override = environ.get(ADDRESS_OVERRIDE_ENV)
+    override = environ.get(ADDRESS_OVERRIDE_ENV) or _mapped(environ.get(ADDRESSES_ENV), first)
     try:
         address = override or resolve(first)
     except OSError as exc:
@@ -110,6 +113,20 @@ def plan(
             "every host must resolve the names in resourceconfig.json (SageMaker's do).",
         ) from None
     return Cluster(ordered, current_host, address, int(raw_port), interface or None)
+
+
+def _mapped(text: str | None, host: str) -> str | None:
+    """``host``'s address in the JSON map of FINETUNE_HOST_ADDRESSES, if it names one."""
+    if not text:
+        return None
+    try:
+        value = json.loads(text).get(host)
+    except (ValueError, AttributeError):
+        raise ConfigError(
+            f"{ADDRESSES_ENV} is not a JSON object of host names to addresses",
+            f'set it like {ADDRESSES_ENV}=\'{{"algo-1": "10.0.0.5"}}\', or unset it.',
+        ) from None
+    return str(value) if value else None
 
 
 def plan_for(job: TrainJob) -> Cluster | None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 import boto3
 from typer.testing import CliRunner
 
+from finetune.backends.ec2_request import RUN_TAG
 from finetune.cli import app
 
 from .conftest import REGION, live_instances
@@ -48,12 +50,43 @@ def test_launch_detach_then_stop(ec2_aws, tiny_dataset):
     assert "stopped" in res.output
 
 
-def test_launch_needs_an_instance_and_one_host(ec2_aws, tiny_dataset):
+def test_launch_needs_an_instance(ec2_aws, tiny_dataset):
     res = _launch(tiny_dataset)
     assert res.exit_code == 2 and "--instance" in res.output and "To fix:" in res.output
-    res = _launch(tiny_dataset, "--instance", "g5.xlarge", "--count", "2", "--detach")
-    assert res.exit_code == 2 and "one instance per run" in res.output
     assert ec2_aws.sent("RunInstances") == []
+
+
+def test_launch_two_hosts_one_request_self_only_group_and_hosts_map(ec2_aws, tiny_dataset):
+    import json
+
+    import boto3
+
+    res = _launch(tiny_dataset, "--instance", "g5.xlarge", "--count", "2", "--detach")
+    assert res.exit_code == 0, res.output
+    (req,) = ec2_aws.sent("RunInstances")  # one request: all hosts or none
+    assert (req["MinCount"], req["MaxCount"]) == ("2", "2")
+    ec2 = boto3.client("ec2", region_name=REGION)
+    pages = ec2.describe_instances(Filters=[{"Name": "tag-key", "Values": [RUN_TAG]}])
+    first = pages["Reservations"][0]["Instances"][0]
+    run_id = next(t["Value"] for t in first["Tags"] if t["Key"] == RUN_TAG)
+    gids = [g["GroupId"] for g in first["SecurityGroups"]]
+    (group,) = ec2.describe_security_groups(GroupIds=gids)["SecurityGroups"]
+    (rule,) = group["IpPermissions"]  # TCP from the group itself, never from a CIDR
+    assert rule["IpProtocol"] == "tcp" and not rule["IpRanges"] and not rule["Ipv6Ranges"]
+    assert [p["GroupId"] for p in rule["UserIdGroupPairs"]] == [group["GroupId"]]
+    live = instances_of(run_id, LIVE)
+    assert len(live) == 2
+    names = {t["Value"] for i in live for t in i["Tags"] if t["Key"] == "finetune:host"}
+    assert names == {"algo-1", "algo-2"}
+    obj = boto3.client("s3", region_name=REGION).get_object(
+        Bucket=os.environ["FINETUNE_BUCKET"], Key=f"finetune/runs/{run_id}/hosts.json"
+    )
+    doc = json.loads(obj["Body"].read())
+    assert doc["attempt"] == 1 and sorted(doc["hosts"]) == ["algo-1", "algo-2"]
+    assert {i["PrivateIpAddress"] for i in live} == set(doc["hosts"].values())
+    res = CliRunner().invoke(app, ["runs", "stop", run_id])
+    assert res.exit_code == 0, res.output
+    assert instances_of(run_id, LIVE) == []
 
 
 def test_launch_without_bucket_says_how_to_set_one(ec2_aws, tiny_dataset, monkeypatch):

@@ -69,6 +69,25 @@ def test_plan_overrides_and_bad_port():
         distributed.plan(HOSTS, "algo-1", "dist_sync", environ={}, resolve=unknown)
 
 
+def test_plan_address_map_names_the_first_host():
+    env = {distributed.ADDRESSES_ENV: '{"algo-1": "10.0.0.5", "algo-2": "10.0.0.6"}'}
+
+    def no_dns(name):
+        raise AssertionError("a mapped host is not resolved")
+
+    cluster = distributed.plan(
+        ["algo-2", "algo-1"], "algo-2", "dist_sync", environ=env, resolve=no_dns
+    )
+    assert cluster.root_uri == "10.0.0.5"
+    partial = {distributed.ADDRESSES_ENV: '{"algo-2": "10.0.0.6"}'}
+    cluster = distributed.plan(
+        HOSTS, "algo-2", "dist_sync", environ=partial, resolve=lambda n: "1.2.3.4"
+    )
+    assert cluster.root_uri == "1.2.3.4"  # the first host is not in the map: DNS
+    with pytest.raises(ConfigError, match="JSON object"):
+        distributed.plan(HOSTS, "algo-1", "dist_sync", environ={distributed.ADDRESSES_ENV: "[1"})
+
+
 def test_roles_start_children_set_worker_env_and_clean_up(tmp_path, monkeypatch):
     from finetune.train.contract import Layout, TrainJob
 

@@ -1,0 +1,119 @@
+"""Multi-host EC2 runs: the cluster's security group, host names and the hosts map in S3.
+
+One attempt of an N-host run is one RunInstances of N instances. Host ``algo-K`` is the
+instance with AmiLaunchIndex K-1 (tagged finetune:host=algo-K). Once launched, the control
+side writes ``hosts.json`` to the run's prefix -- ``{"attempt": n, "hosts": {"algo-1": ip,
+...}, "instances": {instance_id: "algo-1", ...}}`` -- and every agent waits for it to build its
+resourceconfig.json and reach the first host (the parameter-server scheduler).
+
+The hosts talk to each other on the parameter-server ports, so their group allows all TCP
+from itself (the group as source, never a CIDR); single-host runs keep the group without any
+inbound rule.
+"""
+
+from __future__ import annotations
+
+import json
+
+from finetune.agent import protocol as p
+from finetune.backends import ec2_infra, ec2_observe
+from finetune.backends.ec2_request import HOST_TAG, PROJECT_TAG
+from finetune.errors import CloudError
+
+CLUSTER_GROUP = "finetune-cluster-self-only"
+SELF_RULE_PORTS = (0, 65535)
+
+
+def host_name(index: int) -> str:
+    return f"algo-{index + 1}"
+
+
+def cluster_group(ec2, vpc_id: str) -> str:
+    """The VPC's group for multi-host runs: TCP from itself only, no ingress from anywhere."""
+    flt = [
+        {"Name": "vpc-id", "Values": [vpc_id]},
+        {"Name": "group-name", "Values": [CLUSTER_GROUP]},
+    ]
+    try:
+        groups = ec2_infra.call(ec2.describe_security_groups, Filters=flt)["SecurityGroups"]
+        if not groups:
+            tags = [{"Key": PROJECT_TAG[0], "Value": PROJECT_TAG[1]}]
+            gid = ec2.create_security_group(
+                GroupName=CLUSTER_GROUP,
+                Description="finetune multi-host training: TCP from this group only",
+                VpcId=vpc_id,
+                TagSpecifications=[{"ResourceType": "security-group", "Tags": tags}],
+            )["GroupId"]
+            groups = [{"GroupId": gid, "IpPermissions": []}]
+    except Exception as exc:
+        raise ec2_infra.cloud_error(
+            exc, f"the security group {CLUSTER_GROUP} in {vpc_id}"
+        ) from None
+    group = groups[0]
+    gid, rules = group["GroupId"], group.get("IpPermissions") or []
+    if any(not _self_rule(r, gid) for r in rules):
+        raise CloudError(
+            f"security group {gid} ({CLUSTER_GROUP}) has inbound rules other than TCP from itself",
+            "remove them: finetune hosts accept traffic only from each other (use Session "
+            "Manager for access).",
+        )
+    if not rules:
+        rule = {"IpProtocol": "tcp", "FromPort": SELF_RULE_PORTS[0], "ToPort": SELF_RULE_PORTS[1]}
+        rule["UserIdGroupPairs"] = [{"GroupId": gid, "Description": "finetune hosts"}]
+        try:
+            ec2_infra.call(ec2.authorize_security_group_ingress, GroupId=gid, IpPermissions=[rule])
+        except Exception as exc:
+            raise ec2_infra.cloud_error(exc, f"allowing TCP within {gid}") from None
+    return gid
+
+
+def _self_rule(rule: dict, gid: str) -> bool:
+    pairs = rule.get("UserIdGroupPairs") or []
+    return (
+        rule.get("IpProtocol") == "tcp"
+        and not rule.get("IpRanges")
+        and not rule.get("Ipv6Ranges")
+        and not rule.get("PrefixListIds")
+        and bool(pairs)
+        and all(pair.get("GroupId") == gid for pair in pairs)
+    )
+
+
+def publish(ec2, s3, bucket: str, prefix: str, attempt: int, instances: list[dict]) -> dict:
+    """Tag each host with its name and write hosts.json (private IPs; described if missing)."""
+    ids = [i["InstanceId"] for i in instances]
+    if any(not i.get("PrivateIpAddress") for i in instances):
+        described = ec2_infra.describe(ec2, ids)
+        instances = [described.get(i["InstanceId"], i) for i in instances]
+    doc = {"attempt": attempt, "hosts": {}, "instances": {}}
+    for k, inst in enumerate(instances):
+        name, ip = host_name(k), inst.get("PrivateIpAddress")
+        if not ip:
+            raise CloudError(
+                f"instance {inst['InstanceId']} ({name}) has no private IP address",
+                "use subnets of a VPC (--subnet); then `finetune launch --resume RUN_ID`.",
+            )
+        doc["hosts"][name], doc["instances"][inst["InstanceId"]] = ip, name
+        tag = [{"Key": HOST_TAG, "Value": name}]
+        ec2_infra.call(ec2.create_tags, Resources=[inst["InstanceId"]], Tags=tag)
+    body = json.dumps(doc).encode()
+    try:
+        ec2_infra.call(s3.put_object, Bucket=bucket, Key=prefix + p.HOSTS, Body=body)
+    except Exception as exc:
+        raise ec2_infra.cloud_error(exc, f"writing s3://{bucket}/{prefix}{p.HOSTS}") from None
+    return doc
+
+
+def observe_all(doc: dict, insts: list[dict | None], stop_requested: bool):
+    """(outcome, reason, spot) of an attempt from host 1's status and every host's instance:
+    one host ending ends the attempt for all (a parameter-server cluster cannot lose a host)."""
+    outcome, reason = ec2_observe.observe(doc, insts[0], stop_requested)
+    if outcome is not None or len(insts) < 2:
+        return outcome, reason, ec2_observe.spot_interruption(doc, insts[0])
+    for k, inst in enumerate(insts[1:], start=1):
+        if inst is not None and inst["State"]["Name"] not in ec2_observe.ENDED:
+            continue
+        outcome, reason = ec2_observe.observe({}, inst, stop_requested)
+        where = f"host {host_name(k)} ({(inst or {}).get('InstanceId', 'gone')})"
+        return outcome, f"{where}: {reason}", ec2_observe.spot_interruption({}, inst)
+    return None, None, False

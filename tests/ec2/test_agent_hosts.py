@@ -1,0 +1,75 @@
+"""Multi-host EC2 attempts, agent side: wait for hosts.json in S3, name this host, hand the
+trainer its peers (real S3 = moto server; the IMDS is not needed for this step)."""
+
+from __future__ import annotations
+
+import json
+
+import boto3
+import pytest
+
+from finetune.agent import hosts
+from finetune.agent import protocol as p
+from finetune.agent.config import AgentConfig
+from finetune.agent.supervisor import AgentError, Attempt
+from finetune.agent.sync import RunStore
+from finetune.train.distributed import ADDRESSES_ENV
+
+BUCKET, PREFIX = "finetune-hosts-test", "finetune/runs/ft-x/"
+DOC = {
+    "attempt": 2,
+    "hosts": {"algo-1": "10.0.0.5", "algo-2": "10.0.0.9"},
+    "instances": {"i-aaa": "algo-1", "i-bbb": "algo-2"},
+}
+
+
+@pytest.fixture
+def store(aws):
+    s3 = boto3.client("s3")
+    s3.create_bucket(Bucket=BUCKET)
+    return RunStore(s3, BUCKET, PREFIX)
+
+
+def _attempt(store, tmp_path, instance: str, wait: float = 5.0) -> Attempt:
+    cfg = AgentConfig(
+        bucket=BUCKET,
+        prefix=PREFIX,
+        dataset_uri=f"s3://{BUCKET}/d/",
+        attempt=2,
+        ml_root=tmp_path / "ml",
+        hosts=2,
+        hosts_wait=wait,
+    )
+    (cfg.ml_root / "input" / "config").mkdir(parents=True)
+    return Attempt(cfg, store, imds=None, instance_id=instance, host="pending")
+
+
+def test_waits_for_its_attempt_then_joins(store, tmp_path):
+    run = _attempt(store, tmp_path, "i-bbb")
+    store.write_text(p.HOSTS, json.dumps({**DOC, "attempt": 1}))  # an older attempt's map
+    naps = []
+
+    def publish_during_the_wait(seconds):
+        naps.append(seconds)
+        store.write_text(p.HOSTS, json.dumps(DOC))
+
+    doc = hosts.wait_for_hosts(run, sleep=publish_during_the_wait)
+    assert naps == [hosts.POLL_S] and doc["attempt"] == 2
+    hosts.join(run, doc)
+    config = json.loads((run.cfg.ml_root / "input/config/resourceconfig.json").read_text())
+    assert config == {"current_host": "algo-2", "hosts": ["algo-1", "algo-2"]}
+    assert run.host == "algo-2" and not run.primary
+    assert json.loads(run.env[ADDRESSES_ENV]) == DOC["hosts"]
+    assert run._key(p.STATUS) == f"hosts/algo-2/{p.STATUS}"  # only algo-1 writes the run's own
+
+
+def test_no_hosts_map_is_a_bounded_failure(store, tmp_path):
+    run = _attempt(store, tmp_path, "i-aaa", wait=0.0)
+    with pytest.raises(AgentError, match=r"no hosts\.json for attempt 2"):
+        hosts.wait_for_hosts(run, sleep=lambda s: None)
+
+
+def test_a_map_without_this_instance_is_refused(store, tmp_path):
+    run = _attempt(store, tmp_path, "i-zzz")
+    with pytest.raises(AgentError, match="does not list this instance"):
+        hosts.join(run, DOC)
