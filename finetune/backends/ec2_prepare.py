@@ -77,13 +77,17 @@ def state_for(plan, run, options: Ec2Options | None, clients) -> Ec2State:
 def new_state(plan, run, options: Ec2Options, clients) -> Ec2State:
     """The run's S3 prefix filled (dataset, plan) and its state record started."""
     from finetune.aws.errors import aws_errors
-    from finetune.aws.s3upload import plan_upload, upload_dataset
+    from finetune.aws.s3upload import as_prefix, plan_upload, upload_dataset
 
     region = ec2_infra.region_name()
     s3 = clients("s3", region)
     name = bucket()
-    upload = plan_upload(plan.dataset.path, name)  # content-addressed: uploaded once
-    upload_dataset(s3, upload)
+    if plan.dataset.path.startswith("s3://"):  # already uploaded (checked by the plan)
+        dataset_uri = as_prefix(plan.dataset.path)
+    else:
+        upload = plan_upload(plan.dataset.path, name)  # content-addressed: uploaded once
+        upload_dataset(s3, upload)
+        dataset_uri = upload.uri
     prefix = p.run_prefix(run.id)
     with aws_errors("PutObject", resource=f"s3://{name}/{prefix}{p.PLAN}", region=region):
         ec2_infra.call(
@@ -93,7 +97,7 @@ def new_state(plan, run, options: Ec2Options, clients) -> Ec2State:
         region=region,
         bucket=name,
         prefix=prefix,
-        dataset_uri=upload.uri,
+        dataset_uri=dataset_uri,
         image=image(options),
         owner=ec2_infra.owner(clients("sts", region)),
         options=options,

@@ -13,7 +13,9 @@ def launch(
         None, help="Recipe overrides as key=value, e.g. epochs=2 optimizer.lr_per_gpu=0.002."
     ),
     dataset: str = typer.Option(
-        None, help="Prepared dataset: folder or name under the data dir (default: the recipe's)."
+        None,
+        help="Prepared dataset: folder or name under the data dir (default: the recipe's); "
+        "for sagemaker and ec2 also the s3:// prefix an earlier launch uploaded it to.",
     ),
     backend: str = typer.Option("local", help="Where to run: local, sagemaker or ec2."),
     gpus: str = typer.Option(
@@ -129,6 +131,12 @@ def launch(
         resources, gpu_ids = local_resources(gpus, cpus)
     if backend == "sagemaker":
         plan = sm.build_plan(recipe, dataset, resources, overrides or (), sm_opts)
+    elif backend == "ec2" and dataset and dataset.startswith("s3://"):
+        from finetune.aws import s3dataset
+        from finetune.aws.session import configured_region
+
+        summary = s3dataset.summarize(dataset, configured_region(None))
+        plan = build_plan(recipe, summary, resources, overrides or ())
     else:
         plan = build_plan(recipe, dataset, resources, overrides or ())
     if backend == "ec2":  # every cloud plan shows what it will cost, before anything runs

@@ -198,3 +198,39 @@ def test_caller_policy_in_infra_allows_every_call_we_make(ec2_aws, tiny_dataset)
     sent = _actions(ec2_aws.requests)
     assert {"ec2:RunInstances", "iam:CreateRole", "ssm:GetParameter"} <= sent
     assert sent - granted == set()
+
+
+def test_launch_from_a_dataset_already_in_s3_uploads_nothing(ec2_aws, tiny_dataset):
+    """--dataset s3://PREFIX/ (what an earlier launch uploaded): the plan comes from the
+    manifest stored there, and the instance is pointed at that prefix; nothing is re-sent."""
+    from finetune.aws.s3upload import plan_upload, upload_dataset
+
+    s3 = boto3.client("s3", region_name=REGION)
+    upload = plan_upload(str(tiny_dataset), os.environ["FINETUNE_BUCKET"])
+    upload_dataset(s3, upload)
+    bucket = os.environ["FINETUNE_BUCKET"]
+
+    def datasets():
+        pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket)
+        return {
+            (o["Key"], o["LastModified"])
+            for page in pages
+            for o in page.get("Contents", [])
+            if not o["Key"].startswith("finetune/runs/")
+        }
+
+    before = datasets()
+    res = _launch(upload.uri, "--instance", "g5.xlarge", "--detach")
+    assert res.exit_code == 0, res.output
+    run_id = _run_id(res.output)
+    assert upload.uri in _sent_user_data(ec2_aws)
+    assert datasets() == before  # no second copy, nothing rewritten
+    res = CliRunner().invoke(app, ["runs", "stop", run_id])
+    assert res.exit_code == 0, res.output
+    assert instances_of(run_id, LIVE) == []
+
+
+def test_launch_from_an_s3_prefix_without_a_dataset(ec2_aws):
+    res = _launch(f"s3://{os.environ['FINETUNE_BUCKET']}/nothing-here/", "--instance", "g5.xlarge")
+    assert res.exit_code != 0 and "To fix:" in res.output
+    assert ec2_aws.sent("RunInstances") == []
