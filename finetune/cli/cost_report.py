@@ -24,11 +24,11 @@ def cost_report(
     per GPU), speedup and efficiency against the 1-GPU run of the same recipe and dataset,
     best validation accuracy, EUR total and per epoch; then totals and the price provenance."""
     from finetune.errors import UsageError
-    from finetune.report.render import build_report, render
+    from finetune.report.render import build_report, check_format, render
     from finetune.runs.facts import finished_facts
     from finetune.runs.ledger import open_default
 
-    fmt = "markdown" if fmt == "md" else fmt
+    fmt = check_format(fmt)  # before any work: a typo should not wait for the ledger
     since_ts = None
     if since:
         try:

@@ -128,13 +128,20 @@ def build_report(runs: list[RunFacts], target_acc: float | None = None) -> Repor
     return Report(rows, totals, provenance(runs), target_acc, notes)
 
 
-def render(report: Report, fmt: str = "table") -> str:
-    """The report as text in ``fmt``: table, json, csv or markdown."""
+def check_format(fmt: str) -> str:
+    """``fmt`` if it is one of FORMATS ("md" is markdown), else a UsageError."""
+    fmt = "markdown" if fmt == "md" else fmt
     if fmt not in FORMATS:
         raise UsageError(
             f'Unknown format "{fmt}".{did_you_mean(fmt, FORMATS)}',
             f"use one of {', '.join(FORMATS)}.",
         )
+    return fmt
+
+
+def render(report: Report, fmt: str = "table") -> str:
+    """The report as text in ``fmt``: table, json, csv or markdown."""
+    fmt = check_format(fmt)
     if fmt == "json":
         return json.dumps(
             {
