@@ -16,7 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from finetune.errors import ConfigError, did_you_mean
 
-Augmentation = Literal["none", "crop", "crop_color", "crop_color_transform"]
+# training presets of the preprocessing contract (finetune.train.preprocess)
+Augmentation = Literal[
+    "none", "crop", "crop_color", "crop_color_transform", "resized_crop", "resized_crop_color"
+]
+Engine = Literal["mxnet"]  # the PyTorch engine joins here
 
 
 class TrainHyperparameters(BaseModel):
@@ -24,6 +28,7 @@ class TrainHyperparameters(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    engine: Engine = "mxnet"
     # model
     model: str = "resnet50_v1"  # GluonCV model-zoo name, or "imagenet11k-resnet-152"
     pretrained: bool = True

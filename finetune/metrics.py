@@ -28,6 +28,9 @@ class EpochMetrics(BaseModel):
     train_acc: float
     val_acc: float | None = None
     val_top_k: float | None = None
+    val_count: int | None = None  # validation records counted (each exactly once)
+    best_epoch: int | None = None  # the best validation epoch so far (the model's source)
+    test_acc: float | None = None  # last event only: the best model on the test split
     lr: float
     devices: int = 1  # devices per host
     hosts: int = 1

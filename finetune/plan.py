@@ -268,6 +268,7 @@ def hyperparameters(
     """The trainer's contract, every value resolved (see finetune.hparams)."""
     m, d, o, s, t = recipe.model, recipe.data, recipe.optimizer, recipe.schedule, recipe.train
     return TrainHyperparameters(
+        engine=recipe.engine,
         model=m.name,
         pretrained=m.pretrained,
         weights=m.weights,

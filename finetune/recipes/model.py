@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from finetune.errors import ConfigError, did_you_mean
-from finetune.hparams import Augmentation
+from finetune.hparams import Augmentation, Engine
 
 Kvstore = Literal["device", "nccl", "local", "dist_sync", "dist_device_sync"]
 
@@ -89,6 +89,7 @@ class Recipe(_Section):
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     description: str = ""
+    engine: Engine = "mxnet"  # which training engine runs it (finetune.train.engines)
     model: ModelSection
     data: DataSection = DataSection()
     optimizer: OptimizerSection

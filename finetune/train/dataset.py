@@ -26,6 +26,8 @@ class DatasetFiles:
     train_idx: Path
     val_rec: Path
     val_idx: Path
+    test_rec: Path | None = None  # the held-out test split, when prepared with one
+    test_idx: Path | None = None
 
     @property
     def classes(self) -> list[str]:
@@ -51,7 +53,16 @@ def resolve(train_dir: Path, val_dir: Path, hp: TrainHyperparameters) -> Dataset
     _check_hparams(manifest, hp)
     train_rec, train_idx = _split_files(train_dir, manifest, "train", "train")
     val_rec, val_idx = _split_files(val_dir, manifest, "val", "validation")
-    return DatasetFiles(manifest, train_rec, train_idx, val_rec, val_idx)
+    test_rec = test_idx = None
+    if manifest.splits.get("test") and manifest.splits["test"].count > 0:
+        # the test split travels in either channel's folder (both usually hold everything)
+        where = next(
+            (d for d in (train_dir, val_dir) if (d / manifest.file_name("test", "rec")).is_file()),
+            None,
+        )
+        if where is not None:
+            test_rec, test_idx = _split_files(where, manifest, "test", "train")
+    return DatasetFiles(manifest, train_rec, train_idx, val_rec, val_idx, test_rec, test_idx)
 
 
 def _load(directory: Path, channel: str) -> mf.DatasetManifest:

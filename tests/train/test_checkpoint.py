@@ -1,70 +1,75 @@
-"""Atomic checkpoints: complete ones are found, torn or half-written ones are not."""
+"""Atomic checkpoints: complete ones are found, torn or half-written ones are not, and the
+best-validation one survives rotation."""
 
 from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
-import numpy as np
-import pytest
+from finetune.train.checkpoints import BEST, COMPLETE, CheckpointDir
 
-mx = pytest.importorskip("mxnet")
-
-from finetune.train.engines.mxnet.checkpoint import (  # noqa: E402
-    COMPLETE,
-    PARAMS,
-    CheckpointDir,
-)
-
-pytestmark = pytest.mark.mxnet
+PARAMS = "model.params"
 
 
-def _net_and_trainer():
-    net = mx.gluon.nn.Dense(3, in_units=4)
-    net.initialize()
-    trainer = mx.gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1, "momentum": 0.9})
-    with mx.autograd.record():
-        loss = net(mx.nd.ones((2, 4))).sum()
-    loss.backward()
-    trainer.step(2)
-    return net, trainer
+def _writer(payload: bytes = b"weights" * 100):
+    """An engine's write callback: two files, like parameters and optimizer state."""
+
+    def write(folder: Path) -> None:
+        (folder / PARAMS).write_bytes(payload)
+        (folder / "trainer.states").write_bytes(payload[::-1])
+
+    return write
 
 
 def test_save_then_latest_round_trips(tmp_path):
-    net, trainer = _net_and_trainer()
     ckpts = CheckpointDir(tmp_path)
     assert ckpts.latest() is None
-    saved = ckpts.save(net, trainer, {"step": 7})
+    saved = ckpts.save(_writer(b"abc"), {"step": 7})
     latest = ckpts.latest()
     assert latest.directory == saved.directory == tmp_path / "ckpt-000001"
     assert latest.state == {"step": 7}
-    other = mx.gluon.nn.Dense(3, in_units=4)
-    other.load_parameters(str(latest.params))
-    np.testing.assert_array_equal(other.weight.data().asnumpy(), net.weight.data().asnumpy())
-    trainer.load_states(str(latest.trainer_states))
+    assert latest.path(PARAMS).read_bytes() == b"abc"
 
 
 def test_keeps_the_two_newest(tmp_path):
-    net, trainer = _net_and_trainer()
     ckpts = CheckpointDir(tmp_path)
     for step in range(4):
-        ckpts.save(net, trainer, {"step": step})
+        ckpts.save(_writer(), {"step": step})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt-000003", "ckpt-000004"]
     assert ckpts.latest().state == {"step": 3}
 
 
-def test_torn_or_unmarked_checkpoints_are_skipped(tmp_path):
-    net, trainer = _net_and_trainer()
+def test_the_best_checkpoint_survives_rotation(tmp_path):
     ckpts = CheckpointDir(tmp_path)
-    ckpts.save(net, trainer, {"step": 1})
-    newest = ckpts.save(net, trainer, {"step": 2}).directory
+    ckpts.save(_writer(b"first"), {"step": 0})
+    ckpts.save(_writer(b"best"), {"step": 1}, best=True)
+    for step in range(2, 6):
+        ckpts.save(_writer(), {"step": step})
+    names = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("ckpt-"))
+    assert names == ["ckpt-000002", "ckpt-000005", "ckpt-000006"]
+    assert ckpts.best().state == {"step": 1}
+    assert ckpts.best().path(PARAMS).read_bytes() == b"best"
+    assert (tmp_path / BEST).read_text().strip() == "ckpt-000002"
+    ckpts.save(_writer(), {"step": 6}, best=True)  # a newer best frees the old one
+    ckpts.save(_writer(), {"step": 7})
+    ckpts.save(_writer(), {"step": 8})
+    assert not (tmp_path / "ckpt-000002").exists()
+    assert ckpts.best().state == {"step": 6}
+
+
+def test_torn_or_unmarked_checkpoints_are_skipped(tmp_path):
+    ckpts = CheckpointDir(tmp_path)
+    ckpts.save(_writer(), {"step": 1})
+    newest = ckpts.save(_writer(), {"step": 2}, best=True).directory
     with open(newest / PARAMS, "r+b") as f:  # a partial copy, e.g. from S3
         f.truncate(10)
     assert ckpts.latest().state == {"step": 1}
+    assert ckpts.best() is None  # a torn best is no best
     (newest / COMPLETE).unlink()  # killed before the marker
     assert ckpts.latest().state == {"step": 1}
     # the next save gets a fresh number and becomes the newest
-    assert ckpts.save(net, trainer, {"step": 3}).directory.name == "ckpt-000003"
+    assert ckpts.save(_writer(), {"step": 3}).directory.name == "ckpt-000003"
     assert ckpts.latest().state == {"step": 3}
 
 
@@ -78,8 +83,8 @@ def test_temporaries_of_a_killed_process_are_removed(tmp_path):
     assert not stale.exists() and ours.exists()
 
 
-def test_complete_marker_records_sizes(tmp_path):
-    net, trainer = _net_and_trainer()
-    saved = CheckpointDir(tmp_path).save(net, trainer, {"step": 1})
+def test_complete_marker_records_every_file_size(tmp_path):
+    saved = CheckpointDir(tmp_path).save(_writer(), {"step": 1})
     record = json.loads((saved.directory / COMPLETE).read_text())
+    assert set(record["files"]) == {PARAMS, "trainer.states", "state.json"}
     assert record["files"][PARAMS] == (saved.directory / PARAMS).stat().st_size

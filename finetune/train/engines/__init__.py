@@ -1,15 +1,21 @@
-"""Training engines behind one call, ``fit(job)``. MXNet (GluonCV) is the only one so far;
-a PyTorch engine for current GPUs follows behind the same contract."""
+"""Training engines behind one call, ``fit(job)``, chosen by the hyperparameters' ``engine``.
+MXNet (GluonCV) is the seed engine; a PyTorch engine for current GPUs joins behind the same
+contract (finetune.train.fitloop.Session)."""
 
 from __future__ import annotations
 
-from finetune.errors import require_module
+from finetune.errors import ConfigError, require_module
+
+ENGINES = ("mxnet",)
 
 
 def fit(job, stop=None):
-    """Run ``job`` with the MXNet engine (imported here: MXNet is heavy and optional);
-    ``stop`` is a finetune.train.signals.StopRequest, checked after every batch."""
-    require_module("mxnet")
-    from finetune.train.engines.mxnet import fit as mxnet_fit
+    """Run ``job`` with its engine (imported here: engines are heavy and optional); ``stop``
+    is a finetune.train.signals.StopRequest, checked after every batch."""
+    engine = job.hparams.engine
+    if engine == "mxnet":
+        require_module("mxnet")
+        from finetune.train.engines.mxnet import fit as mxnet_fit
 
-    return mxnet_fit(job, stop)
+        return mxnet_fit(job, stop)
+    raise ConfigError(f"unknown engine {engine!r}", f"use one of: {', '.join(ENGINES)}.")

@@ -1,14 +1,13 @@
 """The final model artifact in /opt/ml/model (SageMaker uploads it as model.tar.gz).
 
 ``model-symbol.json`` + ``model-0000.params`` (the hybridized network, loadable without
-this package with ``mx.gluon.SymbolBlock.imports`` or ``mx.mod.Module``), ``classes.json``
-(class names in label order, the order of the network's outputs) and the resolved
-``hyperparameters.json``.
+this package with ``mx.gluon.SymbolBlock.imports`` or ``mx.mod.Module``) and ``gluon.params``;
+the engine-neutral loop adds ``classes.json`` (class names in label order, the order of the
+network's outputs), ``preprocessing.json`` and the resolved ``hyperparameters.json``.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import mxnet as mx
@@ -19,8 +18,8 @@ PREFIX = "model"
 GLUON_PARAMS = "gluon.params"
 
 
-def save_model(net, model_dir: Path, classes: list[str], hp: TrainHyperparameters, ctx) -> None:
-    """Export the trained (hybridized) network and what is needed to use it."""
+def save_model(net, model_dir: Path, hp: TrainHyperparameters, ctx) -> None:
+    """Export the trained (hybridized) network."""
     model_dir = Path(model_dir)
     model_dir.mkdir(parents=True, exist_ok=True)
     # export needs a graph built by a forward pass; a run resumed after its last epoch has none
@@ -29,12 +28,3 @@ def save_model(net, model_dir: Path, classes: list[str], hp: TrainHyperparameter
     # the same weights in Gluon's own format (structured names, as the model zoo ships them):
     # usable as `weights=` of a later fine-tuning run, which replaces the head
     net.save_parameters(str(model_dir / GLUON_PARAMS))
-    classes_doc = {
-        "classes": classes,
-        "image_size": hp.image_size,
-        "mean": list(hp.mean),
-        "std": list(hp.std),
-        "input": "data, float32 NCHW, RGB, (pixel - mean) / std",
-    }
-    (model_dir / "classes.json").write_text(json.dumps(classes_doc, indent=2) + "\n")
-    (model_dir / "hyperparameters.json").write_text(json.dumps(hp.to_strings(), indent=2) + "\n")

@@ -1,10 +1,16 @@
-"""mx.io.ImageRecordIter over the prepared .rec/.idx, with SageMaker's augmentation presets.
+"""mx.io.ImageRecordIter over the prepared .rec/.idx, implementing the preprocessing contract.
 
-The presets are those of SageMaker's built-in image-classification algorithm
-(``augmentation_type``): ``crop`` = random crop + horizontal flip; ``crop_color`` adds random
-hue/saturation/lightness shifts of up to 36/50/50; ``crop_color_transform`` adds rotation up
-to 10 degrees, shear up to 0.1 and aspect-ratio change up to 0.25. Validation is a centre crop
-of the image resized to image_size / 0.875 (256 for 224), the usual ImageNet evaluation.
+Both splits resize the shorter side to ``resize_shorter`` first (finetune.train.preprocess),
+so training and validation see one scale whatever resolution `prepare` stored. Training then
+takes a random ``image_size`` square (``crop``) or a random-resized crop (``resized_crop``)
+and flips; the colour and affine presets are those of SageMaker's built-in
+image-classification algorithm. Validation takes the centre square. OpenCV's INTER_LINEAR
+does the resizing (``inter_method=1``).
+
+Neither iterator pads with ``round_batch``: with it, MXNet's prefetcher makes the number and
+content of padded records depend on thread timing (runs stop being reproducible). Training
+takes whole batches only (finetune.recipes.scaling.steps_per_epoch); evaluation counts each
+record exactly once itself (finetune.train.evaluation) and ignores the repeated tail.
 """
 
 from __future__ import annotations
@@ -15,17 +21,9 @@ from pathlib import Path
 import mxnet as mx
 
 from finetune.hparams import TrainHyperparameters
+from finetune.train.preprocess import Preprocessing
 
-_CROP = {"rand_crop": True, "rand_mirror": True}
-_COLOR = {"random_h": 36, "random_s": 50, "random_l": 50}
-_TRANSFORM = {"max_rotate_angle": 10, "max_shear_ratio": 0.1, "max_aspect_ratio": 0.25}
-AUGMENTATIONS: dict[str, dict] = {
-    "none": {},
-    "crop": _CROP,
-    "crop_color": {**_CROP, **_COLOR},
-    "crop_color_transform": {**_CROP, **_COLOR, **_TRANSFORM},
-}
-VAL_CROP_FRACTION = 0.875
+INTER_LINEAR = 1  # OpenCV's bilinear (MXNet's inter_method)
 
 
 def preprocess_threads() -> int:
@@ -36,6 +34,32 @@ def preprocess_threads() -> int:
         return os.cpu_count() or 1
 
 
+def train_options(contract: Preprocessing) -> dict:
+    """ImageRecordIter arguments for the contract's training transform."""
+    opts: dict = {"resize": contract.resize_shorter, "rand_mirror": contract.flip}
+    if contract.train_crop == "random":
+        opts["rand_crop"] = True
+    elif contract.train_crop == "resized":
+        opts.update(
+            random_resized_crop=True,
+            min_random_area=contract.area[0],
+            max_random_area=contract.area[1],
+            min_aspect_ratio=contract.ratio[0],
+            max_aspect_ratio=contract.ratio[1],
+        )
+    if contract.color:
+        c = contract.color
+        opts.update(random_h=c["hue"], random_s=c["saturation"], random_l=c["lightness"])
+    if contract.affine:
+        a = contract.affine
+        opts.update(
+            max_rotate_angle=int(a["rotate_deg"]),
+            max_shear_ratio=a["shear"],
+            max_aspect_ratio=a["aspect"],
+        )
+    return opts
+
+
 def record_iter(
     rec: Path,
     idx: Path,
@@ -44,22 +68,24 @@ def record_iter(
     train: bool,
     num_parts: int = 1,
     part_index: int = 0,
+    seed: int | None = None,
 ):
-    """A shuffled, augmented training iterator or a plain validation one. ``num_parts`` /
-    ``part_index`` give each host of a cluster its own share of the records."""
-    mean_r, mean_g, mean_b = hp.mean
-    std_r, std_g, std_b = hp.std
-    size = hp.image_size
-    extra = AUGMENTATIONS[hp.augmentation] if train else {"resize": round(size / VAL_CROP_FRACTION)}
+    """A shuffled, augmented training iterator or a plain, ordered evaluation one.
+    ``num_parts`` / ``part_index`` give each host of a cluster its own share of the records;
+    ``seed`` (default hp.seed) orders the training shuffle."""
+    contract = Preprocessing.from_hparams(hp)
+    mean_r, mean_g, mean_b = contract.mean
+    std_r, std_g, std_b = contract.std
+    size = contract.image_size
+    extra = train_options(contract) if train else {"resize": contract.resize_shorter}
     return mx.io.ImageRecordIter(
         path_imgrec=str(rec),
         path_imgidx=str(idx),
         data_shape=(3, size, size),
         batch_size=batch_size,
         shuffle=train,
-        # training pads its last batch by wrapping around (every batch full for the
-        # static-shape graph); validation marks padding in batch.pad and we skip it
-        round_batch=train,
+        round_batch=False,
+        inter_method=INTER_LINEAR,
         mean_r=mean_r,
         mean_g=mean_g,
         mean_b=mean_b,
@@ -70,6 +96,7 @@ def record_iter(
         prefetch_buffer=4,
         num_parts=num_parts,
         part_index=part_index,
-        seed=hp.seed,
+        seed=hp.seed if seed is None else seed,
+        verbose=False,
         **extra,
     )

@@ -9,7 +9,9 @@ only inside the builder: it is slow to import and pulls in matplotlib.
 
 from __future__ import annotations
 
+import json
 import warnings
+from pathlib import Path
 
 import mxnet as mx
 from mxnet import gluon
@@ -118,13 +120,24 @@ def _replace_head(net, head: str, classes: int, init, contexts: list) -> None:
 
 
 def _configure(net, head, hp: TrainHyperparameters) -> None:
-    """Head learning-rate multiplier; a frozen backbone gets no gradients at all."""
+    """Head learning-rate multiplier; a frozen backbone gets no gradients at all, and its
+    BatchNorm layers normalise with their stored statistics and never update them (in
+    training mode BatchNorm would otherwise keep moving its running mean and variance)."""
     head_params = set(head.collect_params().keys())
     for name, param in net.collect_params().items():
         if name in head_params:
             param.lr_mult = hp.head_lr_mult
         elif hp.freeze_backbone:
             param.grad_req = "null"
+    if hp.freeze_backbone:
+        net.apply(_freeze_batchnorm)
+
+
+def _freeze_batchnorm(block) -> None:
+    # gluon.nn.BatchNorm passes its _kwargs to the BatchNorm operator on every call (read
+    # when the graph is built, so this must happen before hybridize's first forward)
+    if isinstance(block, gluon.nn.BatchNorm):
+        block._kwargs["use_global_stats"] = True
 
 
 def _symbol_net(hp: TrainHyperparameters, weights: Weights | None, contexts: list, init):
@@ -134,7 +147,10 @@ def _symbol_net(hp: TrainHyperparameters, weights: Weights | None, contexts: lis
             f"{hp.model} is defined by its symbol file, which was not found",
             "provide resnet-152-symbol.json (+ -0000.params) as for pretrained weights.",
         )
-    internals = mx.sym.load(str(weights.symbol)).get_internals()
+    text = Path(weights.symbol).read_text("utf-8")
+    if hp.freeze_backbone:  # BatchNorm nodes keep their statistics (see _configure)
+        text = _global_stats(text)
+    internals = mx.sym.load_json(text).get_internals()
     if CUT_LAYER not in internals.list_outputs():
         raise DataError(f"{weights.symbol} has no layer {CUT_LAYER!r} to cut at")
     with warnings.catch_warnings():  # SymbolBlock warns about the untyped 'data' input
@@ -147,6 +163,16 @@ def _symbol_net(hp: TrainHyperparameters, weights: Weights | None, contexts: lis
     net = CutNet(features, hp.num_classes)
     net.output.initialize(init, ctx=contexts)
     return net
+
+
+def _global_stats(symbol_json: str) -> str:
+    """The symbol with use_global_stats on every BatchNorm node."""
+    graph = json.loads(symbol_json)
+    for node in graph.get("nodes", []):
+        if node.get("op") == "BatchNorm":
+            attrs = node.setdefault("attrs", node.get("attr", {}))
+            attrs["use_global_stats"] = "True"
+    return json.dumps(graph)
 
 
 class CutNet(gluon.HybridBlock):

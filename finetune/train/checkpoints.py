@@ -1,11 +1,13 @@
-"""Atomic checkpoints: network parameters, optimizer state and where the run stood.
+"""Atomic checkpoints, for any engine: its files, where the run stood, and which one is best.
 
-Each checkpoint is a folder ``ckpt-NNNNNN`` (a sequence number) holding ``model.params``,
-``trainer.states``, ``state.json`` and, written last, ``COMPLETE`` (the byte size of every
-file). It is written under a temporary name and renamed into place, so a kill at any moment
-leaves either the previous checkpoints or a complete new one; a checkpoint whose files do
-not match its COMPLETE record (a torn copy from S3, say) is skipped for an older one. The two
-newest are kept: SageMaker mirrors this folder to S3, deletions included.
+Each checkpoint is a folder ``ckpt-NNNNNN`` (a sequence number) holding the engine's files
+(its ``write`` callback puts them there: parameters, optimizer state, ...), ``state.json``
+and, written last, ``COMPLETE`` (the byte size of every file). It is written under a
+temporary name and renamed into place, so a kill at any moment leaves either the previous
+checkpoints or a complete new one; a checkpoint whose files do not match its COMPLETE record
+(a torn copy from S3, say) is skipped for an older one. The ``keep`` newest are kept, and the
+best-validation one (named in ``BEST``) too: SageMaker mirrors this folder to S3, deletions
+included, and the model artifact is made from the best checkpoint at the end.
 """
 
 from __future__ import annotations
@@ -15,15 +17,15 @@ import logging
 import os
 import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from finetune.data.manifest import fsync_dir
 from finetune.errors import DataError
 
-PARAMS = "model.params"
-TRAINER = "trainer.states"
 STATE = "state.json"
+BEST = "BEST"  # the name of the best-validation checkpoint
 COMPLETE = "COMPLETE"
 _NAME = re.compile(r"ckpt-(\d{6})")
 _TMP_PREFIX = ".tmp-ckpt-"
@@ -38,13 +40,9 @@ class Checkpoint:
     directory: Path
     state: dict
 
-    @property
-    def params(self) -> Path:
-        return self.directory / PARAMS
-
-    @property
-    def trainer_states(self) -> Path:
-        return self.directory / TRAINER
+    def path(self, name: str) -> Path:
+        """One of the engine's files in this checkpoint."""
+        return self.directory / name
 
     def check_fits(self, model: str, num_classes: int) -> None:
         """A checkpoint of another model or class count cannot continue this run."""
@@ -55,20 +53,6 @@ class Checkpoint:
                 f"classes, but this run trains {model} with {num_classes} classes",
                 _FRESH_START.format(dir=self.directory.parent),
             )
-
-    def load_into(self, net, contexts: list) -> None:
-        """The checkpoint's parameters into ``net`` (built for the same model)."""
-        import mxnet as mx
-
-        try:
-            net.load_parameters(str(self.params), ctx=contexts)
-        except (AssertionError, mx.base.MXNetError) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise DataError(
-                f"the checkpoint {self.directory} does not fit this model: {first}",
-                _FRESH_START.format(dir=self.directory.parent),
-            ) from None
-        log.info("resumed from %s", self.directory)
 
 
 _FRESH_START = (
@@ -95,24 +79,41 @@ class CheckpointDir:
             log.warning("skipping incomplete checkpoint %s", folder)
         return None
 
-    def save(self, net, trainer, state: dict) -> Checkpoint:
-        """Write a new checkpoint atomically and drop the ones beyond ``keep``."""
+    def best(self) -> Checkpoint | None:
+        """The checkpoint named in BEST, if it is complete."""
+        try:
+            name = (self.directory / BEST).read_text("utf-8").strip()
+        except OSError:
+            return None
+        folder = self.directory / name
+        if not _NAME.fullmatch(name) or not _is_complete(folder):
+            return None
+        return Checkpoint(folder, json.loads((folder / STATE).read_text("utf-8")))
+
+    def save(self, write: Callable[[Path], None], state: dict, best: bool = False) -> Checkpoint:
+        """Write a new checkpoint atomically (``write(folder)`` puts the engine's files in
+        it), mark it best if asked, and drop the old ones beyond ``keep``."""
         seq = max(self._sequence_numbers(), default=0) + 1
         final = self.directory / f"ckpt-{seq:06d}"
         tmp = self.directory / f"{_TMP_PREFIX}{seq:06d}-{os.getpid()}"
         tmp.mkdir()
-        net.save_parameters(str(tmp / PARAMS))
-        trainer.save_states(str(tmp / TRAINER))
+        write(tmp)
         (tmp / STATE).write_text(json.dumps(state, indent=1), encoding="utf-8")
         sizes = {}
-        for name in (PARAMS, TRAINER, STATE):
-            _fsync_file(tmp / name)
-            sizes[name] = (tmp / name).stat().st_size
+        for path in sorted(tmp.iterdir()):
+            _fsync_file(path)
+            sizes[path.name] = path.stat().st_size
         (tmp / COMPLETE).write_text(json.dumps({"files": sizes}), encoding="utf-8")
         _fsync_file(tmp / COMPLETE)
         fsync_dir(tmp)
         os.rename(tmp, final)
         fsync_dir(self.directory)
+        if best:
+            marker = self.directory / f".{BEST}.tmp"
+            marker.write_text(final.name + "\n", encoding="utf-8")
+            _fsync_file(marker)
+            os.replace(marker, self.directory / BEST)
+            fsync_dir(self.directory)
         self._prune()
         return Checkpoint(final, state)
 
@@ -125,8 +126,9 @@ class CheckpointDir:
         complete = sorted((s for s, f in folders.items() if _is_complete(f)), reverse=True)
         if len(complete) < self.keep:
             return
+        best = self.best()
         for seq, folder in folders.items():
-            if seq < complete[self.keep - 1]:
+            if seq < complete[self.keep - 1] and (best is None or folder != best.directory):
                 shutil.rmtree(folder, ignore_errors=True)
 
     def _remove_stale_temporaries(self) -> None:
