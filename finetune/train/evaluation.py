@@ -85,15 +85,19 @@ class Evaluation:
             "confusion": self.confusion().tolist(),
         }
 
-    def save(self, folder: Path, classes: list[str], epoch: int | None = None) -> None:
-        """``<split>-report.json`` and ``<split>-predictions.csv`` (index,label,top-k...)."""
+    def save_report(self, folder: Path, classes: list[str], epoch: int | None = None) -> None:
+        """``<split>-report.json``: accuracy, per-class accuracy, confusion matrix."""
         folder.mkdir(parents=True, exist_ok=True)
         text = json.dumps(self.report(classes, epoch), indent=1) + "\n"
         _write_atomic(folder / f"{self.split}-report.json", text)
+
+    def save_predictions(self, path: Path) -> None:
+        """One CSV row per record, file order: index,label,top1..topk."""
+        path.parent.mkdir(parents=True, exist_ok=True)
         rows = ["index,label," + ",".join(f"top{i + 1}" for i in range(self.top.shape[1]))]
         for i, (label, top) in enumerate(zip(self.labels, self.top, strict=True)):
             rows.append(f"{i},{label}," + ",".join(str(int(t)) for t in top))
-        _write_atomic(folder / f"{self.split}-predictions.csv", "\n".join(rows) + "\n")
+        _write_atomic(path, "\n".join(rows) + "\n")
 
 
 class Evaluator:

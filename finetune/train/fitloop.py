@@ -32,6 +32,7 @@ from finetune.train.signals import StopRequest
 
 LOG_EVERY_ENV = "FINETUNE_LOG_EVERY"  # batches between progress lines (default 50)
 SUMMARY_FILE = "summary.json"  # best epoch, its validation and the test figures
+PREDICTIONS_DIR = "predictions"  # <split>-epoch-NNN.csv: every epoch's predictions
 
 log = logging.getLogger(__name__)
 
@@ -166,9 +167,12 @@ def _epochs(run: _Run, progress: Progress) -> None:
             if val is None:  # stopped during validation: it runs again after a restart
                 return
         best = val is not None and progress.improves(val.accuracy)
-        if best:
-            progress.best_epoch, progress.best_val_acc = progress.epoch, val.accuracy
-            val.save(run.job.layout.output_data_dir, run.files.classes, progress.epoch)
+        if val is not None:
+            out = run.job.layout.output_data_dir
+            val.save_predictions(out / PREDICTIONS_DIR / f"val-epoch-{progress.epoch:03d}.csv")
+            if best:
+                progress.best_epoch, progress.best_val_acc = progress.epoch, val.accuracy
+                val.save_report(out, run.files.classes, progress.epoch)
         event = _epoch_event(run, progress, val)
         print(event.log_line(), flush=True)
         if run.session.is_first_host:
@@ -280,7 +284,9 @@ def _finish(run: _Run, progress: Progress) -> Evaluation | None:
         labels = record_labels(files.test_rec, files.test_idx)
         test = _evaluate(run, "test", files.test_rec, files.test_idx, labels)
         if test is not None:
-            test.save(run.job.layout.output_data_dir, files.classes, progress.best_epoch)
+            out = run.job.layout.output_data_dir
+            test.save_report(out, files.classes, progress.best_epoch)
+            test.save_predictions(out / PREDICTIONS_DIR / "test.csv")
             _add_test_to_last_event(run, progress, test)
     _write_summary(run, progress, test)
     _write_artifact(run, progress)
