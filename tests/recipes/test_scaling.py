@@ -30,8 +30,14 @@ def test_zero_devices_is_a_config_error():
 
 @pytest.mark.parametrize(
     ("samples", "batch", "cap", "steps"),
-    [(15420, 128, 0, 120), (15360, 128, 0, 120), (80, 8, 0, 10), (84, 8, 0, 10), (80, 8, 3, 3)]
-    + [(5, 8, 0, 1)],
+    [
+        (15420, 128, 0, 120),
+        (15360, 128, 0, 120),
+        (80, 8, 0, 10),
+        (84, 8, 0, 10),
+        (80, 8, 3, 3),
+        (5, 8, 0, 1),
+    ],
 )
 def test_steps_per_epoch_counts_full_batches_only(samples, batch, cap, steps):
     assert scaling.steps_per_epoch(samples, batch, cap) == steps
