@@ -16,6 +16,7 @@ from finetune.errors import ConfigError
 from finetune.train import distributed
 
 from .conftest import Output, hparams, make_tree, start_trainer
+from .recount import recount
 
 HOSTS = ["algo-2", "algo-1"]  # unsorted on purpose: the first *sorted* host schedules
 
@@ -153,9 +154,16 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.slow
-def test_two_hosts_train_one_model(tmp_path, tiny_dataset):
+def test_two_hosts_train_one_model_and_count_validation_exactly(tmp_path, tiny_dataset):
+    """Two epochs on two hosts, 48 validation records in batches of 5: every record counted
+    once per epoch (the first host validates them all), equal to an independent recount."""
     hp = hparams(
-        epochs=1, hosts=2, kvstore="dist_sync", global_batch_size=16, max_batches_per_epoch=4
+        epochs=2,
+        hosts=2,
+        kvstore="dist_sync",
+        batch_size_per_device=5,
+        global_batch_size=10,
+        max_batches_per_epoch=3,
     )
     roots = {name: _host_tree(tmp_path, tiny_dataset, hp, name) for name in sorted(HOSTS)}
     env = {
@@ -190,9 +198,12 @@ def test_two_hosts_train_one_model(tmp_path, tiny_dataset):
         for line in (roots["algo-1"] / "output" / "data" / "metrics.jsonl").read_text().split("\n")
         if line
     ]
-    assert len(events) == 1, text
-    assert events[0]["hosts"] == 2
-    assert events[0]["samples"] == 4 * 8 * 2  # 4 batches of 8 on each host
+    assert len(events) == 2, text
+    assert [e["hosts"] for e in events] == [2, 2]
+    assert [e["samples"] for e in events] == [3 * 5 * 2] * 2  # 3 batches of 5 on each host
+    counted = recount(roots["algo-1"], tiny_dataset)
+    assert [(e["val_acc"], e["val_count"]) for e in events] == counted
+    assert [n for _, n in counted] == [48, 48]
     assert any((roots["algo-1"] / "model").iterdir())
     assert not (roots["algo-2"] / "model").exists() or not any(
         (roots["algo-2"] / "model").iterdir()

@@ -3,7 +3,6 @@ exact validation counts, reproducible runs, frozen means frozen, the best model 
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 
@@ -15,7 +14,6 @@ mx = pytest.importorskip("mxnet")
 from PIL import Image  # noqa: E402
 
 from finetune.data.datasets import prepare_folder  # noqa: E402
-from finetune.data.lst import read as read_lst  # noqa: E402
 from finetune.data.recordio import RecordReader, unpack_header  # noqa: E402
 from finetune.metrics import read as read_metrics  # noqa: E402
 from finetune.train.contract import Layout, load_job  # noqa: E402
@@ -26,6 +24,7 @@ from finetune.train.preprocess import Preprocessing  # noqa: E402
 
 from .conftest import hparams, make_tree  # noqa: E402
 from .layouts import generate_scales  # noqa: E402
+from .recount import recount  # noqa: E402
 
 pytestmark = pytest.mark.mxnet
 
@@ -154,20 +153,6 @@ def test_a_256px_set_trains_at_224px(tmp_path, scale_images):
 
 
 # ---- exact validation ----------------------------------------------------------------------
-def recount(root, ds, prefix: str = "shapes") -> list[tuple[float, int]]:
-    """(accuracy, count) of every epoch, recounted from the saved predictions and the .lst
-    labels -- an independent count: neither the engine nor the evaluator is involved."""
-    truth = [int(label) for _, label, _ in read_lst(ds / f"{prefix}_val.lst")]
-    out = []
-    for path in sorted((root / "output" / "data" / "predictions").glob("val-epoch-*.csv")):
-        with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
-        assert [int(r["label"]) for r in rows] == truth
-        hits = sum(int(r["top1"]) == t for r, t in zip(rows, truth, strict=True))
-        out.append((hits / len(truth), len(rows)))
-    return out
-
-
 @pytest.mark.slow
 def test_validation_accuracy_equals_an_independent_count_over_two_epochs(tmp_path, tiny_dataset):
     hp = hparams(epochs=2, batch_size_per_device=5, global_batch_size=5, max_batches_per_epoch=4)
