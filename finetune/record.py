@@ -68,12 +68,12 @@ def manifest_sha256(dataset_dir: str | Path) -> str | None:
         return None
 
 
-def launch_record(dataset_dir: str | Path | None) -> dict:
-    """What the launching machine knows."""
+def launch_record(dataset_manifest_sha256: str | None) -> dict:
+    """What the launching (or training) machine knows about the code and the data."""
     return {
         "finetune": finetune.__version__,
         "git_commit": git_commit(),
         "python": platform.python_version(),
         "platform": sys.platform,
-        "dataset_manifest_sha256": manifest_sha256(dataset_dir) if dataset_dir else None,
+        "dataset_manifest_sha256": dataset_manifest_sha256,
     }

@@ -86,9 +86,29 @@ class LocalBackend:
         os.kill(pid, signal.SIGTERM)  # the runner forwards it; the trainer checkpoints
 
 
+# what the trainer leaves in output/data beside the metrics, kept in the ledger when it ends
+_OUTPUT_FACTS = {
+    "run_record": "run-record.json",
+    "summary": "summary.json",
+    "val_report": "val-report.json",
+    "test_report": "test-report.json",
+}
+
+
+def _output_facts(run_dir: Path) -> dict | None:
+    data = run_dir / "ml" / "output" / "data"
+    facts = {key: _read_json(data / name) for key, name in _OUTPUT_FACTS.items()}
+    facts = {k: v for k, v in facts.items() if v}
+    return facts or None
+
+
 def _final(run_dir: Path, info: dict) -> Status:
     code = info.get("exit_code")
-    times = dict(started_at=info.get("started_at"), ended_at=info.get("ended_at"))
+    times = dict(
+        started_at=info.get("started_at"),
+        ended_at=info.get("ended_at"),
+        facts=_output_facts(run_dir),
+    )
     failure = run_dir / "ml" / "output" / "failure"
     if code == 0:
         state = "stopped" if info.get("stop_requested") else "completed"

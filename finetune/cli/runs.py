@@ -10,9 +10,9 @@ _JSON = typer.Option(False, "--json", help="Print JSON instead of text.")
 
 
 def render_run(run, ledger) -> None:
-    from finetune.runs.views import show_lines
+    from finetune.runs.views import final_facts, show_lines
 
-    for line in show_lines(run, ledger.epochs(run.id)):
+    for line in show_lines(run, ledger.epochs(run.id), final_facts(ledger.events(run.id))):
         typer.echo(line)
 
 
@@ -54,15 +54,17 @@ def list_runs(
 def show(
     run_id: str = typer.Argument(..., help="Run id (or a unique prefix)."), as_json: bool = _JSON
 ) -> None:
-    """Show one run: plan, status, throughput and per-epoch metrics."""
+    """Show one run: plan, status, throughput, per-epoch metrics, which epoch the model
+    comes from, test accuracy and the weakest classes."""
     from finetune.cli._render import echo_json
     from finetune.runs.ledger import open_default
-    from finetune.runs.views import run_dict
+    from finetune.runs.views import final_facts, run_dict
 
     with open_default() as ledger:
         run = _synced(ledger, run_id)
         if as_json:
-            echo_json(run_dict(run, ledger.epochs(run.id)))
+            final = final_facts(ledger.events(run.id))
+            echo_json(run_dict(run, ledger.epochs(run.id), final))
         else:
             render_run(run, ledger)
 

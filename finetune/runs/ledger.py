@@ -52,6 +52,7 @@ class Run:
     interrupted_seconds: float | None = None
     cost_eur: float | None = None
     cost: dict = field(default_factory=dict)
+    record: dict = field(default_factory=dict)  # finetune.record.launch_record()
     updated_at: float = 0.0
 
     @property
@@ -210,7 +211,7 @@ class Ledger:
         )
 
 
-_JSON_COLUMNS = {"plan": "plan_json", "cost": "cost_json"}
+_JSON_COLUMNS = {"plan": "plan_json", "cost": "cost_json", "record": "record_json"}
 
 
 def _row(run: Run) -> dict:
@@ -226,6 +227,7 @@ def _run(row: sqlite3.Row) -> Run:
     d = dict(row)
     d["plan"] = json.loads(d.pop("plan_json") or "{}")
     d["cost"] = json.loads(d.pop("cost_json") or "{}")
+    d["record"] = json.loads(d.pop("record_json", None) or "{}")
     d["spot"] = bool(d["spot"])
     return Run(**d)
 

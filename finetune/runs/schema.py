@@ -62,6 +62,10 @@ MIGRATIONS: list[str] = [
     ALTER TABLE runs ADD COLUMN cost_eur REAL;
     ALTER TABLE runs ADD COLUMN cost_json TEXT;
     """,
+    # v3: the reproducibility record (finetune version, git commit, dataset manifest hash)
+    """
+    ALTER TABLE runs ADD COLUMN record_json TEXT;
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -23,6 +23,8 @@ def runs_dir() -> Path:
 
 def new_run(plan, backend_name: str, run_id: str, run_dir: Path) -> Run:
     """The ledger row for a new run of ``plan`` (not yet stored)."""
+    from finetune.record import launch_record
+
     r = plan.resources
     return Run(
         id=run_id,
@@ -38,6 +40,7 @@ def new_run(plan, backend_name: str, run_id: str, run_dir: Path) -> Run:
         device_kind=r.device,
         spot=r.spot,
         run_dir=str(run_dir),
+        record=launch_record(plan.dataset.manifest_sha256),
     )
 
 

@@ -36,13 +36,31 @@ def steady_throughput(epochs: list[EpochMetrics]) -> float | None:
     return rates[mid] if len(rates) % 2 else (rates[mid - 1] + rates[mid]) / 2
 
 
-def run_dict(run: Run, epochs: list[EpochMetrics]) -> dict:
+def final_facts(events: list[tuple[float, str, str]]) -> dict:
+    """The facts recorded when the run ended (the ledger's last "final" event)."""
+    import json
+
+    for _, kind, message in reversed(events):
+        if kind == "final":
+            try:
+                return json.loads(message)
+            except ValueError:
+                return {}
+    return {}
+
+
+def run_dict(run: Run, epochs: list[EpochMetrics], final: dict | None = None) -> dict:
     d = {k: v for k, v in run.__dict__.items() if k != "plan"}
     d["wall_seconds"] = run.wall_seconds
     d["gpus"] = run.gpus
     d["images_per_sec"] = steady_throughput(epochs)
     d["best_val_acc"] = max((e.val_acc for e in epochs if e.val_acc is not None), default=None)
     d["epochs"] = [e.model_dump() for e in epochs]
+    last = epochs[-1] if epochs else None
+    d["model_epoch"] = last.best_epoch if last else None  # the weights the model holds
+    d["test_acc"] = last.test_acc if last else None
+    for key in ("summary", "val_report", "test_report", "run_record"):
+        d[key] = (final or {}).get(key)
     d["hyperparameters"] = run.plan.get("hyperparameters", {})
     d["derived"] = run.plan.get("derived", {})
     return d
@@ -68,7 +86,7 @@ def list_rows(runs: list[Run], best: dict[str, float | None]) -> list[tuple[str,
     return rows
 
 
-def show_lines(run: Run, epochs: list[EpochMetrics]) -> list[str]:
+def show_lines(run: Run, epochs: list[EpochMetrics], final: dict | None = None) -> list[str]:
     d = run.plan.get("derived", {})
     hp = run.plan.get("hyperparameters", {})
     tp = steady_throughput(epochs)
@@ -94,8 +112,52 @@ def show_lines(run: Run, epochs: list[EpochMetrics]) -> list[str]:
             f"{e.epoch_seconds:7.1f} s  loss {e.train_loss:.3f}  "
             f"train {e.train_acc:.3f}  val {val}"
         )
+    lines += evaluation_lines(epochs, final or {})
+    if run.record.get("git_commit") or run.record.get("dataset_manifest_sha256"):
+        commit = (run.record.get("git_commit") or "not a checkout")[:12]
+        data = (run.record.get("dataset_manifest_sha256") or "?")[:12]
+        lines.append(
+            f"  record     finetune {run.record.get('finetune')}, commit {commit}, "
+            f"dataset manifest {data}"
+        )
     if run.run_dir:
         lines.append(f"  files      {run.run_dir}")
+    return lines
+
+
+def evaluation_lines(epochs: list[EpochMetrics], final: dict) -> list[str]:
+    """Which epoch the model comes from, the test figure, per-class accuracy, confusion."""
+    last = epochs[-1] if epochs else None
+    lines = []
+    if last is not None and last.best_epoch is not None:
+        best = epochs[last.best_epoch] if last.best_epoch < len(epochs) else None
+        val = f" (val {best.val_acc:.3f})" if best and best.val_acc is not None else ""
+        lines.append(
+            f"  model      weights of epoch {last.best_epoch + 1}, the best validation{val}"
+        )
+    if last is not None and last.test_acc is not None:
+        n = (final.get("test_report") or {}).get("count")
+        lines.append(
+            f"  test       {last.test_acc:.3f} top-1 on the held-out test split"
+            + (f" ({n} images)" if n else "")
+        )
+    report = final.get("test_report") or final.get("val_report")
+    if report and report.get("classes"):
+        lines += _per_class_lines(report)
+    return lines
+
+
+def _per_class_lines(report: dict, worst: int = 5) -> list[str]:
+    """The classes with the lowest accuracy and what they are mistaken for."""
+    classes, per_class = report["classes"], report["per_class"]
+    confusion = report["confusion"]
+    scored = [(acc, i) for i, acc in enumerate(per_class) if acc is not None]
+    lines = [f"  per class  ({report['split']}, {len(scored)} classes; lowest first)"]
+    for acc, i in sorted(scored)[:worst]:
+        row = confusion[i]
+        wrong = max((n, j) for j, n in enumerate(row) if j != i) if len(row) > 1 else (0, i)
+        also = f", most often taken for {classes[wrong[1]]} ({wrong[0]})" if wrong[0] else ""
+        lines.append(f"    {acc:6.1%}  {classes[i]}{also}")
     return lines
 
 

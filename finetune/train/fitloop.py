@@ -22,7 +22,7 @@ from typing import Protocol
 from finetune import metrics
 from finetune.data.manifest import write_atomic
 from finetune.recipes.scaling import LrSchedule, steps_per_epoch
-from finetune.record import RECORD_FILE, launch_record
+from finetune.record import RECORD_FILE, launch_record, manifest_sha256
 from finetune.train import dataset, preprocess
 from finetune.train.checkpoints import Checkpoint, CheckpointDir
 from finetune.train.contract import TrainJob
@@ -346,7 +346,7 @@ def _write_artifact(run: _Run, progress: Progress) -> None:
 
 def _write_record(run: _Run, note: str | None) -> None:
     """run-record.json: the launch-side record plus what only this machine knows."""
-    record = launch_record(run.job.channels["train"])
+    record = launch_record(manifest_sha256(run.job.channels["train"]))
     record.update(run.session.environment())
     record["hyperparameters"] = run.hp.to_strings()
     record["rescaled"] = note
