@@ -55,7 +55,18 @@ def test_launch_trains_records_and_reports(tiny_dataset):
     assert run.id in _cli("runs", "list").output
     shown = _cli("runs", "show", run.id[:12])
     assert shown.exit_code == 0 and "completed" in shown.output and "epoch   2" in shown.output
+    best = epochs[-1].best_epoch
+    assert best in (0, 1) and f"weights of epoch {best + 1}, the best validation" in shown.output
+    assert "per class  (val, 8 classes" in shown.output
     assert "finetune-metrics" in _cli("runs", "logs", run.id).output
+    # the reproducibility record: launch side in the ledger, trainer side in the final facts
+    assert run.record["dataset_manifest_sha256"] == run.plan["dataset"]["manifest_sha256"]
+    assert run.record["git_commit"] and run.record["finetune"]
+    data = _show(run.id)
+    assert data["model_epoch"] == best
+    assert data["run_record"]["framework"]["mxnet"]
+    assert data["run_record"]["dataset_manifest_sha256"] == run.record["dataset_manifest_sha256"]
+    assert data["val_report"]["epoch"] == best
 
 
 def test_stop_then_resume_continues_from_the_checkpoint(tiny_dataset):
