@@ -77,9 +77,9 @@ def test_summary_lines_show_the_derived_values(tiny_dataset):
         "ec2 p3.8xlarge: 1 host(s) x 4 gpu",
         "8 per device -> 32 global",
         "0.01 per device -> 0.04 (x4 devices)",
-        "1 epoch(s) = 3 steps, 0.01 -> 0.04",
+        "1 epoch(s) = 2 steps, 0.01 -> 0.04",
         "step: x0.5 at epoch(s) 1",
-        "2 x 3 steps/epoch",
+        "2 x 2 steps/epoch",
     ]:
         assert expected in text, expected
 
