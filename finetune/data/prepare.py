@@ -28,6 +28,7 @@ from finetune.data.split import SplitSpec, check_class_sizes, shuffled, split_pa
 from finetune.errors import DataError, UsageError
 
 STAGING = ".prepare-staging"
+LOCK = ".prepare.lock"
 
 
 @dataclass
@@ -71,13 +72,13 @@ def prepare(req: PrepareRequest, progress: Progress | None = None) -> PrepareRes
     if existing is not None:
         return PrepareResult(existing, req.out, reused=True)
 
-    from filelock import FileLock, Timeout
+    from finetune.data.lock import Busy, exclusive
 
     req.out.mkdir(parents=True, exist_ok=True)
     try:
-        with FileLock(str(req.out / ".prepare.lock"), timeout=0):
-            return _build(req, listing, spec, source, progress)
-    except Timeout:
+        with exclusive(req.out / LOCK) as lock_fd:
+            return _build(req, listing, spec, source, progress, lock_fd)
+    except Busy:
         raise DataError(
             f"another `finetune prepare` is writing to {req.out} right now",
             "wait for it to finish, or choose another --out.",
@@ -115,7 +116,7 @@ def _existing(req: PrepareRequest, source: dict[str, str]) -> mf.DatasetManifest
     )
 
 
-def _build(req, listing: Listing, spec: SplitSpec, source, progress) -> PrepareResult:
+def _build(req, listing: Listing, spec: SplitSpec, source, progress, lock_fd) -> PrepareResult:
     staging = req.out / STAGING
     shutil.rmtree(staging, ignore_errors=True)  # left by an interrupted run
     staging.mkdir()
@@ -128,7 +129,9 @@ def _build(req, listing: Listing, spec: SplitSpec, source, progress) -> PrepareR
         slots = dict(
             zip(
                 rels,
-                encode_to_scratch(listing.root, rels, opts, scratch, workers, advance),
+                encode_to_scratch(
+                    listing.root, rels, opts, scratch, workers, advance, close_fds=(lock_fd,)
+                ),
                 strict=True,
             )
         )
