@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Create (or update) .venv with finetune, the MXNet engine and the test tools.
-# Needs only Python 3.11 and pip. Safe to run again: pip skips what is already there.
+# Needs only Python 3.11 and pip. Safe to run again: when .venv was set up from the same
+# inputs (pyproject.toml, requirements/constraints.txt, this script, the Python version and
+# the checkout's path) it does not run pip at all, so it also works offline.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,13 +20,37 @@ if [[ -z "$PY" ]]; then
   exit 1
 fi
 
+STAMP=.venv/.finetune-setup-stamp
+# The stamp is a hash of everything that decides what gets installed. It is written last,
+# so an interrupted install never looks complete.
+inputs_hash() {
+  local py="$PY"
+  [[ -x .venv/bin/python ]] && py=.venv/bin/python
+  {
+    cat pyproject.toml requirements/constraints.txt scripts/setup.sh
+    "$py" -c 'import sys; print(sys.version)'
+    pwd -P
+  } | sha256sum | cut -d' ' -f1
+}
+want="$(inputs_hash)"
+if [[ -x .venv/bin/python && -f "$STAMP" && "$(cat "$STAMP")" == "$want" ]] \
+  && .venv/bin/python -c 'import finetune' 2>/dev/null; then
+  echo "finetune is already installed in .venv (inputs unchanged; pip skipped)" >&2
+  exit 0
+fi
+
 [[ -x .venv/bin/python ]] || "$PY" -m venv .venv
+rm -f "$STAMP"
 PIP=(.venv/bin/python -m pip install --disable-pip-version-check -q -c requirements/constraints.txt)
 "${PIP[@]}" --upgrade pip >/dev/null 2>&1 || true
-"${PIP[@]}" -e ".[train,aws,dev]"
+# The build tools live in .venv, so the editable install needs no isolated build
+# environment (which would look setuptools up in an index on every run).
+"${PIP[@]}" setuptools wheel
+"${PIP[@]}" --no-build-isolation -e ".[train,aws,dev]"
 # gluoncv declares opencv-python, whose current release needs numpy>=2 and would break
 # mxnet; its real needs are in the [train] extra, so install it without dependencies.
 "${PIP[@]}" --no-deps "gluoncv==0.10.5.post0"
 .venv/bin/python -c "import mxnet, gluoncv, numpy; assert numpy.__version__.startswith('1.23')" 2>/dev/null \
   || { echo "error: the MXNet engine does not import in .venv" >&2; exit 1; }
+inputs_hash >"$STAMP"
 echo "finetune is installed in .venv (activate with: source .venv/bin/activate)" >&2

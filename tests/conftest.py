@@ -3,11 +3,63 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
 
 from finetune.data.synth import SynthSpec, generate
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_process_or_lock_left_behind():
+    """After this session's tests (per xdist worker: its own session), no process started
+    under this one is still there and no file lock is held by it or by such a process."""
+    yield
+    deadline = time.monotonic() + 10  # a process being terminated may need a moment
+    while True:
+        kids = _descendants(os.getpid())
+        locks = _locks_held_by({os.getpid(), *kids})
+        if (not kids and not locks) or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert not kids, "tests left processes behind:\n" + "\n".join(kids.values())
+    assert not locks, "tests left file locks held:\n" + "\n".join(locks)
+
+
+def _descendants(root: int) -> dict[int, str]:
+    """{pid: command line} of every process below ``root`` (Linux /proc)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found, frontier = {}, [root]
+    while frontier:
+        parent = frontier.pop()
+        for pid, ppid in parents.items():
+            if ppid == parent and pid not in found:
+                try:
+                    cmd = (Path("/proc") / str(pid) / "cmdline").read_bytes()
+                except OSError:
+                    cmd = b"?"
+                text = cmd.replace(b"\0", b" ").decode(errors="replace")
+                found[pid] = f"{pid}: {text}"
+                frontier.append(pid)
+    return found
+
+
+def _locks_held_by(pids: set[int]) -> list[str]:
+    """/proc/locks entries (flock and POSIX) owned by ``pids``."""
+    try:
+        lines = Path("/proc/locks").read_text().splitlines()
+    except OSError:
+        return []
+    return [line for line in lines if len(line.split()) > 4 and line.split()[4].isdigit()
+            and int(line.split()[4]) in pids]  # fmt: skip
 
 
 @pytest.fixture(autouse=True)

@@ -25,6 +25,8 @@ def _common(
     pass_through: bool,
     max_bad: float,
     overwrite: bool,
+    test_ratio: float | None = None,
+    test_per_class: int | None = None,
 ):
     """Options shared by both sources, as keyword arguments for the library."""
     from finetune import settings
@@ -40,6 +42,8 @@ def _common(
             quality=quality,
             pass_through=pass_through,
             max_bad_fraction=max_bad,
+            test_ratio=test_ratio,
+            test_per_class=test_per_class,
         ),
     )
 
@@ -60,6 +64,14 @@ _MAX_BAD = typer.Option(
 )
 _OVERWRITE = typer.Option(
     False, "--overwrite", help="Replace a different dataset already in --out."
+)
+_TEST_RATIO = typer.Option(
+    None,
+    help="Hold out this fraction of each class as a test split (NAME_test.rec/.idx/.lst), "
+    "never trained or validated on. The last images of the class's seeded shuffle.",
+)
+_TEST_PER_CLASS = typer.Option(
+    None, min=1, help="Instead of --test-ratio: hold out this many test images per class."
 )
 _JSON = typer.Option(False, "--json", help="Print the manifest as JSON instead of a summary.")
 _OUT = typer.Option(None, "--out", help=OUT_HELP)
@@ -87,6 +99,8 @@ def caltech256(
     pass_through: bool = _PASS,
     max_bad: float = _MAX_BAD,
     overwrite: bool = _OVERWRITE,
+    test_ratio: float = _TEST_RATIO,
+    test_per_class: int = _TEST_PER_CLASS,
     as_json: bool = _JSON,
 ) -> None:
     """Prepare Caltech-256 as in MXNet's caltech256.sh, but reproducible: N training images
@@ -96,7 +110,17 @@ def caltech256(
     from finetune.data import datasets
 
     kw = _common(
-        out, "caltech256", seed, resize, quality, workers, pass_through, max_bad, overwrite
+        out,
+        "caltech256",
+        seed,
+        resize,
+        quality,
+        workers,
+        pass_through,
+        max_bad,
+        overwrite,
+        test_ratio,
+        test_per_class,
     )
     with progress_bars(not as_json) as progress:
         result = datasets.prepare_caltech256(
@@ -130,6 +154,8 @@ def folder(
     pass_through: bool = _PASS,
     max_bad: float = _MAX_BAD,
     overwrite: bool = _OVERWRITE,
+    test_ratio: float = _TEST_RATIO,
+    test_per_class: int = _TEST_PER_CLASS,
     as_json: bool = _JSON,
 ) -> None:
     """Prepare any folder-per-class image set (jpg, jpeg, png, bmp, webp)."""
@@ -139,7 +165,19 @@ def folder(
     name = name or root.resolve().name
     if val_ratio is None and train_per_class is None:
         val_ratio = 0.2
-    kw = _common(out, name, seed, resize, quality, workers, pass_through, max_bad, overwrite)
+    kw = _common(
+        out,
+        name,
+        seed,
+        resize,
+        quality,
+        workers,
+        pass_through,
+        max_bad,
+        overwrite,
+        test_ratio,
+        test_per_class,
+    )
     kw["params"].update(
         val_ratio=val_ratio, train_per_class=train_per_class, exclude=tuple(exclude)
     )

@@ -18,7 +18,7 @@ from finetune.errors import DataError
 
 MANIFEST = "manifest.json"
 SCHEMA_VERSION = 1
-SPLITS = ("train", "val")
+SPLITS = ("train", "val", "test")  # test only when `prepare` was asked to hold one out
 
 
 class PrepareParams(BaseModel):
@@ -29,6 +29,8 @@ class PrepareParams(BaseModel):
     seed: int = 0
     train_per_class: int | None = None
     val_ratio: float | None = None
+    test_ratio: float | None = None
+    test_per_class: int | None = None
     resize: int = 256
     quality: int = 95
     pass_through: bool = False
@@ -73,7 +75,7 @@ class DatasetManifest(BaseModel):
         return len(self.classes)
 
     def file_name(self, split: str, ext: str) -> str:
-        """'NAME_train.rec' and friends."""
+        """'NAME_train.rec', 'NAME_test.idx' and friends (split: train, val or test)."""
         return f"{self.name}_{split}.{ext}"
 
     def identity(self) -> dict:

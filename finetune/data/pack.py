@@ -4,13 +4,21 @@ Workers (processes) read and encode; the parent appends results to a scratch fil
 order of the inputs, so the bytes are the same for any number of workers. Records are later
 copied from the scratch file into the split .rec files once the split is known (a corrupt
 image must not take a training slot).
+
+Ctrl-C: a terminal sends SIGINT to the whole process group. Workers ignore it (SIGINT is
+blocked from before the fork until the worker has set it to ignored, so a worker never takes
+a KeyboardInterrupt half-started); the parent takes it and terminates the pool. Workers close
+the descriptors they must not keep (the output folder's lock) and die with the parent.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import signal
+import sys
 from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +48,38 @@ def _init(root: Path, opts: ImageOptions) -> None:
     _ROOT, _OPTS = root, opts
 
 
+def _init_worker(root: Path, opts: ImageOptions, parent: int, close_fds: tuple[int, ...]) -> None:
+    """A pool worker's start: ignore Ctrl-C, die with the parent, drop the parent's lock."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    _die_with_parent(parent)
+    for fd in close_fds:
+        with suppress(OSError):
+            os.close(fd)
+    _init(root, opts)
+
+
+def _die_with_parent(parent: int) -> None:
+    """Linux: SIGKILL this process when its parent ends (and now, if it already has)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+@contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """Hold SIGINT back (in this thread, and in processes and threads started meanwhile)."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def _work(rel: str) -> Encoded:
     assert _ROOT is not None and _OPTS is not None
     try:
@@ -55,8 +95,16 @@ def default_workers() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def encode_iter(root: Path, rels: list[str], opts: ImageOptions, workers: int) -> Iterator[Encoded]:
-    """Yield the encoding of each relative path, in order, using ``workers`` processes."""
+def encode_iter(
+    root: Path,
+    rels: list[str],
+    opts: ImageOptions,
+    workers: int,
+    close_fds: tuple[int, ...] = (),
+) -> Iterator[Encoded]:
+    """Yield the encoding of each relative path, in order, using ``workers`` processes.
+
+    ``close_fds``: descriptors the workers close at once (see the module docstring)."""
     if workers <= 1 or len(rels) < 2:
         _init(root, opts)
         yield from map(_work, rels)
@@ -64,8 +112,16 @@ def encode_iter(root: Path, rels: list[str], opts: ImageOptions, workers: int) -
     # fork: workers start in milliseconds and inherit nothing heavy (no MXNet is imported here).
     ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
     chunk = max(1, min(16, len(rels) // (workers * 8) or 1))
-    with ctx.Pool(workers, initializer=_init, initargs=(root, opts)) as pool:
+    pool = None
+    try:
+        with _sigint_blocked():
+            args = (root, opts, os.getpid(), tuple(close_fds))
+            pool = ctx.Pool(workers, initializer=_init_worker, initargs=args)
         yield from pool.imap(_work, rels, chunksize=chunk)
+    finally:
+        if pool is not None:
+            pool.terminate()
+            pool.join()
 
 
 def encode_to_scratch(
@@ -75,12 +131,14 @@ def encode_to_scratch(
     scratch: Path,
     workers: int,
     advance: Callable[[int], None] | None = None,
+    close_fds: tuple[int, ...] = (),
 ) -> list[Slot]:
     """Encode every path into ``scratch``; returns one Slot per path, in order."""
     slots: list[Slot] = []
     offset = 0
-    with open(scratch, "wb") as out:
-        for result in encode_iter(root, rels, opts, workers):
+    results = encode_iter(root, rels, opts, workers, close_fds)
+    with open(scratch, "wb") as out, closing(results):  # closing: the pool ends here
+        for result in results:
             if result.data is None:
                 slots.append(Slot(offset, 0, result.reason))
             else:

@@ -4,7 +4,7 @@ Order of work, chosen so nothing half-made is ever published:
   1. list the images and check the request (before any expensive work);
   2. encode every image in parallel into a scratch file inside a staging folder;
   3. drop the unreadable ones, then split the rest per class with the seeded shuffle;
-  4. write NAME_{train,val}.{rec,idx,lst} into the staging folder, hashing as they go;
+  4. write NAME_{train,val[,test]}.{rec,idx,lst} into the staging folder, hashing as they go;
   5. publish: rename the data files into the output folder, then the manifest, last.
 An interrupted run leaves only the staging folder (removed by the next run) and no manifest.
 """
@@ -24,10 +24,11 @@ from finetune.data.imaging import ImageOptions
 from finetune.data.listing import Listing, list_images
 from finetune.data.pack import Slot, default_workers, encode_to_scratch
 from finetune.data.recordio import IRHeader, RecordWriter, pack_header
-from finetune.data.split import SplitSpec, check_class_sizes, shuffled, split_class, validate_spec
+from finetune.data.split import SplitSpec, check_class_sizes, shuffled, split_parts, validate_spec
 from finetune.errors import DataError, UsageError
 
 STAGING = ".prepare-staging"
+LOCK = ".prepare.lock"
 
 
 @dataclass
@@ -54,23 +55,30 @@ Progress = Callable[[str, int], Callable[[int], None]]  # (stage, total) -> adva
 def prepare(req: PrepareRequest, progress: Progress | None = None) -> PrepareResult:
     """Prepare ``req.root`` into ``req.out``; see the module docstring for the order of work."""
     params = req.params
-    spec = SplitSpec(params.seed, params.train_per_class, params.val_ratio)
+    spec = SplitSpec(
+        params.seed,
+        params.train_per_class,
+        params.val_ratio,
+        params.test_ratio,
+        params.test_per_class,
+    )
     validate_spec(spec)
     _check_image_params(params)
     listing = list_images(req.root, params.exclude)
+    check_class_sizes(listing.samples, spec)  # before any work; again once bad images are out
     source = {"kind": "folder", "path": str(req.root.resolve()), **req.source}
     source["fingerprint"] = listing.fingerprint()
     existing = _existing(req, source)
     if existing is not None:
         return PrepareResult(existing, req.out, reused=True)
 
-    from filelock import FileLock, Timeout
+    from finetune.data.lock import Busy, exclusive
 
     req.out.mkdir(parents=True, exist_ok=True)
     try:
-        with FileLock(str(req.out / ".prepare.lock"), timeout=0):
-            return _build(req, listing, spec, source, progress)
-    except Timeout:
+        with exclusive(req.out / LOCK) as lock_fd:
+            return _build(req, listing, spec, source, progress, lock_fd)
+    except Busy:
         raise DataError(
             f"another `finetune prepare` is writing to {req.out} right now",
             "wait for it to finish, or choose another --out.",
@@ -108,7 +116,7 @@ def _existing(req: PrepareRequest, source: dict[str, str]) -> mf.DatasetManifest
     )
 
 
-def _build(req, listing: Listing, spec: SplitSpec, source, progress) -> PrepareResult:
+def _build(req, listing: Listing, spec: SplitSpec, source, progress, lock_fd) -> PrepareResult:
     staging = req.out / STAGING
     shutil.rmtree(staging, ignore_errors=True)  # left by an interrupted run
     staging.mkdir()
@@ -121,7 +129,9 @@ def _build(req, listing: Listing, spec: SplitSpec, source, progress) -> PrepareR
         slots = dict(
             zip(
                 rels,
-                encode_to_scratch(listing.root, rels, opts, scratch, workers, advance),
+                encode_to_scratch(
+                    listing.root, rels, opts, scratch, workers, advance, close_fds=(lock_fd,)
+                ),
                 strict=True,
             )
         )
@@ -151,18 +161,22 @@ def _check_bad(skipped: list[mf.Skipped], total: int, limit: float) -> None:
 
 def _write_splits(req, listing, good, spec, slots: dict[str, Slot], scratch, staging, source):
     labels = {c: i for i, c in enumerate(listing.classes)}
-    train, val = [], []
+    parts: dict[str, list] = {"train": [], "val": [], "test": []}
     for cls in listing.classes:
-        t, v = split_class(cls, good[cls], spec)
-        train += [(r, labels[cls]) for r in t]
-        val += [(r, labels[cls]) for r in sorted(v, key=good[cls].index)]
+        t, v, h = split_parts(cls, good[cls], spec)
+        parts["train"] += [(r, labels[cls]) for r in t]
+        # validation and test records in listing order (class by class)
+        parts["val"] += [(r, labels[cls]) for r in sorted(v, key=good[cls].index)]
+        parts["test"] += [(r, labels[cls]) for r in sorted(h, key=good[cls].index)]
     # Training records in one seeded global order: ImageRecordIter shuffles only within
     # chunks, so class-sorted records would make poorly mixed batches.
-    train = shuffled(train, spec.seed, "train-order")
+    parts["train"] = shuffled(parts["train"], spec.seed, "train-order")
+    if not spec.has_test:
+        del parts["test"]
     files: dict[str, mf.FileEntry] = {}
     splits = {}
     with open(scratch, "rb") as src:
-        for split, items in (("train", train), ("val", val)):
+        for split, items in parts.items():
             files.update(_write_split(staging, req.name, split, items, slots, src))
             per_class = [0] * len(listing.classes)
             for _, label in items:

@@ -28,6 +28,11 @@ def summary_lines(m: DatasetManifest, out: Path, reused: bool = False) -> list[s
         f"  classes  {m.num_classes}",
         f"  train    {m.splits['train'].count} images",
         f"  val      {m.splits['val'].count} images",
+    ]
+    if "test" in m.splits:
+        held = f"{p.test_per_class}/class" if p.test_per_class else f"ratio {p.test_ratio}"
+        lines.append(f"  test     {m.splits['test'].count} images (held out, {held})")
+    lines += [
         f"  split    {split}, seed {p.seed}; images {size}",
     ]
     if m.skipped:

@@ -57,7 +57,12 @@ def test_completed_run_uploads_model_and_final_status(agent_env, fake_imds, tmp_
     _all_gets_had_tokens(fake_imds)
 
 
-def test_spot_notice_checkpoints_and_a_new_attempt_resumes(agent_env, fake_imds, tmp_path):
+def test_spot_notice_checkpoints_and_a_new_attempt_resumes(
+    ec2_aws, tiny_dataset, fake_imds, tmp_path
+):
+    # Enough epochs that the notice lands while the first attempt still trains, even on a
+    # loaded machine (tests in parallel); the second attempt runs the rest quickly.
+    agent_env = fill_prefix(make_plan(tiny_dataset, "schedule.epochs=30"), RUN)
     prefix = agent_env[p.ENV_PREFIX]
     first = start_agent(agent_env, tmp_path / "ml1", fake_imds.url, STANDIN_EPOCH_SECONDS="0.4")
     wait_for(lambda: checkpoint_seqs(s3_keys(prefix + p.CHECKPOINTS)), timeout=30)

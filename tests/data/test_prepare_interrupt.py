@@ -1,0 +1,103 @@
+"""Ctrl-C during `finetune prepare` (SIGINT to the whole process group, as a terminal sends
+it): the command ends within seconds, leaves no process behind and no lock held, and the
+next run works."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from finetune.data.synth import SynthSpec, generate
+
+
+@pytest.fixture(scope="module")
+def many_images(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("many") / "imgs"
+    generate(root, SynthSpec(classes=4, per_class=250, min_side=64, max_side=160))
+    return root
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _lock_is_free(out: Path) -> bool:
+    import fcntl
+
+    lock = out / ".prepare.lock"
+    if not lock.exists():
+        return True
+    with open(lock, "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(f, fcntl.LOCK_UN)
+    return True
+
+
+def _prepare(root: Path, out: Path) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "finetune", "prepare", "folder", str(root), "--out", str(out)]
+    return subprocess.Popen(
+        [*cmd, "--resize", "48", "--workers", "2", "--json"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a shell job has
+    )
+
+
+def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
+def test_sigint_at_random_moments_ends_everything(many_images, tmp_path):
+    """Early attempts interrupt at any moment from the start (even while Python loads);
+    late ones once encoding has begun, where our code must also end without a traceback."""
+    rng = random.Random(os.getpid() ^ int(time.time()))
+    for attempt in range(16):
+        out = tmp_path / f"o{attempt}"
+        late = attempt % 2 == 1
+        proc = _prepare(many_images, out)
+        if late:
+            _wait_for(out / ".prepare-staging", proc)
+        time.sleep(rng.uniform(0.0, 1.2 if late else 2.0))
+        for _ in range(rng.randint(1, 3)):  # impatient users press Ctrl-C more than once
+            try:
+                os.killpg(proc.pid, signal.SIGINT)
+            except ProcessLookupError:
+                break
+            time.sleep(rng.uniform(0.0, 0.2))
+        try:
+            _, err = proc.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            pytest.fail(f"attempt {attempt}: prepare did not end within 15 s of Ctrl-C")
+        deadline = time.monotonic() + 5
+        while _group_alive(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _group_alive(proc.pid), f"attempt {attempt}: a worker outlived prepare"
+        assert _lock_is_free(out), f"attempt {attempt}: the prepare lock is still held"
+        if late:
+            assert "Traceback" not in err, err
+    done = subprocess.run(
+        [sys.executable, "-m", "finetune", "prepare", "folder", str(many_images), "--out",
+         str(out), "--resize", "48", "--workers", "2"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert not (out / ".prepare-staging").exists()
