@@ -14,6 +14,7 @@ mx = pytest.importorskip("mxnet")
 from PIL import Image  # noqa: E402
 
 from finetune.data.datasets import prepare_folder  # noqa: E402
+from finetune.data.lst import read as read_lst  # noqa: E402
 from finetune.data.recordio import RecordReader, unpack_header  # noqa: E402
 from finetune.metrics import read as read_metrics  # noqa: E402
 from finetune.train.contract import Layout, load_job  # noqa: E402
@@ -256,3 +257,29 @@ def test_the_model_is_the_best_validation_epoch_and_the_record_says_how_it_was_m
     assert record["preprocessing"]["resize_shorter"] == 37
     contract = json.loads((root / "model" / "preprocessing.json").read_text())
     assert Preprocessing.model_validate(contract) == Preprocessing.from_hparams(hp)
+
+
+@pytest.mark.slow
+def test_the_held_out_test_split_is_scored_once_with_the_best_model(image_folder, tmp_path):
+    """Prepared with a test split: the run reports the best-validation model's accuracy on
+    it, once, after training; the figure equals a recount of the saved test predictions
+    against the test .lst, and the report carries per-class accuracy and the confusion."""
+    ds = tmp_path / "withtest"
+    params = dict(train_per_class=8, test_per_class=3, resize=40, quality=90)
+    prepare_folder(image_folder, ds, "shapes", params, workers=1)
+    hp = hparams(num_training_samples=64, epochs=3, max_batches_per_epoch=3)
+    root = make_tree(tmp_path / "ml", ds, hp)
+    result = fit(load_job(Layout(root)))
+    events = read_metrics(root / "output" / "data" / "metrics.jsonl")
+    assert [e.test_acc is None for e in events] == [True, True, False]
+    truth = [int(label) for _, label, _ in read_lst(ds / "shapes_test.lst")]
+    rows = (root / "output" / "data" / "predictions" / "test.csv").read_text().splitlines()[1:]
+    predicted = [int(r.split(",")[2]) for r in rows]
+    assert len(predicted) == len(truth) == 24
+    recount = sum(p == t for p, t in zip(predicted, truth, strict=True)) / len(truth)
+    assert events[-1].test_acc == recount == result.test.accuracy
+    report = json.loads((root / "output" / "data" / "test-report.json").read_text())
+    assert report["epoch"] == events[-1].best_epoch and len(report["per_class"]) == 8
+    assert np.asarray(report["confusion"]).sum() == 24
+    summary = json.loads((root / "output" / "data" / "summary.json").read_text())
+    assert summary["test_acc"] == recount and summary["test_count"] == 24
