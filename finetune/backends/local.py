@@ -53,6 +53,7 @@ class LocalBackend:
         run_dir = Path(run.run_dir)
         exit_file = run_dir / "exit.json"
         if exit_file.exists():
+            _reap(int(run.backend_ref or 0))  # started by this process: no zombie left
             return _final(run_dir, json.loads(exit_file.read_text()))
         runner = _read_json(run_dir / "runner.json")
         pid = int(run.backend_ref or 0)
@@ -124,6 +125,21 @@ def _read_json(path: Path) -> dict:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
+
+
+def _reap(pid: int, wait_s: float = 5.0) -> None:
+    """Collect the exit status of a runner this process started (it writes exit.json just
+    before it exits, so give it a moment); nothing for another process's runner."""
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while pid > 0:
+        try:
+            if os.waitpid(pid, os.WNOHANG) != (0, 0) or time.monotonic() > deadline:
+                return
+        except (ChildProcessError, OSError):
+            return
+        time.sleep(0.02)
 
 
 def _alive(pid: int) -> bool:
