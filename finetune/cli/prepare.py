@@ -102,6 +102,16 @@ def caltech256(
     exclude_clutter: bool = typer.Option(
         False, "--exclude-clutter", help="Leave out 257.clutter (256 classes instead of 257)."
     ),
+    max_extract_mb: float = typer.Option(
+        100,
+        min=0,
+        help="Refuse an archive with a member larger than this (MB), before extracting anything.",
+    ),
+    max_extract_gb: float = typer.Option(
+        4,
+        min=0,
+        help="Refuse an archive that unpacks to more than this (GB) in all.",
+    ),
     out: Path = _OUT,
     seed: int = _SEED,
     resize: int = _RESIZE,
@@ -120,7 +130,9 @@ def caltech256(
     from finetune import settings
     from finetune.cli._render import progress_bars
     from finetune.data import datasets
+    from finetune.data.sources import ExtractLimits
 
+    limits = ExtractLimits(int(max_extract_mb * 2**20), int(max_extract_gb * 2**30))
     kw = _common(
         out,
         "caltech256",
@@ -143,6 +155,7 @@ def caltech256(
             exclude_clutter=exclude_clutter,
             downloads=settings.get().downloads_dir,
             progress=progress,
+            limits=limits,
             **kw,
         )
     _report(result, as_json)
