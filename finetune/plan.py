@@ -140,10 +140,12 @@ def build_plan(
     dataset_dir: str | Path | DatasetSummary | None = None,
     resources: Resources | None = None,
     overrides: Sequence[str] = (),
+    verify_checksums: bool = True,
 ) -> Plan:
     """Resolve recipe (name, path or Recipe) + overrides, read the dataset's manifest (or take
     a ready DatasetSummary, e.g. of a dataset already in S3), and derive global batch, scaled
-    learning rate, warmup and steps for ``resources``."""
+    learning rate, warmup and steps for ``resources``. ``verify_checksums``: check the local
+    dataset's files against the manifest's sha256 (cached by size and mtime)."""
     from finetune.recipes.loading import load_recipe, with_overrides
 
     if isinstance(recipe, Recipe):
@@ -154,7 +156,7 @@ def build_plan(
     if isinstance(dataset_dir, DatasetSummary):
         dataset = dataset_dir
     else:
-        dataset = summarize_dataset(_dataset_dir(recipe, dataset_dir))
+        dataset = summarize_dataset(_dataset_dir(recipe, dataset_dir), verify_checksums)
     _check_fit(recipe, dataset)
     derived = derive(recipe, dataset, resources)
     hp = hyperparameters(recipe, dataset, resources, derived)
@@ -181,16 +183,21 @@ def _dataset_dir(recipe: Recipe, given: str | Path | None) -> Path:
     return dataset_path(str(choice))
 
 
-def summarize_dataset(directory: Path) -> DatasetSummary:
-    """Read and check a prepared dataset's manifest (sizes, not checksums: that is fast)."""
+def summarize_dataset(directory: Path, verify_checksums: bool = True) -> DatasetSummary:
+    """Read and check a prepared dataset's manifest: sizes, and sha256 unless told not to."""
     from finetune.data import manifest as mf
+    from finetune.data.verify import verify_checksums as verify
 
     m = mf.load(directory)
-    problems = mf.verify(directory, m, checksums=False)
+    if verify_checksums:
+        problems = verify(directory, m)
+    else:
+        problems = mf.verify(directory, m, checksums=False)
     if problems:
         raise DataError(
             f"dataset {directory} does not match its manifest: {'; '.join(problems[:5])}",
-            "re-run `finetune prepare` for this dataset (with --overwrite).",
+            "re-run `finetune prepare` for this dataset (with --overwrite); if you changed "
+            "the files on purpose, `launch --skip-data-checksums` trains on them as they are.",
         )
     if m.num_classes < 2 or "train" not in m.splits or m.splits["train"].count < 1:
         raise DataError(

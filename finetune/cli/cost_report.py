@@ -29,6 +29,10 @@ def cost_report(
     from finetune.runs.ledger import open_default
 
     fmt = check_format(fmt)  # before any work: a typo should not wait for the ledger
+    if plot:
+        from finetune.report.plot import check_path
+
+        check_path(plot)
     since_ts = None
     if since:
         try:

@@ -67,6 +67,12 @@ def launch(
     fallback_instance: list[str] = typer.Option(
         None, help="EC2: another instance type a relaunch may use (repeat)."
     ),
+    skip_data_checksums: bool = typer.Option(
+        False,
+        "--skip-data-checksums",
+        help="Do not check the local dataset's files against the manifest's sha256 "
+        "(checked by default; cached by size and mtime, so only changed files are read).",
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan and exit; run nothing."),
     detach: bool = typer.Option(False, "--detach", help="Start the run and return at once."),
     resume: str = typer.Option(None, help="Resume this run (id) from its last checkpoint."),
@@ -138,7 +144,8 @@ def launch(
         summary = s3dataset.summarize(dataset, configured_region(None))
         plan = build_plan(recipe, summary, resources, overrides or ())
     else:
-        plan = build_plan(recipe, dataset, resources, overrides or ())
+        verify = not skip_data_checksums
+        plan = build_plan(recipe, dataset, resources, overrides or (), verify_checksums=verify)
     if backend == "ec2":  # every cloud plan shows what it will cost, before anything runs
         from finetune.aws.session import configured_region
         from finetune.backends.sagemaker_launch import with_estimate

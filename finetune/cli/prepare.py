@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from finetune.data.imaging import MAX_PIXELS
+
 app = typer.Typer(
     help="Package images into MXNet RecordIO (.rec/.idx/.lst) with a seeded train/val split "
     "and a manifest.json (classes, counts, parameters, checksums).",
@@ -27,6 +29,7 @@ def _common(
     overwrite: bool,
     test_ratio: float | None = None,
     test_per_class: int | None = None,
+    max_pixels: int = MAX_PIXELS,
 ):
     """Options shared by both sources, as keyword arguments for the library."""
     from finetune import settings
@@ -44,6 +47,7 @@ def _common(
             max_bad_fraction=max_bad,
             test_ratio=test_ratio,
             test_per_class=test_per_class,
+            max_pixels=max_pixels,
         ),
     )
 
@@ -73,6 +77,13 @@ _TEST_RATIO = typer.Option(
 _TEST_PER_CLASS = typer.Option(
     None, min=1, help="Instead of --test-ratio: hold out this many test images per class."
 )
+_MAX_PIXELS = typer.Option(
+    MAX_PIXELS,
+    "--max-pixels",
+    min=1,
+    help="Skip (and list) images with more pixels than this, before decoding them: "
+    "a small file can decode to gigabytes.",
+)
 _JSON = typer.Option(False, "--json", help="Print the manifest as JSON instead of a summary.")
 _OUT = typer.Option(None, "--out", help=OUT_HELP)
 
@@ -91,6 +102,16 @@ def caltech256(
     exclude_clutter: bool = typer.Option(
         False, "--exclude-clutter", help="Leave out 257.clutter (256 classes instead of 257)."
     ),
+    max_extract_mb: float = typer.Option(
+        100,
+        min=0,
+        help="Refuse an archive with a member larger than this (MB), before extracting anything.",
+    ),
+    max_extract_gb: float = typer.Option(
+        4,
+        min=0,
+        help="Refuse an archive that unpacks to more than this (GB) in all.",
+    ),
     out: Path = _OUT,
     seed: int = _SEED,
     resize: int = _RESIZE,
@@ -101,6 +122,7 @@ def caltech256(
     overwrite: bool = _OVERWRITE,
     test_ratio: float = _TEST_RATIO,
     test_per_class: int = _TEST_PER_CLASS,
+    max_pixels: int = _MAX_PIXELS,
     as_json: bool = _JSON,
 ) -> None:
     """Prepare Caltech-256 as in MXNet's caltech256.sh, but reproducible: N training images
@@ -108,7 +130,9 @@ def caltech256(
     from finetune import settings
     from finetune.cli._render import progress_bars
     from finetune.data import datasets
+    from finetune.data.sources import ExtractLimits
 
+    limits = ExtractLimits(int(max_extract_mb * 2**20), int(max_extract_gb * 2**30))
     kw = _common(
         out,
         "caltech256",
@@ -121,6 +145,7 @@ def caltech256(
         overwrite,
         test_ratio,
         test_per_class,
+        max_pixels,
     )
     with progress_bars(not as_json) as progress:
         result = datasets.prepare_caltech256(
@@ -130,6 +155,7 @@ def caltech256(
             exclude_clutter=exclude_clutter,
             downloads=settings.get().downloads_dir,
             progress=progress,
+            limits=limits,
             **kw,
         )
     _report(result, as_json)
@@ -156,6 +182,7 @@ def folder(
     overwrite: bool = _OVERWRITE,
     test_ratio: float = _TEST_RATIO,
     test_per_class: int = _TEST_PER_CLASS,
+    max_pixels: int = _MAX_PIXELS,
     as_json: bool = _JSON,
 ) -> None:
     """Prepare any folder-per-class image set (jpg, jpeg, png, bmp, webp)."""
@@ -177,6 +204,7 @@ def folder(
         overwrite,
         test_ratio,
         test_per_class,
+        max_pixels,
     )
     kw["params"].update(
         val_ratio=val_ratio, train_per_class=train_per_class, exclude=tuple(exclude)

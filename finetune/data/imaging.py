@@ -9,6 +9,8 @@ bytes and options.
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 # EXIF orientation tag value -> the PIL transpose that shows the image upright
@@ -17,11 +19,18 @@ from dataclasses import dataclass
 _ORIENTATION = {2: 0, 3: 3, 4: 1, 5: 5, 6: 4, 7: 6, 8: 2}  # values of PIL.Image.Transpose
 
 
+# Pillow's own default: it warns above this many pixels (and refuses above twice as many).
+# Caltech-256's largest images are far below it; a 12000 x 12000 PNG (a few MB on disk,
+# 144 M pixels, ~430 MB decoded) is above it.
+MAX_PIXELS = 89_478_485
+
+
 @dataclass(frozen=True)
 class ImageOptions:
     resize: int = 256  # shorter side in pixels; 0 keeps the size
     quality: int = 95
     pass_through: bool = False
+    max_pixels: int = MAX_PIXELS  # larger images are skipped before they are decoded
 
 
 @dataclass(frozen=True)
@@ -47,7 +56,9 @@ def encode(data: bytes, opts: ImageOptions) -> Encoded:
     if not data:
         return Encoded(None, "empty file (0 bytes)")
     try:
-        with Image.open(io.BytesIO(data)) as im:
+        with _own_pixel_limit(), Image.open(io.BytesIO(data)) as im:
+            if im.size[0] * im.size[1] > opts.max_pixels:
+                return Encoded(None, _too_large(im.size, opts.max_pixels))
             if opts.pass_through:
                 im.load()  # proves the whole file decodes
                 return Encoded(data, size=im.size)
@@ -58,6 +69,26 @@ def encode(data: bytes, opts: ImageOptions) -> Encoded:
         return Encoded(None, f"image too large to decode safely: {exc}")
     except (OSError, SyntaxError, ValueError) as exc:
         return Encoded(None, f"corrupt image: {exc}")
+
+
+def _too_large(size: tuple[int, int], limit: int) -> str:
+    w, h = size
+    return (
+        f"image too large to decode safely: {w}x{h} = {w * h} pixels, above --max-pixels "
+        f"{limit} (raise --max-pixels to accept it)"
+    )
+
+
+@contextmanager
+def _own_pixel_limit() -> Iterator[None]:
+    """Pillow's global limit off while we apply ours (it only reads headers to open)."""
+    from PIL import Image
+
+    old, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, None
+    try:
+        yield
+    finally:
+        Image.MAX_IMAGE_PIXELS = old
 
 
 def _reencode(im, opts: ImageOptions) -> Encoded:

@@ -45,11 +45,17 @@ class Listing:
         return h.hexdigest()
 
 
-def list_images(root: str | Path, exclude: tuple[str, ...] = ()) -> Listing:
+def list_images(
+    root: str | Path, exclude: tuple[str, ...] = (), skip: tuple[Path, ...] = ()
+) -> Listing:
     """List the images under each class folder of ``root`` (recursively, natural order).
 
     Hidden entries are skipped silently; files without an image extension are skipped and
-    reported in ``ignored``. Raises DataError for a missing or empty root and empty classes.
+    reported in ``ignored``. Symlinked folders are followed only when they lead to a folder
+    inside ``root`` (not ``root`` itself, nor one already walked), and a file reached twice
+    is listed once; folders in ``skip`` (an output folder inside ``root``) are left out.
+    Raises DataError for a missing or empty root, unreadable class folders, empty classes
+    and file names with a tab or newline (all of them named).
     """
     root = Path(root)
     if not root.is_dir():
@@ -57,7 +63,8 @@ def list_images(root: str | Path, exclude: tuple[str, ...] = ()) -> Listing:
             f"image folder {root} does not exist or is not a directory",
             "pass the folder that holds one sub-folder per class.",
         )
-    dirs = [e.name for e in os.scandir(root) if e.is_dir() and not e.name.startswith(".")]
+    walk = _Walk(root, skip)
+    dirs = walk.class_dirs()
     unknown = sorted(set(exclude) - set(dirs))
     if unknown:
         raise DataError(
@@ -70,10 +77,7 @@ def list_images(root: str | Path, exclude: tuple[str, ...] = ()) -> Listing:
             f"{root} has no class folders",
             "lay the images out as ROOT/<class name>/<image files>, one folder per class.",
         )
-    samples: dict[str, list[str]] = {}
-    ignored: list[tuple[str, str]] = []
-    for cls in classes:
-        samples[cls] = _walk_class(root, cls, ignored)
+    samples = {cls: walk.images(cls) for cls in classes}
     empty = [c for c in classes if not samples[c]]
     if empty:
         shown = ", ".join(empty[:10]) + (" ..." if len(empty) > 10 else "")
@@ -81,20 +85,96 @@ def list_images(root: str | Path, exclude: tuple[str, ...] = ()) -> Listing:
             f"{len(empty)} class folder(s) hold no images: {shown}",
             "add images to them, delete them, or leave them out with --exclude NAME.",
         )
-    return Listing(root, classes, samples, ignored)
+    _check_names([rel for cls in classes for rel in samples[cls]])
+    return Listing(root, classes, samples, walk.ignored)
 
 
-def _walk_class(root: Path, cls: str, ignored: list[tuple[str, str]]) -> list[str]:
-    found = []
-    for dirpath, dirnames, filenames in os.walk(root / cls, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        rel_dir = Path(dirpath).relative_to(root).as_posix()
-        for name in filenames:
-            if name.startswith("."):
+def _check_names(rels: list[str]) -> None:
+    """The .lst format is tab-separated, one image a line: such names cannot be stored."""
+    bad = [rel for rel in rels if "\t" in rel or "\n" in rel or "\r" in rel]
+    if bad:
+        shown = "\n".join(f"  {rel!r}" for rel in bad[:20])
+        more = f"\n  ... and {len(bad) - 20} more" if len(bad) > 20 else ""
+        raise DataError(
+            f"{len(bad)} image file name(s) contain a tab or line break, which the .lst "
+            f"format cannot hold:\n{shown}{more}",
+            "rename those files (or move them out of the image folder) and run again.",
+        )
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+class _Walk:
+    """One listing's walk: remembers the real folders walked and the real files listed."""
+
+    def __init__(self, root: Path, skip: tuple[Path, ...]) -> None:
+        self.root = root
+        self.real_root = os.path.realpath(root)
+        self.skip = {os.path.realpath(p) for p in skip}
+        self.walked: set[str] = set()
+        self.files: dict[str, str] = {}  # real path -> the relative path listed for it
+        self.ignored: list[tuple[str, str]] = []
+
+    def class_dirs(self) -> list[str]:
+        """Names of the class folders; unreadable ones (a symlink loop) are an error."""
+        dirs, broken = [], []
+        for e in sorted(os.scandir(self.root), key=lambda e: e.name):
+            if e.name.startswith("."):
                 continue
-            rel = f"{rel_dir}/{name}"
-            if os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS:
-                found.append(rel)
-            else:
-                ignored.append((rel, "not an image file extension"))
-    return sorted(found, key=natural_key)
+            try:
+                is_dir = e.is_dir()
+            except OSError as exc:  # ELOOP: a symlink loop; EACCES
+                broken.append(f"{e.name} ({exc.strerror or exc})")
+                continue
+            if is_dir and self._followable(e.path, e.name):
+                dirs.append(e.name)
+        if broken:
+            raise DataError(
+                f"class folder(s) in {self.root} cannot be read: {', '.join(broken)}",
+                "repair or remove those entries (a symlink must lead to a folder), then run again.",
+            )
+        return dirs
+
+    def _followable(self, path: str, rel: str) -> bool:
+        """Whether to walk the folder at ``path``; records why not in ``ignored``."""
+        real = os.path.realpath(path)
+        why = None
+        if real in self.skip:
+            why = "the output folder (inside the image folder)"
+        elif not _inside(real, self.real_root) or real == self.real_root:
+            why = "a link to a folder outside the image folder (or to the image folder itself)"
+        elif real in self.walked:  # a loop, or a second way to the same folder
+            why = "a link to a folder that is already listed"
+        if why:
+            self.ignored.append((rel, f"folder not followed: {why}"))
+            return False
+        return True
+
+    def images(self, cls: str) -> list[str]:
+        found = []
+        for dirpath, dirnames, filenames in os.walk(self.root / cls, followlinks=True):
+            self.walked.add(os.path.realpath(dirpath))
+            rel_dir = Path(dirpath).relative_to(self.root).as_posix()
+            keep = []
+            for d in sorted(x for x in dirnames if not x.startswith(".")):
+                if self._followable(os.path.join(dirpath, d), f"{rel_dir}/{d}"):
+                    keep.append(d)
+                    self.walked.add(os.path.realpath(os.path.join(dirpath, d)))
+            dirnames[:] = keep
+            for name in filenames:
+                if not name.startswith("."):
+                    self._file(os.path.join(dirpath, name), f"{rel_dir}/{name}", found)
+        return sorted(found, key=natural_key)
+
+    def _file(self, path: str, rel: str, found: list[str]) -> None:
+        if os.path.splitext(path)[1].lower() not in IMAGE_EXTENSIONS:
+            self.ignored.append((rel, "not an image file extension"))
+            return
+        real = os.path.realpath(path)
+        if real in self.files:
+            self.ignored.append((rel, f"the same file as {self.files[real]} (listed once)"))
+            return
+        self.files[real] = rel
+        found.append(rel)

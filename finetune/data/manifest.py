@@ -14,6 +14,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from finetune import __version__
+from finetune.data.imaging import MAX_PIXELS
 from finetune.errors import DataError
 
 MANIFEST = "manifest.json"
@@ -36,6 +38,7 @@ class PrepareParams(BaseModel):
     pass_through: bool = False
     exclude: tuple[str, ...] = ()
     max_bad_fraction: float = 0.05
+    max_pixels: int = MAX_PIXELS
 
 
 class FileEntry(BaseModel):
@@ -93,12 +96,54 @@ def load(directory: str | Path) -> DatasetManifest:
             "--out DIR` first (an interrupted prepare leaves no manifest; just run it again).",
         )
     try:
-        return DatasetManifest.model_validate_json(path.read_bytes())
-    except (ValidationError, ValueError) as exc:
+        raw = path.read_bytes()
+    except OSError as exc:
         raise DataError(
-            f"{path} is not a valid dataset manifest: {str(exc).splitlines()[0]}",
+            f"{path} cannot be read: {exc.strerror or exc}",
+            "check the file's permissions (or the disk), then run again.",
+        ) from None
+    return parse(raw, str(path))
+
+
+def parse(raw: bytes | str, where: str) -> DatasetManifest:
+    """Validate a manifest's JSON: a newer schema is refused as such (not half-read), and a
+    field this version does not know is named."""
+    try:
+        doc = json.loads(raw)
+    except ValueError as exc:
+        raise DataError(
+            f"{where} is not a valid dataset manifest: not JSON ({exc})",
             "re-create the dataset with `finetune prepare`.",
         ) from None
+    version = doc.get("schema_version") if isinstance(doc, dict) else None
+    if isinstance(version, int) and version > SCHEMA_VERSION:
+        raise DataError(
+            f"{where} has manifest schema version {version}, written by a newer finetune; "
+            f"this one ({__version__}) reads up to version {SCHEMA_VERSION}",
+            "upgrade finetune (`bash scripts/setup.sh` in an up-to-date checkout), or "
+            "re-create the dataset with this version's `finetune prepare --overwrite`.",
+        )
+    try:
+        return DatasetManifest.model_validate(doc)
+    except ValidationError as exc:
+        raise DataError(
+            f"{where} is not a valid dataset manifest: {describe_errors(exc)}",
+            "re-create the dataset with `finetune prepare` (a field this version does not "
+            "know may come from another finetune version).",
+        ) from None
+
+
+def describe_errors(exc: ValidationError, limit: int = 5) -> str:
+    """'unknown field params.bogus; field classes: Input should be a valid list' ..."""
+    parts = []
+    for err in exc.errors()[:limit]:
+        loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
+        if err["type"] == "extra_forbidden":
+            parts.append(f"unknown field {loc!r}")
+        else:
+            parts.append(f"field {loc!r}: {err['msg']}")
+    more = exc.error_count() - limit
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import stat
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager, suppress
@@ -83,11 +84,22 @@ def _sigint_blocked() -> Iterator[None]:
 def _work(rel: str) -> Encoded:
     assert _ROOT is not None and _OPTS is not None
     try:
-        with open(_ROOT / rel, "rb") as f:
-            data = f.read()
+        data = read_regular(_ROOT / rel)
     except OSError as exc:
         return Encoded(None, f"unreadable: {exc.strerror or exc}")
+    if data is None:
+        return Encoded(None, "not a regular file (a FIFO, socket or device): not read")
     return encode(data, _OPTS)
+
+
+def read_regular(path: Path) -> bytes | None:
+    """The bytes of ``path`` if it is a regular file, else None. Opened without blocking
+    first: opening a FIFO for reading would otherwise wait forever for a writer."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with open(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return f.read()
 
 
 def default_workers() -> int:

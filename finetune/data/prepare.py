@@ -12,6 +12,7 @@ An interrupted run leaves only the staging folder (removed by the next run) and 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from finetune.errors import DataError, UsageError
 
 STAGING = ".prepare-staging"
 LOCK = ".prepare.lock"
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
 @dataclass
@@ -54,6 +56,7 @@ Progress = Callable[[str, int], Callable[[int], None]]  # (stage, total) -> adva
 
 def prepare(req: PrepareRequest, progress: Progress | None = None) -> PrepareResult:
     """Prepare ``req.root`` into ``req.out``; see the module docstring for the order of work."""
+    check_name(req.name)
     params = req.params
     spec = SplitSpec(
         params.seed,
@@ -64,7 +67,8 @@ def prepare(req: PrepareRequest, progress: Progress | None = None) -> PrepareRes
     )
     validate_spec(spec)
     _check_image_params(params)
-    listing = list_images(req.root, params.exclude)
+    listing = list_images(req.root, params.exclude, skip=(req.out,))
+    _check_classes(listing)
     check_class_sizes(listing.samples, spec)  # before any work; again once bad images are out
     source = {"kind": "folder", "path": str(req.root.resolve()), **req.source}
     source["fingerprint"] = listing.fingerprint()
@@ -74,8 +78,8 @@ def prepare(req: PrepareRequest, progress: Progress | None = None) -> PrepareRes
 
     from finetune.data.lock import Busy, exclusive
 
-    req.out.mkdir(parents=True, exist_ok=True)
     try:
+        req.out.mkdir(parents=True, exist_ok=True)
         with exclusive(req.out / LOCK) as lock_fd:
             return _build(req, listing, spec, source, progress, lock_fd)
     except Busy:
@@ -83,6 +87,51 @@ def prepare(req: PrepareRequest, progress: Progress | None = None) -> PrepareRes
             f"another `finetune prepare` is writing to {req.out} right now",
             "wait for it to finish, or choose another --out.",
         ) from None
+    except OSError as exc:  # images are read by the encoder, which reports its own errors
+        raise _output_error(req.out, exc) from None
+
+
+def _output_error(out: Path, exc: OSError) -> DataError:
+    """What a failed write of the dataset means, and what to do (nothing was published)."""
+    import errno
+
+    why = exc.strerror or str(exc)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DataError(
+            f"the disk holding {out} is full ({why}); nothing was published (a folder "
+            "without manifest.json is not a finished dataset)",
+            "free some space there (the output needs about the size of the resized images), "
+            "or choose another --out, then run again.",
+        )
+    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return DataError(
+            f"cannot write the dataset to {out}: {why} ({exc.filename or out})",
+            "choose a writable --out (or set FINETUNE_DATA_DIR for the default location).",
+        )
+    return DataError(
+        f"writing the dataset to {out} failed: {exc}; nothing was published",
+        "check the disk, then run again.",
+    )
+
+
+def check_name(name: str) -> None:
+    """A dataset name becomes file names (NAME_train.rec) and S3 keys: a plain stem only."""
+    if not NAME_RE.fullmatch(name or ""):
+        raise UsageError(
+            f"dataset name {name!r} is not a plain file-name stem (letters, digits, '.', '_', "
+            "'-'; starting with a letter or digit; at most 100 characters)",
+            "pass --name with such a name, e.g. --name shapes (the folder goes in --out).",
+        )
+
+
+def _check_classes(listing: Listing) -> None:
+    if len(listing.classes) < 2:
+        raise DataError(
+            f"{listing.root} has only one class ({listing.classes[0]}): a classifier needs at "
+            "least two classes to choose between",
+            "pass the folder that holds one sub-folder per class (ROOT/<class>/<images>), "
+            "with two or more class folders.",
+        )
 
 
 def _check_image_params(p: mf.PrepareParams) -> None:
@@ -90,6 +139,8 @@ def _check_image_params(p: mf.PrepareParams) -> None:
         raise UsageError(f"--resize {p.resize} is not usable", "pass 0 (keep) or >= 16, e.g. 256.")
     if not 1 <= p.quality <= 100:
         raise UsageError(f"--quality {p.quality} is outside 1-100", "pass e.g. --quality 95.")
+    if p.max_pixels < 1:
+        raise UsageError(f"--max-pixels {p.max_pixels} is not usable", "pass e.g. 100000000.")
     if not 0.0 <= p.max_bad_fraction < 1.0:
         raise UsageError("--max-bad must be in [0, 1)", "pass e.g. --max-bad 0.05.")
 
@@ -99,15 +150,15 @@ def _existing(req: PrepareRequest, source: dict[str, str]) -> mf.DatasetManifest
     if not (req.out / mf.MANIFEST).is_file():
         return None
     try:
-        old = mf.load(req.out)
-    except DataError:
-        old = None
+        old, unreadable = mf.load(req.out), ""
+    except DataError as exc:
+        old, unreadable = None, exc.what
     wanted = {"name": req.name, "source": source, "params": req.params.model_dump()}
     if old is not None and old.identity() == wanted and not mf.verify(req.out, old):
         return old
     if req.overwrite:
         return None
-    what = "a different dataset" if old is not None else "an unreadable manifest"
+    what = "a different dataset" if old is not None else f"an unreadable manifest ({unreadable})"
     if old is not None and old.identity() == wanted:
         what = "this dataset, but its files no longer match their checksums"
     raise DataError(
@@ -122,7 +173,8 @@ def _build(req, listing: Listing, spec: SplitSpec, source, progress, lock_fd) ->
     staging.mkdir()
     try:
         rels = [rel for cls in listing.classes for rel in listing.samples[cls]]
-        opts = ImageOptions(req.params.resize, req.params.quality, req.params.pass_through)
+        p = req.params
+        opts = ImageOptions(p.resize, p.quality, p.pass_through, p.max_pixels)
         workers = req.workers or default_workers()
         advance = progress("encode", len(rels)) if progress else None
         scratch = staging / "encoded.bin"

@@ -145,8 +145,48 @@ def _offline(url: str, dest: Path, why: str) -> DataError:
     )
 
 
-def safe_extract(archive: Path, target: Path, progress: Progress | None = None) -> Path:
-    """Extract ``archive`` into ``target`` (atomically), refusing unsafe members."""
+@dataclass(frozen=True)
+class ExtractLimits:
+    """What an archive may unpack to, checked from its headers before anything is written.
+
+    The real Caltech-256 archive (1.2 GB, 30,607 images, the largest a few MB) is far below
+    the defaults; a small .tar.gz that unpacks to gigabytes is not."""
+
+    member_bytes: int = 100 * 2**20  # --max-extract-mb
+    total_bytes: int = 4 * 2**30  # --max-extract-gb
+    members: int = 200_000
+
+
+def _check_limits(archive: Path, members: list[tarfile.TarInfo], limits: ExtractLimits) -> None:
+    big = [m for m in members if m.size > limits.member_bytes]
+    total = sum(m.size for m in members)
+    what = None
+    if big:
+        shown = ", ".join(f"{m.name} ({m.size / 2**20:.0f} MB)" for m in big[:3])
+        what = f"member(s) larger than {limits.member_bytes / 2**20:g} MB: {shown}"
+        fix = "--max-extract-mb"
+    elif total > limits.total_bytes:
+        limit_mb = limits.total_bytes / 2**20
+        what = f"{total / 2**20:.1f} MB in all, above the {limit_mb:.1f} MB limit"
+        fix = "--max-extract-gb"
+    elif len(members) > limits.members:
+        what = f"{len(members)} entries, above {limits.members}"
+        fix = "another archive"
+    if what:
+        raise DataError(
+            f"{archive} would unpack to {what}; nothing was extracted",
+            f"use the official archive, or raise the limit with {fix} if you trust this one.",
+        )
+
+
+def safe_extract(
+    archive: Path,
+    target: Path,
+    progress: Progress | None = None,
+    limits: ExtractLimits | None = None,
+) -> Path:
+    """Extract ``archive`` into ``target`` (atomically), refusing unsafe members and archives
+    that would unpack to more than ``limits`` allow."""
     if (target / _DONE).exists():
         return target
     tmp = target.with_name(target.name + ".tmp")
@@ -155,6 +195,7 @@ def safe_extract(archive: Path, target: Path, progress: Progress | None = None) 
     try:
         with tarfile.open(archive) as tar:
             members = tar.getmembers()
+            _check_limits(archive, members, limits or ExtractLimits())
             advance = progress("extract", len(members)) if progress else None
             for m in members:
                 try:
@@ -185,6 +226,7 @@ def resolve_caltech256(
     downloads: Path,
     sha256: str | None = None,
     progress: Progress | None = None,
+    limits: ExtractLimits | None = None,
 ) -> Resolved:
     """Turn --source (None, a URL, a .tar or a folder) into an extracted image root."""
     if source and not source.startswith(("http://", "https://")):
@@ -204,7 +246,8 @@ def resolve_caltech256(
         if not archive.is_file():
             download(url, archive, progress)
     d = verify_archive(archive, sha256, progress)
-    extracted = safe_extract(archive, downloads / f"caltech256-{d.sha256[:16]}", progress)
+    target = downloads / f"caltech256-{d.sha256[:16]}"
+    extracted = safe_extract(archive, target, progress, limits)
     root = extracted / CALTECH256_DIR if (extracted / CALTECH256_DIR).is_dir() else extracted
     return Resolved(
         root, {"kind": "caltech256", "archive": str(archive), "archive_sha256": d.sha256}

@@ -6,9 +6,10 @@ file format follows the extension (.png or .svg).
 
 from __future__ import annotations
 
+from contextlib import suppress
 from pathlib import Path
 
-from finetune.errors import UsageError, require_module
+from finetune.errors import DataError, UsageError, require_module
 from finetune.report.render import Report
 
 SUFFIXES = (".png", ".svg")
@@ -22,22 +23,45 @@ def _pyplot():
     return plt
 
 
-def _check_path(path: str | Path) -> Path:
+def check_path(path: str | Path) -> Path:
+    """The plot's path, checked before any work: a known extension, in a folder that exists
+    (folders are never created: a typo must not make one at the filesystem root)."""
     path = Path(path)
     if path.suffix.lower() not in SUFFIXES:
         raise UsageError(
             f"Cannot plot to {path.name}: the format follows the extension.",
             f"name the file with one of {', '.join(SUFFIXES)}, e.g. scaling.png.",
         )
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.parent.is_dir():
+        raise UsageError(
+            f"Cannot plot to {path}: the folder {path.parent} does not exist.",
+            "create the folder first, or give a path in an existing folder.",
+        )
     return path
 
 
+_check_path = check_path
+
+
 def _save(fig, plt, path: Path, provenance: str) -> Path:
+    """Write beside the target, then rename: a failed write leaves no half-made file."""
+    import os
+
     fig.text(0.01, 0.01, provenance, fontsize=6, color="0.4", wrap=True)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
-    fig.savefig(path, format=path.suffix.lower()[1:], dpi=120)
-    plt.close(fig)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        fig.savefig(tmp, format=path.suffix.lower()[1:], dpi=120)
+        os.replace(tmp, path)
+    except OSError as exc:
+        with suppress(OSError):  # a read-only file system refuses even this
+            tmp.unlink(missing_ok=True)
+        raise DataError(
+            f"Cannot write the plot to {path}: {exc.strerror or exc}",
+            "give --plot a path in a writable folder on a disk with free space.",
+        ) from None
+    finally:
+        plt.close(fig)
     return path
 
 

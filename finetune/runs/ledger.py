@@ -11,7 +11,7 @@ import secrets
 import sqlite3
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -77,18 +77,29 @@ class Ledger:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = None
         try:
-            self._conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            self._conn.row_factory = sqlite3.Row
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA foreign_keys=ON")
-            migrate(self._conn)
-        except sqlite3.DatabaseError as exc:
-            raise DataError(
-                f"the run ledger {self.path} cannot be opened: {exc}",
-                "move the file aside (it may be corrupt) and launch again; a new one is created.",
-            ) from None
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+            migrate(conn)
+        except BaseException as exc:
+            if conn is not None:
+                conn.close()  # a refused ledger keeps no file open (nor its locks)
+            if isinstance(exc, OSError | sqlite3.Error):
+                storage = storage_error(self.path, exc)
+                if storage is not None:
+                    raise storage from None
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise DataError(
+                    f"the run ledger {self.path} cannot be opened: {exc}",
+                    "move the file aside (it may be corrupt) and launch again; a new one is "
+                    "created.",
+                ) from None
+            raise
+        self._conn = conn
 
     def close(self) -> None:
         self._conn.close()
@@ -101,13 +112,22 @@ class Ledger:
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        self._conn.execute("BEGIN IMMEDIATE")
+        """One write transaction; a read-only or full disk becomes a DataError that says so
+        (the transaction is rolled back: nothing is half-written)."""
         try:
-            yield self._conn
-            self._conn.execute("COMMIT")
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+                self._conn.execute("COMMIT")
+            except BaseException:
+                with suppress(sqlite3.Error):
+                    self._conn.execute("ROLLBACK")
+                raise
+        except sqlite3.OperationalError as exc:
+            storage = storage_error(self.path, exc)
+            if storage is None:
+                raise
+            raise storage from None
 
     def create(self, run: Run) -> Run:
         """Insert a new run (status as given, usually 'submitted')."""
@@ -230,6 +250,30 @@ def _run(row: sqlite3.Row) -> Run:
     d["record"] = json.loads(d.pop("record_json", None) or "{}")
     d["spot"] = bool(d["spot"])
     return Run(**d)
+
+
+def storage_error(path: Path, exc: BaseException) -> DataError | None:
+    """A DataError for a read-only or full disk under the ledger, else None."""
+    import errno
+
+    code = getattr(exc, "errno", None) if isinstance(exc, OSError) else None
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    text = str(exc).lower()
+    if code == errno.ENOSPC or name.startswith("SQLITE_FULL") or "disk is full" in text:
+        return DataError(
+            f"the disk holding the run ledger {path} is full ({exc}); nothing was half-written",
+            "free some space there, or point FINETUNE_DATA_DIR (or FINETUNE_LEDGER) at "
+            "another disk, then run the command again.",
+        )
+    readonly = code in (errno.EROFS, errno.EACCES, errno.EPERM)
+    if readonly or name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM")):
+        return DataError(
+            f"the run ledger {path} cannot be written: {exc} (a read-only file system, or "
+            "no permission to write there)",
+            "make that folder writable, or point FINETUNE_DATA_DIR (or FINETUNE_LEDGER) at a "
+            "writable folder.",
+        )
+    return None
 
 
 def open_default() -> Ledger:

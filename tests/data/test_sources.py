@@ -192,3 +192,37 @@ def test_digests_are_cached_until_the_file_changes(tmp_path):
     assert calls == ["verify"]
     f.write_bytes(b"second, longer")
     assert sources.cached_digests(f).sha256 == hashlib.sha256(b"second, longer").hexdigest()
+
+
+def _bomb(path: Path, member_mb: int) -> Path:
+    """A small .tar.gz whose one member unpacks to ``member_mb`` MB of zeros."""
+    with tarfile.open(path, "w:gz", compresslevel=1) as tar:
+        info = tarfile.TarInfo(f"{sources.CALTECH256_DIR}/001.x/zeros.jpg")
+        info.size = member_mb * 2**20
+        tar.addfile(info, io.BufferedReader(io.BytesIO(bytes(info.size))))
+    return path
+
+
+def _prepare_archive(archive: Path, tmp_path: Path, *extra: str):
+    args = ["prepare", "caltech256", "--source", str(archive), "--sha256", _sha(archive)]
+    return CliRunner().invoke(app, [*args, "--out", str(tmp_path / "ds"), *extra])
+
+
+def test_an_archive_that_unpacks_too_much_is_refused_before_extracting(tmp_path):
+    from finetune import settings
+
+    archive = _bomb(tmp_path / "bomb.tar.gz", 150)
+    assert archive.stat().st_size < 2 * 2**20
+    res = _prepare_archive(archive, tmp_path)
+    assert res.exit_code == 3, res.output
+    assert "member(s) larger than 100 MB" in res.output and "--max-extract-mb" in res.output
+    assert "nothing was extracted" in res.output and "Traceback" not in res.output
+    downloads = settings.get().downloads_dir
+    assert not downloads.exists() or list(downloads.iterdir()) == []
+
+
+def test_extract_limits_are_options(caltech_tar, tmp_path):
+    res = _prepare_archive(caltech_tar, tmp_path, "--max-extract-gb", "0.0001")
+    assert res.exit_code == 3 and "in all, above the 0.1 MB limit" in res.output, res.output
+    ok = _prepare_archive(caltech_tar, tmp_path, "--train-per-class", "8", "--resize", "32")
+    assert ok.exit_code == 0, ok.output

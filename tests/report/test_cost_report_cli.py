@@ -159,3 +159,24 @@ def test_run_without_metrics_is_reported_not_crashed(ledger_with_runs):
 def test_no_runs_at_all():
     res = _invoke()
     assert res.exit_code == 2 and "finetune launch" in res.output
+
+
+def test_plot_into_a_missing_folder_creates_nothing(ledger_with_runs, tmp_path):
+    target = tmp_path / "nonexistent_dir" / "r.png"
+    res = _invoke("--plot", str(target))
+    assert res.exit_code == 2, res.output
+    assert "does not exist" in res.output and "To fix:" in res.output
+    assert not target.parent.exists()
+
+
+def test_plot_into_a_read_only_folder_is_a_clear_error(ledger_with_runs, tmp_path):
+    import os
+
+    from fs_faults import READ_ONLY, assert_clear_error, finetune_in
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    env = {"FINETUNE_DATA_DIR": os.environ["FINETUNE_DATA_DIR"]}
+    res = finetune_in(READ_ONLY, folder, "cost-report", "--plot", str(folder / "r.png"), env=env)
+    assert_clear_error(res, 3, "Cannot write the plot", "Read-only file system")
+    assert list(folder.iterdir()) == []

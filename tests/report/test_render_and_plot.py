@@ -89,7 +89,12 @@ def test_plots_write_png_and_svg(tmp_path):
     report = render.build_report(sweep())
     png = plot.plot_scaling(report, tmp_path / "scaling.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(UsageError, match="does not exist"):  # folders are never created
+        plot.plot_cost_vs_time(report, tmp_path / "sub" / "cost.svg")
+    assert not (tmp_path / "sub").exists()
+    (tmp_path / "sub").mkdir()
     svg = plot.plot_cost_vs_time(report, tmp_path / "sub" / "cost.svg")
     assert b"<svg" in svg.read_bytes()[:500]
+    assert sorted(p.name for p in (tmp_path / "sub").iterdir()) == ["cost.svg"]  # no temp left
     with pytest.raises(UsageError, match="extension"):
         plot.plot_cost_vs_time(report, tmp_path / "cost.pdf")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import sqlite3
+from contextlib import closing
 
 import pytest
 
@@ -90,7 +91,8 @@ def test_old_schema_is_migrated(tmp_path):
         assert old.status == "completed" and old.cost_eur is None
         led.update("ft-old", billable_seconds=12.0)
         assert led.get("ft-old").billable_seconds == 12.0
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    with closing(sqlite3.connect(path)) as conn:  # closed: a test leaves no lock held
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
 def test_newer_schema_and_corrupt_file_are_clear_errors(tmp_path):

@@ -1,0 +1,60 @@
+"""Check a prepared dataset's files against its manifest's sha256, before a run trains on it.
+
+A changed image byte gives an opaque decoder failure mid-run, a changed label byte trains
+silently on wrong labels: `launch` checks every file. Hashing a large dataset takes seconds,
+so each file's digest is remembered in DIR/.sha256-cache, keyed by its size and mtime (as
+`prepare` does for the downloaded archive): unchanged files are not read again.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import suppress
+from pathlib import Path
+
+from finetune.data import manifest as mf
+
+CACHE = ".sha256-cache"
+
+
+def verify_checksums(directory: str | Path, manifest: mf.DatasetManifest) -> list[str]:
+    """Problems with the files the manifest lists: missing, wrong size, wrong sha256."""
+    directory = Path(directory)
+    cache = _load(directory / CACHE)
+    fresh: dict[str, dict] = {}
+    problems = []
+    for name, entry in sorted(manifest.files.items()):
+        try:
+            st = (directory / name).stat()
+        except FileNotFoundError:
+            problems.append(f"{name}: missing")
+            continue
+        if st.st_size != entry.bytes:
+            problems.append(f"{name}: {st.st_size} bytes, manifest says {entry.bytes}")
+            continue
+        key = f"{st.st_size}:{st.st_mtime_ns}"
+        known = cache.get(name)
+        if isinstance(known, dict) and known.get("key") == key:
+            digest = known.get("sha256")
+        else:
+            digest = mf.sha256_file(directory / name)
+        fresh[name] = {"key": key, "sha256": digest}
+        if digest != entry.sha256:
+            problems.append(f"{name}: sha256 differs from the manifest (changed after prepare)")
+    if fresh != cache:
+        _save(directory / CACHE, fresh)
+    return problems
+
+
+def _load(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _save(path: Path, cache: dict) -> None:
+    """Best effort: on a read-only dataset the files are simply hashed every time."""
+    with suppress(OSError):
+        mf.write_atomic(path, json.dumps(cache, indent=1, sort_keys=True))

@@ -1,0 +1,35 @@
+"""The run ledger on a read-only or a full disk: the CLI says so, with no traceback and no
+'may be corrupt' advice."""
+
+from __future__ import annotations
+
+from fs_faults import FULL, READ_ONLY, assert_clear_error, finetune_in
+
+from finetune.runs.ledger import Ledger, Run, new_run_id
+
+
+def test_read_only_data_dir(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    res = finetune_in(READ_ONLY, data, "runs", "list", env={"FINETUNE_DATA_DIR": str(data)})
+    assert_clear_error(res, 3, "cannot be written", "read-only", "FINETUNE_DATA_DIR")
+    assert "corrupt" not in res.stderr
+
+
+def test_existing_ledger_on_a_read_only_disk(tmp_path):
+    data = tmp_path / "data"
+    with Ledger(data / "ledger.sqlite") as ledger:
+        ledger.create(Run(new_run_id(), 0.0, "r", "d", "local", "completed", {}))
+    res = finetune_in(READ_ONLY, data, "runs", "list", env={"FINETUNE_DATA_DIR": str(data)})
+    out = res.stdout + res.stderr
+    assert "Traceback" not in out and "corrupt" not in out, out
+    if res.returncode:  # SQLite may need to write its shared-memory file even to read
+        assert_clear_error(res, 3, "cannot be written", "read-only")
+
+
+def test_full_disk(tmp_path):
+    data = tmp_path / "full"
+    data.mkdir()
+    env = {"FINETUNE_DATA_DIR": str(data / "data")}
+    res = finetune_in(FULL, data, "runs", "list", env=env)
+    assert_clear_error(res, 3, "is full", "nothing was half-written")
