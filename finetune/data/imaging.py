@@ -81,14 +81,17 @@ def _too_large(size: tuple[int, int], limit: int) -> str:
 
 @contextmanager
 def _own_pixel_limit() -> Iterator[None]:
-    """Pillow's global limit off while we apply ours (it only reads headers to open)."""
-    from PIL import Image
+    """Pillow's global limit off while we apply ours (it only reads headers to open), and
+    truncated files refused whatever a library imported earlier set (gluoncv's
+    data/mhp.py turns LOAD_TRUNCATED_IMAGES on for the whole process)."""
+    from PIL import Image, ImageFile
 
-    old, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, None
+    old = Image.MAX_IMAGE_PIXELS, ImageFile.LOAD_TRUNCATED_IMAGES
+    Image.MAX_IMAGE_PIXELS, ImageFile.LOAD_TRUNCATED_IMAGES = None, False
     try:
         yield
     finally:
-        Image.MAX_IMAGE_PIXELS = old
+        Image.MAX_IMAGE_PIXELS, ImageFile.LOAD_TRUNCATED_IMAGES = old
 
 
 def _reencode(im, opts: ImageOptions) -> Encoded:

@@ -21,7 +21,8 @@ DRY_RUN = ["launch", "smoke-resnet18", "image_size=32", "batch_per_gpu=8", "--dr
 @pytest.fixture
 def dataset(tiny_dataset, tmp_path) -> Path:
     copy = tmp_path / "shapes"
-    shutil.copytree(tiny_dataset, copy)
+    # without the digest cache that other tests' launches may have left in the shared set
+    shutil.copytree(tiny_dataset, copy, ignore=shutil.ignore_patterns(CACHE))
     return copy
 
 
