@@ -20,7 +20,7 @@ from finetune.errors import ConfigError, did_you_mean
 Augmentation = Literal[
     "none", "crop", "crop_color", "crop_color_transform", "resized_crop", "resized_crop_color"
 ]
-Engine = Literal["mxnet"]  # the PyTorch engine joins here
+Engine = Literal["mxnet", "torch"]  # finetune.train.engines
 
 
 class TrainHyperparameters(BaseModel):
@@ -35,6 +35,7 @@ class TrainHyperparameters(BaseModel):
     # "" = search the pretrained channel, then $MXNET_HOME/models; a file path; or
     # "download" to allow fetching from the model zoo (checksummed)
     weights: str = ""
+    weights_sha256: str = ""  # torch: the weight file's full sha256, checked when given
     num_classes: int = Field(gt=1)
     freeze_backbone: bool = False
     head_lr_mult: float = Field(1.0, gt=0)
@@ -67,6 +68,12 @@ class TrainHyperparameters(BaseModel):
     checkpoint_interval_s: float = Field(600.0, gt=0)
     warmup_batches: int = Field(5, ge=0)  # batches excluded from samples/s
     max_batches_per_epoch: int = Field(0, ge=0)  # 0: all; >0 for smoke runs and benchmarks
+    # torch engine: where decoded images live (resident: decoded once, kept on the device;
+    # stream: decoded every epoch by loader workers; auto: resident when they fit)
+    data_path: Literal["auto", "resident", "stream"] = "auto"
+    loader_workers: int = Field(-1, ge=-1)  # stream: worker processes (-1: one per core)
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 or fp16 on GPUs
+    compile: bool = False  # torch.compile the network
 
     def to_strings(self) -> dict[str, str]:
         """The SageMaker hyperparameters map: every value a string (JSON for non-strings)."""

@@ -147,11 +147,13 @@ def build_plan(
     learning rate, warmup and steps for ``resources``. ``verify_checksums``: check the local
     dataset's files against the manifest's sha256 (cached by size and mtime)."""
     from finetune.recipes.loading import load_recipe, with_overrides
+    from finetune.train.engines.models import check_model
 
     if isinstance(recipe, Recipe):
         recipe = with_overrides(recipe, overrides)
     else:
         recipe = load_recipe(recipe, overrides)
+    check_model(recipe.engine, recipe.model.name)  # before the dataset is read
     resources = resources or Resources()
     if isinstance(dataset_dir, DatasetSummary):
         dataset = dataset_dir
@@ -279,6 +281,7 @@ def hyperparameters(
         model=m.name,
         pretrained=m.pretrained,
         weights=m.weights,
+        weights_sha256=m.weights_sha256,
         num_classes=dataset.num_classes,
         freeze_backbone=m.freeze_backbone,
         head_lr_mult=m.head_lr_mult,
@@ -306,4 +309,8 @@ def hyperparameters(
         top_k=t.top_k if t.top_k < dataset.num_classes else 0,
         checkpoint_interval_s=t.checkpoint_interval_s,
         max_batches_per_epoch=t.max_batches_per_epoch,
+        data_path=d.path,
+        loader_workers=d.loader_workers,
+        precision=t.precision,
+        compile=t.compile,
     )

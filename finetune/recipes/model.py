@@ -29,6 +29,7 @@ class ModelSection(_Section):
     name: str = Field(min_length=1)  # GluonCV model-zoo name, or "imagenet11k-resnet-152"
     pretrained: bool = True
     weights: str = ""  # file name or path of pretrained weights; "" = the engine's cache
+    weights_sha256: str = Field("", pattern=r"^([0-9a-fA-F]{64})?$")  # torch: checked if given
     freeze_backbone: bool = False
     head_lr_mult: float = Field(1.0, gt=0)
 
@@ -39,6 +40,10 @@ class DataSection(_Section):
     dataset: str | None = None  # name under the data dir or a path; --dataset wins
     image_size: int = Field(224, ge=16)
     augmentation: Augmentation = "crop"
+    # torch: decoded images kept on the device (resident), decoded each epoch (stream), or
+    # chosen by size (auto)
+    path: Literal["auto", "resident", "stream"] = "auto"
+    loader_workers: int = Field(-1, ge=-1)  # stream: worker processes (-1: one per core)
 
 
 class OptimizerSection(_Section):
@@ -82,6 +87,8 @@ class TrainSection(_Section):
     checkpoint_interval_s: float = Field(600.0, gt=0)
     kvstore: Kvstore | None = None  # None: chosen from the resources (see finetune.plan)
     max_batches_per_epoch: int = Field(0, ge=0)  # 0: all; >0 for smoke runs
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # torch: auto picks per GPU
+    compile: bool = False  # torch: torch.compile the network
 
 
 class Recipe(_Section):

@@ -47,8 +47,8 @@ class Session(Protocol):
     def build(self, hp, steps: int, resume: Checkpoint | None) -> None:
         """Network, optimizer and loaders for ``hp`` (rescaled to the devices found)."""
 
-    def begin_epoch(self, epoch: int) -> None:
-        """Position the training loader at the start of ``epoch`` (shuffled for it)."""
+    def begin_epoch(self, epoch: int, batch: int) -> None:
+        """Position the training loader at ``batch`` of ``epoch`` (0 unless resumed)."""
 
     def step(self, lr: float) -> int:
         """One optimizer step at ``lr``; returns the images it trained on (this host)."""
@@ -191,7 +191,7 @@ def _train_epoch(run: _Run, progress: Progress) -> None:
     log_every = int(os.environ.get(LOG_EVERY_ENV) or 50)
     if warmup == 0:
         watch.start()
-    run.session.begin_epoch(progress.epoch)
+    run.session.begin_epoch(progress.epoch, progress.batch)
     for done in range(1, remaining + 1):
         real = run.session.step(run.schedule.at_step(progress.step))
         progress.batch += 1

@@ -1,12 +1,12 @@
-"""Training engines behind one call, ``fit(job)``, chosen by the hyperparameters' ``engine``.
-MXNet (GluonCV) is the seed engine; a PyTorch engine for current GPUs joins behind the same
-contract (finetune.train.fitloop.Session)."""
+"""Training engines behind one call, ``fit(job)``, chosen by the hyperparameters' ``engine``:
+MXNet (GluonCV, the studies' engine, GPUs before Hopper) and PyTorch (torchvision, today's
+GPUs), both behind finetune.train.fitloop.Session."""
 
 from __future__ import annotations
 
 from finetune.errors import ConfigError, require_module
 
-ENGINES = ("mxnet",)
+ENGINES = ("mxnet", "torch")
 
 
 def fit(job, stop=None):
@@ -18,4 +18,10 @@ def fit(job, stop=None):
         from finetune.train.engines.mxnet import fit as mxnet_fit
 
         return mxnet_fit(job, stop)
+    if engine == "torch":
+        require_module("torch")
+        require_module("torchvision")
+        from finetune.train.engines.torch import fit as torch_fit
+
+        return torch_fit(job, stop)
     raise ConfigError(f"unknown engine {engine!r}", f"use one of: {', '.join(ENGINES)}.")

@@ -16,30 +16,18 @@ from pathlib import Path
 import mxnet as mx
 from mxnet import gluon
 
-from finetune.errors import ConfigError, DataError, DependencyError, did_you_mean
+from finetune.errors import DataError, DependencyError
 from finetune.hparams import TrainHyperparameters
+from finetune.train.engines.models import MODELS, check_model
 from finetune.train.engines.mxnet.weights import SYMBOL_MODELS, Weights
 
-_DEPTHS = {
-    "_v1": (18, 34, 50, 101, 152),
-    "_v2": (18, 34, 50, 101, 152),
-    "_v1b": (18, 34, 50, 101, 152),
-    "_v1c": (50, 101, 152),
-    "_v1d": (50, 101, 152),
-}
-SUPPORTED = sorted(
-    [f"resnet{d}{v}" for v, depths in _DEPTHS.items() for d in depths] + list(SYMBOL_MODELS)
-)
+SUPPORTED = list(MODELS["mxnet"])
 CUT_LAYER = "flatten0_output"
 
 
 def check_name(model: str) -> None:
     """ConfigError for a model this engine cannot build (before anything heavy happens)."""
-    if model not in SUPPORTED:
-        raise ConfigError(
-            f"unknown model {model!r}.{did_you_mean(model, SUPPORTED)}",
-            f"use one of: {', '.join(SUPPORTED)}.",
-        )
+    check_model("mxnet", model)
 
 
 def build(hp: TrainHyperparameters, contexts: list, weights: Weights | None):

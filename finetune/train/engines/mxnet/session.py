@@ -92,8 +92,9 @@ class MXNetSession:
         return record_iter(f.train_rec, f.train_idx, self.hp, self.local_batch, True, **parts)
 
     # ---- training ---------------------------------------------------------------------
-    def begin_epoch(self, epoch: int) -> None:
+    def begin_epoch(self, epoch: int, batch: int = 0) -> None:
         # one reset per epoch: the iterator reshuffles from its seeded generator each time
+        # (a resumed epoch starts a fresh shuffle: MXNet runs resume, but not bit-exactly)
         if epoch != self._iter_epoch:
             self.train_iter.reset()
             self._iter_epoch = epoch

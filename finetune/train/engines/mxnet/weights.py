@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from finetune.errors import DataError
+from finetune.train.engines.models import MXNET_SYMBOL_MODELS
 
 DOWNLOAD = "download"
-SYMBOL_MODELS = {"imagenet11k-resnet-152": "resnet-152"}  # our name -> the checkpoint prefix
+SYMBOL_MODELS = MXNET_SYMBOL_MODELS  # our name -> the checkpoint prefix
 _SYMBOL_URL = "http://data.mxnet.io/models/imagenet-11k/resnet-152/resnet-152-{}"
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,50 @@
+"""Which models each engine builds: plain data, checked when a run is planned (before any
+money is spent) and again by the trainer. No engine library is imported here."""
+
+from __future__ import annotations
+
+from finetune.errors import ConfigError, did_you_mean
+
+_MXNET_DEPTHS = {
+    "_v1": (18, 34, 50, 101, 152),
+    "_v2": (18, 34, 50, 101, 152),
+    "_v1b": (18, 34, 50, 101, 152),
+    "_v1c": (50, 101, 152),
+    "_v1d": (50, 101, 152),
+}
+MXNET_SYMBOL_MODELS = {"imagenet11k-resnet-152": "resnet-152"}  # name -> checkpoint prefix
+
+MODELS: dict[str, tuple[str, ...]] = {
+    # GluonCV model-zoo names, and the ImageNet-11k symbol checkpoint of the MXNet studies
+    "mxnet": tuple(
+        sorted(
+            [f"resnet{d}{v}" for v, depths in _MXNET_DEPTHS.items() for d in depths]
+            + list(MXNET_SYMBOL_MODELS)
+        )
+    ),
+    # torchvision's ResNets (their ImageNet weights load unchanged)
+    "torch": ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152"),
+}
+
+
+def check_model(engine: str, model: str) -> None:
+    """ConfigError for a model ``engine`` cannot build, with a did-you-mean over every
+    engine's names (a torch name under the MXNet engine says which engine has it)."""
+    if engine not in MODELS:
+        raise ConfigError(
+            f"unknown engine {engine!r}.{did_you_mean(engine, list(MODELS))}",
+            f"use one of: {', '.join(MODELS)}.",
+        )
+    if model in MODELS[engine]:
+        return
+    for other, names in MODELS.items():
+        if model in names:
+            raise ConfigError(
+                f"model {model!r} is a {other} model, but this recipe runs the {engine} engine",
+                f"set engine={other}, or use a {engine} model: {', '.join(MODELS[engine])}.",
+            )
+    everything = [name for names in MODELS.values() for name in names]
+    raise ConfigError(
+        f"unknown model {model!r} for the {engine} engine.{did_you_mean(model, everything)}",
+        f"use one of: {', '.join(MODELS[engine])}.",
+    )

@@ -1,0 +1,145 @@
+"""Decoded images kept on the device, cropped, flipped and normalised there every step.
+
+A split is read once from its .rec (our RecordIO reader), decoded (torchvision's
+decode_jpeg, batched, on the GPU where there is one) and resized so its shorter side is the
+contract's ``resize_shorter`` (bilinear with antialiasing, as the Pillow reference does).
+The images, of different widths and heights, sit in one flat uint8 buffer (HWC, row after
+row) with each image's offset and size. A batch of crops is one gather: every output pixel's
+source coordinates are computed from the crop boxes and sampled bilinearly (four gathers); a
+box of exactly ``image_size`` pixels at integer offsets samples pixel centres, so centre and
+random crops copy pixels exactly, and random-resized crops resample (without antialiasing,
+like MXNet's OpenCV path).
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from finetune.data.recordio import RecordReader, unpack_header
+from finetune.errors import DataError
+from finetune.train.preprocess import Preprocessing
+
+DECODE_BATCH = 256
+
+
+@dataclass
+class ImageStore:
+    """One split's resized images (flat uint8 HWC buffer) and labels, on one device."""
+
+    pixels: torch.Tensor  # (total,) uint8
+    offsets: torch.Tensor  # (N,) int64, start of each image in ``pixels``
+    heights: torch.Tensor  # (N,) int64
+    widths: torch.Tensor  # (N,) int64
+    labels: torch.Tensor  # (N,) int64
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    @property
+    def nbytes(self) -> int:
+        return self.pixels.numel()
+
+    @classmethod
+    def load(cls, rec: Path, idx: Path, contract: Preprocessing, device) -> ImageStore:
+        """Read, decode and resize every record of a split onto ``device``."""
+        chunks, sizes, labels = [], [], []
+        with RecordReader(rec, idx) as reader:
+            keys = reader.keys
+            for start in range(0, len(keys), DECODE_BATCH):
+                payloads = []
+                for key in keys[start : start + DECODE_BATCH]:
+                    header, payload = unpack_header(reader.read_key(key))
+                    label = header.label if header.flag == 0 else header.label[0]
+                    labels.append(int(label))
+                    payloads.append(payload)
+                for image in _decode(payloads, device, rec):
+                    image = resize(image, contract)
+                    sizes.append(image.shape[1:])
+                    chunks.append(image.permute(1, 2, 0).reshape(-1))  # HWC, flat
+        heights = torch.tensor([h for h, _ in sizes], dtype=torch.int64, device=device)
+        widths = torch.tensor([w for _, w in sizes], dtype=torch.int64, device=device)
+        lengths = heights * widths * 3
+        offsets = torch.cumsum(lengths, 0) - lengths
+        pixels = torch.cat(chunks) if chunks else torch.zeros(0, dtype=torch.uint8, device=device)
+        label_t = torch.tensor(labels, dtype=torch.int64, device=device)
+        return cls(pixels, offsets, heights, widths, label_t)
+
+    def crops(
+        self, index: torch.Tensor, boxes: torch.Tensor, size: int, flip: torch.Tensor
+    ) -> torch.Tensor:
+        """(B, 3, size, size) float32 pixels (0-255) of ``boxes`` (B, 4: x0, y0, x1, y1 in
+        the resized images' pixel edges) of images ``index``, flipped where ``flip``."""
+        dev = self.pixels.device
+        boxes = boxes.to(dev, torch.float32)
+        steps = (torch.arange(size, device=dev, dtype=torch.float32) + 0.5) / size
+        u = boxes[:, 0:1] + steps * (boxes[:, 2:3] - boxes[:, 0:1]) - 0.5  # (B, S) x
+        v = boxes[:, 1:2] + steps * (boxes[:, 3:4] - boxes[:, 1:2]) - 0.5  # (B, S) y
+        w, h = self.widths[index], self.heights[index]
+        x0, x1, fx = _neighbours(u, w)
+        y0, y1, fy = _neighbours(v, h)
+        base = self.offsets[index][:, None, None]
+        row = w[:, None, None]
+
+        def at(ys, xs):
+            flat = base + (ys[:, :, None] * row + xs[:, None, :]) * 3  # (B, S, S)
+            idx = flat[..., None] + torch.arange(3, device=dev)  # (B, S, S, 3)
+            return self.pixels[idx].to(torch.float32)
+
+        fx, fy = fx[:, None, :, None], fy[:, :, None, None]
+        top = at(y0, x0) * (1 - fx) + at(y0, x1) * fx
+        bottom = at(y1, x0) * (1 - fx) + at(y1, x1) * fx
+        out = (top * (1 - fy) + bottom * fy).permute(0, 3, 1, 2)  # (B, 3, S, S)
+        flip = flip.to(dev)
+        return torch.where(flip[:, None, None, None], out.flip(-1), out)
+
+
+def _neighbours(coord: torch.Tensor, extent: torch.Tensor):
+    """Integer neighbours and weight of bilinear sampling, clamped to the image."""
+    limit = (extent - 1)[:, None].to(coord.dtype)
+    coord = torch.minimum(torch.clamp(coord, min=0.0), limit)
+    low = torch.floor(coord)
+    frac = coord - low
+    low = low.to(torch.int64)
+    high = torch.minimum(low + 1, (extent - 1)[:, None])
+    return low, high, frac
+
+
+def resize(image: torch.Tensor, contract: Preprocessing) -> torch.Tensor:
+    """(3, H, W) uint8 -> shorter side ``resize_shorter`` (bilinear, antialiased)."""
+    from torchvision.transforms.v2 import functional as F
+
+    h, w = image.shape[1:]
+    new_w, new_h = contract.resized_size(w, h)
+    if (new_h, new_w) == (h, w):
+        return image
+    return F.resize(image, [new_h, new_w], antialias=True)
+
+
+def _decode(payloads: list[bytes], device, rec: Path) -> list[torch.Tensor]:
+    """Encoded images -> (3, H, W) uint8 RGB tensors on ``device`` (nvjpeg for JPEGs on a
+    GPU, batched; other formats and CPU through torchvision's decoders)."""
+    from torchvision.io import ImageReadMode, decode_image, decode_jpeg
+
+    datas = [torch.frombuffer(bytearray(p), dtype=torch.uint8) for p in payloads]
+    try:
+        if torch.device(device).type == "cuda" and all(p[:2] == b"\xff\xd8" for p in payloads):
+            return decode_jpeg(datas, mode=ImageReadMode.RGB, device=device)
+        return [decode_image(d, mode=ImageReadMode.RGB).to(device) for d in datas]
+    except RuntimeError as exc:
+        raise DataError(
+            f"{rec}: an image record does not decode ({exc})",
+            "prepare the dataset again (`finetune prepare` checks every image).",
+        ) from None
+
+
+def pil_decode(payload: bytes):
+    """A record's image as a PIL image (the streaming path and the tests)."""
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(payload))
+    image.load()
+    return image
