@@ -147,13 +147,14 @@ def build_plan(
     learning rate, warmup and steps for ``resources``. ``verify_checksums``: check the local
     dataset's files against the manifest's sha256 (cached by size and mtime)."""
     from finetune.recipes.loading import load_recipe, with_overrides
-    from finetune.train.engines.models import check_model
+    from finetune.train.engines.models import check_augmentation, check_model
 
     if isinstance(recipe, Recipe):
         recipe = with_overrides(recipe, overrides)
     else:
         recipe = load_recipe(recipe, overrides)
     check_model(recipe.engine, recipe.model.name)  # before the dataset is read
+    check_augmentation(recipe.engine, recipe.data.augmentation)
     resources = resources or Resources()
     if isinstance(dataset_dir, DatasetSummary):
         dataset = dataset_dir

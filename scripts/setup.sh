@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create (or update) .venv with finetune, the MXNet engine and the test tools.
+# Create (or update) .venv with finetune, both engines (MXNet, PyTorch) and the test tools.
 # Needs only Python 3.11 and pip. Safe to run again: when .venv was set up from the same
 # inputs (pyproject.toml, requirements/constraints.txt, this script, the Python version and
 # the checkout's path) it does not run pip at all, so it also works offline.
@@ -46,11 +46,13 @@ PIP=(.venv/bin/python -m pip install --disable-pip-version-check -q -c requireme
 # The build tools live in .venv, so the editable install needs no isolated build
 # environment (which would look setuptools up in an index on every run).
 "${PIP[@]}" setuptools wheel
-"${PIP[@]}" --no-build-isolation -e ".[train,aws,dev]"
+"${PIP[@]}" --no-build-isolation -e ".[train,torch,aws,dev]"
 # gluoncv declares opencv-python, whose current release needs numpy>=2 and would break
 # mxnet; its real needs are in the [train] extra, so install it without dependencies.
 "${PIP[@]}" --no-deps "gluoncv==0.10.5.post0"
 .venv/bin/python -c "import mxnet, gluoncv, numpy; assert numpy.__version__.startswith('1.23')" 2>/dev/null \
   || { echo "error: the MXNet engine does not import in .venv" >&2; exit 1; }
+.venv/bin/python -c "import torch, torchvision" 2>/dev/null \
+  || { echo "error: the PyTorch engine does not import in .venv" >&2; exit 1; }
 inputs_hash >"$STAMP"
 echo "finetune is installed in .venv (activate with: source .venv/bin/activate)" >&2

@@ -69,6 +69,7 @@ def _isolated_dirs(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("FINETUNE_DATA_DIR", str(base / "data"))
     monkeypatch.setenv("FINETUNE_CACHE_DIR", str(base / "cache"))
     monkeypatch.setenv("MXNET_HOME", str(base / "mxnet"))
+    monkeypatch.setenv("TORCH_HOME", str(base / "torch"))  # torch hub's weight cache
     for var in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
         monkeypatch.delenv(var, raising=False)
     from finetune import settings

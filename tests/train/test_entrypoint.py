@@ -84,7 +84,11 @@ def test_short_run_writes_model_metrics_and_no_failure(tmp_path, tiny_dataset, r
 @pytest.mark.parametrize(
     ("override", "code", "expected"),
     [
-        ({"model": "resnet50_v1x"}, 4, "unknown model 'resnet50_v1x'. Did you mean \"resnet50_v1"),
+        (
+            {"model": "resnet50_v1x"},
+            4,
+            "unknown model 'resnet50_v1x' for the mxnet engine. Did you mean \"resnet50_v1",
+        ),
         ({"pretrained": True}, 3, "pretrained weights for resnet18_v1 not found"),
         ({"num_classes": 5}, 3, "num_classes=5 but dataset 'shapes' has 8 classes"),
         ({"device": "gpu"}, 4, "device=gpu but MXNet sees no GPU"),

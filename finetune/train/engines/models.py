@@ -48,3 +48,22 @@ def check_model(engine: str, model: str) -> None:
         f"unknown model {model!r} for the {engine} engine.{did_you_mean(model, everything)}",
         f"use one of: {', '.join(MODELS[engine])}.",
     )
+
+
+# training presets each engine implements (finetune.train.preprocess); colour and affine
+# jitter exist in MXNet's ImageRecordIter only
+AUGMENTATIONS: dict[str, tuple[str, ...]] = {
+    "mxnet": (
+        "none", "crop", "crop_color", "crop_color_transform", "resized_crop", "resized_crop_color"
+    ),
+    "torch": ("none", "crop", "resized_crop"),
+}  # fmt: skip
+
+
+def check_augmentation(engine: str, augmentation: str) -> None:
+    """ConfigError for a training preset ``engine`` does not implement."""
+    if augmentation not in AUGMENTATIONS.get(engine, ()):
+        raise ConfigError(
+            f"augmentation {augmentation!r} is not implemented by the {engine} engine",
+            f"use one of: {', '.join(AUGMENTATIONS.get(engine, ()))}.",
+        )
