@@ -122,18 +122,23 @@ def resize(image: torch.Tensor, contract: Preprocessing) -> torch.Tensor:
 def _decode(payloads: list[bytes], device, rec: Path) -> list[torch.Tensor]:
     """Encoded images -> (3, H, W) uint8 RGB tensors on ``device`` (nvjpeg for JPEGs on a
     GPU, batched; other formats and CPU through torchvision's decoders)."""
-    from torchvision.io import ImageReadMode, decode_image, decode_jpeg
+    import warnings
 
     datas = [torch.frombuffer(bytearray(p), dtype=torch.uint8) for p in payloads]
-    try:
-        if torch.device(device).type == "cuda" and all(p[:2] == b"\xff\xd8" for p in payloads):
-            return decode_jpeg(datas, mode=ImageReadMode.RGB, device=device)
-        return [decode_image(d, mode=ImageReadMode.RGB).to(device) for d in datas]
-    except RuntimeError as exc:
-        raise DataError(
-            f"{rec}: an image record does not decode ({exc})",
-            "prepare the dataset again (`finetune prepare` checks every image).",
-        ) from None
+    on_gpu = torch.device(device).type == "cuda"
+    with warnings.catch_warnings():  # torchvision 0.29 deprecates its decoders (torchcodec)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from torchvision.io import ImageReadMode, decode_image, decode_jpeg
+
+        try:
+            if on_gpu and all(p[:2] == b"\xff\xd8" for p in payloads):
+                return decode_jpeg(datas, mode=ImageReadMode.RGB, device=device)
+            return [decode_image(d, mode=ImageReadMode.RGB).to(device) for d in datas]
+        except RuntimeError as exc:
+            raise DataError(
+                f"{rec}: an image record does not decode ({exc})",
+                "prepare the dataset again (`finetune prepare` checks every image).",
+            ) from None
 
 
 def pil_decode(payload: bytes):

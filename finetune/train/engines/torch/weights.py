@@ -5,10 +5,11 @@ Where they are looked for, in order: ``hparams.weights`` (a file path), the ``pr
 input channel, and torch hub's cache (``$TORCH_HOME/hub/checkpoints``, default
 ~/.cache/torch/hub/checkpoints), by the file name torchvision publishes (``resnet50-
 11ad3fa6.pth`` for ``IMAGENET1K_V2``; the names and URLs come from the installed torchvision,
-never from a table here). A file is checked the way torch.hub checks it: the hex digits after
-the last ``-`` of a published name must start its sha256; ``weights_sha256`` (when the recipe
-gives one) must equal it in full. Files are loaded with ``weights_only=True`` (no pickled
-code runs). ``weights=download`` alone allows fetching, through torch.hub, into its cache.
+never from a table here), then as ``MODEL.pth`` or ``MODEL-<sha256 prefix>.pth``. A file
+is checked the way torch.hub checks it: the hex digits after the last ``-`` of its name must
+start its sha256; ``weights_sha256`` (when the recipe gives one) must equal it in full.
+Files are loaded with ``weights_only=True`` (no pickled code runs). ``weights=download``
+alone allows fetching, through torch.hub, into its cache.
 """
 
 from __future__ import annotations
@@ -67,10 +68,16 @@ def locate(model: str, weights: str, dirs: list[Path]) -> Found:
         for variant, name in names.items():
             if (directory / name).is_file():
                 return Found(directory / name, variant)
+        # your own file: MODEL.pth, or MODEL-<sha256 prefix>.pth (checked like hub's)
+        own = sorted(directory.glob(f"{model}-*.pth")) if directory.is_dir() else []
+        for path in [directory / f"{model}.pth", *own]:
+            if path.is_file():
+                return Found(path, None)
     if weights == DOWNLOAD:
         return _download(model)
+    looked = [*names.values(), f"{model}.pth", f"{model}-<sha256 prefix>.pth"]
     raise DataError(
-        f"pretrained weights for {model} not found: looked for {' or '.join(names.values())} "
+        f"pretrained weights for {model} not found: looked for {' or '.join(looked)} "
         f"in {', '.join(str(d) for d in dirs)}",
         "copy torchvision's weight file there (or into an input channel named pretrained), "
         "set weights=download to fetch it once (needs the internet), or set pretrained=false.",
