@@ -69,6 +69,17 @@ def test_launch_trains_records_and_reports(tiny_dataset):
     assert data["val_report"]["epoch"] == best
 
 
+def test_the_torch_engine_runs_through_the_same_backend_and_ledger(tiny_dataset):
+    res = _cli("launch", "smoke-resnet18-torch", "--dataset", str(tiny_dataset), "--json")
+    assert res.exit_code == 0, res.output
+    run, epochs = _run()
+    assert run.status == "completed" and [e.epoch for e in epochs] == [0, 1]
+    assert run.plan["hyperparameters"]["engine"] == "torch"
+    assert all(e.val_count == 48 and e.samples == 80 for e in epochs)
+    assert _show(run.id)["run_record"]["engine"] == "torch"
+    assert os.path.isfile(os.path.join(run.run_dir, "ml", "model", "model.pt"))
+
+
 def test_stop_then_resume_continues_from_the_checkpoint(tiny_dataset):
     res = _cli("launch", *SMOKE, "--dataset", str(tiny_dataset), "epochs=6", "--detach")
     assert res.exit_code == 0, res.output
