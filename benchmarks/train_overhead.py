@@ -89,11 +89,12 @@ def engine_rate(work: Path, dataset: Path, hp, run: int) -> float:
 def bare_rate(args) -> float:
     """The same network, optimizer and contexts on in-memory data: the ceiling here."""
     import mxnet as mx
-    from gluoncv import model_zoo
     from mxnet import autograd, gluon
 
+    from finetune.train.engines.mxnet.zoo import model_zoo
+
     contexts = [mx.cpu(i) for i in range(args.devices)]
-    net = model_zoo.get_model(args.model, pretrained=False, classes=8)
+    net = model_zoo().get_model(args.model, pretrained=False, classes=8)
     net.initialize(mx.init.Xavier(rnd_type="gaussian", factor_type="in", magnitude=2), ctx=contexts)
     net.hybridize(static_alloc=True, static_shape=True)
     opt = {"learning_rate": 0.01, "momentum": 0.9, "wd": 1e-4}

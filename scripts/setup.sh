@@ -50,7 +50,7 @@ PIP=(.venv/bin/python -m pip install --disable-pip-version-check -q -c requireme
 # gluoncv declares opencv-python, whose current release needs numpy>=2 and would break
 # mxnet; its real needs are in the [train] extra, so install it without dependencies.
 "${PIP[@]}" --no-deps "gluoncv==0.10.5.post0"
-.venv/bin/python -c "import mxnet, gluoncv, numpy; assert numpy.__version__.startswith('1.23')" 2>/dev/null \
+.venv/bin/python -c "import numpy; from finetune.train.engines.mxnet.zoo import model_zoo; model_zoo(); assert numpy.__version__.startswith('1.23')" 2>/dev/null \
   || { echo "error: the MXNet engine does not import in .venv" >&2; exit 1; }
 .venv/bin/python -c "import torch, torchvision" 2>/dev/null \
   || { echo "error: the PyTorch engine does not import in .venv" >&2; exit 1; }

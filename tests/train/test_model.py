@@ -80,3 +80,15 @@ def test_symbol_checkpoint_is_cut_before_its_classifier(tmp_path):
     loaded = net.features.collect_params()
     np.testing.assert_array_equal(loaded["conv0_weight"].data().asnumpy(), args["conv0_weight"])
     assert "fc1_weight" not in loaded  # the 11k classifier is cut away
+
+
+def test_gluoncv_imports_beside_a_current_torch():
+    """gluoncv 0.10.5 raises at import when torch >= 2.0 is installed; the engine imports it
+    with torch hidden, and leaves an already imported torch in place."""
+    torch = pytest.importorskip("torch")
+    import sys
+
+    from finetune.train.engines.mxnet.zoo import model_zoo
+
+    assert model_zoo().get_model("resnet18_v1", pretrained=False, classes=3) is not None
+    assert sys.modules["torch"] is torch

@@ -9,9 +9,10 @@ def save_zoo_params(path: Path, model: str = "resnet18_v1", classes: int = 1000)
     """A random-init model-zoo network saved as if it were the published ImageNet weights;
     returns its parameters (name -> numpy array) for comparisons."""
     import mxnet as mx
-    from gluoncv import model_zoo
 
-    net = model_zoo.get_model(model, pretrained=False, classes=classes)
+    from finetune.train.engines.mxnet.zoo import model_zoo
+
+    net = model_zoo().get_model(model, pretrained=False, classes=classes)
     net.initialize(mx.init.Xavier())
     net(mx.nd.zeros((1, 3, 32, 32)))
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -60,9 +60,9 @@ def _head_name(model: str) -> str:
 def _zoo_net(model: str, classes: int):
     """A random-init model-zoo network (GluonCV imported here only: it is slow to import)."""
     try:
-        from gluoncv import model_zoo
+        from finetune.train.engines.mxnet.zoo import model_zoo
 
-        return model_zoo.get_model(model, pretrained=False, classes=classes)
+        return model_zoo().get_model(model, pretrained=False, classes=classes)
     except ImportError:
         if not model.endswith(("_v1", "_v2")):
             raise DependencyError(

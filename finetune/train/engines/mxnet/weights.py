@@ -19,6 +19,7 @@ from pathlib import Path
 
 from finetune.errors import DataError
 from finetune.train.engines.models import MXNET_SYMBOL_MODELS
+from finetune.train.engines.mxnet import zoo
 
 DOWNLOAD = "download"
 SYMBOL_MODELS = MXNET_SYMBOL_MODELS  # our name -> the checkpoint prefix
@@ -114,7 +115,7 @@ def _explicit(model: str, path: Path, dirs: list[Path]) -> Weights:
 def zoo_sha1(model: str) -> str | None:
     """The published sha1 of a model-zoo parameter file, if the zoo knows the model."""
     try:
-        from gluoncv.model_zoo import model_store
+        model_store = zoo.module("gluoncv.model_zoo.model_store")
     except ImportError:
         from mxnet.gluon.model_zoo import model_store
     table = getattr(model_store, "_model_sha1", {})
@@ -154,7 +155,7 @@ def _download(model: str, root: Path) -> Weights:
         if model in SYMBOL_MODELS:
             return _download_symbol(model, root)
         try:
-            from gluoncv.model_zoo.model_store import get_model_file
+            get_model_file = zoo.module("gluoncv.model_zoo.model_store").get_model_file
         except ImportError:
             from mxnet.gluon.model_zoo.model_store import get_model_file
         return Weights(Path(get_model_file(model, root=str(root))))
