@@ -12,10 +12,18 @@ import pytest
 
 
 @pytest.mark.parametrize(
-    "module", ["mxnet", "gluoncv", "boto3", "moto", "matplotlib", "sagemaker.core", "cfnlint"]
+    "module",
+    ["mxnet", "torch", "torchvision", "boto3", "moto", "matplotlib", "sagemaker.core", "cfnlint"],
 )
 def test_module_is_installed(module):
     importlib.import_module(module)
+
+
+def test_gluoncv_is_installed():
+    # (gluoncv itself refuses to import beside torch >= 2: the engine's way in)
+    from finetune.train.engines.mxnet.zoo import model_zoo
+
+    assert model_zoo().get_model("resnet18_v1", pretrained=False, classes=2) is not None
 
 
 def test_mxnet_has_the_numpy_it_needs():
