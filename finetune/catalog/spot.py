@@ -10,7 +10,7 @@ training time), so for SageMaker the same estimate describes the expected saving
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import date, datetime, timezone
 
 from finetune.catalog.prices import Price
 
@@ -82,7 +82,7 @@ def _history(client, instance_types: list[str]):
     kwargs = dict(
         InstanceTypes=instance_types,
         ProductDescriptions=["Linux/UNIX"],
-        StartTime=datetime.now(UTC),
+        StartTime=datetime.now(timezone.utc),
     )
     while True:
         page = client.describe_spot_price_history(**kwargs)

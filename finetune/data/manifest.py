@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -63,7 +63,7 @@ class DatasetManifest(BaseModel):
 
     schema_version: int = SCHEMA_VERSION
     tool_version: str
-    created: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    created: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
     name: str
     source: dict[str, str]
     classes: list[str]

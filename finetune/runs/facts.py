@@ -8,7 +8,7 @@ device count, so their throughput still counts for scaling.
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+from datetime import date, datetime, timezone
 
 from finetune.metrics import EpochMetrics
 from finetune.report.model import RunFacts
@@ -30,7 +30,7 @@ def _price(run: Run) -> tuple[float, date, str, float, date]:
             float(est["usd_per_eur"]),
             date.fromisoformat(est["rate_date"]),
         )
-    when = datetime.fromtimestamp(run.created_at, UTC).date()
+    when = datetime.fromtimestamp(run.created_at, timezone.utc).date()
     rate = fx.eur_rate(on=when)
     if run.backend == "local" or not run.instance_type:
         return 0.0, when, LOCAL_SOURCE, rate.usd_per_eur, rate.on
@@ -65,7 +65,7 @@ def run_facts(run: Run, epochs: list[EpochMetrics]) -> RunFacts:
         gpus_per_instance=run.devices_per_host,
         spot=run.spot,
         region=run.region or ("local" if local else "?"),
-        started_at=datetime.fromtimestamp(run.started_at or run.created_at, UTC),
+        started_at=datetime.fromtimestamp(run.started_at or run.created_at, timezone.utc),
         wall_seconds=run.wall_seconds or 0.0,
         billable_seconds=_billable(run),
         steady_images_per_sec=None,

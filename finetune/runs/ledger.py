@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 from finetune.errors import DataError, did_you_mean
@@ -68,7 +68,7 @@ class Run:
 
 def new_run_id(now: float | None = None) -> str:
     """'ft-20261122-101500-a3f9': sortable, and valid as a SageMaker job name."""
-    stamp = datetime.fromtimestamp(now or time.time(), UTC).strftime("%Y%m%d-%H%M%S")
+    stamp = datetime.fromtimestamp(now or time.time(), timezone.utc).strftime("%Y%m%d-%H%M%S")
     return f"ft-{stamp}-{secrets.token_hex(2)}"
 
 
