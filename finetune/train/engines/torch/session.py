@@ -124,13 +124,13 @@ class TorchSession:
             order = order.repeat(b // self.train_count + 1)
         self._batches = [order[i * b : (i + 1) * b] for i in range(n)][: self.steps]
         self._epoch, self._position, self._stream = epoch, batch, None
+        model.train_mode(self.net, self.hp.freeze_backbone)  # evaluate() leaves eval mode
 
     def step(self, lr: float) -> int:
         position = self._position
         x, y = self._batch(position)
         for group in self.optimizer.param_groups:
             group["lr"] = lr * group["lr_mult"]
-        model.train_mode(self.net, self.hp.freeze_backbone)
         with self._autocast():
             out = self.forward(x)
             loss = nn.functional.cross_entropy(out, y)
