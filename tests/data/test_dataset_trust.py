@@ -21,7 +21,7 @@ DRY_RUN = ["launch", "smoke-resnet18", "image_size=32", "batch_per_gpu=8", "--dr
 @pytest.fixture
 def dataset(tiny_dataset, tmp_path) -> Path:
     copy = tmp_path / "shapes"
-    shutil.copytree(tiny_dataset, copy)
+    shutil.copytree(tiny_dataset, copy, ignore=shutil.ignore_patterns(CACHE))
     return copy
 
 
