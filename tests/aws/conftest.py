@@ -77,3 +77,13 @@ def cloud(gw, monkeypatch):
     ecr.put_image(repositoryName="finetune", imageManifest=manifest, imageTag=__version__)
     gw.reset()  # the set-up calls above are not what the tests assert on
     return gw
+
+
+@pytest.fixture(autouse=True)
+def _close_ledgers():
+    """Ledgers the helpers opened are closed after each test (no SQLite lock outlives it)."""
+    from .helpers import OPEN_LEDGERS
+
+    yield
+    while OPEN_LEDGERS:
+        OPEN_LEDGERS.pop().close()

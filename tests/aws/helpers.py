@@ -29,8 +29,13 @@ def new_run(tmp_path, plan) -> Run:
     return service.new_run(plan, "sagemaker", run_id, run_dir)
 
 
+OPEN_LEDGERS: list[Ledger] = []  # closed after each test (tests/aws/conftest.py)
+
+
 def ledger_at(tmp_path) -> Ledger:
-    return Ledger(tmp_path / "ledger.sqlite")
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    OPEN_LEDGERS.append(ledger)
+    return ledger
 
 
 def step(status: str, secondary: str, at: float, message: str = "", **fields) -> dict:

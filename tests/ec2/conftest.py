@@ -110,3 +110,13 @@ def ec2_aws(aws, fault_server, monkeypatch):
     add_aws_managed_policy(ec2_infra.SSM_CORE_POLICY.rsplit("/", 1)[1])
     yield layer
     assert live_instances(ec2) == [], "an instance tagged by finetune was left running"
+
+
+@pytest.fixture(autouse=True)
+def _close_ledgers():
+    """Ledgers the helpers opened are closed after each test (no SQLite lock outlives it)."""
+    from .control import OPEN_LEDGERS
+
+    yield
+    while OPEN_LEDGERS:
+        OPEN_LEDGERS.pop().close()

@@ -15,6 +15,8 @@ from finetune.runs.ledger import Ledger
 
 from .conftest import BUCKET, REGION
 
+OPEN_LEDGERS: list[Ledger] = []  # closed after each test (tests/ec2/conftest.py)
+
 
 def launch(
     tmp_path, dataset, options: Ec2Options | None = None, spot: bool = True, device="gpu", **kw
@@ -25,6 +27,7 @@ def launch(
     resources = Resources(backend="ec2", instance_type="g5.xlarge", device=device, spot=spot)
     plan = build_plan("smoke-resnet18", dataset, resources, kw.pop("overrides", ()))
     ledger = Ledger(tmp_path / "ledger.sqlite")
+    OPEN_LEDGERS.append(ledger)
     backend = Ec2Backend(options or Ec2Options(), ledger=ledger)
     run = service.launch(plan, backend, ledger)
     return run, backend, ledger
