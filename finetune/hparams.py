@@ -38,7 +38,7 @@ class TrainHyperparameters(BaseModel):
     weights_sha256: str = ""  # torch: the weight file's full sha256, checked when given
     num_classes: int = Field(gt=1)
     freeze_backbone: bool = False
-    head_lr_mult: float = Field(1.0, gt=0)
+    head_lr_mult: float = Field(1.0, gt=0, allow_inf_nan=False)
     # data
     num_training_samples: int = Field(gt=0)
     image_size: int = Field(224, ge=16)
@@ -52,10 +52,10 @@ class TrainHyperparameters(BaseModel):
     hosts: int = Field(1, gt=0)
     global_batch_size: int = Field(gt=0)
     optimizer: Literal["sgd", "nag", "adam"] = "sgd"
-    lr_per_device: float = Field(gt=0)
-    lr: float = Field(gt=0)  # = lr_per_device x devices_per_host x hosts
+    lr_per_device: float = Field(gt=0, allow_inf_nan=False)
+    lr: float = Field(gt=0, allow_inf_nan=False)  # = lr_per_device x devices_per_host x hosts
     momentum: float = Field(0.9, ge=0, lt=1)
-    wd: float = Field(1e-4, ge=0)
+    wd: float = Field(1e-4, ge=0, allow_inf_nan=False)
     lr_schedule: Literal["constant", "step", "cosine"] = "step"
     lr_steps: tuple[float, ...] = ()  # epochs at which the step schedule multiplies by lr_factor
     lr_factor: float = Field(0.1, gt=0, le=1)

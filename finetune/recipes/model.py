@@ -31,7 +31,7 @@ class ModelSection(_Section):
     weights: str = ""  # file name or path of pretrained weights; "" = the engine's cache
     weights_sha256: str = Field("", pattern=r"^([0-9a-fA-F]{64})?$")  # torch: checked if given
     freeze_backbone: bool = False
-    head_lr_mult: float = Field(1.0, gt=0)
+    head_lr_mult: float = Field(1.0, gt=0, allow_inf_nan=False)
 
 
 class DataSection(_Section):
@@ -50,9 +50,9 @@ class OptimizerSection(_Section):
     """The optimizer, with the learning rate of ONE device (scaled later by the device count)."""
 
     name: Literal["sgd", "nag", "adam"] = "sgd"
-    lr_per_gpu: float = Field(gt=0)
+    lr_per_gpu: float = Field(gt=0, allow_inf_nan=False)
     momentum: float = Field(0.9, ge=0, lt=1)
-    wd: float = Field(1e-4, ge=0)
+    wd: float = Field(1e-4, ge=0, allow_inf_nan=False)
 
 
 class ScheduleSection(_Section):
@@ -62,7 +62,7 @@ class ScheduleSection(_Section):
     kind: Literal["constant", "step", "cosine"] = "step"
     steps: tuple[float, ...] = ()  # epochs at which a step schedule multiplies lr by factor
     factor: float = Field(0.1, gt=0, le=1)
-    warmup_epochs: float = Field(0.0, ge=0)
+    warmup_epochs: float = Field(0.0, ge=0, allow_inf_nan=False)
     warmup_steps: int = Field(0, ge=0)
 
     @model_validator(mode="after")
@@ -84,7 +84,7 @@ class TrainSection(_Section):
     batch_per_gpu: int = Field(gt=0)
     seed: int = 0
     top_k: int = Field(5, ge=0)  # also report top-k accuracy (0: off)
-    checkpoint_interval_s: float = Field(600.0, gt=0)
+    checkpoint_interval_s: float = Field(600.0, gt=0, allow_inf_nan=False)
     kvstore: Kvstore | None = None  # None: chosen from the resources (see finetune.plan)
     max_batches_per_epoch: int = Field(0, ge=0)  # 0: all; >0 for smoke runs
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # torch: auto picks per GPU

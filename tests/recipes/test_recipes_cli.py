@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from finetune.cli import app
@@ -84,3 +85,14 @@ def test_validate_a_folder(tmp_path):
     assert result.exit_code == 4
     assert "ok   " in result.output and "FAIL" in result.output
     assert "model: required key is missing" in result.output
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", "1e999"])
+def test_an_infinite_learning_rate_is_refused_before_anything_runs(value, tiny_dataset):
+    res = CliRunner().invoke(
+        app, ["launch", "smoke-resnet18", f"lr_per_gpu={value}", "--dataset", str(tiny_dataset),
+              "--dry-run"],
+    )  # fmt: skip
+    assert res.exit_code != 0
+    assert "optimizer.lr_per_gpu" in res.output and "To fix:" in res.output
+    assert "Traceback" not in res.output
