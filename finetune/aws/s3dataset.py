@@ -15,20 +15,14 @@ def summarize(uri: str, region: str | None = None):
     """The DatasetSummary of the dataset under ``uri`` (path = the prefix, ending in '/')."""
     from finetune.aws.session import connect
     from finetune.backends.mltree import CHANNELS, channel_files
-    from finetune.data.manifest import MANIFEST, DatasetManifest
+    from finetune.data.manifest import MANIFEST, parse
     from finetune.plan import DatasetSummary
 
     root = as_prefix(uri)
     bucket, prefix = parse_s3_uri(root)
     s3 = connect(region).client("s3")
     raw = _get(s3, bucket, f"{prefix}train/{MANIFEST}")
-    try:
-        m = DatasetManifest.model_validate_json(raw)
-    except ValueError as exc:
-        raise DataError(
-            f"{root}train/{MANIFEST} is not a dataset manifest ({str(exc).splitlines()[0]})",
-            "point --dataset at a prefix finetune uploaded, or at a local prepared folder.",
-        ) from None
+    m = parse(raw, f"{root}train/{MANIFEST}")  # newer schemas refused, unknown fields named
     with aws_errors("ListObjectsV2", resource=root):
         present = list_prefix(s3, bucket, prefix)
     problems = []

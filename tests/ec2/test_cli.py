@@ -234,3 +234,22 @@ def test_launch_from_an_s3_prefix_without_a_dataset(ec2_aws):
     res = _launch(f"s3://{os.environ['FINETUNE_BUCKET']}/nothing-here/", "--instance", "g5.xlarge")
     assert res.exit_code != 0 and "To fix:" in res.output
     assert ec2_aws.sent("RunInstances") == []
+
+
+def test_a_newer_manifest_in_s3_is_refused_as_such(ec2_aws, tiny_dataset):
+    """The manifest stored under an s3:// dataset goes through the same reader as a local
+    one: a newer schema version is named, and nothing is launched."""
+    import json
+
+    from finetune.aws.s3upload import plan_upload, upload_dataset
+
+    s3 = boto3.client("s3", region_name=REGION)
+    upload = plan_upload(str(tiny_dataset), os.environ["FINETUNE_BUCKET"])
+    upload_dataset(s3, upload)
+    bucket, key = upload.uri[5:].split("/", 1)
+    doc = json.loads((tiny_dataset / "manifest.json").read_text())
+    doc["schema_version"] = 99
+    s3.put_object(Bucket=bucket, Key=f"{key}train/manifest.json", Body=json.dumps(doc))
+    res = _launch(upload.uri, "--instance", "g5.xlarge", "--detach")
+    assert res.exit_code != 0 and "manifest schema version 99" in res.output
+    assert "To fix:" in res.output and ec2_aws.sent("RunInstances") == []
