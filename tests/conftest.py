@@ -139,3 +139,9 @@ def aws(moto_server, monkeypatch):
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     return moto_server
+
+
+def pytest_collection_modifyitems(config, items):
+    """The long trainings first (stable order otherwise): with tests spread over workers,
+    a long test that starts last would leave the other worker idle while it finishes."""
+    items.sort(key=lambda item: 0 if item.get_closest_marker("slow") else 1)
