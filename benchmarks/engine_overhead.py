@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.train_overhead import make_dataset, make_tree  # noqa: E402
+from benchmarks.train_overhead import compare, make_dataset, make_tree  # noqa: E402
 
 
 def hyperparameters(args, train_count: int):
@@ -113,18 +113,7 @@ def main() -> None:
             engine.append(engine_rate(work, dataset, hp, run))
     setup = f"{args.model}, {args.image_size} px, batch {args.batch}, {args.batches} timed batches"
     print(f"model {setup}, {args.path} data path")
-    print(f"bare torch loop (in-memory data): {max(bare):8.1f} img/s  runs {_rounded(bare)}")
-    print(f"engine (.rec, {args.path}):{' ' * (13 - len(args.path))}{max(engine):8.1f} img/s  "
-          f"runs {_rounded(engine)}")  # fmt: skip
-    pairs = sorted(e / b for e, b in zip(engine, bare, strict=True))
-    print(
-        f"ratio engine / bare: {max(engine) / max(bare):.3f} best vs best, "
-        f"{pairs[len(pairs) // 2]:.3f} median of back-to-back pairs  (target >= 0.9)"
-    )
-
-
-def _rounded(values: list[float]) -> list[float]:
-    return [round(v, 1) for v in values]
+    compare(("bare torch loop (in-memory data)", bare), (f"engine (.rec, {args.path})", engine))
 
 
 if __name__ == "__main__":

@@ -143,17 +143,18 @@ def main() -> None:
             engine.append(engine_rate(work, dataset, hp, run))
     setup = f"{args.model}, {args.image_size} px, batch {args.batch}, {args.batches} timed batches"
     print(f"model {setup}")
-    print(f"bare gluon loop (in-memory data): {max(bare):8.1f} img/s  runs {_rounded(bare)}")
-    print(f"engine (ImageRecordIter, .rec):   {max(engine):8.1f} img/s  runs {_rounded(engine)}")
-    pairs = sorted(e / b for e, b in zip(engine, bare, strict=True))
+    compare(("bare gluon loop (in-memory data)", bare), ("engine (ImageRecordIter, .rec)", engine))
+
+
+def compare(reference: tuple[str, list[float]], engine: tuple[str, list[float]]) -> None:
+    """Best images/s of each side, and the ratio (best vs best, median of run pairs)."""
+    for label, rates in (reference, engine):
+        print(f"{label + ':':34s}{max(rates):8.1f} img/s  runs {[round(r, 1) for r in rates]}")
+    pairs = sorted(e / b for e, b in zip(engine[1], reference[1], strict=True))
     print(
-        f"ratio engine / bare: {max(engine) / max(bare):.3f} best vs best, "
+        f"ratio engine / bare: {max(engine[1]) / max(reference[1]):.3f} best vs best, "
         f"{pairs[len(pairs) // 2]:.3f} median of back-to-back pairs  (target >= 0.9)"
     )
-
-
-def _rounded(values: list[float]) -> list[float]:
-    return [round(v, 1) for v in values]
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 class Session(Protocol):
     """What an engine provides for one run (see finetune.train.engines)."""
 
+    files: dataset.DatasetFiles  # the prepared splits (checked against the hyperparameters)
     devices: int  # devices in use on this host
     workers: int  # hosts training together
     is_first_host: bool  # the host that validates, checkpoints and writes the outputs
@@ -101,7 +102,7 @@ class _Run:
 def fit(job: TrainJob, session: Session, stop: StopRequest | None = None) -> FitResult:
     """Train ``job`` with an engine's ``session``, resuming from the newest checkpoint."""
     stop = StopRequest() if stop is None else stop  # (not `or`: an unset request is falsy)
-    files = dataset.resolve(job.channels["train"], job.channels["validation"], job.hparams)
+    files = session.files
     hp, note = rescale(job.hparams, session.devices, session.workers)
     checkpoints = CheckpointDir(job.checkpoint_dir)
     resume = checkpoints.latest()
