@@ -87,4 +87,11 @@ _register()
 
 def main() -> None:
     """Console-script entry point."""
-    app()
+    import signal
+
+    try:
+        app()
+    finally:
+        # the command has ended (or was interrupted): a Ctrl-C pressed again now must not
+        # break the interpreter's shutdown with a traceback from an atexit handler
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
