@@ -71,6 +71,7 @@ class DatasetSummary(_Frozen):
     num_classes: int
     train_count: int
     val_count: int
+    test_count: int = 0  # a held-out test split, scored once with the best model
     image_side: int | None  # shorter side of the stored images in px; None: originals kept
     manifest_sha256: str
     rec_sha256: dict[str, str]  # file name -> sha256, from the manifest
@@ -214,6 +215,7 @@ def summarize_dataset(directory: Path, verify_checksums: bool = True) -> Dataset
         num_classes=m.num_classes,
         train_count=m.splits["train"].count,
         val_count=val.count if val else 0,
+        test_count=m.splits["test"].count if "test" in m.splits else 0,
         image_side=m.params.resize if m.params.resize and not m.params.pass_through else None,
         manifest_sha256=mf.sha256_file(Path(directory) / mf.MANIFEST),
         rec_sha256={k: v.sha256 for k, v in sorted(m.files.items()) if k.endswith(".rec")},

@@ -18,7 +18,7 @@ def summary_rows(plan: Plan) -> list[tuple[str, str]]:
         ("recipe", r.name + (f" with {' '.join(plan.overrides)}" if plan.overrides else "")),
         ("model", f"{r.model.name} ({_weights(r)})"),
         ("dataset", f"{ds.name} at {ds.path}"),
-        ("classes", f"{ds.num_classes} ({ds.train_count} train / {ds.val_count} val images)"),
+        ("classes", f"{ds.num_classes} ({_split_counts(ds)})"),
         ("resources", f"{where}: {res.hosts} host(s) x {res.devices_per_host} {res.device}"),
         ("batch", f"{r.train.batch_per_gpu} per device -> {der.global_batch} global"),
         ("lr", f"{r.optimizer.lr_per_gpu:g} per device -> {der.lr:g} (x{der.devices} devices)"),
@@ -64,3 +64,10 @@ def _estimate_rows(estimate: dict[str, Any] | None) -> list[tuple[str, str]]:
     else:
         lines = [f"{k} {v}" for k, v in estimate.items() if isinstance(v, str | int | float)]
     return [("estimate" if i == 0 else "", line) for i, line in enumerate(lines)]
+
+
+def _split_counts(ds) -> str:
+    counts = f"{ds.train_count} train / {ds.val_count} val"
+    if ds.test_count:
+        counts += f" / {ds.test_count} held-out test"
+    return counts + " images"

@@ -74,7 +74,7 @@ def _download_dataset(run: Attempt, plan, dest: Path) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     s3 = run.store.s3
     for channel, split in mltree.CHANNELS.items():  # finetune.aws.s3upload's layout
-        for name in mltree.channel_files(plan.dataset.name, split):
+        for name in mltree.channel_files(plan.dataset.name, split, plan.dataset.test_count > 0):
             if (dest / name).is_file():
                 continue
             key = f"{prefix}{channel}/{name}"

@@ -26,8 +26,9 @@ def summarize(uri: str, region: str | None = None):
     with aws_errors("ListObjectsV2", resource=root):
         present = list_prefix(s3, bucket, prefix)
     problems = []
+    test_count = m.splits["test"].count if "test" in m.splits else 0
     for channel, split in CHANNELS.items():
-        for name in channel_files(m.name, split):
+        for name in channel_files(m.name, split, test_count > 0):
             size = present.get(f"{prefix}{channel}/{name}")
             entry = m.files.get(name)
             if size is None or (entry is not None and size != entry.bytes):
@@ -44,6 +45,7 @@ def summarize(uri: str, region: str | None = None):
         num_classes=m.num_classes,
         train_count=m.splits["train"].count,
         val_count=val.count if val else 0,
+        test_count=test_count,
         image_side=m.params.resize if m.params.resize and not m.params.pass_through else None,
         manifest_sha256=hashlib.sha256(raw).hexdigest(),
         rec_sha256={k: v.sha256 for k, v in sorted(m.files.items()) if k.endswith(".rec")},

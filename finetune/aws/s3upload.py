@@ -98,8 +98,9 @@ def plan_upload(dataset_dir: str | Path, bucket: str) -> DatasetUpload:
     m = mf.load(directory)
     data: dict[str, str] = {}
     entries: list[tuple[str, str, Path]] = []
+    with_test = "test" in m.splits and m.splits["test"].count > 0
     for channel, split in CHANNELS.items():
-        for name in channel_files(m.name, split):
+        for name in channel_files(m.name, split, with_test):
             if name == MANIFEST:
                 sha = mf.sha256_file(directory / name)
             elif name in m.files:

@@ -3,6 +3,7 @@
 ROOT/input/config/{hyperparameters,inputdataconfig,resourceconfig,checkpointconfig}.json
 ROOT/input/data/train/       NAME_train.rec, NAME_train.idx, manifest.json
 ROOT/input/data/validation/  NAME_val.rec,   NAME_val.idx,   manifest.json
+                             (+ NAME_test.rec, NAME_test.idx when the dataset holds a test split)
 ROOT/model  ROOT/checkpoints  ROOT/output/data
 """
 
@@ -18,8 +19,13 @@ CHANNELS = {"train": "train", "validation": "val"}
 RECORDIO = "application/x-recordio"
 
 
-def channel_files(dataset_name: str, split: str) -> list[str]:
-    return [f"{dataset_name}_{split}.rec", f"{dataset_name}_{split}.idx", MANIFEST]
+def channel_files(dataset_name: str, split: str, with_test: bool = False) -> list[str]:
+    """The files of one channel. A held-out test split travels in the validation channel
+    (the trainer scores it once, at the end)."""
+    files = [f"{dataset_name}_{split}.rec", f"{dataset_name}_{split}.idx", MANIFEST]
+    if with_test and split == "val":
+        files += [f"{dataset_name}_test.rec", f"{dataset_name}_test.idx"]
+    return files
 
 
 def layout(root: Path, plan, hosts: list[str] | None = None, current: str = "algo-1") -> Path:
@@ -31,7 +37,7 @@ def layout(root: Path, plan, hosts: list[str] | None = None, current: str = "alg
     for channel, split in CHANNELS.items():
         cdir = root / "input" / "data" / channel
         cdir.mkdir(parents=True, exist_ok=True)
-        for name in channel_files(plan.dataset.name, split):
+        for name in channel_files(plan.dataset.name, split, plan.dataset.test_count > 0):
             link = cdir / name
             if not link.exists():
                 os.symlink((dataset / name).resolve(), link)

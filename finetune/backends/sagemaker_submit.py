@@ -106,7 +106,7 @@ def expected_files(plan, channel: str) -> list[str]:
     """The files the trainer opens in ``channel`` (train or validation)."""
     from finetune.backends.mltree import CHANNELS, channel_files
 
-    return channel_files(plan.dataset.name, CHANNELS[channel])
+    return channel_files(plan.dataset.name, CHANNELS[channel], plan.dataset.test_count > 0)
 
 
 _IMAGE_MISSING = ("ImageNotFoundException", "RepositoryNotFoundException")

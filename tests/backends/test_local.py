@@ -147,3 +147,25 @@ def test_bad_launches_fail_before_anything_runs(tiny_dataset, tmp_path):
     assert res.exit_code == 2 and "--gpus" in res.output
     with open_default() as ledger:
         assert ledger.list() == []
+
+
+def test_a_test_split_travels_to_the_trainer_and_is_scored_once(image_folder, tmp_path):
+    """prepare --test-per-class -> launch: the held-out split reaches the trainer through the
+    validation channel, the best model is scored on it once, and runs show says so."""
+    from finetune.data.datasets import prepare_folder
+
+    ds = tmp_path / "withtest"
+    params = dict(train_per_class=8, test_per_class=3, resize=40, quality=90)
+    prepare_folder(image_folder, ds, "shapes", params, workers=1)
+    dry = _cli("launch", *SMOKE, "--dataset", str(ds), "--dry-run")
+    assert "64 train / 40 val / 24 held-out test images" in dry.output, dry.output
+    res = _cli("launch", *SMOKE, "--dataset", str(ds), "epochs=2")
+    assert res.exit_code == 0, res.output
+    run, epochs = _run()
+    assert run.plan["dataset"]["test_count"] == 24
+    assert epochs[0].test_acc is None and epochs[-1].test_acc is not None
+    channel = os.path.join(run.run_dir, "ml", "input", "data", "validation")
+    assert {"shapes_test.rec", "shapes_test.idx"} <= set(os.listdir(channel))
+    shown = _cli("runs", "show", run.id)
+    assert "on the held-out test split (24 images)" in shown.output, shown.output
+    assert _show(run.id)["test_report"]["count"] == 24
