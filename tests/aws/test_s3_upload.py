@@ -128,3 +128,18 @@ def test_a_prefix_never_matches_its_siblings(s3, cloud):
     assert up.list_prefix(s3, BUCKET, "finetune/datasets/shapes-1") == {}
     found = up.list_prefix(s3, BUCKET, "finetune/datasets/shapes-10")
     assert found == {"finetune/datasets/shapes-10/train/x.rec": 1}
+
+
+def test_a_test_split_is_uploaded_with_the_validation_channel(s3, cloud, image_folder, tmp_path):
+    from finetune.data.datasets import prepare_folder
+
+    ds = tmp_path / "withtest"
+    params = dict(train_per_class=8, test_per_class=3, resize=40, quality=90)
+    prepare_folder(image_folder, ds, "shapes", params, workers=1)
+    plan = up.plan_upload(ds, BUCKET)
+    result = up.upload_dataset(s3, plan)
+    assert len(result.uploaded) == 8
+    keys = {o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET)["Contents"]}
+    for name in ("shapes_test.rec", "shapes_test.idx"):
+        assert f"{plan.prefix}validation/{name}" in keys
+        assert f"{plan.prefix}train/{name}" not in keys
