@@ -39,7 +39,7 @@ RUN uv venv --python 3.11 /opt/venv \
 WORKDIR /opt/finetune
 COPY pyproject.toml README.md ./
 COPY finetune ./finetune
-# boto3: the EC2 agent (python -m finetune.agent) syncs data, checkpoints and status with S3
+# boto3: the EC2 agent (python -m finetune.backends.ec2.agent) syncs data, checkpoints and status with S3
 RUN uv pip install -c /tmp/constraints.txt . "boto3>=1.34,<2" \
  && python -c "import finetune.train" \
  && useradd --create-home --uid 1000 finetune \

@@ -67,7 +67,7 @@ def prepare_step(spec: DemoSpec, task: str, progress: Progress | None = None) ->
 
 def train_step(dataset: Path, overrides: list[str], on_epoch: Callable | None = None):
     """One local run of the smoke recipe, followed to the end; returns the ledger's Run."""
-    from finetune.backends.local import LocalBackend
+    from finetune.backends.local.backend import LocalBackend
     from finetune.plan import build_plan
     from finetune.runs import service
     from finetune.runs.ledger import open_default

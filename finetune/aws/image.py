@@ -37,7 +37,7 @@ def docker_engine() -> None:
 
 
 def image_uri(account: str, region: str, repository: str, tag: str) -> str:
-    from finetune.backends.sagemaker_request import IMAGE_REPOSITORY, default_image
+    from finetune.backends.sagemaker.request import IMAGE_REPOSITORY, default_image
 
     return default_image(account, region, tag).replace(f"/{IMAGE_REPOSITORY}:", f"/{repository}:")
 

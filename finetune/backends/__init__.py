@@ -11,15 +11,15 @@ NAMES = ("local", "sagemaker", "ec2")
 def get_backend(name: str, **options) -> Backend:
     """The backend called ``name``; its module (and SDK) is imported only now."""
     if name == "local":
-        from finetune.backends.local import LocalBackend
+        from finetune.backends.local.backend import LocalBackend
 
         return LocalBackend(**options)
     if name == "ec2":
-        from finetune.backends.ec2 import Ec2Backend
+        from finetune.backends.ec2.backend import Ec2Backend
 
         return Ec2Backend(**options)
     if name == "sagemaker":
-        from finetune.backends.sagemaker import SageMakerBackend
+        from finetune.backends.sagemaker.backend import SageMakerBackend
 
         return SageMakerBackend(**options)
     if name in NAMES:

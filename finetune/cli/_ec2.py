@@ -39,7 +39,7 @@ def ec2_backend(
 ):
     """An Ec2Backend carrying the launch options (they are stored with the run)."""
     from finetune.backends import get_backend
-    from finetune.backends.ec2_state import DEFAULT_MAX_RUNTIME_S, Ec2Options
+    from finetune.backends.ec2.state import DEFAULT_MAX_RUNTIME_S, Ec2Options
     from finetune.cli._duration import parse_duration
 
     runtime = parse_duration(max_runtime, "--max-runtime") if max_runtime else DEFAULT_MAX_RUNTIME_S

@@ -11,7 +11,7 @@ from finetune.errors import UsageError
 
 
 def resources(instance: str | None, count: int, spot: bool):
-    from finetune.backends.sagemaker_launch import resources as sm_resources
+    from finetune.backends.sagemaker.launch import resources as sm_resources
 
     return sm_resources(instance, count, spot)
 
@@ -19,7 +19,7 @@ def resources(instance: str | None, count: int, spot: bool):
 def build_plan(recipe, dataset, resources, overrides, options):
     """The plan (local folder or s3:// dataset) with its estimate for the chosen region."""
     from finetune.aws.session import configured_region
-    from finetune.backends.sagemaker_launch import build_plan as sm_build_plan
+    from finetune.backends.sagemaker.launch import build_plan as sm_build_plan
 
     region = configured_region(options.region)
     return sm_build_plan(recipe, dataset, resources, overrides, region)
@@ -38,7 +38,7 @@ def job_options(
     spot: bool,
 ):
     """JobOptions from the command line (settings fill the rest at submit time)."""
-    from finetune.backends.sagemaker_request import JobOptions
+    from finetune.backends.sagemaker.request import JobOptions
     from finetune.cli._duration import parse_duration
 
     if max_wait and not spot:
@@ -97,7 +97,7 @@ def _progress(label: str, total: int):
 def print_request(plan, options) -> None:
     """The dry run's view of the job request (no credentials needed)."""
     from finetune.aws.session import configured_region
-    from finetune.backends.sagemaker_launch import dry_run_lines
+    from finetune.backends.sagemaker.launch import dry_run_lines
 
     typer.echo("SageMaker job:")
     for line in dry_run_lines(plan, options, configured_region(options.region)):

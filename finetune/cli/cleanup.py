@@ -15,7 +15,8 @@ def cleanup(
 ) -> None:
     """Find instances, open spot requests and instance roles tagged by finetune that no live
     run owns, and remove them (terminate, cancel, delete). Without --yes it asks first."""
-    from finetune.backends import ec2_cleanup, ec2_infra
+    from finetune.backends.ec2 import cleanup as ec2_cleanup
+    from finetune.backends.ec2 import infra as ec2_infra
     from finetune.cli._duration import parse_duration
     from finetune.runs.ledger import ACTIVE, open_default
 

@@ -148,7 +148,7 @@ def launch(
         plan = build_plan(recipe, dataset, resources, overrides or (), verify_checksums=verify)
     if backend == "ec2":  # every cloud plan shows what it will cost, before anything runs
         from finetune.aws.session import configured_region
-        from finetune.backends.sagemaker_launch import with_estimate
+        from finetune.backends.sagemaker.launch import with_estimate
 
         plan = with_estimate(plan, configured_region(None) or "us-east-1", "ec2")
     if dry_run:

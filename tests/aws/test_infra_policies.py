@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from finetune.aws import infra
 from finetune.aws.errors import ThrottledError
-from finetune.backends.sagemaker import SageMakerBackend
+from finetune.backends.sagemaker.backend import SageMakerBackend
 from finetune.cli import app
 
 from . import helpers as h

@@ -8,7 +8,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from finetune.backends.sagemaker import SageMakerBackend
+from finetune.backends.sagemaker.backend import SageMakerBackend
 from finetune.cli import app
 from finetune.runs.ledger import open_default
 

@@ -8,9 +8,9 @@ import pytest
 
 from finetune import settings
 from finetune.aws.errors import AccessError, CredentialsError, QuotaError, ThrottledError
-from finetune.backends.preflight import PreflightError
-from finetune.backends.sagemaker import SageMakerBackend
-from finetune.backends.sagemaker_request import JobOptions, job_name
+from finetune.backends.sagemaker.backend import SageMakerBackend
+from finetune.backends.sagemaker.preflight import PreflightError
+from finetune.backends.sagemaker.request import JobOptions, job_name
 from finetune.errors import CloudError
 from finetune.runs import service
 

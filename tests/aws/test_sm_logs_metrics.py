@@ -10,7 +10,7 @@ import time
 
 import boto3
 
-from finetune.backends.sagemaker import SageMakerBackend, metrics_from_log
+from finetune.backends.sagemaker.backend import SageMakerBackend, metrics_from_log
 from finetune.metrics import EpochMetrics
 from finetune.runs import service
 

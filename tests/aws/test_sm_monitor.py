@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from finetune.backends.sagemaker import SageMakerBackend
+from finetune.backends.sagemaker.backend import SageMakerBackend
 from finetune.errors import UsageError
 from finetune.runs import service
 

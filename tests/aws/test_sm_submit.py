@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from finetune.backends.sagemaker import SageMakerBackend
-from finetune.backends.sagemaker_request import JobOptions
+from finetune.backends.sagemaker.backend import SageMakerBackend
+from finetune.backends.sagemaker.request import JobOptions
 from finetune.metrics import METRIC_REGEXES
 
 from .conftest import BUCKET, REGION, ROLE
@@ -79,7 +79,7 @@ def test_order_nothing_is_spent_before_the_checks(cloud, tiny_dataset, tmp_path,
     """An invalid role stops everything before upload or job creation."""
     monkeypatch.setenv("FINETUNE_ROLE_ARN", "finetune-sagemaker")
     from finetune import settings
-    from finetune.backends.preflight import PreflightError
+    from finetune.backends.sagemaker.preflight import PreflightError
 
     settings.get.cache_clear()
     plan = sm_plan(tiny_dataset)

@@ -6,9 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from finetune.backends import preflight as pf
-from finetune.backends import sagemaker_status as st
-from finetune.backends.sagemaker_submit import next_attempt
+from finetune.backends.sagemaker import preflight as pf
+from finetune.backends.sagemaker import status as st
+from finetune.backends.sagemaker.submit import next_attempt
 
 ROLE = "arn:aws:iam::123456789012:role/finetune-sagemaker"
 IMAGE = "123456789012.dkr.ecr.eu-west-1.amazonaws.com/finetune:0.1.0"

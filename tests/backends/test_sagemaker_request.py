@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from finetune.backends import sagemaker_request as rq
+from finetune.backends.sagemaker import request as rq
 from finetune.metrics import METRIC_REGEXES
 from finetune.plan import Resources, build_plan
 

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from finetune.agent import protocol as p
+from finetune.backends.ec2.agent import protocol as p
 
 from .conftest import BUCKET, REGION
 
@@ -58,7 +58,7 @@ def start_agent(
     full.update(env)
     log = open(ml_root.parent / f"agent-{attempt}.err", "wb")  # noqa: SIM115 - child owns it
     return subprocess.Popen(
-        [sys.executable, "-m", "finetune.agent"],
+        [sys.executable, "-m", "finetune.backends.ec2.agent"],
         env=full,
         stdout=log,
         stderr=subprocess.STDOUT,

@@ -7,9 +7,9 @@ import time
 
 import boto3
 
-from finetune.agent import protocol as p
-from finetune.backends.ec2 import Ec2Backend
-from finetune.backends.ec2_state import Ec2Options
+from finetune.backends.ec2.agent import protocol as p
+from finetune.backends.ec2.backend import Ec2Backend
+from finetune.backends.ec2.state import Ec2Options
 from finetune.runs import service
 from finetune.runs.ledger import Ledger
 

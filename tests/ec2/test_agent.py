@@ -12,7 +12,7 @@ import signal
 
 import pytest
 
-from finetune.agent import protocol as p
+from finetune.backends.ec2.agent import protocol as p
 
 from .agent_env import (
     checkpoint_seqs,

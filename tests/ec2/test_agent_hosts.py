@@ -8,11 +8,11 @@ import json
 import boto3
 import pytest
 
-from finetune.agent import hosts
-from finetune.agent import protocol as p
-from finetune.agent.config import AgentConfig
-from finetune.agent.supervisor import AgentError, Attempt
-from finetune.agent.sync import RunStore
+from finetune.backends.ec2.agent import hosts
+from finetune.backends.ec2.agent import protocol as p
+from finetune.backends.ec2.agent.config import AgentConfig
+from finetune.backends.ec2.agent.supervisor import AgentError, Attempt
+from finetune.backends.ec2.agent.sync import RunStore
 from finetune.train.distributed import ADDRESSES_ENV
 
 BUCKET, PREFIX = "finetune-hosts-test", "finetune/runs/ft-x/"

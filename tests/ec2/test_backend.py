@@ -9,7 +9,7 @@ import base64
 import boto3
 import pytest
 
-from finetune.backends.ec2_state import Ec2Options, Ec2State
+from finetune.backends.ec2.state import Ec2Options, Ec2State
 from finetune.errors import CloudError
 
 from .conftest import REGION

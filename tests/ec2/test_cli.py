@@ -8,7 +8,7 @@ import re
 import boto3
 from typer.testing import CliRunner
 
-from finetune.backends.ec2_request import RUN_TAG
+from finetune.backends.ec2.request import RUN_TAG
 from finetune.cli import app
 
 from .conftest import REGION, live_instances

@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from finetune.agent.imds import Imds, ImdsUnavailable
-from finetune.backends import ec2_relaunch as rl
-from finetune.backends.ec2_observe import observe
-from finetune.backends.ec2_state import Ec2Options
+from finetune.backends.ec2 import relaunch as rl
+from finetune.backends.ec2.agent.imds import Imds, ImdsUnavailable
+from finetune.backends.ec2.observe import observe
+from finetune.backends.ec2.state import Ec2Options
 from finetune.cli._duration import parse_duration
 from finetune.errors import UsageError
 

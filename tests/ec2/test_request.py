@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from finetune.backends.ec2_request import (
+from finetune.backends.ec2.request import (
     LaunchSpec,
     client_token,
     instance_policy,

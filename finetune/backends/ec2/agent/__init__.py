@@ -1,4 +1,4 @@
-"""The on-instance agent of the EC2 backend: `python -m finetune.agent`.
+"""The on-instance agent of the EC2 backend: `python -m finetune.backends.ec2.agent`.
 
 It lays out the /opt/ml tree from the run's S3 prefix, runs `python -m finetune.train` as a
 child, keeps metrics, logs, status and checkpoints current in S3, watches IMDSv2 for spot

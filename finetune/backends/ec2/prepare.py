@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 
-from finetune.agent import protocol as p
-from finetune.backends import ec2_infra
-from finetune.backends.ec2_state import Ec2Options, Ec2State
+from finetune.backends.ec2 import infra as ec2_infra
+from finetune.backends.ec2.agent import protocol as p
+from finetune.backends.ec2.state import Ec2Options, Ec2State
 from finetune.errors import ConfigError, UsageError
 
 IMAGE_ENVS = ("FINETUNE_EC2_IMAGE", "FINETUNE_IMAGE")

@@ -12,9 +12,9 @@ from pathlib import Path
 from finetune.aws import retries, sdk
 from finetune.aws.errors import aws_errors
 from finetune.aws.session import Aws
-from finetune.backends import preflight
-from finetune.backends import sagemaker_request as rq
-from finetune.backends.preflight import Problem
+from finetune.backends.sagemaker import preflight
+from finetune.backends.sagemaker import request as rq
+from finetune.backends.sagemaker.preflight import Problem
 
 RECORD_DIR = "sagemaker"  # in the run dir: options.json, one request per job, metrics
 
@@ -104,7 +104,7 @@ def dataset_location(plan, bucket: str):
 
 def expected_files(plan, channel: str) -> list[str]:
     """The files the trainer opens in ``channel`` (train or validation)."""
-    from finetune.backends.mltree import CHANNELS, channel_files
+    from finetune.train.mltree import CHANNELS, channel_files
 
     return channel_files(plan.dataset.name, CHANNELS[channel], plan.dataset.test_count > 0)
 

@@ -15,19 +15,17 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from finetune.agent import protocol as p
-from finetune.backends import (
-    ec2_cost,
-    ec2_hosts,
-    ec2_infra,
-    ec2_launch,
-    ec2_observe,
-    ec2_prepare,
-    ec2_relaunch,
-)
 from finetune.backends.base import Capabilities, Status
-from finetune.backends.ec2_request import instance_policy
-from finetune.backends.ec2_state import AttemptRecord, Ec2Options, Ec2State
+from finetune.backends.ec2 import cost as ec2_cost
+from finetune.backends.ec2 import hosts as ec2_hosts
+from finetune.backends.ec2 import infra as ec2_infra
+from finetune.backends.ec2 import launch as ec2_launch
+from finetune.backends.ec2 import observe as ec2_observe
+from finetune.backends.ec2 import prepare as ec2_prepare
+from finetune.backends.ec2 import relaunch as ec2_relaunch
+from finetune.backends.ec2.agent import protocol as p
+from finetune.backends.ec2.request import instance_policy
+from finetune.backends.ec2.state import AttemptRecord, Ec2Options, Ec2State
 from finetune.errors import FinetuneError, UsageError
 from finetune.metrics import EpochMetrics
 

@@ -24,7 +24,7 @@ ATTEMPT_TAG = "finetune:attempt"
 OWNER_TAG = "finetune:owner"
 HOST_TAG = "finetune:host"  # algo-K, K = 1 + the instance's AmiLaunchIndex (multi-host runs)
 DEADMAN_MARGIN_S = 15 * 60  # start-up, image pull and the final upload on top of the runtime
-TEMPLATE = "ec2_userdata.sh.tmpl"
+TEMPLATE = "userdata.sh.tmpl"
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ def render_user_data(spec: LaunchSpec) -> str:
         # several hosts: the parameter-server ports must be reachable from the other hosts
         "NETWORK": "host" if spec.count > 1 else "bridge",
     }
-    text = resources.files("finetune.backends").joinpath(TEMPLATE).read_text(encoding="utf-8")
+    text = resources.files("finetune.backends.ec2").joinpath(TEMPLATE).read_text(encoding="utf-8")
     out = re.sub(r"\{\{([A-Z_]+)\}\}", lambda m: shlex.quote(values[m[1]]), text)
     if len(out.encode()) > 16 * 1024:  # EC2's limit for user data (before base64)
         raise ValueError("the rendered user data exceeds EC2's 16 KiB limit")

@@ -39,7 +39,7 @@ EXIT_COMPLETED = 0
 EXIT_FAILED = 1
 EXIT_INTERRUPTED = 75
 
-# Environment of `python -m finetune.agent` (the user data passes these to the container)
+# Environment of `python -m finetune.backends.ec2.agent` (the user data passes these on)
 ENV_BUCKET = "FINETUNE_AGENT_BUCKET"
 ENV_PREFIX = "FINETUNE_AGENT_PREFIX"
 ENV_DATASET = "FINETUNE_AGENT_DATASET"

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from finetune.agent import protocol as p
 from finetune.backends.base import Status
-from finetune.backends.ec2_state import Ec2State
+from finetune.backends.ec2.agent import protocol as p
+from finetune.backends.ec2.state import Ec2State
 
 ENDED = ("shutting-down", "terminated", "stopping", "stopped")
 

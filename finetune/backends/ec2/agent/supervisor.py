@@ -18,10 +18,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from finetune.agent import protocol as p
-from finetune.agent.config import AgentConfig
-from finetune.agent.imds import Imds, ImdsUnavailable
-from finetune.agent.sync import RunStore
+from finetune.backends.ec2.agent import protocol as p
+from finetune.backends.ec2.agent.config import AgentConfig
+from finetune.backends.ec2.agent.imds import Imds, ImdsUnavailable
+from finetune.backends.ec2.agent.sync import RunStore
 
 
 class AgentError(Exception):

@@ -12,8 +12,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from finetune.backends import ec2_infra
-from finetune.backends.ec2_request import PROJECT_TAG, RUN_TAG
+from finetune.backends.ec2 import infra as ec2_infra
+from finetune.backends.ec2.request import PROJECT_TAG, RUN_TAG
 
 
 @dataclass(frozen=True)

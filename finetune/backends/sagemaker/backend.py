@@ -19,11 +19,11 @@ from finetune.aws import retries, sdk
 from finetune.aws.errors import aws_errors
 from finetune.aws.logs import JobLog, refresh
 from finetune.aws.session import Aws, connect, parse_arn
-from finetune.backends import preflight
-from finetune.backends import sagemaker_request as rq
-from finetune.backends import sagemaker_status as st
-from finetune.backends import sagemaker_submit as sub
 from finetune.backends.base import Capabilities, Status
+from finetune.backends.sagemaker import preflight
+from finetune.backends.sagemaker import request as rq
+from finetune.backends.sagemaker import status as st
+from finetune.backends.sagemaker import submit as sub
 from finetune.errors import UsageError
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import time
 
-from finetune.agent import protocol as p
-from finetune.agent.supervisor import AgentError, Attempt
+from finetune.backends.ec2.agent import protocol as p
+from finetune.backends.ec2.agent.supervisor import AgentError, Attempt
 from finetune.data.manifest import write_atomic
 from finetune.train.distributed import ADDRESSES_ENV
 

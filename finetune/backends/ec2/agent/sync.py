@@ -13,7 +13,7 @@ import json
 import time
 from pathlib import Path
 
-from finetune.agent import protocol as p
+from finetune.backends.ec2.agent import protocol as p
 
 COMPLETE_MARKER = "COMPLETE"
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from finetune.backends import preflight
-from finetune.backends import sagemaker_request as rq
+from finetune.backends.sagemaker import preflight
+from finetune.backends.sagemaker import request as rq
 from finetune.errors import FinetuneError, UsageError
 
 ROLE_PLACEHOLDER = "arn:aws:iam::000000000000:role/unset"  # valid shape, for the offline checks

@@ -8,8 +8,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from finetune.agent import protocol as p
-from finetune.agent.imds import DEFAULT_URL
+from finetune.backends.ec2.agent import protocol as p
+from finetune.backends.ec2.agent.imds import DEFAULT_URL
 from finetune.errors import ConfigError
 
 

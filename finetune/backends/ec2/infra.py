@@ -6,7 +6,7 @@ from __future__ import annotations
 import getpass
 import json
 
-from finetune.backends.ec2_request import PROJECT_TAG, RUN_TAG
+from finetune.backends.ec2.request import PROJECT_TAG, RUN_TAG
 from finetune.errors import CloudError, ConfigError
 
 AMI_PARAMETERS = {  # AWS Deep Learning Base GPU AMIs (NVIDIA driver + Docker), public SSM

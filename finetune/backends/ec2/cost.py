@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from finetune.backends.ec2_state import AttemptRecord, Ec2State
+from finetune.backends.ec2.state import AttemptRecord, Ec2State
 from finetune.errors import FinetuneError, UsageError
 
 

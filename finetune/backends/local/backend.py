@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 from finetune import metrics as mt
-from finetune.backends import mltree
 from finetune.backends.base import Capabilities, Status
 from finetune.errors import UsageError
+from finetune.train import mltree
 
 
 def run_dir_for(run_id: str) -> Path:
@@ -40,7 +40,7 @@ class LocalBackend:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in self.gpu_ids)
         with open(run_dir / "runner.log", "ab") as runner_log:  # the child keeps its own copy
             proc = subprocess.Popen(
-                [sys.executable, "-m", "finetune.backends.local_runner", str(run_dir)],
+                [sys.executable, "-m", "finetune.backends.local.runner", str(run_dir)],
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,

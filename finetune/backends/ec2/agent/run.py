@@ -7,11 +7,11 @@ import sys
 import time
 from pathlib import Path
 
-from finetune.agent import protocol as p
-from finetune.agent.config import AgentConfig
-from finetune.agent.imds import Imds, ImdsUnavailable
-from finetune.agent.supervisor import AgentError, Attempt, StopSignal, supervise
-from finetune.agent.sync import RunStore
+from finetune.backends.ec2.agent import protocol as p
+from finetune.backends.ec2.agent.config import AgentConfig
+from finetune.backends.ec2.agent.imds import Imds, ImdsUnavailable
+from finetune.backends.ec2.agent.supervisor import AgentError, Attempt, StopSignal, supervise
+from finetune.backends.ec2.agent.sync import RunStore
 
 
 def main(env=None, s3=None) -> int:
@@ -39,8 +39,8 @@ def main(env=None, s3=None) -> int:
 def prepare(run: Attempt) -> None:
     """plan.json, dataset and checkpoints from S3 into an mltree layout; the log so far.
     Every host restores the checkpoints (all must resume from the same epoch)."""
-    from finetune.backends import mltree
     from finetune.plan import Plan
+    from finetune.train import mltree
 
     cfg, store = run.cfg, run.store
     run.status(p.STARTING)
@@ -57,7 +57,7 @@ def prepare(run: Attempt) -> None:
     dataset = plan.dataset.model_copy(update={"path": str(files)})
     mltree.layout(cfg.ml_root, plan.model_copy(update={"dataset": dataset}))
     if cfg.hosts > 1:
-        from finetune.agent import hosts
+        from finetune.backends.ec2.agent import hosts
 
         hosts.join(run, hosts.wait_for_hosts(run))
     count = store.download_tree(p.CHECKPOINTS, cfg.ml_root / "checkpoints")
@@ -67,7 +67,7 @@ def prepare(run: Attempt) -> None:
 
 def _download_dataset(run: Attempt, plan, dest: Path) -> Path:
     """The channel files the plan names, from PREFIX/CHANNEL/NAME in S3, into one folder."""
-    from finetune.backends import mltree
+    from finetune.train import mltree
 
     bucket, prefix = p.split_s3_uri(run.cfg.dataset_uri)
     prefix = prefix if not prefix or prefix.endswith("/") else prefix + "/"

@@ -1,6 +1,6 @@
 """Supervisor of one local run: starts the trainer, forwards stop signals, records the end.
 
-    python -m finetune.backends.local_runner RUN_DIR
+    python -m finetune.backends.local.runner RUN_DIR
 
 Runs detached from the terminal (its own session), so a `launch --detach` or a closed
 terminal does not end the training. It writes RUN_DIR/runner.json when it starts and

@@ -1,0 +1,1 @@
+"""The local backend: runs the trainer as a subprocess on this machine."""

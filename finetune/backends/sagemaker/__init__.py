@@ -1,0 +1,1 @@
+"""The SageMaker backend: training jobs through the SageMaker Python SDK (sagemaker.core)."""
