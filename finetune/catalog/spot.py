@@ -46,8 +46,11 @@ def estimated(on_demand: Price, discount: float = DEFAULT_SPOT_DISCOUNT) -> Spot
     )
 
 
-def current(instance_types: list[str], region: str, client=None) -> dict[str, SpotPrice]:
-    """The lowest current Linux spot price per instance type across the region's zones.
+def current(
+    instance_types: list[str], region: str, client=None, zone: str = ""
+) -> dict[str, SpotPrice]:
+    """The lowest current Linux spot price per instance type across the region's zones (only
+    in ``zone`` when given: the price an instance there pays).
 
     Uses EC2 DescribeSpotPriceHistory with StartTime=now, which returns the price in force in
     each zone; types EC2 does not price (retired ones) are simply absent from the result.
@@ -57,12 +60,13 @@ def current(instance_types: list[str], region: str, client=None) -> dict[str, Sp
     client = client or _ec2_client(region)
     latest: dict[tuple[str, str], dict] = {}
     with aws_errors("DescribeSpotPriceHistory", region=region):  # a CloudError with a fix
-        for item in _history(client, instance_types):
+        for item in _history(client, instance_types, zone):
             key = (item["InstanceType"], item["AvailabilityZone"])
             if key not in latest or item["Timestamp"] > latest[key]["Timestamp"]:
                 latest[key] = item
     best: dict[str, SpotPrice] = {}
-    for (itype, zone), item in latest.items():
+    where = "price in the instance's zone" if zone else "lowest current zone price"
+    for (itype, az), item in latest.items():
         usd = float(item["SpotPrice"])
         if itype not in best or usd < best[itype].usd_per_hour:
             best[itype] = SpotPrice(
@@ -70,20 +74,22 @@ def current(instance_types: list[str], region: str, client=None) -> dict[str, Sp
                 region=region,
                 usd_per_hour=usd,
                 estimate=False,
-                source=f"EC2 spot price history, lowest current zone price ({zone})",
+                source=f"EC2 spot price history, {where} ({az})",
                 as_of=item["Timestamp"].date(),
-                zone=zone,
+                zone=az,
             )
     return best
 
 
-def _history(client, instance_types: list[str]):
-    """Every DescribeSpotPriceHistory item, following NextToken."""
+def _history(client, instance_types: list[str], zone: str = ""):
+    """Every DescribeSpotPriceHistory item (of ``zone`` when given), following NextToken."""
     kwargs = dict(
         InstanceTypes=instance_types,
         ProductDescriptions=["Linux/UNIX"],
         StartTime=datetime.now(timezone.utc),
     )
+    if zone:
+        kwargs["Filters"] = [{"Name": "availability-zone", "Values": [zone]}]
     while True:
         page = client.describe_spot_price_history(**kwargs)
         yield from page.get("SpotPriceHistory", [])

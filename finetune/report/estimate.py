@@ -1,7 +1,8 @@
 """The pre-launch estimate: time and euros for a planned cloud run, with every source named.
 
-It joins the catalog (instance, price, EUR rate, spot estimate, throughput) with cost.py's
-arithmetic and returns a plain dict that ``Plan.with_estimate`` stores; its ``summary`` lines
+It joins the catalog (instance, price, EUR rate, spot estimate, throughput) into a planned
+``money.Charge`` billed by ``money.euros`` (the function finished runs are costed with) and
+returns a plain dict that ``Plan.with_estimate`` stores; its ``summary`` lines
 are what `launch --dry-run` shows.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from finetune.catalog import fx, instances, prices, spot, throughput
-from finetune.report import cost
+from finetune.report import cost, money
 from finetune.report.model import RunFacts
 
 # Instance start, image pull and data download before the first batch. An assumption, not a
@@ -48,19 +49,31 @@ def estimate_run(
     inst = instances.get(instance_type)
     price = prices.price(inst.name, region, backend)
     rate = fx.eur_rate()
-    hourly = spot.estimated(price).usd_per_hour if use_spot else price.usd_per_hour
+    quote = spot.estimated(price) if use_spot else price
+    charge = money.Charge(
+        rule=backend,  # the price book's service: ec2 | sagemaker, whose billing rule applies
+        instance_type=price.display_name,
+        instances=instance_count,
+        seconds=0,
+        usd_per_hour=quote.usd_per_hour,
+        price_source=quote.source,
+        price_as_of=quote.as_of.isoformat(),
+        market="spot" if use_spot else "on-demand",
+    )
     gpus = inst.gpu_count * instance_count
     out = {
         "instance_type": price.display_name,
         "instance_count": instance_count,
         "gpus": gpus,
-        "hourly_usd": hourly,
-        "eur_per_hour": rate.to_eur(hourly * instance_count),
+        "hourly_usd": quote.usd_per_hour,
+        "eur_per_hour": money.eur_per_hour(charge, rate),
         "price_as_of": price.as_of.isoformat(),
         "price_source": price.source,
+        "charge": charge.to_dict(),
         "spot_estimate": use_spot,
         "usd_per_eur": rate.usd_per_eur,
         "rate_date": rate.on.isoformat(),
+        "rate_source": rate.source,
         "seconds": None,
         "eur": None,
         "images_per_sec": None,
@@ -74,24 +87,22 @@ def estimate_run(
             "until a run is measured"
         )
     else:
-        lines += _time_and_money(out, tp, images_per_epoch, epochs, backend, overhead_seconds)
+        lines += _time_and_money(out, tp, images_per_epoch, epochs, charge, rate, overhead_seconds)
     lines.append(f"price: {price.source}, as of {price.as_of}; EUR: {rate.describe()}")
     warning = instances.retirement_warning(inst)
     out["summary"] = [*lines, warning] if warning else lines
     return out
 
 
-def _time_and_money(out: dict, tp, images_per_epoch, epochs, backend, overhead) -> list[str]:
+def _time_and_money(out: dict, tp, images_per_epoch, epochs, charge, rate, overhead) -> list[str]:
     """Fill seconds and euros into ``out`` from throughput ``tp``; return the summary lines."""
     est = cost.estimate(
         images_per_epoch=images_per_epoch,
         epochs=epochs,
         images_per_sec=tp.images_per_sec,
         throughput_source=tp.source,
-        instance_count=out["instance_count"],
-        hourly_usd=out["hourly_usd"],
-        usd_per_eur=out["usd_per_eur"],
-        backend=backend,
+        charge=charge,
+        rate=rate,
         overhead_seconds=overhead,
     )
     out.update(

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import datetime
 
 from finetune.metrics import EpochMetrics
+from finetune.report.money import Money
 
 
 @dataclass(frozen=True)
 class RunFacts:
     """Facts of one finished run: what ran where, for how long, how fast, at what price.
 
-    ``billable_seconds`` is per instance (EC2: running time, 60 s minimum; SageMaker:
-    BillableTimeInSeconds). ``steady_images_per_sec`` is all GPUs together with warm-up
-    excluded; when None it is taken from the epochs' metrics. Money is ``hourly_usd`` per
-    instance, converted at ``usd_per_eur`` (USD per 1 EUR, ECB) of ``rate_date``.
+    ``steady_images_per_sec`` is all GPUs together with warm-up excluded; when None it is
+    taken from the epochs' metrics. ``money`` is what the run cost (report.money.euros over
+    the charges its backend reported), with the prices and the EUR rate behind it.
     """
 
     run_id: str
@@ -31,17 +31,10 @@ class RunFacts:
     region: str
     started_at: datetime
     wall_seconds: float
-    billable_seconds: float
     steady_images_per_sec: float | None
     epochs: tuple[EpochMetrics, ...]
-    hourly_usd: float
-    price_as_of: date
-    price_source: str
-    usd_per_eur: float
-    rate_date: date
-    rate_source: str = "ECB euro foreign exchange reference rate"
+    money: Money
     gpu_model: str = ""  # filled from the catalog when empty (unknown types keep the family)
-    training_seconds: float | None = None  # SageMaker TrainingTimeInSeconds, for spot savings
 
     def __post_init__(self) -> None:
         # Ledgers hand over lists; a frozen record keeps an immutable tuple.
@@ -52,6 +45,11 @@ class RunFacts:
     @property
     def gpus(self) -> int:
         return self.instance_count * self.gpus_per_instance
+
+    @property
+    def billable_seconds(self) -> float:
+        """Seconds billed per instance (0 for a run that costs nothing)."""
+        return self.money.billed_seconds
 
     @property
     def images_per_sec(self) -> float | None:

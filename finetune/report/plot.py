@@ -93,7 +93,7 @@ def _draw_scaling(ax, rows) -> None:
 
 
 def _draw_cost(ax, rows) -> None:
-    for r in rows:
+    for r in (r for r in rows if r.eur is not None):  # a run without a price has no point
         ax.scatter(r.wall_seconds / 60, r.eur, marker="s" if r.spot else "o")
         label = (
             f"{r.instance_type} x{r.instance_count}" if r.instance_count > 1 else r.instance_type

@@ -40,7 +40,7 @@ class ReportRow:
     gpus: int
     spot: bool
     wall_seconds: float
-    billable_seconds: float
+    billable_seconds: float  # per instance, as billed (0 for runs that cost nothing)
     epochs: int
     images_per_sec: float | None
     images_per_sec_per_gpu: float | None
@@ -48,7 +48,7 @@ class ReportRow:
     efficiency: float | None
     baseline_runs: tuple[str, ...]
     best_val_acc: float | None
-    eur: float
+    eur: float | None  # None when a price was unknown
     eur_per_epoch: float | None
     spot_savings: float | None
     time_to_target_seconds: float | None
@@ -95,10 +95,12 @@ def _row(run: RunFacts, sc: scaling.Scaling, target: float | None) -> ReportRow:
 
 
 def provenance(runs: list[RunFacts]) -> str:
-    """'Prices: <source> as of <date>; EUR: 1 EUR = x USD (<source>, <date>)' over all runs."""
-    priced = dict.fromkeys(f"{r.price_source} as of {r.price_as_of.isoformat()}" for r in runs)
+    """'Prices: <type market USD/h (source, as of date)>; EUR: 1 EUR = x USD (<source>, <date>)'
+    over all runs (each price and rate once)."""
+    priced = dict.fromkeys(p for r in runs for p in r.money.prices())
     rates = dict.fromkeys(
-        f"1 EUR = {r.usd_per_eur:.4f} USD ({r.rate_source}, {r.rate_date.isoformat()})"
+        f"1 EUR = {r.money.rate.usd_per_eur:.4f} USD ({r.money.rate.source}, "
+        f"{r.money.rate.on.isoformat()})"
         for r in runs
     )
     return f"Prices: {'; '.join(priced) or 'none'}. EUR: {'; '.join(rates) or 'none'}."
@@ -114,6 +116,7 @@ def build_report(runs: list[RunFacts], target_acc: float | None = None) -> Repor
         for r in rows
         if not r.images_per_sec
     ]
+    notes += [f"{r.run_id}: a price is unknown, so no euros." for r in rows if r.eur is None]
     notes += [
         f"{r.run_id}: no 1-GPU baseline of the same recipe, dataset and GPU model."
         for r in rows
@@ -121,7 +124,7 @@ def build_report(runs: list[RunFacts], target_acc: float | None = None) -> Repor
     ]
     totals = {
         "runs": len(rows),
-        "eur": sum(r.eur for r in rows),
+        "eur": sum(r.eur for r in rows if r.eur is not None),
         "wall_seconds": sum(r.wall_seconds for r in rows),
         "gpu_hours": sum(r.billable_seconds * r.gpus for r in rows) / 3600,
     }

@@ -105,6 +105,7 @@ def eur_to_accuracy(run: RunFacts, target: float) -> float | None:
     """
     reached = time_to_accuracy(run.epochs, target)
     total = sum(e.epoch_seconds for e in run.epochs)
-    if reached is None or total <= 0:
+    eur = run_cost_eur(run)
+    if reached is None or total <= 0 or eur is None:
         return None
-    return run_cost_eur(run) * reached / total
+    return eur * reached / total

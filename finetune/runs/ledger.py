@@ -50,8 +50,9 @@ class Run:
     training_seconds: float | None = None
     billable_seconds: float | None = None
     interrupted_seconds: float | None = None
-    cost_eur: float | None = None
-    cost: dict = field(default_factory=dict)
+    cost_eur: float | None = None  # written by finetune before ledger schema 4; never read
+    cost: dict = field(default_factory=dict)  # the same: older cost records (runs/charges.py)
+    charges: list = field(default_factory=list)  # report.money.Charge dicts from the backend
     record: dict = field(default_factory=dict)  # finetune.record.launch_record()
     updated_at: float = 0.0
 
@@ -144,11 +145,11 @@ class Ledger:
         return run
 
     def update(self, run_id: str, **fields) -> Run:
-        """Set columns of one run (plan and cost dicts are encoded); returns the new row."""
-        if "plan" in fields:
-            fields["plan_json"] = json.dumps(fields.pop("plan"))
-        if "cost" in fields:
-            fields["cost_json"] = json.dumps(fields.pop("cost"))
+        """Set columns of one run (plan, cost, charges and record are encoded as JSON);
+        returns the new row."""
+        for attr, col in _JSON_COLUMNS.items():
+            if attr in fields:
+                fields[col] = json.dumps(fields.pop(attr))
         fields["updated_at"] = time.time()
         sets = ", ".join(f"{k} = ?" for k in fields)
         with self._write() as c:
@@ -231,7 +232,12 @@ class Ledger:
         )
 
 
-_JSON_COLUMNS = {"plan": "plan_json", "cost": "cost_json", "record": "record_json"}
+_JSON_COLUMNS = {
+    "plan": "plan_json",
+    "cost": "cost_json",
+    "record": "record_json",
+    "charges": "charges_json",
+}
 
 
 def _row(run: Run) -> dict:
@@ -248,6 +254,7 @@ def _run(row: sqlite3.Row) -> Run:
     d["plan"] = json.loads(d.pop("plan_json") or "{}")
     d["cost"] = json.loads(d.pop("cost_json") or "{}")
     d["record"] = json.loads(d.pop("record_json", None) or "{}")
+    d["charges"] = json.loads(d.pop("charges_json", None) or "[]")
     d["spot"] = bool(d["spot"])
     return Run(**d)
 

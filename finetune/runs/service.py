@@ -107,8 +107,7 @@ FACT_COLUMNS = (
     "interrupted_seconds",
     "instance_count",
     "region",
-    "cost_eur",
-    "cost",
+    "charges",
 )
 
 

@@ -61,9 +61,18 @@ def run_dict(run: Run, epochs: list[EpochMetrics], final: dict | None = None) ->
     d["test_acc"] = last.test_acc if last else None
     for key in ("summary", "val_report", "test_report", "run_record"):
         d[key] = (final or {}).get(key)
+    d["money"] = _money_dict(run)
+    d["cost_eur"] = d["money"]["eur"]  # what report.money says, whatever an old record held
     d["hyperparameters"] = run.plan.get("hyperparameters", {})
     d["derived"] = run.plan.get("derived", {})
     return d
+
+
+def _money_dict(run: Run) -> dict:
+    """The run's euros with every billed line, price and the EUR rate (report.money)."""
+    from finetune.runs.charges import run_money
+
+    return run_money(run).to_dict()
 
 
 def list_rows(runs: list[Run], best: dict[str, float | None]) -> list[tuple[str, ...]]:
@@ -162,18 +171,38 @@ def _per_class_lines(report: dict, worst: int = 5) -> list[str]:
 
 
 def _billing_lines(run: Run) -> list[str]:
-    """What the cloud measured and charged: training, billable and interrupted time, euros."""
+    """What the cloud measured and charged: training, billable and interrupted time, then the
+    euros (report.money through runs.charges, as `cost-report` computes them) line by line."""
+    from finetune.report.cost import spot_savings
+    from finetune.runs.charges import run_money
+
+    m = run_money(run)
     parts = []
     if run.training_seconds is not None:
         parts.append(f"training {duration(run.training_seconds)}")
-    if run.billable_seconds is not None:
-        parts.append(f"billable {duration(run.billable_seconds)}")
-        if run.training_seconds and run.spot:
-            saved = 1 - run.billable_seconds / run.training_seconds
+    if m.lines:
+        parts.append(f"billable {duration(m.billed_seconds)}")
+        saved = spot_savings(m)
+        if saved is not None:
             parts.append(f"spot saving {saved:.0%}")
     if run.interrupted_seconds:
         parts.append(f"interrupted {duration(run.interrupted_seconds)}")
     lines = [f"  time       {', '.join(parts)}"] if parts else []
-    if run.cost_eur is not None:
-        lines.append(f"  cost       EUR {run.cost_eur:.2f}")
-    return lines
+    if not m.lines:
+        return lines
+    total = "unknown (a price is missing)" if m.eur is None else f"EUR {m.eur:.2f}"
+    lines.append(f"  cost       {total}; {m.rate.describe()}")
+    return lines + [f"    {charge_text(line)}" for line in m.lines]
+
+
+def charge_text(line) -> str:
+    """One billed line: what ran, how long was billed, at what price, under which rule."""
+    c = line.charge
+    price = "no price" if c.usd_per_hour is None else f"USD {c.usd_per_hour:g}/h"
+    source = f" ({c.price_source}{', as of ' + c.price_as_of if c.price_as_of else ''})"
+    eur = "EUR ?" if line.eur is None else f"EUR {line.eur:.2f}"
+    head = f"{c.label}: " if c.label else ""
+    return (
+        f"{head}{c.instances} x {c.instance_type} {c.market}, {duration(line.billed_seconds)} "
+        f"billed each at {price}{source if c.price_source else ''}; {line.why} -> {eur}"
+    )

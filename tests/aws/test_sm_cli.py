@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from finetune.backends.sagemaker.backend import SageMakerBackend
 from finetune.cli import app
+from finetune.runs.charges import run_money
 from finetune.runs.ledger import open_default
 
 from . import helpers as h
@@ -121,7 +122,7 @@ def test_launch_follows_to_the_end(cloud, fast, tiny_dataset):
     assert "completed: Completed: Training job completed" in out
     run = _only_run()
     assert run.status == "completed" and run.billable_seconds == 620
-    assert f"cost       EUR {run.cost_eur:.2f}" in out
+    assert f"cost       EUR {run_money(run).eur:.2f}" in out
 
 
 def test_detach_then_runs_show_logs_stop(cloud, fast, tiny_dataset):

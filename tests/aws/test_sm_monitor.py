@@ -7,7 +7,9 @@ import pytest
 
 from finetune.backends.sagemaker.backend import SageMakerBackend
 from finetune.errors import UsageError
+from finetune.report.cost import spot_savings
 from finetune.runs import service
+from finetune.runs.charges import run_money
 
 from . import helpers as h
 
@@ -41,9 +43,12 @@ def test_on_demand_sequence_ends_completed_with_cost(cloud, tiny_dataset, tmp_pa
     assert (run.training_seconds, run.billable_seconds, run.interrupted_seconds) == (620, 620, 0)
     assert run.region == "eu-west-1" and run.instance_count == 1
     # 620 s x 1 x ml.p3.2xlarge eu-west-1 (4.131 USD/h) at the bundled 1.172 USD/EUR
-    assert run.cost_eur == pytest.approx(620 * 4.131 / 3600 / 1.172)
-    assert run.cost["instance_type"] == "ml.p3.2xlarge" and run.cost["price_as_of"]
-    assert "spot_savings" not in run.cost
+    (charge,) = run.charges
+    assert charge["instance_type"] == "ml.p3.2xlarge" and charge["price_as_of"]
+    assert (charge["seconds"], charge["instances"], charge["usd_per_hour"]) == (620, 1, 4.131)
+    m = run_money(run)
+    assert m.eur == pytest.approx(620 * 4.131 / 3600 / 1.172)
+    assert spot_savings(m) is None
 
 
 def test_spot_interrupted_once_counts_lost_time(cloud, tiny_dataset, tmp_path):
@@ -56,8 +61,9 @@ def test_spot_interrupted_once_counts_lost_time(cloud, tiny_dataset, tmp_path):
     assert run.status == "completed"
     assert run.interrupted_seconds == 200  # Interrupted at 300 s, training again at 500 s
     assert (run.training_seconds, run.billable_seconds) == (920, 320)
-    assert run.cost["spot_savings"] == pytest.approx(1 - 320 / 920)
-    assert run.cost_eur == pytest.approx(320 * 4.131 / 3600 / 1.172)
+    m = run_money(run)  # managed spot: the on-demand price for the billable seconds
+    assert spot_savings(m) == pytest.approx(1 - 320 / 920)
+    assert m.eur == pytest.approx(320 * 4.131 / 3600 / 1.172)
 
 
 def test_max_wait_exceeded_is_interrupted_and_resumable(cloud, tiny_dataset, tmp_path):

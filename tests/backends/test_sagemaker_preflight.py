@@ -73,9 +73,17 @@ def test_errors_list_every_problem():
 
 
 def test_budget():
-    assert pf.check_budget(3.0, 3600, 2, 6.0) == []
-    (problem,) = pf.check_budget(3.0, 3600, 2, 5.0)
-    assert "EUR 6.00" in problem.what and "50 minutes" in problem.fix
+    from datetime import date
+
+    from finetune.catalog.fx import Rate
+    from finetune.report.money import SAGEMAKER, Charge
+
+    # 2 hosts at USD 3.60/h, 1.2 USD per EUR: 3 EUR/h each, 6 EUR for one hour of both
+    charge = Charge(SAGEMAKER, "ml.p3.2xlarge", 2, 0, 3.6)
+    rate = Rate(1.2, date(2025, 6, 30), "test")
+    assert pf.check_budget(charge, rate, 3600, 6.0) == []
+    (problem,) = pf.check_budget(charge, rate, 3600, 5.0)
+    assert "EUR 6.00" in problem.what and "50 minutes" in problem.fix  # 5 / 6 of an hour
 
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -11,6 +11,7 @@ import pytest
 
 from finetune.backends.ec2.state import Ec2Options, Ec2State
 from finetune.errors import CloudError
+from finetune.runs.charges import run_money
 
 from .conftest import REGION
 from .control import agent_says, instances_of, launch, sync, terminate
@@ -122,8 +123,12 @@ def test_completed_run_terminates_and_records_cost(ec2_aws, tiny_dataset, tmp_pa
     run, status, _ = sync(run, backend, ledger)
     assert status.state == "completed" and run.status == "completed"
     assert instances_of(run.id, LIVE) == []  # the control side made sure
-    assert run.billable_seconds == 60 and run.interrupted_seconds == 0  # EC2's minimum
-    assert run.cost["attempts"][0]["market"] == "spot"
+    (charge,) = run.charges  # what the backend reports: usage and the price, never euros
+    assert charge["market"] == "spot" and charge["rule"] == "ec2" and "eur" not in charge
+    assert charge["usd_per_hour"] and "EC2 spot price history" in charge["price_source"]
+    m = run_money(run)
+    assert m.billed_seconds == 60 and run.interrupted_seconds == 0  # EC2's minimum
+    assert m.eur == pytest.approx(60 * charge["usd_per_hour"] / 3600 / m.rate.usd_per_eur)
     roles = boto3.client("iam").list_roles(PathPrefix="/finetune/")["Roles"]
     assert roles == []  # the per-run role is gone with the run
 
@@ -144,8 +149,12 @@ def test_spot_interruption_relaunches_and_counts_interrupted_time(ec2_aws, tiny_
     agent_says(run.id, "completed", 2)
     run, status, _ = sync(run, backend, ledger)
     assert status.state == "completed"
-    assert [a["outcome"] for a in run.cost["attempts"]] == ["interrupted", "completed"]
-    assert run.interrupted_seconds is not None and run.billable_seconds == 120
+    first_attempt, second_attempt = run.charges
+    assert first_attempt["interrupted_by_ec2"] and "interrupted" in first_attempt["label"]
+    assert not second_attempt["interrupted_by_ec2"] and "completed" in second_attempt["label"]
+    # the attempt EC2 interrupted within its first hour is free (AWS's spot billing rules);
+    # the second is billed its 60 s minimum
+    assert run.interrupted_seconds is not None and run_money(run).billed_seconds == 60
     assert any(kind == "relaunch" for _, kind, _ in ledger.events(run.id))
 
 

@@ -5,15 +5,17 @@ from __future__ import annotations
 import csv
 import io
 import json
+from datetime import date
 
 import pytest
+from runfacts import pin_eur_rate
 from typer.testing import CliRunner
 
 from finetune.cli import app
 from finetune.metrics import EpochMetrics
 from finetune.runs.ledger import Run, open_default
 
-RATE = 1.10  # USD per EUR in the stored estimates
+RATE = 1.10  # USD per EUR: the rate pinned for the day the runs ended (2025-06-15)
 # (run id, instance, GPUs, USD/h, billable s, img/s per epoch)
 RUNS = [
     ("ft-1gpu", "ml.p3.2xlarge", 1, 3.825, 3600.0, 100.0),
@@ -54,6 +56,7 @@ def _epochs(ips: float, accs=(0.6, 0.9)) -> list[EpochMetrics]:
 
 @pytest.fixture
 def ledger_with_runs():
+    pin_eur_rate(date(2025, 6, 15), RATE)
     with open_default() as led:
         for i, (rid, inst, gpus, hourly, billable, ips) in enumerate(RUNS):
             led.create(
@@ -101,7 +104,7 @@ def test_table_csv_markdown_and_provenance(ledger_with_runs):
     table = _invoke()
     assert table.exit_code == 0, table.output
     assert "ft-8gpu" in table.output and "90" in table.output
-    assert "AWS list price (test)" in table.output and "2025-06-30" in table.output
+    assert "AWS list price (test)" in table.output and "2025-06-15" in table.output
     rows = list(csv.DictReader(io.StringIO(_invoke("--format", "csv").output)))
     assert {r["run_id"] for r in rows} == set(ledger_with_runs)
     md = _invoke("--format", "md").output

@@ -3,32 +3,14 @@
 Rate 1.2 USD per EUR throughout, so USD/1.2 is easy to check by hand.
 """
 
+from datetime import date
+
 import pytest
 from runfacts import epochs, make_run
 
+from finetune.catalog.fx import Rate
 from finetune.errors import DataError, UsageError
-from finetune.report import cost, scaling
-
-
-def test_cost_formula():
-    # 1 h of p3.2xlarge at 3.06 USD: 3.06 / 1.2 = 2.55 EUR
-    assert cost.cost_eur(3600, 1, 3.06, 1.2) == pytest.approx(2.55)
-    # 1000 s of p3.8xlarge at 12.24 USD: 12.24 x 1000 / 3600 / 1.2 = 2.8333 EUR
-    assert cost.cost_eur(1000, 1, 12.24, 1.2) == pytest.approx(2.833333, rel=1e-6)
-    # 2 instances x 500 s of p3.8xlarge: the same 2.8333 EUR
-    assert cost.cost_eur(500, 2, 12.24, 1.2) == pytest.approx(2.833333, rel=1e-6)
-    with pytest.raises(DataError, match="rate must be positive"):
-        cost.cost_eur(60, 1, 3.06, 0)
-    with pytest.raises(DataError, match="cannot be negative"):
-        cost.cost_eur(-1, 1, 3.06, 1.2)
-
-
-@pytest.mark.parametrize(
-    ("running", "billed"),
-    [(0, 0), (-3, 0), (0.4, 60), (12.2, 60), (60, 60), (61.2, 62), (3600, 3600)],
-)
-def test_ec2_bills_per_second_with_a_60_second_minimum(running, billed):
-    assert cost.ec2_billable_seconds(running) == billed
+from finetune.report import cost, money, scaling
 
 
 def test_sagemaker_spot_savings_and_eur_per_epoch():
@@ -46,14 +28,13 @@ def test_estimate_from_throughput():
         epochs=6,
         images_per_sec=150.0,
         throughput_source="BEEVA",
-        instance_count=1,
-        hourly_usd=7.20,
-        usd_per_eur=1.2,
+        charge=money.Charge(money.EC2, "p2.8xlarge", 1, 0, 7.20),
+        rate=Rate(1.2, date(2025, 6, 30), "test"),
         overhead_seconds=60,
     )
     assert est.train_seconds == pytest.approx(616.8)
     assert est.billable_seconds == 677
-    assert est.eur == pytest.approx(1.128333, rel=1e-6)
+    assert est.eur == pytest.approx(1.128333, rel=1e-6) and est.money.estimate
     with pytest.raises(DataError, match="throughput of 0"):
         cost.training_seconds(100, 1, 0)
 

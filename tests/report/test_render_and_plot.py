@@ -43,7 +43,9 @@ def test_report_rows_totals_and_notes():
     assert report.totals["runs"] == 3
     assert report.totals["eur"] == pytest.approx(2.55 + 3.4 + 0.085)
     assert report.provenance == (
-        "Prices: AWS list price (issue baseline) as of 2025-05-31. "
+        "Prices: p3.2xlarge on-demand USD 3.06/h (AWS list price (issue baseline), as of "
+        "2025-05-31); p3.16xlarge on-demand USD 24.48/h (AWS list price (issue baseline), "
+        "as of 2025-05-31). "
         "EUR: 1 EUR = 1.2000 USD (ECB euro foreign exchange reference rate, 2025-06-30)."
     )
 

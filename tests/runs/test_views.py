@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from finetune.metrics import EpochMetrics
+from finetune.report.money import SAGEMAKER, Charge
 from finetune.runs.ledger import Run
 from finetune.runs.views import run_dict, show_lines, steady_throughput
+
+T0 = 1_760_000_000.0  # 2025-10-09, after the bundled ECB rate of 2025-06-30
 
 
 def _epoch(i: int, ips: float) -> EpochMetrics:
@@ -33,16 +36,31 @@ def test_spot_run_shows_billing_and_saving():
         devices_per_host=4,
         device_kind="gpu",
         spot=True,
-        started_at=0.0,
-        ended_at=3000.0,
+        started_at=T0,
+        ended_at=T0 + 3000.0,
         training_seconds=2000.0,
         billable_seconds=800.0,
         interrupted_seconds=300.0,
-        cost_eur=2.5,
+        charges=[
+            Charge(
+                SAGEMAKER,
+                "ml.p3.8xlarge",
+                1,
+                800.0,
+                14.688,
+                "AWS list price (test)",
+                "2025-05-31",
+                "spot",
+                training_seconds=2000.0,
+            ).to_dict()
+        ],
     )
     text = "\n".join(show_lines(run, [_epoch(0, 100.0), _epoch(1, 300.0), _epoch(2, 200.0)]))
     assert "training 33m20s, billable 13m20s, spot saving 60%, interrupted 5m00s" in text
-    assert "EUR 2.50" in text and "200.0 img/s steady (50.0 per device)" in text
+    assert "200.0 img/s steady (50.0 per device)" in text
+    # 800 s x USD 14.688/h = USD 3.264; at the bundled 1.1720 USD per EUR (2025-06-30): 2.78498
+    assert "cost       EUR 2.78; 1 EUR = 1.1720 USD on 2025-06-30" in text
+    assert "1 x ml.p3.8xlarge spot, 13m20s billed each at USD 14.688/h" in text
 
 
 def test_throughput_is_the_median_epoch_and_json_is_complete():

@@ -76,10 +76,8 @@ class Ec2Backend:
         state.instance_profile = ec2_infra.ensure_instance_profile(
             self._clients("iam", region), run.id, policy
         )
-        prices = {c: ec2_cost.hourly_price(c.instance_type, region, c.spot, ec2) for c in choices}
-        dearest = max((usd for usd, _ in prices.values() if usd), default=None)
-        # whichever choice launches, --max-eur holds (every host costs the same)
-        cap = ec2_cost.runtime_cap(state, dearest * count if dearest else None)
+        quotes = {c: ec2_cost.hourly_price(c.instance_type, region, c.spot, ec2) for c in choices}
+        cap = ec2_cost.runtime_cap(state, _dearest(quotes, count))  # whichever choice launches
         base = ec2_launch.base_spec(run.id, state, choices[0], ami, root, cap, count)
         launched = ec2_launch.launch(ec2, base, choices, subnets, groups)
         spec, inst = launched.spec, launched.instance
@@ -93,17 +91,22 @@ class Ec2Backend:
             except FinetuneError:
                 ec2_infra.terminate(ec2, ids)  # hosts that can never find each other
                 raise
-        usd, source = prices[ec2_relaunch.Candidate(spec.instance_type, spec.spot)]
+        az = inst.get("Placement", {}).get("AvailabilityZone", "")
+        quote = quotes[ec2_relaunch.Candidate(spec.instance_type, spec.spot)]
+        if spec.spot and az:  # the price in the zone it landed in is the one paid
+            zoned = ec2_cost.hourly_price(spec.instance_type, region, True, ec2, zone=az)
+            quote = zoned if zoned.usd_per_hour is not None else quote
         record = AttemptRecord(
             n=spec.attempt,
             instance_id=inst["InstanceId"],
             instance_type=spec.instance_type,
             spot=spec.spot,
             subnet_id=spec.subnet_id,
-            az=inst.get("Placement", {}).get("AvailabilityZone", ""),
+            az=az,
             launched_at=_timestamp(inst.get("LaunchTime")),
-            usd_per_hour=usd,
-            price_source=source,
+            usd_per_hour=quote.usd_per_hour,
+            price_source=quote.source,
+            price_as_of=quote.as_of,
             instance_ids=ids if count > 1 else [],
         )
         state.attempts.append(record)
@@ -152,6 +155,7 @@ class Ec2Backend:
         live = insts[0] is not None and insts[0]["InstanceId"] in up
         ec2_infra.terminate(ec2, up)  # one host ended: the others cannot go on without it
         cur.outcome, cur.reason = outcome, reason
+        cur.interrupted_by_ec2 = outcome == "interrupted" and spot and cur.spot
         cur.ended_at = time.time() if live else (doc.get("ended_at") or time.time())
         state.save(run.run_dir)
         self._record(run, **ec2_cost.ledger_fields(state))
@@ -288,6 +292,26 @@ class Ec2Backend:
 def _with_facts(status: Status, state: Ec2State) -> Status:
     """The ledger's money columns travel with the status (Status.facts)."""
     return replace(status, facts={**ec2_cost.ledger_fields(state), "region": state.region})
+
+
+def _dearest(quotes: dict, count: int):
+    """The dearest priced choice as a charge of ``count`` hosts (None: none has a price), so
+    --max-eur holds whichever launches."""
+    from finetune.report import money
+
+    priced = [(q.usd_per_hour, c, q) for c, q in quotes.items() if q.usd_per_hour is not None]
+    if not priced:
+        return None
+    usd, choice, quote = max(priced, key=lambda p: p[0])
+    return money.Charge(
+        rule=money.EC2,
+        instance_type=choice.instance_type,
+        instances=count,
+        seconds=0,
+        usd_per_hour=usd,
+        price_source=quote.source,
+        market="spot" if choice.spot else "on-demand",
+    )
 
 
 def _locked(run):

@@ -1,37 +1,48 @@
-"""The money of an EC2 run: each attempt's running seconds (per-second billing with EC2's
-60-second minimum) times its hourly price, in euros; interrupted attempts' time kept apart.
+"""What an EC2 run was charged for, as facts: per attempt its instances, start and end, market,
+the hourly USD price recorded at launch and where it came from, and whether EC2 itself
+interrupted it. Never euros: report.money bills these (per second, 60 s minimum, AWS's rules
+for interrupted spot instances) for `runs show`, `cost-report` and the --max-eur guards alike.
 
-The hourly price is fixed at launch: the current spot price (DescribeSpotPriceHistory) for a
-spot attempt, the catalog's on-demand price otherwise. The formulas live in report/cost.py.
+The price is fixed at launch: for spot, EC2's current spot price (DescribeSpotPriceHistory) in
+the zone the attempt landed in, else the region's lowest zone price, else the catalog's
+estimate; for on-demand, the catalog's price.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from finetune.backends.ec2.state import AttemptRecord, Ec2State
+from finetune.catalog import prices
+from finetune.catalog import spot as spot_prices
 from finetune.errors import FinetuneError, UsageError
+from finetune.report import money
 
 
-def hourly_price(instance_type: str, region: str, spot: bool, ec2=None) -> tuple[float | None, str]:
-    """(USD per hour, source); (None, why) when no price is known."""
-    try:
-        from finetune.catalog import prices
-        from finetune.catalog import spot as spot_prices
-    except ImportError as exc:  # catalog not installed in this build
-        return None, f"no price catalog ({exc})"
+@dataclass(frozen=True)
+class Quote:
+    """An hourly USD price per instance and its provenance (None: no price known, and why)."""
+
+    usd_per_hour: float | None
+    source: str
+    as_of: str | None = None
+
+
+def hourly_price(instance_type: str, region: str, spot: bool, ec2=None, zone: str = "") -> Quote:
+    """The price to record for an attempt: EC2's spot price (in ``zone`` when given), else the
+    catalog's spot estimate, for spot; the catalog's on-demand price otherwise."""
     try:
         if spot:
-            found = spot_prices.current([instance_type], region, ec2)
+            found = spot_prices.current([instance_type], region, ec2, zone=zone)
             if instance_type in found:
-                return found[instance_type].usd_per_hour, found[instance_type].source
+                s = found[instance_type]
+                return Quote(s.usd_per_hour, f"{s.source}, at launch", s.as_of.isoformat())
         price = prices.price(instance_type, region, "ec2")
-        if spot:
-            est = spot_prices.estimated(price)
-            return est.usd_per_hour, est.source
-        return price.usd_per_hour, f"{price.source}, {price.as_of.isoformat()}"
+        quote = spot_prices.estimated(price) if spot else price
+        return Quote(quote.usd_per_hour, quote.source, quote.as_of.isoformat())
     except FinetuneError as exc:
-        return None, f"no price: {exc.what}"
+        return Quote(None, f"no price: {exc.what}")
 
 
 def running_seconds(a: AttemptRecord, now: float | None = None) -> float:
@@ -39,80 +50,63 @@ def running_seconds(a: AttemptRecord, now: float | None = None) -> float:
     return max(end - a.launched_at, 0.0)
 
 
-def ledger_fields(state: Ec2State, now: float | None = None) -> dict:
-    """billable_seconds, interrupted_seconds, cost_eur and the cost breakdown, for the ledger."""
-    from finetune.report.cost import cost_eur, ec2_billable_seconds
+def charge(a: AttemptRecord, now: float | None = None) -> money.Charge:
+    """One attempt as a charge: every host ran (and is billed) as long as the attempt."""
+    return money.Charge(
+        rule=money.EC2,
+        instance_type=a.instance_type,
+        instances=len(a.hosts),
+        seconds=round(running_seconds(a, now), 3),
+        usd_per_hour=a.usd_per_hour,
+        price_source=a.price_source,
+        price_as_of=a.price_as_of,
+        market="spot" if a.spot else "on-demand",
+        interrupted_by_ec2=a.interrupted_by_ec2,
+        started_at=a.launched_at,
+        ended_at=a.ended_at,
+        label=f"attempt {a.n} ({', '.join(a.hosts)}{', ' + a.outcome if a.outcome else ''})",
+    )
 
-    rate = _eur_rate()
-    billable = interrupted = 0.0
-    eur: float | None = 0.0
-    rows = []
-    for a in state.attempts:
-        secs = running_seconds(a, now)
-        billed = ec2_billable_seconds(secs)
-        hosts = len(a.hosts)  # every host bills the same seconds
-        billable += billed * hosts
-        if a.outcome == "interrupted":
-            interrupted += secs * hosts
-        euros = None
-        if a.usd_per_hour is not None and rate is not None:
-            euros = cost_eur(billed, hosts, a.usd_per_hour, rate.usd_per_eur)
-        eur = None if euros is None or eur is None else eur + euros
-        rows.append(
-            dict(
-                attempt=a.n,
-                instance_id=a.instance_id,
-                instance_type=a.instance_type,
-                hosts=hosts,
-                market="spot" if a.spot else "on-demand",
-                running_seconds=round(secs, 1),
-                billable_seconds=billed,
-                usd_per_hour=a.usd_per_hour,
-                price_source=a.price_source,
-                eur=euros,
-                outcome=a.outcome,
-            )
-        )
-    cost = dict(attempts=rows, rate=rate.describe() if rate else None, billing="EC2 per second")
+
+def ledger_fields(state: Ec2State, now: float | None = None) -> dict:
+    """The run's facts for the ledger: its charges and the time lost to interruptions."""
+    interrupted = sum(
+        running_seconds(a, now) * len(a.hosts) for a in state.attempts if a.outcome == "interrupted"
+    )
     return dict(
-        billable_seconds=billable,
+        charges=[charge(a, now).to_dict() for a in state.attempts],
         interrupted_seconds=interrupted,
-        cost_eur=eur,
-        cost=cost,
     )
 
 
 def eur_spent(state: Ec2State, now: float | None = None) -> float | None:
-    return ledger_fields(state, now)["cost_eur"]
+    """Euros spent so far (report.money at today's rate); None when a price is unknown."""
+    from finetune.catalog import fx
+
+    return money.euros([charge(a, now) for a in state.attempts], fx.eur_rate()).eur
 
 
-def eur_per_hour(usd_per_hour: float | None) -> float | None:
-    rate = _eur_rate()
-    return usd_per_hour / rate.usd_per_eur if usd_per_hour and rate else None
+def runtime_cap(state: Ec2State, planned: money.Charge | None) -> int:
+    """--max-runtime, shortened so that --max-eur cannot be exceeded by ``planned`` (the dearest
+    choice, all its hosts): the user data's dead-man switch then ends the instances before the
+    money runs out."""
+    from finetune.catalog import fx
 
-
-def _eur_rate():
-    try:
-        from finetune.catalog import fx
-
-        return fx.eur_rate()
-    except (ImportError, FinetuneError):
-        return None
-
-
-def runtime_cap(state: Ec2State, usd_per_hour: float | None) -> int:
-    """--max-runtime, shortened so that --max-eur cannot be exceeded: the user data's dead-man
-    switch then ends the instance before the money runs out."""
     opts = state.options
     cap = opts.max_runtime_s
-    eph = eur_per_hour(usd_per_hour)
-    if opts.max_eur is not None and eph:
-        left = opts.max_eur - (eur_spent(state) or 0.0)
-        cap = min(cap, int(left / eph * 3600))
-        if cap < 600:
-            raise UsageError(
-                f"--max-eur {opts.max_eur:g} leaves {max(left, 0):.2f} EUR: under 10 minutes "
-                f"at {eph:.2f} EUR/h",
-                "raise --max-eur or pick a cheaper instance.",
-            )
+    if opts.max_eur is None or planned is None:
+        return int(cap)
+    rate = fx.eur_rate()
+    left = opts.max_eur - (eur_spent(state) or 0.0)
+    affordable = money.affordable_seconds(left, planned, rate)
+    if affordable is None:
+        return int(cap)
+    cap = min(cap, affordable)
+    if cap < 600:
+        per_hour = money.eur_per_hour(planned, rate)
+        raise UsageError(
+            f"--max-eur {opts.max_eur:g} leaves {max(left, 0):.2f} EUR: under 10 minutes "
+            f"at {per_hour:.2f} EUR/h",
+            "raise --max-eur or pick a cheaper instance.",
+        )
     return int(cap)

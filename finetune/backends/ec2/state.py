@@ -3,7 +3,7 @@
 `runs show`, `runs stop` and `launch --resume` get the backend without any launch options,
 so the options given at launch (restarts, fallbacks, subnets, runtime cap) are kept here
 along with every attempt: which instance, where, on which market, at what price, how it
-ended. Written atomically; the ledger keeps the money (billable and interrupted seconds).
+ended. Written atomically; the ledger keeps the charges made of them (ec2/cost.py).
 """
 
 from __future__ import annotations
@@ -56,8 +56,10 @@ class AttemptRecord:
     ended_at: float | None = None
     outcome: str | None = None  # completed | failed | interrupted | stopped
     reason: str | None = None
-    usd_per_hour: float | None = None
+    usd_per_hour: float | None = None  # per instance, recorded at launch (ec2/cost.py)
     price_source: str = ""
+    price_as_of: str | None = None
+    interrupted_by_ec2: bool = False  # EC2 took the spot capacity back (AWS bills it apart)
     instance_ids: list[str] = field(default_factory=list)  # every host, algo-1 first
 
     @property

@@ -3,7 +3,8 @@
 submit   pre-flight (offline checks, credentials, bucket region, image), the content-addressed
          dataset upload, then CreateTrainingJob through sagemaker-core; returns the job ARN
          (name and region in one reference, so `runs show` works from any shell).
-status   DescribeTrainingJob -> ledger state, times, billable seconds, interruptions, cost.
+status   DescribeTrainingJob -> ledger state, times, billable seconds, interruptions, the
+         charge (seconds x instances at the recorded price; report.money makes it euros).
 metrics  the trainer's metrics.jsonl from output.tar.gz once the job ended, else its
          "finetune-metrics" log lines; logs: the CloudWatch streams; stop: StopTrainingJob.
 """
@@ -81,7 +82,7 @@ class SageMakerBackend:
         status = st.to_status(job, run.id)
         facts = {**(status.facts or {}), "region": self._where(run)[1]}
         if status.final:
-            facts.update(st.cost_facts(job, facts["region"], run.spot))
+            facts.update(st.charge_facts(job, facts["region"], run.spot))
         return replace(status, facts=facts)
 
     def metrics(self, run) -> list[mt.EpochMetrics]:

@@ -201,16 +201,22 @@ def secrets_in(kind: str, values: dict[str, str]) -> list[Problem]:
     return problems
 
 
-def check_budget(eur_per_hour: float, seconds: int, hosts: int, max_eur: float) -> list[Problem]:
-    """The worst case (every host billed for the whole max runtime) must fit --max-eur."""
-    worst = eur_per_hour * hosts * seconds / 3600
-    if worst <= max_eur:
+def check_budget(charge, rate, seconds: int, max_eur: float) -> list[Problem]:
+    """The worst case -- every host of ``charge`` (a report.money.Charge) billed for the whole
+    max runtime, priced by report.money at ``rate`` -- must fit --max-eur."""
+    from dataclasses import replace
+
+    from finetune.report import money
+
+    worst = money.euros([replace(charge, seconds=seconds)], rate).eur
+    if worst is None or worst <= max_eur:
         return []
-    affordable = int(max_eur / (eur_per_hour * hosts) * 3600)
+    affordable = money.affordable_seconds(max_eur, charge, rate) or 0
+    per_hour = money.eur_per_hour(replace(charge, instances=1), rate)
     return [
         Problem(
-            f"the worst case costs EUR {worst:.2f} ({hosts} x EUR {eur_per_hour:.2f}/h for "
-            f"{seconds / 3600:g} h), more than --max-eur {max_eur:g}",
+            f"the worst case costs EUR {worst:.2f} ({charge.instances} x EUR {per_hour:.2f}/h "
+            f"for {seconds / 3600:g} h), more than --max-eur {max_eur:g}",
             f"lower --max-runtime to {affordable // 60} minutes or less, use fewer instances, "
             "or raise --max-eur.",
         )

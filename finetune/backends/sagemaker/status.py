@@ -1,4 +1,4 @@
-"""A DescribeTrainingJob response -> the ledger's view: state, reason, times, billing, cost.
+"""A DescribeTrainingJob response -> the ledger's view: state, reason, times, billed usage.
 
 SageMaker's documented statuses (TrainingJobStatus / SecondaryStatus):
 
@@ -150,40 +150,36 @@ def _ts(value) -> float | None:
     return datetime.fromisoformat(str(value)).timestamp()
 
 
-def cost_facts(job: dict, region: str, spot: bool) -> dict:
-    """cost_eur and the cost record (price, rate, their dates and sources) of a finished job;
-    {} while SageMaker has not reported billable time. Money itself is finetune.report.cost's."""
+def charge_facts(job: dict, region: str, spot: bool) -> dict:
+    """The job's charge for the ledger -- BillableTimeInSeconds for each of InstanceCount
+    instances at the ml.* on-demand price, with its source and date -- or {} while SageMaker
+    has not reported billable time. Never euros: report.money bills it. With managed spot,
+    BillableTimeInSeconds is already the discounted time, so the price stays on-demand."""
     billable = _num(job.get("BillableTimeInSeconds"))
     if billable is None:
         return {}
-    from finetune.catalog import fx, prices
+    from finetune.catalog import prices
     from finetune.errors import FinetuneError
-    from finetune.report import cost
+    from finetune.report import money
 
     rc = job.get("ResourceConfig", {})
-    hosts = int(rc.get("InstanceCount") or 1)
     try:
         price = prices.price(rc.get("InstanceType", ""), region, "sagemaker")
-        ended = _ts(job.get("TrainingEndTime"))
-        rate = fx.eur_rate(datetime.fromtimestamp(ended).date() if ended else None)
+        usd, source, as_of = price.usd_per_hour, price.source, price.as_of.isoformat()
     except FinetuneError as exc:
-        return {"cost": {"error": str(exc)}}
-    eur = cost.cost_eur(billable, hosts, price.usd_per_hour, rate.usd_per_eur)
-    record = {
-        "eur": eur,
-        "usd": billable * hosts * price.usd_per_hour / 3600,
-        "billable_seconds": billable,
-        "instance_count": hosts,
-        "instance_type": price.display_name,
-        "region": region,
-        "usd_per_hour": price.usd_per_hour,
-        "price_as_of": price.as_of.isoformat(),
-        "price_source": price.source,
-        "usd_per_eur": rate.usd_per_eur,
-        "rate_date": rate.on.isoformat(),
-        "rate_source": rate.source,
-    }
-    training = _num(job.get("TrainingTimeInSeconds"))
-    if spot and training:
-        record["spot_savings"] = cost.sagemaker_spot_savings(billable, training)
-    return {"cost_eur": eur, "cost": record}
+        usd, source, as_of = None, f"no price: {exc.what}", None
+    charge = money.Charge(
+        rule=money.SAGEMAKER,
+        instance_type=rc.get("InstanceType", "?"),
+        instances=int(rc.get("InstanceCount") or 1),
+        seconds=billable,
+        usd_per_hour=usd,
+        price_source=source,
+        price_as_of=as_of,
+        market="spot" if spot else "on-demand",
+        started_at=_ts(job.get("TrainingStartTime")),
+        ended_at=_ts(job.get("TrainingEndTime")),
+        training_seconds=_num(job.get("TrainingTimeInSeconds")),
+        label=job.get("TrainingJobName", ""),
+    )
+    return {"charges": [charge.to_dict()]}

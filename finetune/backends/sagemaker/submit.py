@@ -62,9 +62,11 @@ def with_defaults(opts, plan, aws: Aws):
 
 def _fit_budget(opts, plan, region: str):
     """Without --max-runtime, the longest runtime --max-eur pays for (at most the default);
-    with it, a refusal when the worst case costs more than --max-eur."""
+    with it, a refusal when the worst case costs more than --max-eur. Both priced by
+    report.money, as the finished job will be."""
     from finetune.catalog import fx, prices
     from finetune.errors import FinetuneError
+    from finetune.report import money
 
     try:
         price = prices.price(plan.resources.instance_type, region, "sagemaker")
@@ -72,12 +74,20 @@ def _fit_budget(opts, plan, region: str):
         raise preflight.PreflightError(
             [Problem(f"--max-eur needs a price: {exc.what}", exc.fix or "")]
         ) from None
-    eur_h = fx.eur_rate().to_eur(price.usd_per_hour)
-    hosts = plan.resources.hosts
+    charge = money.Charge(
+        rule=money.SAGEMAKER,
+        instance_type=price.display_name,
+        instances=plan.resources.hosts,
+        seconds=0,
+        usd_per_hour=price.usd_per_hour,  # managed spot too: it bills fewer seconds, not less
+        price_source=price.source,
+        price_as_of=price.as_of.isoformat(),
+    )
+    rate = fx.eur_rate()
     if opts.max_runtime_s is None:
-        affordable = int(opts.max_eur / (eur_h * hosts) * 3600)
+        affordable = money.affordable_seconds(opts.max_eur, charge, rate)
         opts = replace(opts, max_runtime_s=max(60, min(rq.DEFAULT_MAX_RUNTIME_S, affordable)))
-    preflight.raise_if(preflight.check_budget(eur_h, opts.runtime_seconds(), hosts, opts.max_eur))
+    preflight.raise_if(preflight.check_budget(charge, rate, opts.runtime_seconds(), opts.max_eur))
     return opts
 
 
