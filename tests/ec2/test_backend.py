@@ -125,7 +125,12 @@ def test_completed_run_terminates_and_records_cost(ec2_aws, tiny_dataset, tmp_pa
     assert instances_of(run.id, LIVE) == []  # the control side made sure
     (charge,) = run.charges  # what the backend reports: usage and the price, never euros
     assert charge["market"] == "spot" and charge["rule"] == "ec2" and "eur" not in charge
-    assert charge["usd_per_hour"] and "EC2 spot price history" in charge["price_source"]
+    az = Ec2State.load(run.run_dir).attempts[0].az  # the spot price of the zone it landed in
+    assert (
+        charge["usd_per_hour"] and f"price in the instance's zone ({az})" in charge["price_source"]
+    )
+    asked = ec2_aws.sent("DescribeSpotPriceHistory")[-1]
+    assert (asked["Filter.1.Name"], asked["Filter.1.Value.1"]) == ("availability-zone", az)
     m = run_money(run)
     assert m.billed_seconds == 60 and run.interrupted_seconds == 0  # EC2's minimum
     assert m.eur == pytest.approx(60 * charge["usd_per_hour"] / 3600 / m.rate.usd_per_eur)
