@@ -68,8 +68,8 @@ MIGRATIONS: list[str] = [
     """,
     # v4: the charges a backend reports (seconds, instances, the price paid and where it came
     # from; never euros): finetune.report.money turns them into euros whenever they are shown.
-    # cost_eur and cost_json, written by older versions, stay and are still read
-    # (runs/charges.py) but are no longer written.
+    # cost_eur and cost_json, written by older versions, stay (cost_json is still read
+    # by runs/charges.py) but are no longer written.
     """
     ALTER TABLE runs ADD COLUMN charges_json TEXT;
     """,
