@@ -69,7 +69,9 @@ def test_spot_notice_relaunch_resume_with_standin(ec2_aws, fake_imds, tiny_datas
         two={"STANDIN_EPOCH_SECONDS": "0.05"},
     )
     assert [e.epoch for e in epochs] == [0, 1, 2]
-    assert [a["outcome"] for a in run.cost["attempts"]] == ["interrupted", "completed"]
+    first, second = run.charges  # the spot notice came from EC2 (IMDS): attempt 1 is EC2's
+    assert first["interrupted_by_ec2"] and first["label"].endswith("interrupted)")
+    assert not second["interrupted_by_ec2"] and second["label"].endswith("completed)")
     assert run.interrupted_seconds > 0
     assert all(r["token"] for r in fake_imds.requests if r["method"] == "GET")
 
