@@ -77,7 +77,7 @@ class Ec2Backend:
             self._clients("iam", region), run.id, policy
         )
         quotes = {c: ec2_cost.hourly_price(c.instance_type, region, c.spot, ec2) for c in choices}
-        cap = ec2_cost.runtime_cap(state, _dearest(quotes, count))  # whichever choice launches
+        cap = ec2_cost.runtime_cap(state, ec2_cost.dearest(quotes, count))
         base = ec2_launch.base_spec(run.id, state, choices[0], ami, root, cap, count)
         launched = ec2_launch.launch(ec2, base, choices, subnets, groups)
         spec, inst = launched.spec, launched.instance
@@ -292,26 +292,6 @@ class Ec2Backend:
 def _with_facts(status: Status, state: Ec2State) -> Status:
     """The ledger's money columns travel with the status (Status.facts)."""
     return replace(status, facts={**ec2_cost.ledger_fields(state), "region": state.region})
-
-
-def _dearest(quotes: dict, count: int):
-    """The dearest priced choice as a charge of ``count`` hosts (None: none has a price), so
-    --max-eur holds whichever launches."""
-    from finetune.report import money
-
-    priced = [(q.usd_per_hour, c, q) for c, q in quotes.items() if q.usd_per_hour is not None]
-    if not priced:
-        return None
-    usd, choice, quote = max(priced, key=lambda p: p[0])
-    return money.Charge(
-        rule=money.EC2,
-        instance_type=choice.instance_type,
-        instances=count,
-        seconds=0,
-        usd_per_hour=usd,
-        price_source=quote.source,
-        market="spot" if choice.spot else "on-demand",
-    )
 
 
 def _locked(run):

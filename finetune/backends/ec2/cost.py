@@ -86,6 +86,24 @@ def eur_spent(state: Ec2State, now: float | None = None) -> float | None:
     return money.euros([charge(a, now) for a in state.attempts], fx.eur_rate()).eur
 
 
+def dearest(quotes: dict, count: int) -> money.Charge | None:
+    """The dearest priced choice of ``quotes`` ({relaunch.Candidate: Quote}) as a charge of
+    ``count`` hosts (None: none has a price), so --max-eur holds whichever launches."""
+    priced = [(q.usd_per_hour, c, q) for c, q in quotes.items() if q.usd_per_hour is not None]
+    if not priced:
+        return None
+    usd, choice, quote = max(priced, key=lambda p: p[0])
+    return money.Charge(
+        rule=money.EC2,
+        instance_type=choice.instance_type,
+        instances=count,
+        seconds=0,
+        usd_per_hour=usd,
+        price_source=quote.source,
+        market="spot" if choice.spot else "on-demand",
+    )
+
+
 def runtime_cap(state: Ec2State, planned: money.Charge | None) -> int:
     """--max-runtime, shortened so that --max-eur cannot be exceeded by ``planned`` (the dearest
     choice, all its hosts): the user data's dead-man switch then ends the instances before the
