@@ -53,6 +53,13 @@ class InstanceType:
     def family(self) -> str:
         return self.name.split(".", 1)[0]
 
+    @property
+    def engines(self) -> tuple[str, ...]:
+        """The training engines that run on these GPUs (finetune.catalog.engines decides)."""
+        from finetune.catalog.engines import engines_for
+
+        return engines_for(self.compute_capability)
+
     def sagemaker_name(self) -> str:
         return f"ml.{self.name}"
 
