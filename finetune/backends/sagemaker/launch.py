@@ -86,7 +86,10 @@ def dry_run_lines(plan, opts: rq.JobOptions, region: str | None) -> list[str]:
     """The job request as `launch` would send it, with the unknowns named; raises a
     PreflightError for problems that would stop the launch whatever the settings."""
     from finetune import __version__, settings
+    from finetune.catalog import engines
 
+    engine = plan.hyperparameters.engine
+    engines.check(engine, plan.resources.instance_type)
     conf = settings.get()
     opts = replace(
         opts,
@@ -95,6 +98,10 @@ def dry_run_lines(plan, opts: rq.JobOptions, region: str | None) -> list[str]:
         role_arn=opts.role_arn or conf.role_arn,
     )
     image = opts.image or rq.default_image("ACCOUNT", region or "REGION", __version__)
+    if engine == "torch" and not opts.image:  # AWS's image: known offline, account and all
+        from finetune.backends.sagemaker.images import pytorch_image
+
+        image = pytorch_image(region or "us-east-1", plan.resources.instance_type)
     checked = replace(
         opts,
         bucket=opts.bucket or "FINETUNE_BUCKET",
@@ -103,7 +110,11 @@ def dry_run_lines(plan, opts: rq.JobOptions, region: str | None) -> list[str]:
     )
     channels, size = _channels(plan, checked.bucket)
     name = rq.job_name(SAMPLE_RUN_ID)
-    req = rq.training_request(plan, SAMPLE_RUN_ID, name, channels, checked, size)
+    from finetune.backends.sagemaker.submit import source_dir
+
+    code = source_dir(plan, checked, SAMPLE_RUN_ID)
+    toolkit = code.hyperparameters(region or "REGION", plan.resources.hosts) if code else None
+    req = rq.training_request(plan, SAMPLE_RUN_ID, name, channels, checked, size, toolkit)
     preflight.raise_if(preflight.check_request(req, region))
     shown = {**req, "RoleArn": opts.role_arn or "(not set: FINETUNE_ROLE_ARN)"}
     shown["AlgorithmSpecification"] = {**req["AlgorithmSpecification"], "TrainingImage": image}
