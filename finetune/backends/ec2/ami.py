@@ -36,6 +36,10 @@ class AmiChoice:
     engine: str
     python: str = ""  # torch: the interpreter that runs the agent and the trainer
 
+    def record(self) -> dict[str, str]:
+        """What the plan records of the AMI an attempt ran on."""
+        return {"ami": self.ami_id, "ami_name": self.name, "ami_source": self.source}
+
 
 def framework_version() -> str:
     """'2.10': the PyTorch version of the engine table, as DLAMI names carry it."""

@@ -122,6 +122,8 @@ class Ec2Backend:
             f"attempt {spec.attempt}: {engine} on {ami} "
             f"({image.name or 'name unknown'}; from {image.source})",
         )
+        recorded = plan.with_runtime({**ec2_ami.runtime(engine, arch), **image.record()})
+        self._record(run, plan=recorded.model_dump(mode="json"))
         return record
 
     # -- status ---------------------------------------------------------------------------

@@ -38,16 +38,43 @@ def resources(instance: str | None, count: int, spot: bool):
     )
 
 
-def build_plan(recipe, dataset: str | None, res, overrides, region: str | None = None):
-    """The plan, with a cost estimate when the region is known. ``dataset`` may be a prepared
-    folder or the s3:// prefix finetune uploaded it to (its manifest is read from there)."""
+def build_plan(
+    recipe, dataset: str | None, res, overrides, region: str | None = None, image: str | None = None
+):
+    """The plan, with its image (``image``: --image) and a cost estimate when the region is
+    known. ``dataset`` may be a prepared folder or the s3:// prefix finetune uploaded it to
+    (its manifest is read from there)."""
     from finetune import plan as pl
 
     if dataset and dataset.startswith("s3://"):
         plan = _plan_for_s3(recipe, dataset, res, overrides, region)
     else:
         plan = pl.build_plan(recipe, dataset, res, overrides)
-    return with_estimate(plan, region)
+    return with_estimate(with_runtime(plan, region, image), region)
+
+
+def with_runtime(plan, region: str | None, image: str | None = None):
+    """The plan recording the engine's image (AWS's PyTorch image is known offline, for a
+    region); refused when the engine cannot run on the instance's GPUs."""
+    from finetune.backends.sagemaker import images
+    from finetune.catalog import engines
+
+    engine, instance = plan.hyperparameters.engine, plan.resources.instance_type
+    engines.check(engine, instance)
+    if not image:
+        if engine == "torch" and region:
+            image = images.pytorch_image(region, instance)
+        elif engine == "torch":
+            image = f"pytorch-training:{engines.build('torch').version}-gpu-{images.PYTORCH_PY}"
+        else:
+            image = rq.default_image("ACCOUNT", region or "REGION", _version())
+    return plan.with_runtime(images.runtime(engine, image))
+
+
+def _version() -> str:
+    from finetune import __version__
+
+    return __version__
 
 
 def with_estimate(plan, region: str | None, backend: str = "sagemaker"):

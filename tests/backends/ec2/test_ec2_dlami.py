@@ -135,6 +135,9 @@ def test_torch_run_on_the_dlami_as_sent(ec2_aws, tiny_dataset, tmp_path, monkeyp
     assert "PullImage" not in {s["Sid"] for s in policy["Statement"]}  # nothing to pull
     [(_, _, message)] = [e for e in ledger.events(run.id) if e[1] == "image"]
     assert ami in message and "SSM /aws/service/deeplearning" in message
+    runtime = ledger.get(run.id).plan["runtime"]  # the plan records the AMI it ran on
+    assert runtime["ami"] == ami and runtime["engine"] == "torch"
+    assert runtime["ami_source"].startswith("SSM /aws/service/deeplearning/ami/x86_64/")
     backend.stop(ledger.get(run.id))
 
 

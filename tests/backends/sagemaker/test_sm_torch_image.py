@@ -135,3 +135,16 @@ def test_dry_run_shows_the_image_and_the_source_dir_and_refuses_mxnet_on_hopper(
     assert "finetune_entry.py" in text and "one process" in text
     with pytest.raises(UsageError, match=r"mxnet engine cannot run on p5\.4xlarge"):
         dry_run_lines(plan("smoke-resnet18", "p5.4xlarge"), rq.JobOptions(), "eu-west-1")
+
+
+def test_the_plan_records_the_image_and_what_it_needs(tiny_dataset):
+    from finetune.backends.sagemaker.launch import build_plan as sm_plan
+
+    res = Resources(backend="sagemaker", instance_type="g6.xlarge", device="gpu")
+    torch = sm_plan("smoke-resnet18-torch", str(tiny_dataset), res, (), "eu-west-1")
+    assert torch.runtime["image"].endswith("/pytorch-training:2.10.0-gpu-py313")
+    [shown] = [line for line in torch.summary_lines() if line.startswith("runtime ")]
+    assert shown.endswith("torch on " + torch.runtime["image"])
+    mxnet = sm_plan("smoke-resnet18", str(tiny_dataset), res, (), "eu-west-1", "my/img:1")
+    assert mxnet.runtime["image"] == "my/img:1"
+    assert "finetune image push" in mxnet.runtime["needs"]
