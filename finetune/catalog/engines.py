@@ -80,40 +80,6 @@ def engines_for(compute_capability: str | float) -> tuple[str, ...]:
     return tuple(name for name, b in BUILDS.items() if b.runs_on(compute_capability))
 
 
-def check(engine: str, instance) -> None:
-    """UsageError, before anything is created, when ``engine`` cannot run on the GPUs of
-    ``instance`` (an instances.InstanceType or its name); says why and what to do instead."""
-    from finetune.catalog import instances
-
-    inst = instances.get(instance) if isinstance(instance, str) else instance
-    if inst.gpu_count < 1 or build(engine).runs_on(inst.compute_capability):
-        return
-    b = build(engine)
-    others = [e for e in engines_for(inst.compute_capability) if e != engine]
-    fix = f"run the recipe with engine={others[0]} (a *-{others[0]} recipe" if others else ""
-    fix += f", or `engine: {others[0]}` in yours)" if others else ""
-    older = _families_for(engine)
-    if older:
-        fix += (" or " if fix else "") + f"pick a GPU family it runs on: {', '.join(older)}"
-    raise UsageError(
-        f"the {engine} engine cannot run on {inst.name}: its {inst.gpu_count}x "
-        f"{inst.gpu_model} GPU(s) are {inst.gpu_architecture} (compute capability "
-        f"{inst.compute_capability}), and {b.framework} has kernels for {b.kernels} only",
-        fix + ".",
-    )
-
-
-def _families_for(engine: str) -> list[str]:
-    """Current instance families whose GPUs ``engine`` runs on, in catalog order."""
-    from finetune.catalog import instances
-
-    found: dict[str, None] = {}
-    for inst in instances.all_instances().values():
-        if not inst.retired and build(engine).runs_on(inst.compute_capability):
-            found[inst.family] = None
-    return list(found)
-
-
 def needs(engine: str) -> str:
     """What a cloud run of ``engine`` needs, said plainly (shown with the plan)."""
     b = build(engine)

@@ -55,7 +55,7 @@ def test_engines_each_family_supports(name, expected):
 @pytest.mark.parametrize("name", ["p5.4xlarge", "p5.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge"])
 def test_mxnet_on_hopper_or_newer_is_refused_with_reason_and_fix(name):
     with pytest.raises(UsageError) as err:
-        engines.check("mxnet", name)
+        instances.check_engine("mxnet", name)
     text = str(err.value)
     assert f"mxnet engine cannot run on {name}" in text and "compute capability" in text
     assert "engine=torch" in text and "To fix:" in text
@@ -63,9 +63,9 @@ def test_mxnet_on_hopper_or_newer_is_refused_with_reason_and_fix(name):
 
 
 def test_supported_pairs_pass_and_cpu_types_are_not_judged():
-    engines.check("mxnet", "g5.xlarge")
-    engines.check("torch", "p6-b200.48xlarge")
-    engines.check("torch", instances.get("g6e.xlarge"))
+    instances.check_engine("mxnet", "g5.xlarge")
+    instances.check_engine("torch", "p6-b200.48xlarge")
+    instances.check_engine("torch", instances.get("g6e.xlarge"))
 
 
 def test_mxnet_says_plainly_what_it_needs():

@@ -19,11 +19,13 @@ IMAGE_ENVS = ("FINETUNE_EC2_IMAGE", "FINETUNE_IMAGE")
 
 def preflight(plan, options: Ec2Options) -> str:
     """Refuse impossible runs; returns the instance's CPU architecture (for the AMI)."""
-    from finetune.catalog import engines, instances
+    from finetune.catalog import instances
 
     res = plan.resources
     inst = instances.get(res.instance_type)
-    engines.check(plan.hyperparameters.engine, inst)  # e.g. MXNet on Hopper: before any AWS call
+    instances.check_engine(
+        plan.hyperparameters.engine, inst
+    )  # e.g. MXNet on Hopper: before any AWS call
     for name in options.fallback_instances:
         instances.get(name)  # an unknown fallback type fails now, not after an interruption
     if options.max_runtime_s < 600:

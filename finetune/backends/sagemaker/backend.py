@@ -46,9 +46,10 @@ class SageMakerBackend:
     # -- submit ---------------------------------------------------------------------------
     def submit(self, plan, run) -> str:
         """Check, upload, create the job; returns its ARN. Nothing is spent before the end."""
-        from finetune.catalog import engines
+        from finetune.catalog import instances
 
-        engines.check(plan.hyperparameters.engine, plan.resources.instance_type)  # no AWS yet
+        # an engine the GPUs cannot run (MXNet on Hopper): refused before any AWS call
+        instances.check_engine(plan.hyperparameters.engine, plan.resources.instance_type)
         opts = sub.options_for(self.options, run)
         preflight.raise_if(sub.missing_settings(opts))
         aws = self._aws(opts.region)

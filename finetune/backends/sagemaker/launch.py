@@ -57,10 +57,10 @@ def with_runtime(plan, region: str | None, image: str | None = None):
     """The plan recording the engine's image (AWS's PyTorch image is known offline, for a
     region); refused when the engine cannot run on the instance's GPUs."""
     from finetune.backends.sagemaker import images
-    from finetune.catalog import engines
+    from finetune.catalog import engines, instances
 
     engine, instance = plan.hyperparameters.engine, plan.resources.instance_type
-    engines.check(engine, instance)
+    instances.check_engine(engine, instance)
     if not image:
         if engine == "torch" and region:
             image = images.pytorch_image(region, instance)
@@ -113,10 +113,10 @@ def dry_run_lines(plan, opts: rq.JobOptions, region: str | None) -> list[str]:
     """The job request as `launch` would send it, with the unknowns named; raises a
     PreflightError for problems that would stop the launch whatever the settings."""
     from finetune import __version__, settings
-    from finetune.catalog import engines
+    from finetune.catalog import instances
 
     engine = plan.hyperparameters.engine
-    engines.check(engine, plan.resources.instance_type)
+    instances.check_engine(engine, plan.resources.instance_type)
     conf = settings.get()
     opts = replace(
         opts,
