@@ -101,12 +101,18 @@ class Plan(_Frozen):
     derived: Derived
     hyperparameters: TrainHyperparameters
     estimate: dict[str, Any] | None = None  # filled by the cost estimator, see with_estimate
+    # what runs the engine there (image or AMI, its framework, what it needs): by the backend
+    runtime: dict[str, str] | None = None
 
     def with_estimate(self, estimate: Mapping[str, Any] | BaseModel) -> Plan:
         """A copy carrying a cost estimate. A ``summary`` entry (a string or a list of strings)
         is what ``summary_lines`` shows; otherwise its scalar entries are listed."""
         data = estimate.model_dump(mode="json") if isinstance(estimate, BaseModel) else estimate
         return self.model_copy(update={"estimate": dict(data)})
+
+    def with_runtime(self, runtime: Mapping[str, str]) -> Plan:
+        """A copy recording what runs the engine (a backend's image or AMI choice)."""
+        return self.model_copy(update={"runtime": {k: str(v) for k, v in runtime.items()}})
 
     def to_json(self) -> str:
         """The plan as indented JSON, to store with the run."""

@@ -31,7 +31,16 @@ def summary_rows(plan: Plan) -> list[tuple[str, str]]:
             f"wd {r.optimizer.wd:g}, {r.data.image_size} px, {r.data.augmentation}",
         ),
     ]
-    return rows + _estimate_rows(plan.estimate)
+    return rows + _runtime_rows(plan.runtime) + _estimate_rows(plan.estimate)
+
+
+def _runtime_rows(runtime: dict[str, str] | None) -> list[tuple[str, str]]:
+    """What runs the engine (image or AMI) and what that needs."""
+    if not runtime:
+        return []
+    where = runtime.get("image") or runtime.get("ami") or ""
+    rows = [("runtime", f"{runtime.get('engine', '')} on {where}".strip())]
+    return [*rows, ("needs", runtime["needs"])] if runtime.get("needs") else rows
 
 
 def _weights(r: Recipe) -> str:

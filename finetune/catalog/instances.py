@@ -53,6 +53,13 @@ class InstanceType:
     def family(self) -> str:
         return self.name.split(".", 1)[0]
 
+    @property
+    def engines(self) -> tuple[str, ...]:
+        """The training engines that run on these GPUs (finetune.catalog.engines decides)."""
+        from finetune.catalog.engines import engines_for
+
+        return engines_for(self.compute_capability)
+
     def sagemaker_name(self) -> str:
         return f"ml.{self.name}"
 
@@ -149,3 +156,37 @@ def retirement_warning(instance: InstanceType | str, today: date | None = None) 
     if nxt is not None:
         text += f" Closest current instance: {nxt.describe()}; try --instance {nxt.name}."
     return text
+
+
+def check_engine(engine: str, instance: InstanceType | str) -> None:
+    """UsageError, before anything is created, when ``engine`` cannot run on the GPUs of
+    ``instance`` (finetune.catalog.engines decides); says why and what to do instead."""
+    from finetune.catalog.engines import build, engines_for
+
+    inst = get(instance) if isinstance(instance, str) else instance
+    b = build(engine)
+    if inst.gpu_count < 1 or b.runs_on(inst.compute_capability):
+        return
+    others = [e for e in engines_for(inst.compute_capability) if e != engine]
+    fixes = [
+        f"run the recipe with engine={e} (a *-{e} recipe, or `engine: {e}` in yours)"
+        for e in others[:1]
+    ]
+    families = [f for f, cc in _families().items() if b.runs_on(cc)]
+    if families:
+        fixes.append(f"pick a GPU family it runs on: {', '.join(families)}")
+    raise UsageError(
+        f"the {engine} engine cannot run on {inst.name}: its {inst.gpu_count}x "
+        f"{inst.gpu_model} GPU(s) are {inst.gpu_architecture} (compute capability "
+        f"{inst.compute_capability}), and {b.framework} has kernels for {b.kernels} only",
+        " or ".join(fixes) + ".",
+    )
+
+
+def _families() -> dict[str, str]:
+    """Current instance families and their GPUs' compute capability, in catalog order."""
+    out: dict[str, str] = {}
+    for inst in all_instances().values():
+        if not inst.retired:
+            out.setdefault(inst.family, inst.compute_capability)
+    return out

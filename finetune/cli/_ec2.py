@@ -26,6 +26,17 @@ def ec2_resources(instance: str | None, count: int, spot: bool):
     )
 
 
+def with_runtime(plan):
+    """The plan recording the AMI the engine will run on; refused (UsageError) when the engine
+    cannot run on the instance's GPUs, as the launch itself would be."""
+    from finetune.backends.ec2 import ami
+    from finetune.catalog import instances
+
+    inst = instances.get(plan.resources.instance_type)
+    instances.check_engine(plan.hyperparameters.engine, inst)
+    return plan.with_runtime(ami.runtime(plan.hyperparameters.engine, inst.cpu_architecture))
+
+
 def ec2_backend(
     *,
     ami: str | None,

@@ -22,7 +22,7 @@ def build_plan(recipe, dataset, resources, overrides, options):
     from finetune.backends.sagemaker.launch import build_plan as sm_build_plan
 
     region = configured_region(options.region)
-    return sm_build_plan(recipe, dataset, resources, overrides, region)
+    return sm_build_plan(recipe, dataset, resources, overrides, region, options.image)
 
 
 def job_options(

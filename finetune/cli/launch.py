@@ -151,6 +151,9 @@ def launch(
         from finetune.backends.sagemaker.launch import with_estimate
 
         plan = with_estimate(plan, configured_region(None) or "us-east-1", "ec2")
+        from finetune.cli._ec2 import with_runtime
+
+        plan = with_runtime(plan)
     if dry_run:
         echo_json(plan.model_dump(mode="json")) if as_json else print_plan(plan)
         if backend == "sagemaker" and not as_json:

@@ -28,6 +28,7 @@ from finetune.errors import ConfigError, DataError, did_you_mean
 from finetune.hparams import TrainHyperparameters
 
 ROOT_ENV = "FINETUNE_ML_ROOT"
+TOOLKIT_PREFIX = "sagemaker_"  # SageMaker training toolkit hyperparameters
 DEFAULT_ROOT = Path("/opt/ml")
 REQUIRED_CHANNELS = ("train", "validation")
 OPTIONAL_CHANNELS = ("pretrained",)  # weight files, for runs without internet access
@@ -101,7 +102,10 @@ class TrainJob:
 
 def load_job(layout: Layout) -> TrainJob:
     """Read the four config files; ConfigError/DataError say which file and what to fix."""
-    hparams = TrainHyperparameters.from_strings(_read_json(layout, "hyperparameters.json"))
+    raw = _read_json(layout, "hyperparameters.json")
+    # sagemaker_* keys are the training toolkit's own (sagemaker_program, ...): not ours to read
+    ours = {k: v for k, v in raw.items() if not k.startswith(TOOLKIT_PREFIX)}
+    hparams = TrainHyperparameters.from_strings(ours)
     channels = _channels(layout)
     current_host, hosts = _resources(layout)
     if len(hosts) != hparams.hosts:

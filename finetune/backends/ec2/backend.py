@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from finetune.backends.base import Capabilities, Status
+from finetune.backends.ec2 import ami as ec2_ami
 from finetune.backends.ec2 import cost as ec2_cost
 from finetune.backends.ec2 import hosts as ec2_hosts
 from finetune.backends.ec2 import infra as ec2_infra
@@ -63,8 +64,11 @@ class Ec2Backend:
         """One new attempt: AMI, subnets and groups, the run's role, then RunInstances."""
         opts, region = state.options, state.region
         ec2 = self._clients("ec2", region)
-        arch = ec2_prepare.preflight(_plan(run), opts)
-        ami, root = ec2_infra.resolve_ami(self._clients("ssm", region), ec2, arch, opts.ami)
+        plan = _plan(run)
+        arch = ec2_prepare.preflight(plan, opts)
+        engine = plan.hyperparameters.engine
+        image = ec2_ami.resolve(self._clients("ssm", region), ec2, arch, engine, opts.ami)
+        ami, root = image.ami_id, image.root_device
         subnets = ec2_relaunch.subnet_order(
             ec2_infra.subnets(ec2, opts.subnets, opts.azs), prefer_subnet
         )
@@ -79,6 +83,9 @@ class Ec2Backend:
         quotes = {c: ec2_cost.hourly_price(c.instance_type, region, c.spot, ec2) for c in choices}
         cap = ec2_cost.runtime_cap(state, ec2_cost.dearest(quotes, count))
         base = ec2_launch.base_spec(run.id, state, choices[0], ami, root, cap, count)
+        if engine == "torch":  # the wheel goes to the run's prefix; the AMI's python installs it
+            wheel = ec2_ami.upload_wheel(self._clients("s3", region), state.bucket, state.prefix)
+            base = replace(base, engine=engine, wheel_uri=wheel, python=image.python)
         launched = ec2_launch.launch(ec2, base, choices, subnets, groups)
         spec, inst = launched.spec, launched.instance
         ids = [i["InstanceId"] for i in launched.instances]
@@ -112,6 +119,14 @@ class Ec2Backend:
         state.attempts.append(record)
         state.tried = launched.tried
         state.save(run.run_dir)
+        self._event(
+            run,
+            "image",
+            f"attempt {spec.attempt}: {engine} on {ami} "
+            f"({image.name or 'name unknown'}; from {image.source})",
+        )
+        recorded = plan.with_runtime({**ec2_ami.runtime(engine, arch), **image.record()})
+        self._record(run, plan=recorded.model_dump(mode="json"))
         return record
 
     # -- status ---------------------------------------------------------------------------

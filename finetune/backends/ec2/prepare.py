@@ -23,6 +23,9 @@ def preflight(plan, options: Ec2Options) -> str:
 
     res = plan.resources
     inst = instances.get(res.instance_type)
+    instances.check_engine(
+        plan.hyperparameters.engine, inst
+    )  # e.g. MXNet on Hopper: before any AWS call
     for name in options.fallback_instances:
         instances.get(name)  # an unknown fallback type fails now, not after an interruption
     if options.max_runtime_s < 600:
@@ -33,7 +36,8 @@ def preflight(plan, options: Ec2Options) -> str:
     if options.max_eur is not None and options.max_eur <= 0:
         raise UsageError("--max-eur must be positive", "pass e.g. --max-eur 5.")
     bucket()
-    image(options)
+    if plan.hyperparameters.engine != "torch":  # torch runs on AWS's PyTorch AMI: no image
+        image(options)
     return inst.cpu_architecture or "x86_64"
 
 
@@ -53,9 +57,10 @@ def image(options: Ec2Options) -> str:
     found = options.image or next((os.environ[e] for e in IMAGE_ENVS if os.environ.get(e)), None)
     if not found:
         raise ConfigError(
-            "no training image is configured for the ec2 backend",
-            "push the image (Dockerfile) to ECR and set FINETUNE_IMAGE to its URI, e.g. "
-            "123456789012.dkr.ecr.eu-west-1.amazonaws.com/finetune:latest.",
+            "the MXNet engine needs our training image, and none is configured for the ec2 backend",
+            "run `finetune image push` (it builds the Dockerfile and pushes it to ECR) and set "
+            "FINETUNE_IMAGE to its URI, e.g. 123456789012.dkr.ecr.eu-west-1.amazonaws.com/"
+            "finetune:latest; or use the PyTorch engine (engine=torch), which needs no image.",
         )
     return found
 
@@ -98,7 +103,7 @@ def new_state(plan, run, options: Ec2Options, clients) -> Ec2State:
         bucket=name,
         prefix=prefix,
         dataset_uri=dataset_uri,
-        image=image(options),
+        image=image(options) if plan.hyperparameters.engine != "torch" else "",
         owner=ec2_infra.owner(clients("sts", region)),
         options=options,
     )

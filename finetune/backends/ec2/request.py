@@ -24,7 +24,11 @@ ATTEMPT_TAG = "finetune:attempt"
 OWNER_TAG = "finetune:owner"
 HOST_TAG = "finetune:host"  # algo-K, K = 1 + the instance's AmiLaunchIndex (multi-host runs)
 DEADMAN_MARGIN_S = 15 * 60  # start-up, image pull and the final upload on top of the runtime
-TEMPLATE = "userdata.sh.tmpl"
+TEMPLATE = "userdata.sh.tmpl"  # values, dead-man switch, helpers; then the engine's body:
+BODIES = {
+    "mxnet": "userdata-docker.sh.tmpl",  # our image (Dockerfile) on the Deep Learning Base AMI
+    "torch": "userdata-dlami.sh.tmpl",  # our wheel into the PyTorch Deep Learning AMI's env
+}
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,9 @@ class LaunchSpec:
     upload_interval_s: int = 30
     volume_gib: int = 100
     count: int = 1  # instances of this attempt (one RunInstances, all or nothing)
+    engine: str = "mxnet"  # picks the user data's body (BODIES)
+    wheel_uri: str = ""  # torch: our wheel in the run's S3 prefix
+    python: str = ""  # torch: the AMI's PyTorch interpreter (finetune.backends.ec2.ami)
 
     @property
     def deadman_s(self) -> int:
@@ -71,8 +78,14 @@ def render_user_data(spec: LaunchSpec) -> str:
         "HOSTS": str(spec.count),
         # several hosts: the parameter-server ports must be reachable from the other hosts
         "NETWORK": "host" if spec.count > 1 else "bridge",
+        "WHEEL_URI": spec.wheel_uri,
+        "PYTHON": spec.python,
     }
-    text = resources.files("finetune.backends.ec2").joinpath(TEMPLATE).read_text(encoding="utf-8")
+    folder = resources.files("finetune.backends.ec2")
+    text = "".join(
+        folder.joinpath(name).read_text(encoding="utf-8")
+        for name in (TEMPLATE, BODIES[spec.engine])
+    )
     out = re.sub(r"\{\{([A-Z_]+)\}\}", lambda m: shlex.quote(values[m[1]]), text)
     if len(out.encode()) > 16 * 1024:  # EC2's limit for user data (before base64)
         raise ValueError("the rendered user data exceeds EC2's 16 KiB limit")

@@ -47,13 +47,19 @@ class SageMakerBackend:
     # -- submit ---------------------------------------------------------------------------
     def submit(self, plan, run) -> str:
         """Check, upload, create the job; returns its ARN. Nothing is spent before the end."""
+        from finetune.catalog import instances
+
+        # an engine the GPUs cannot run (MXNet on Hopper): refused before any AWS call
+        instances.check_engine(plan.hyperparameters.engine, plan.resources.instance_type)
         opts = sub.options_for(self.options, run)
         preflight.raise_if(sub.missing_settings(opts))
         aws = self._aws(opts.region)
         opts = sub.with_defaults(replace(opts, region=aws.region), plan, aws)
         name = rq.job_name(run.id, sub.next_attempt(run.backend_ref))
         upload, channels, size = sub.dataset_location(plan, opts.bucket)
-        request = rq.training_request(plan, run.id, name, channels, opts, size)
+        code = sub.source_dir(plan, opts, run.id)
+        toolkit = code.hyperparameters(aws.region, plan.resources.hosts) if code else None
+        request = rq.training_request(plan, run.id, name, channels, opts, size, toolkit)
         preflight.raise_if(preflight.check_request(request, aws.region))
         s3 = aws.client("s3")
         problems = preflight.check_bucket_region(s3, opts.bucket, aws.region)
@@ -62,6 +68,8 @@ class SageMakerBackend:
             self._upload(s3, upload)
         expected = {c: sub.expected_files(plan, c) for c in channels}
         preflight.raise_if(preflight.check_inputs(s3, channels, expected))
+        if code is not None:
+            code.upload(s3)
         sub.record(run, opts, request)
         return sub.create(aws, request)
 

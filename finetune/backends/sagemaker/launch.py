@@ -38,16 +38,43 @@ def resources(instance: str | None, count: int, spot: bool):
     )
 
 
-def build_plan(recipe, dataset: str | None, res, overrides, region: str | None = None):
-    """The plan, with a cost estimate when the region is known. ``dataset`` may be a prepared
-    folder or the s3:// prefix finetune uploaded it to (its manifest is read from there)."""
+def build_plan(
+    recipe, dataset: str | None, res, overrides, region: str | None = None, image: str | None = None
+):
+    """The plan, with its image (``image``: --image) and a cost estimate when the region is
+    known. ``dataset`` may be a prepared folder or the s3:// prefix finetune uploaded it to
+    (its manifest is read from there)."""
     from finetune import plan as pl
 
     if dataset and dataset.startswith("s3://"):
         plan = _plan_for_s3(recipe, dataset, res, overrides, region)
     else:
         plan = pl.build_plan(recipe, dataset, res, overrides)
-    return with_estimate(plan, region)
+    return with_estimate(with_runtime(plan, region, image), region)
+
+
+def with_runtime(plan, region: str | None, image: str | None = None):
+    """The plan recording the engine's image (AWS's PyTorch image is known offline, for a
+    region); refused when the engine cannot run on the instance's GPUs."""
+    from finetune.backends.sagemaker import images
+    from finetune.catalog import engines, instances
+
+    engine, instance = plan.hyperparameters.engine, plan.resources.instance_type
+    instances.check_engine(engine, instance)
+    if not image:
+        if engine == "torch" and region:
+            image = images.pytorch_image(region, instance)
+        elif engine == "torch":
+            image = f"pytorch-training:{engines.build('torch').version}-gpu-{images.PYTORCH_PY}"
+        else:
+            image = rq.default_image("ACCOUNT", region or "REGION", _version())
+    return plan.with_runtime(images.runtime(engine, image))
+
+
+def _version() -> str:
+    from finetune import __version__
+
+    return __version__
 
 
 def with_estimate(plan, region: str | None, backend: str = "sagemaker"):
@@ -86,7 +113,10 @@ def dry_run_lines(plan, opts: rq.JobOptions, region: str | None) -> list[str]:
     """The job request as `launch` would send it, with the unknowns named; raises a
     PreflightError for problems that would stop the launch whatever the settings."""
     from finetune import __version__, settings
+    from finetune.catalog import instances
 
+    engine = plan.hyperparameters.engine
+    instances.check_engine(engine, plan.resources.instance_type)
     conf = settings.get()
     opts = replace(
         opts,
@@ -95,6 +125,10 @@ def dry_run_lines(plan, opts: rq.JobOptions, region: str | None) -> list[str]:
         role_arn=opts.role_arn or conf.role_arn,
     )
     image = opts.image or rq.default_image("ACCOUNT", region or "REGION", __version__)
+    if engine == "torch" and not opts.image:  # AWS's image: known offline, account and all
+        from finetune.backends.sagemaker.images import pytorch_image
+
+        image = pytorch_image(region or "us-east-1", plan.resources.instance_type)
     checked = replace(
         opts,
         bucket=opts.bucket or "FINETUNE_BUCKET",
@@ -103,7 +137,11 @@ def dry_run_lines(plan, opts: rq.JobOptions, region: str | None) -> list[str]:
     )
     channels, size = _channels(plan, checked.bucket)
     name = rq.job_name(SAMPLE_RUN_ID)
-    req = rq.training_request(plan, SAMPLE_RUN_ID, name, channels, checked, size)
+    from finetune.backends.sagemaker.submit import source_dir
+
+    code = source_dir(plan, checked, SAMPLE_RUN_ID)
+    toolkit = code.hyperparameters(region or "REGION", plan.resources.hosts) if code else None
+    req = rq.training_request(plan, SAMPLE_RUN_ID, name, channels, checked, size, toolkit)
     preflight.raise_if(preflight.check_request(req, region))
     shown = {**req, "RoleArn": opts.role_arn or "(not set: FINETUNE_ROLE_ARN)"}
     shown["AlgorithmSpecification"] = {**req["AlgorithmSpecification"], "TrainingImage": image}

@@ -88,9 +88,16 @@ def volume_gb(dataset_bytes: int) -> int:
 
 
 def training_request(
-    plan, run_id: str, name: str, channels: dict[str, str], opts: JobOptions, dataset_bytes: int
+    plan,
+    run_id: str,
+    name: str,
+    channels: dict[str, str],
+    opts: JobOptions,
+    dataset_bytes: int,
+    toolkit: dict[str, str] | None = None,
 ) -> dict:
-    """The CreateTrainingJob request (API field names) for ``plan`` as job ``name``."""
+    """The CreateTrainingJob request (API field names) for ``plan`` as job ``name``;
+    ``toolkit``: the training toolkit's sagemaker_* hyperparameters (sourcedir.py)."""
     res = plan.resources
     req: dict = {
         "TrainingJobName": name,
@@ -101,7 +108,7 @@ def training_request(
             "MetricDefinitions": [{"Name": k, "Regex": v} for k, v in METRIC_REGEXES.items()],
             "EnableSageMakerMetricsTimeSeries": True,
         },
-        "HyperParameters": plan.hyperparameters.to_strings(),
+        "HyperParameters": {**plan.hyperparameters.to_strings(), **(toolkit or {})},
         "InputDataConfig": [_channel(c, uri) for c, uri in channels.items()],
         "OutputDataConfig": {"S3OutputPath": output_uri(opts.bucket)},
         "ResourceConfig": {
@@ -185,6 +192,7 @@ def summary_lines(req: dict, first: tuple[tuple[str, str], ...] = ()) -> list[st
     if "MaxWaitTimeInSeconds" in sc:
         rows.append(("max wait", _hours(sc["MaxWaitTimeInSeconds"])))
     rows += [(f"input {c['ChannelName']}", _uri(c)) for c in req["InputDataConfig"]]
+    rows += _toolkit_rows(req["HyperParameters"])
     rows += [
         ("output", req["OutputDataConfig"]["S3OutputPath"]),
         ("checkpoints", req["CheckpointConfig"]["S3Uri"]),
@@ -196,6 +204,20 @@ def summary_lines(req: dict, first: tuple[tuple[str, str], ...] = ()) -> list[st
     ]
     width = max(len(label) for label, _ in rows)
     return [f"{label:<{width}}  {value}" for label, value in rows]
+
+
+def _toolkit_rows(hp: dict[str, str]) -> list[tuple[str, str]]:
+    """The training toolkit's program and launcher, where the job has a source directory."""
+    if "sagemaker_program" not in hp:
+        return []
+    source = f"{_plain(hp['sagemaker_submit_directory'])} -> {_plain(hp['sagemaker_program'])}"
+    torchrun = hp.get("sagemaker_torch_distributed_enabled") == "true"
+    launcher = "torchrun on every host (toolkit torch_distributed)" if torchrun else "one process"
+    return [("source dir", source), ("launcher", launcher)]
+
+
+def _plain(value: str) -> str:
+    return value[1:-1] if value.startswith('"') and value.endswith('"') else value
 
 
 def _uri(channel: dict) -> str:

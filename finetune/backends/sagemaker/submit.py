@@ -50,11 +50,14 @@ def missing_settings(opts) -> list[Problem]:
 
 
 def with_defaults(opts, plan, aws: Aws):
-    """The default image (where `finetune image push` puts it) and a runtime --max-eur affords."""
-    from finetune import __version__
+    """The engine's default image (AWS's PyTorch image, or where `finetune image push` puts
+    ours) and a runtime --max-eur affords."""
+    from finetune.backends.sagemaker import images
 
     if not opts.image:
-        opts = replace(opts, image=rq.default_image(aws.account_id, aws.region, __version__))
+        engine, instance = plan.hyperparameters.engine, plan.resources.instance_type
+        image = images.default_image(engine, aws.region, instance, aws.account_id)
+        opts = replace(opts, image=image)
     if opts.max_eur is not None:
         opts = _fit_budget(opts, plan, aws.region)
     return opts
@@ -142,6 +145,15 @@ def check_image(aws: Aws, image: str) -> list[Problem]:
                 )
             ]
     return []
+
+
+def source_dir(plan, opts, run_id: str):
+    """The torch engine's source directory (None for mxnet, whose image holds our package)."""
+    if plan.hyperparameters.engine != "torch":
+        return None
+    from finetune.backends.sagemaker import sourcedir
+
+    return sourcedir.build(opts.bucket, run_id)
 
 
 def record(run, opts, request: dict) -> None:

@@ -1,0 +1,150 @@
+"""The torch engine on SageMaker without AWS: AWS's PyTorch image URI (sagemaker-core, offline),
+the toolkit hyperparameters in the request (valid for the API), and the source directory."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+
+import pytest
+
+from finetune.backends.sagemaker import images, sourcedir
+from finetune.backends.sagemaker import request as rq
+from finetune.errors import ConfigError
+from finetune.plan import Resources, build_plan
+
+ROLE = "arn:aws:iam::123456789012:role/finetune-sagemaker"
+CHANNELS = {"train": "s3://b/finetune/datasets/x/train/", "validation": "s3://b/d/validation/"}
+
+
+@pytest.mark.parametrize(
+    ("region", "instance", "expected"),
+    [
+        (
+            "eu-west-1",
+            "p5.48xlarge",
+            "763104351884.dkr.ecr.eu-west-1.amazonaws.com/pytorch-training:2.10.0-gpu-py313",
+        ),
+        (
+            "us-east-1",
+            "ml.g6e.xlarge",
+            "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.10.0-gpu-py313",
+        ),
+        (
+            "cn-north-1",
+            "p6-b200.48xlarge",
+            "727897471807.dkr.ecr.cn-north-1.amazonaws.com.cn/pytorch-training:2.10.0-gpu-py313",
+        ),
+    ],
+)
+def test_pytorch_image_per_region_and_instance(region, instance, expected):
+    assert images.pytorch_image(region, instance) == expected
+
+
+def test_unknown_region_says_what_to_do():
+    with pytest.raises(ConfigError) as err:
+        images.pytorch_image("xx-nowhere-1", "g5.xlarge")
+    assert "no PyTorch 2.10.0 training image" in str(err.value) and "To fix:" in str(err.value)
+
+
+def test_default_image_follows_the_engine():
+    torch = images.default_image("torch", "eu-west-1", "g5.xlarge", "123456789012")
+    assert "/pytorch-training:2.10.0-gpu-py313" in torch
+    ours = images.default_image("mxnet", "eu-west-1", "g5.xlarge", "123456789012")
+    assert ours == "123456789012.dkr.ecr.eu-west-1.amazonaws.com/finetune:0.1.0"
+    assert "finetune image push" in images.runtime("mxnet", ours)["needs"]
+
+
+def _torch_request(dataset, hosts: int):
+    res = Resources(
+        backend="sagemaker",
+        instance_type="g5.12xlarge",
+        hosts=hosts,
+        devices_per_host=4,
+        device="gpu",
+        spot=True,
+    )
+    plan = build_plan("smoke-resnet18-torch", dataset, res)
+    image = images.pytorch_image("eu-west-1", "g5.12xlarge")
+    opts = rq.JobOptions(region="eu-west-1", bucket="b", role_arn=ROLE, image=image)
+    code = sourcedir.build("b", "ft-1-a")
+    toolkit = code.hyperparameters("eu-west-1", hosts)
+    return rq.training_request(plan, "ft-1-a", "finetune-1-a", CHANNELS, opts, 2**30, toolkit)
+
+
+@pytest.mark.parametrize("hosts", [1, 2])
+def test_torch_request_is_valid_for_the_api(tiny_dataset, hosts):
+    import botocore.session
+    from botocore.validate import validate_parameters
+
+    from finetune.backends.sagemaker import preflight
+
+    req = _torch_request(tiny_dataset, hosts)
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    validate_parameters(req, model.operation_model("CreateTrainingJob").input_shape)
+    assert preflight.check_request(req, "eu-west-1") == []
+
+
+def test_toolkit_hyperparameters_and_the_multi_instance_launcher(tiny_dataset):
+    one = _torch_request(tiny_dataset, 1)["HyperParameters"]
+    assert one["sagemaker_program"] == '"finetune_entry.py"'  # JSON, as the SDK sends them
+    submit = json.loads(one["sagemaker_submit_directory"])
+    assert submit.startswith("s3://b/finetune/code/ft-1-a/sourcedir-")
+    assert submit.endswith(".tar.gz")
+    assert one["sagemaker_region"] == '"eu-west-1"'
+    assert "sagemaker_torch_distributed_enabled" not in one  # our entrypoint spawns torchrun
+    assert one["engine"] == "torch"
+    two = _torch_request(tiny_dataset, 2)["HyperParameters"]
+    assert two["sagemaker_torch_distributed_enabled"] == "true"
+    lines = rq.summary_lines(_torch_request(tiny_dataset, 2))
+    assert any("torchrun on every host" in line for line in lines)
+
+
+def test_source_dir_holds_package_requirements_and_program():
+    code = sourcedir.build("b", "ft-1-a")
+    assert sourcedir.build("b", "ft-1-a") == code  # reproducible: same code, same key
+    with tarfile.open(fileobj=io.BytesIO(code.data), mode="r:gz") as tar:
+        names = set(tar.getnames())
+        requirements = tar.extractfile("requirements.txt").read().decode().split()
+        program = tar.extractfile("finetune_entry.py").read().decode()
+    assert {"finetune/__init__.py", "finetune/train/entrypoint.py"} <= names
+    assert "finetune/catalog/instances.csv" in names  # package data travels too
+    assert "setup.py" not in names and "pyproject.toml" not in names  # a program, not a package
+    assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
+    assert any(r.startswith("pydantic<") for r in requirements)
+    assert not any(
+        r.split("<")[0].split(">")[0] in ("torch", "torchvision", "numpy") for r in requirements
+    )  # the image's torch stays
+    assert "finetune.train.entrypoint" in program
+
+
+def test_dry_run_shows_the_image_and_the_source_dir_and_refuses_mxnet_on_hopper(tiny_dataset):
+    from finetune.backends.sagemaker.launch import dry_run_lines
+    from finetune.errors import UsageError
+
+    def plan(recipe, instance):
+        res = Resources(
+            backend="sagemaker", instance_type=instance, devices_per_host=1, device="gpu"
+        )
+        return build_plan(recipe, tiny_dataset, res)
+
+    lines = dry_run_lines(plan("smoke-resnet18-torch", "p5.4xlarge"), rq.JobOptions(), "eu-west-1")
+    text = "\n".join(lines)
+    assert "eu-west-1.amazonaws.com/pytorch-training:2.10.0-gpu-py313" in text
+    assert "finetune_entry.py" in text and "one process" in text
+    with pytest.raises(UsageError, match=r"mxnet engine cannot run on p5\.4xlarge"):
+        dry_run_lines(plan("smoke-resnet18", "p5.4xlarge"), rq.JobOptions(), "eu-west-1")
+
+
+def test_the_plan_records_the_image_and_what_it_needs(tiny_dataset):
+    from finetune.backends.sagemaker.launch import build_plan as sm_plan
+
+    res = Resources(backend="sagemaker", instance_type="g6.xlarge", device="gpu")
+    torch = sm_plan("smoke-resnet18-torch", str(tiny_dataset), res, (), "eu-west-1")
+    assert torch.runtime["image"].endswith("/pytorch-training:2.10.0-gpu-py313")
+    [shown] = [line for line in torch.summary_lines() if line.startswith("runtime ")]
+    assert shown.endswith("torch on " + torch.runtime["image"])
+    mxnet = sm_plan("smoke-resnet18", str(tiny_dataset), res, (), "eu-west-1", "my/img:1")
+    assert mxnet.runtime["image"] == "my/img:1"
+    assert "finetune image push" in mxnet.runtime["needs"]
