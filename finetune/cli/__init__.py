@@ -41,6 +41,7 @@ def _register() -> None:
         image,
         infra,
         launch,
+        predict,
         prepare,
         prices,
         recipes,
@@ -54,6 +55,8 @@ def _register() -> None:
     app.add_typer(recipes.app, name="recipes")
     app.command("launch")(launch.launch)
     app.add_typer(runs.app, name="runs")
+    app.command("predict")(predict.predict)
+    app.command("export")(predict.export)
     app.command("cost-report")(cost_report.cost_report)
     app.add_typer(prices.app, name="prices")
     app.add_typer(infra.app, name="infra")

@@ -59,7 +59,26 @@ def info(message: str) -> None:
 
 
 def table(rows: list[tuple[str, ...]]) -> None:
-    """Print rows as aligned columns; the first row is the header."""
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        typer.echo("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    """Print rows as a table that fits the terminal; the first row is the header."""
+    rich_table([str(c) for c in rows[0]], [[str(c) for c in r] for r in rows[1:]])
+
+
+def rich_table(headers: list[str], rows: list[list[str]]) -> None:
+    """Print a table on stdout that fits the terminal's width (COLUMNS when not a terminal;
+    80 by default): headers wrap, wide tables split into blocks, numbers never break."""
+    from finetune.report.text import table_text
+
+    typer.echo(table_text(headers, rows))
+
+
+def check_format(fmt: str, choices: tuple[str, ...]) -> str:
+    """``fmt`` in lower case if it is one of ``choices``, else a UsageError."""
+    from finetune.errors import UsageError, did_you_mean
+
+    low = fmt.strip().lower()
+    if low not in choices:
+        raise UsageError(
+            f'unknown format "{fmt}".{did_you_mean(low, choices)}',
+            f"use one of {', '.join(choices)} (any case).",
+        )
+    return low
