@@ -70,6 +70,8 @@ def _isolated_dirs(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("FINETUNE_CACHE_DIR", str(base / "cache"))
     monkeypatch.setenv("MXNET_HOME", str(base / "mxnet"))
     monkeypatch.setenv("TORCH_HOME", str(base / "torch"))  # torch hub's weight cache
+    # onnxruntime otherwise keeps a telemetry SQLite file in ~/.cache open and locked
+    monkeypatch.setenv("ORT_DISABLE_TELEMETRY", "1")
     for var in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
         monkeypatch.delenv(var, raising=False)
     from finetune import settings

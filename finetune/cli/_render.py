@@ -79,6 +79,6 @@ def check_format(fmt: str, choices: tuple[str, ...]) -> str:
     if low not in choices:
         raise UsageError(
             f'unknown format "{fmt}".{did_you_mean(low, choices)}',
-            f"use one of {', '.join(choices)} (any case).",
+            f"use {', '.join(choices[:-1])} or {choices[-1]} (any case).",
         )
     return low

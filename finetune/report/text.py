@@ -18,6 +18,8 @@ __all__ = [
     "number",
     "percent",
     "table_text",
+    "terminal_width",
+    "wrap_text",
 ]
 
 NA = "-"
@@ -50,6 +52,14 @@ def table_text(headers: list[str], rows: list[list[str]], width: int | None = No
                      [widths[i] for i in b], [numeric[i] for i in b], width)
              for b in blocks]  # fmt: skip
     return "\n\n".join(parts)
+
+
+def wrap_text(text: str, width: int | None = None) -> str:
+    """A paragraph wrapped at spaces to ``width`` (default: the terminal's)."""
+    import textwrap
+
+    width = width or terminal_width()
+    return textwrap.fill(text, width, break_long_words=False, break_on_hyphens=False)
 
 
 def _blocks(widths: list[int], width: int) -> list[list[int]]:

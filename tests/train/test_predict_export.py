@@ -100,10 +100,7 @@ def test_predict_reproduces_the_recorded_validation_accuracy(trained, tiny_datas
     assert top[0]["label"] == recorded[3] and sum(t["probability"] for t in top) == pytest.approx(1)
 
 
-def test_export_gives_predicts_top1(trained, tiny_dataset, tmp_path, monkeypatch):
-    # onnxruntime keeps a telemetry SQLite database in ~/.cache open (and locked) for the
-    # life of the process unless told not to
-    monkeypatch.setenv("ORT_DISABLE_TELEMETRY", "1")
+def test_export_gives_predicts_top1(trained, tiny_dataset, tmp_path):
     engine, run_dir = trained
     run_id = _ledger_run(run_dir, engine)
     _val_images(tiny_dataset, tmp_path / "val")
