@@ -84,6 +84,20 @@ def test_summary_lines_show_the_derived_values(tiny_dataset):
         assert expected in text, expected
 
 
+@pytest.mark.parametrize("width", [80, 120])
+def test_summary_lines_fit_the_terminal(tiny_dataset, width):
+    long = "0.42 EUR on-demand for 2 epochs of 2 steps " * 6
+    plan = build_plan("smoke-resnet18", tiny_dataset).with_estimate({"summary": [long.strip()]})
+    lines = plan.summary_lines(width)
+    assert all(len(line) <= width for line in lines if str(tiny_dataset) not in line)
+    start = next(i for i, line in enumerate(lines) if line.startswith("estimate"))
+    pad = lines[start].index("0.42")
+    wrapped = lines[start:]  # the estimate comes last
+    assert len(wrapped) > 1
+    assert " ".join(w[pad:] for w in wrapped).split() == long.split()  # words whole, in order
+    assert all(w[:pad].isspace() for w in wrapped[1:])  # continuation lines under the value
+
+
 def test_dataset_name_resolves_under_the_data_dir(tiny_dataset, tmp_path):
     from finetune import settings
 
