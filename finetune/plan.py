@@ -323,6 +323,7 @@ def hyperparameters(
         # top-k with k >= classes is always 100 %: report it only when it means something
         top_k=t.top_k if t.top_k < dataset.num_classes else 0,
         checkpoint_interval_s=t.checkpoint_interval_s,
+        keep_checkpoints=t.keep_checkpoints,
         max_batches_per_epoch=t.max_batches_per_epoch,
         data_path=d.path,
         loader_workers=d.loader_workers,

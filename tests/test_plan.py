@@ -49,6 +49,13 @@ def test_scaled_plan_with_warmup_in_steps(tiny_dataset):
 
 def test_hyperparameters_round_trip_through_strings(tiny_dataset):
     plan = build_plan("smoke-resnet18", tiny_dataset, overrides=["kind=cosine", "warmup_epochs=1"])
+    assert plan.hyperparameters.keep_checkpoints == 2  # the default
+    assert (
+        build_plan(
+            "smoke-resnet18", tiny_dataset, overrides=["keep_checkpoints=5"]
+        ).hyperparameters.keep_checkpoints
+        == 5
+    )
     strings = plan.hyperparameters.to_strings()
     assert all(isinstance(v, str) for v in strings.values()) and len(strings) <= 100
     assert TrainHyperparameters.from_strings(strings) == plan.hyperparameters

@@ -104,7 +104,7 @@ def fit(job: TrainJob, session: Session, stop: StopRequest | None = None) -> Fit
     stop = StopRequest() if stop is None else stop  # (not `or`: an unset request is falsy)
     files = session.files
     hp, note = rescale(job.hparams, session.devices, session.workers)
-    checkpoints = CheckpointDir(job.checkpoint_dir)
+    checkpoints = CheckpointDir(job.checkpoint_dir, keep=hp.keep_checkpoints)
     resume = checkpoints.latest()
     if resume is not None:
         resume.check_fits(hp.model, hp.num_classes)

@@ -40,7 +40,7 @@ def trained(request, tmp_path_factory, tiny_dataset):
     from finetune.train.engines import fit
 
     run_dir = tmp_path_factory.mktemp(f"run-{engine}")
-    hp = hparams(epochs=2, max_batches_per_epoch=6, **ENGINES[engine])
+    hp = hparams(epochs=2, max_batches_per_epoch=6, keep_checkpoints=1, **ENGINES[engine])
     root = make_tree(run_dir / "ml", tiny_dataset, hp, checkpoint_local_path=None)
     assert fit(load_job(Layout(root))).stopped_by is None
     return engine, run_dir
@@ -91,6 +91,11 @@ def test_predict_reproduces_the_recorded_validation_accuracy(trained, tiny_datas
     assert top1 == recorded  # image by image, not just the total
     hits = sum(p == t for p, t in zip(top1, labels, strict=True))
     assert (hits, len(labels)) == (round(report["accuracy"] * report["count"]), report["count"])
+
+    # keep_checkpoints=1: the newest checkpoint stays, and the best one (the model's weights)
+    folder = run_dir / "ml" / "checkpoints"
+    kept = {p.name for p in folder.glob("ckpt-*")}
+    assert kept == {"ckpt-000002", (folder / "BEST").read_text().strip()}
 
     one = str(tmp_path / "val" / "0003.jpg")
     args = ["predict", run_id, one, "--format", "json", "--top-k", "99"]
