@@ -44,7 +44,24 @@ def get() -> Settings:
 
 def dataset_path(name_or_path: str) -> Path:
     """A prepared dataset given as a folder path, or as a name under the data directory."""
+    return resolve_dataset(name_or_path)[0]
+
+
+def resolve_dataset(name_or_path: str) -> tuple[Path, str | None]:
+    """(folder, note). A bare name means the prepared dataset of that name first, even when
+    a folder of the same name sits in the current directory (the images `prepare` read,
+    typically); the note says so when both exist. A path (with a slash, ./, ~) is taken as
+    it is."""
     p = Path(name_or_path).expanduser()
-    if p.exists() or "/" in name_or_path or name_or_path.startswith("."):
-        return p
-    return get().datasets_dir / name_or_path
+    if "/" in name_or_path or name_or_path.startswith((".", "~")) or p.is_absolute():
+        return p, None
+    prepared = get().datasets_dir / name_or_path
+    if prepared.is_dir():
+        note = None
+        if p.exists():
+            note = (
+                f"using the prepared dataset {prepared}, not the folder ./{name_or_path} "
+                f"(write ./{name_or_path} to use that one)"
+            )
+        return prepared, note
+    return (p if p.exists() else prepared), None
