@@ -105,11 +105,13 @@ def test_summary_lines_fit_the_terminal(tiny_dataset, width):
     assert all(w[:pad].isspace() for w in wrapped[1:])  # continuation lines under the value
 
 
-def test_dataset_name_resolves_under_the_data_dir(tiny_dataset, tmp_path):
+def test_dataset_name_resolves_under_the_data_dir(tiny_dataset, tmp_path, monkeypatch):
     from finetune import settings
 
     target = settings.get().datasets_dir / "shapes"
     shutil.copytree(tiny_dataset, target)
+    (tmp_path / "shapes").mkdir()  # a same-named folder here does not hide it
+    monkeypatch.chdir(tmp_path)
     plan = build_plan("smoke-resnet18", overrides=["data.dataset=shapes"])
     assert plan.dataset.path == str(target.resolve())
 
