@@ -1,4 +1,8 @@
-"""Operator settings: where data lives and which AWS account to use. Env vars FINETUNE_*."""
+"""Operator settings: where data lives and which AWS account to use.
+
+From the environment (FINETUNE_*), then the user's config file (finetune.config: `finetune
+config set KEY VALUE`), then the defaults below.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 
 def _user_dir(kind: str) -> Path:
@@ -16,8 +20,20 @@ def _user_dir(kind: str) -> Path:
     return Path(fn("finetune", appauthor=False))
 
 
+class _ConfigFile(PydanticBaseSettingsSource):
+    """The config file's values (finetune.config), below the environment variables."""
+
+    def get_field_value(self, field, field_name):  # the whole file is read in __call__
+        return None, field_name, False
+
+    def __call__(self) -> dict:
+        from finetune import config
+
+        return {k: v for k, v in config.read().items() if k in self.settings_cls.model_fields}
+
+
 class Settings(BaseSettings):
-    """Read once from the environment (FINETUNE_DATA_DIR, FINETUNE_REGION, ...)."""
+    """Read once: FINETUNE_DATA_DIR, FINETUNE_REGION, ... over the config file's values."""
 
     model_config = SettingsConfigDict(env_prefix="FINETUNE_", extra="ignore")
 
@@ -27,6 +43,13 @@ class Settings(BaseSettings):
     region: str | None = None
     bucket: str | None = None
     role_arn: str | None = None
+
+    @classmethod
+    def settings_customise_sources(
+        cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings
+    ):
+        """Explicit values, then the environment, then the config file."""
+        return (init_settings, env_settings, _ConfigFile(settings_cls))
 
     @property
     def datasets_dir(self) -> Path:

@@ -36,6 +36,7 @@ def _register() -> None:
     """Commands in the order a user meets them: data, training, runs, money, AWS set-up."""
     from finetune.cli import (
         cleanup,
+        config,
         cost_report,
         demo,
         image,
@@ -59,6 +60,7 @@ def _register() -> None:
     app.command("export")(predict.export)
     app.command("cost-report")(cost_report.cost_report)
     app.add_typer(prices.app, name="prices")
+    app.add_typer(config.app, name="config")
     app.add_typer(infra.app, name="infra")
     app.add_typer(image.app, name="image")
     app.command("cleanup")(cleanup.cleanup)
