@@ -83,8 +83,17 @@ def _root(
         is_eager=True,
         help="Print the version and exit.",
     ),
+    quiet: bool = typer.Option(
+        False,
+        "--quiet",
+        "-q",
+        help="No live progress bars or per-epoch lines (results and errors still print).",
+    ),
 ) -> None:
     """Fine-tune pretrained ResNets on your own images, and know what it cost in euros."""
+    from finetune.cli._render import set_quiet
+
+    set_quiet(quiet)
 
 
 _register()

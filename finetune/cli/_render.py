@@ -9,6 +9,18 @@ from contextlib import contextmanager
 
 import typer
 
+_QUIET = {"on": False}  # `finetune --quiet`: no live progress, no per-epoch lines
+
+
+def set_quiet(value: bool) -> None:
+    _QUIET["on"] = value
+
+
+def is_quiet() -> bool:
+    """Whether `finetune --quiet` asked for results and errors only."""
+    return _QUIET["on"]
+
+
 _LABELS = {
     "download": "Downloading",
     "verify": "Verifying",
@@ -20,7 +32,7 @@ _LABELS = {
 @contextmanager
 def progress_bars(enabled: bool = True) -> Iterator[Callable[[str, int], Callable[[int], None]]]:
     """Yield ``start(stage, total) -> advance(n)``; bars go to stderr, and only on a terminal."""
-    if not enabled or not sys.stderr.isatty():
+    if not enabled or is_quiet() or not sys.stderr.isatty():
         yield lambda stage, total: lambda n: None
         return
     from rich.console import Console

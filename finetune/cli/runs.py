@@ -76,7 +76,10 @@ def logs(
     run_id: str = typer.Argument(..., help="Run id (or a unique prefix)."),
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing until the run ends."),
 ) -> None:
-    """Print the trainer's log of a run."""
+    """Print the trainer's log of a run. With --follow on a terminal, its progress lines
+    become a live bar per epoch (steps, images/s, loss, time left)."""
+    import sys
+
     from finetune.backends import get_backend
     from finetune.runs import service
     from finetune.runs.ledger import open_default
@@ -84,10 +87,34 @@ def logs(
     with open_default() as ledger:
         run = ledger.get(run_id)
         be = get_backend(run.backend)
-        if follow:
-            service.follow(run, be, ledger, lambda r, s, e, text: typer.echo(text, nl=False))
-        else:
+        if not follow:
             typer.echo(be.logs(run, 0)[0], nl=False)
+            return
+        if not sys.stderr.isatty():  # a pipe or a file gets the log as it is
+            service.follow(run, be, ledger, lambda r, s, e, text: typer.echo(text, nl=False))
+            return
+        _follow_with_bars(run, be, ledger)
+
+
+def _follow_with_bars(run, backend, ledger) -> None:
+    from finetune.cli._progress import EpochDisplay
+    from finetune.cli._render import is_quiet
+    from finetune.runs import service
+
+    display = EpochDisplay(run.plan.get("hyperparameters", {}).get("epochs"), quiet=is_quiet())
+
+    def on_update(r, status, epochs, text):
+        for e in epochs:
+            display.epoch_done(e.epoch)
+        for line in display.feed(text):
+            display.echo(line)
+
+    every = service.Follow(poll_seconds=getattr(backend, "poll_seconds", 1.0))
+    display.start()
+    try:
+        service.follow(run, backend, ledger, on_update, every)
+    finally:
+        display.stop()
 
 
 @app.command("stop")
