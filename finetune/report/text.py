@@ -44,6 +44,8 @@ def table_text(headers: list[str], rows: list[list[str]], width: int | None = No
     widths = [max(c, _cell_len(h)) for c, h in zip(cells, headers, strict=True)]
     if _total(widths) > width:  # headers may wrap at spaces; cells keep their width
         widths = [max(c, _longest_word(h)) for c, h in zip(cells, headers, strict=True)]
+    if _total(widths) > width:  # then text (not numbers) wraps at spaces
+        widths = _shrink_text(widths, headers, rows, numeric, width)
     blocks = [list(range(len(headers)))]
     if _total(widths) > width:
         widths = _cap_text(widths, numeric, width)
@@ -72,6 +74,23 @@ def _blocks(widths: list[int], width: int) -> list[list[int]]:
             current = [0]
         current.append(i)
     return [*blocks, current]
+
+
+def _shrink_text(widths, headers, rows, numeric, width: int) -> list[int]:
+    """Narrow the widest text columns (never the key column 0) down to their longest word
+    (at least 12) until the table fits or nothing more can give."""
+    widths = list(widths)
+    excess = _total(widths) - width
+    text = [i for i in range(1, len(widths)) if not numeric[i]]
+    for i in sorted(text, key=lambda i: -widths[i]):
+        words = [_longest_word(r[i]) for r in rows] + [_longest_word(headers[i]), 12]
+        cut = min(excess, widths[i] - max(words))
+        if cut > 0:
+            widths[i] -= cut
+            excess -= cut
+        if excess <= 0:
+            break
+    return widths
 
 
 def _cap_text(widths: list[int], numeric: list[bool], width: int) -> list[int]:
