@@ -66,6 +66,7 @@ class TrainHyperparameters(BaseModel):
     seed: int = 0
     top_k: int = Field(5, ge=0)  # also report top-k accuracy (0: off)
     checkpoint_interval_s: float = Field(600.0, gt=0)
+    keep_checkpoints: int = Field(2, ge=1)  # newest checkpoints kept (and the best one)
     warmup_batches: int = Field(5, ge=0)  # batches excluded from samples/s
     max_batches_per_epoch: int = Field(0, ge=0)  # 0: all; >0 for smoke runs and benchmarks
     # torch engine: where decoded images live (resident: decoded once, kept on the device;

@@ -12,6 +12,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 LOG_PREFIX = "finetune-metrics"
+PROGRESS_PREFIX = "finetune-progress"  # lines within an epoch, for live progress displays
 METRICS_FILE = "metrics.jsonl"  # in /opt/ml/output/data
 
 
@@ -41,6 +42,52 @@ class EpochMetrics(BaseModel):
         # the wall-clock time stays in metrics.jsonl: '%g' would print it as 1.8e+09
         fields = self.model_dump(exclude_none=True, exclude={"time"})
         return LOG_PREFIX + " " + " ".join(f"{k}={_fmt(v)}" for k, v in fields.items())
+
+
+class BatchProgress(BaseModel):
+    """Where an epoch stands, as the trainer logs it every few seconds:
+    'finetune-progress epoch=0 batch=12/50 step=12 lr=0.01 train_loss=2.07 images=96
+    seconds=4.1 images_per_sec=23.4' (this host's images; seconds of this epoch so far)."""
+
+    epoch: int
+    batch: int
+    steps: int
+    step: int = 0
+    lr: float = 0.0
+    train_loss: float | None = None
+    images: int = 0
+    seconds: float = 0.0
+    images_per_sec: float = 0.0
+
+    def log_line(self) -> str:
+        loss = "nan" if self.train_loss is None else f"{self.train_loss:.4f}"
+        return (
+            f"{PROGRESS_PREFIX} epoch={self.epoch} batch={self.batch}/{self.steps} "
+            f"step={self.step} lr={self.lr:.6g} train_loss={loss} images={self.images} "
+            f"seconds={self.seconds:.2f} images_per_sec={self.images_per_sec:.1f}"
+        )
+
+    @property
+    def eta_seconds(self) -> float | None:
+        """Seconds left in this epoch at its pace so far."""
+        if self.batch <= 0 or self.seconds <= 0:
+            return None
+        return self.seconds / self.batch * max(self.steps - self.batch, 0)
+
+
+def parse_progress(line: str) -> BatchProgress | None:
+    """The progress of a 'finetune-progress ...' log line (anywhere in it), else None."""
+    at = line.find(PROGRESS_PREFIX + " ")
+    if at < 0:
+        return None
+    fields = dict(f.split("=", 1) for f in line[at:].split()[1:] if "=" in f)
+    try:
+        batch, steps = fields.pop("batch").split("/")
+        loss = fields.pop("train_loss", "nan")
+        fields.update(batch=batch, steps=steps, train_loss=None if loss == "nan" else loss)
+        return BatchProgress.model_validate(fields)
+    except (KeyError, ValueError):
+        return None
 
 
 def _fmt(v) -> str:

@@ -133,13 +133,25 @@ class Plan(_Frozen):
         """The learning rate at every step, as the trainer will apply it."""
         return scaling.LrSchedule.from_hparams(self.hyperparameters, self.derived.steps_per_epoch)
 
-    def summary_lines(self) -> list[str]:
-        """What ``launch --dry-run`` prints: one aligned ``label  value`` line per fact."""
+    def summary_lines(self, width: int | None = None) -> list[str]:
+        """What ``launch --dry-run`` prints: aligned ``label  value`` lines, one fact each,
+        values wrapped at spaces to ``width`` columns (default: the terminal's); a path
+        longer than a line stays whole, so it can be copied."""
+        import textwrap
+
         from finetune.plan_summary import summary_rows
+        from finetune.report.text import terminal_width
 
         rows = summary_rows(self)
-        width = max(len(label) for label, _ in rows)
-        return [f"{label:<{width}}  {value}" for label, value in rows]
+        pad = max(len(label) for label, _ in rows) + 2
+        room = max((width or terminal_width()) - pad, 20)
+        out = []
+        for label, value in rows:
+            parts = textwrap.wrap(value, room, break_long_words=False, break_on_hyphens=False)
+            parts = parts or [""]
+            out.append(f"{label:<{pad}}{parts[0]}".rstrip())
+            out += [" " * pad + part for part in parts[1:]]
+        return out
 
 
 def build_plan(
@@ -317,6 +329,7 @@ def hyperparameters(
         # top-k with k >= classes is always 100 %: report it only when it means something
         top_k=t.top_k if t.top_k < dataset.num_classes else 0,
         checkpoint_interval_s=t.checkpoint_interval_s,
+        keep_checkpoints=t.keep_checkpoints,
         max_batches_per_epoch=t.max_batches_per_epoch,
         data_path=d.path,
         loader_workers=d.loader_workers,

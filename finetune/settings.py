@@ -1,4 +1,8 @@
-"""Operator settings: where data lives and which AWS account to use. Env vars FINETUNE_*."""
+"""Operator settings: where data lives and which AWS account to use.
+
+From the environment (FINETUNE_*), then the user's config file (finetune.config: `finetune
+config set KEY VALUE`), then the defaults below.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 
 def _user_dir(kind: str) -> Path:
@@ -16,8 +20,20 @@ def _user_dir(kind: str) -> Path:
     return Path(fn("finetune", appauthor=False))
 
 
+class _ConfigFile(PydanticBaseSettingsSource):
+    """The config file's values (finetune.config), below the environment variables."""
+
+    def get_field_value(self, field, field_name):  # the whole file is read in __call__
+        return None, field_name, False
+
+    def __call__(self) -> dict:
+        from finetune import config
+
+        return {k: v for k, v in config.read().items() if k in self.settings_cls.model_fields}
+
+
 class Settings(BaseSettings):
-    """Read once from the environment (FINETUNE_DATA_DIR, FINETUNE_REGION, ...)."""
+    """Read once: FINETUNE_DATA_DIR, FINETUNE_REGION, ... over the config file's values."""
 
     model_config = SettingsConfigDict(env_prefix="FINETUNE_", extra="ignore")
 
@@ -27,6 +43,13 @@ class Settings(BaseSettings):
     region: str | None = None
     bucket: str | None = None
     role_arn: str | None = None
+
+    @classmethod
+    def settings_customise_sources(
+        cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings
+    ):
+        """Explicit values, then the environment, then the config file."""
+        return (init_settings, env_settings, _ConfigFile(settings_cls))
 
     @property
     def datasets_dir(self) -> Path:
@@ -44,7 +67,24 @@ def get() -> Settings:
 
 def dataset_path(name_or_path: str) -> Path:
     """A prepared dataset given as a folder path, or as a name under the data directory."""
+    return resolve_dataset(name_or_path)[0]
+
+
+def resolve_dataset(name_or_path: str) -> tuple[Path, str | None]:
+    """(folder, note). A bare name means the prepared dataset of that name first, even when
+    a folder of the same name sits in the current directory (the images `prepare` read,
+    typically); the note says so when both exist. A path (with a slash, ./, ~) is taken as
+    it is."""
     p = Path(name_or_path).expanduser()
-    if p.exists() or "/" in name_or_path or name_or_path.startswith("."):
-        return p
-    return get().datasets_dir / name_or_path
+    if "/" in name_or_path or name_or_path.startswith((".", "~")) or p.is_absolute():
+        return p, None
+    prepared = get().datasets_dir / name_or_path
+    if prepared.is_dir():
+        note = None
+        if p.exists():
+            note = (
+                f"using the prepared dataset {prepared}, not the folder ./{name_or_path} "
+                f"(write ./{name_or_path} to use that one)"
+            )
+        return prepared, note
+    return (p if p.exists() else prepared), None

@@ -64,12 +64,16 @@ def _locks_held_by(pids: set[int]) -> list[str]:
 
 @pytest.fixture(autouse=True)
 def _isolated_dirs(tmp_path_factory, monkeypatch):
-    """Every test gets its own FINETUNE_DATA_DIR/CACHE_DIR and MXNET_HOME; no network."""
+    """Every test gets its own FINETUNE_DATA_DIR/CACHE_DIR/CONFIG and MXNET_HOME; no
+    network."""
     base = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("FINETUNE_DATA_DIR", str(base / "data"))
     monkeypatch.setenv("FINETUNE_CACHE_DIR", str(base / "cache"))
+    monkeypatch.setenv("FINETUNE_CONFIG", str(base / "config.toml"))  # never the user's file
     monkeypatch.setenv("MXNET_HOME", str(base / "mxnet"))
     monkeypatch.setenv("TORCH_HOME", str(base / "torch"))  # torch hub's weight cache
+    # onnxruntime otherwise keeps a telemetry SQLite file in ~/.cache open and locked
+    monkeypatch.setenv("ORT_DISABLE_TELEMETRY", "1")
     for var in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
         monkeypatch.delenv(var, raising=False)
     from finetune import settings

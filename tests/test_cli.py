@@ -107,3 +107,28 @@ def test_test_io_reads_the_dataset(tiny_dataset):
     assert res.exit_code == 0, res.output
     r = json.loads(res.output[res.output.index("{") :])
     assert r["images"] >= 8 * 7 and r["images_per_second"] > 0
+
+
+def test_test_io_prefers_the_prepared_dataset_and_fits_small_sets(
+    tiny_dataset, tmp_path, monkeypatch
+):
+    import os
+    import shutil
+
+    from finetune import settings
+
+    shutil.copytree(tiny_dataset, settings.get().datasets_dir / "shapes")
+    (tmp_path / "shapes").mkdir()  # the images a user prepared from, in the current folder
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(app, ["test-io", "shapes", "--split", "val", "--data-shape", "32"])
+    assert res.exit_code == 0, res.output
+    assert f"using the prepared dataset {settings.get().datasets_dir / 'shapes'}" in res.output
+    assert "batch 16 (not 32: the split is small)" in res.output  # 48 images: 2 warm-up + 1
+    res = CliRunner().invoke(app, ["test-io", "shapes", "--json", "--data-shape", "32"])
+    r = json.loads(res.stdout)
+    assert (r["batch_size"], r["asked_batch_size"]) == (26, 32)  # 80 train images
+    # MXNet decodes with at most max(cores / 2 - 1, 1) threads whatever it is asked for
+    assert r["asked_threads"] == os.cpu_count()
+    assert r["threads"] == min(r["asked_threads"], max(os.cpu_count() // 2 - 1, 1))
+    missing = CliRunner().invoke(app, ["test-io", "./shapes"])  # a path means the folder
+    assert missing.exit_code == 3 and "not a prepared dataset" in missing.output

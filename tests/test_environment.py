@@ -13,7 +13,19 @@ import pytest
 
 @pytest.mark.parametrize(
     "module",
-    ["mxnet", "torch", "torchvision", "boto3", "moto", "matplotlib", "sagemaker.core", "cfnlint"],
+    [
+        "mxnet",
+        "torch",
+        "torchvision",
+        "onnx",
+        "onnxscript",
+        "onnxruntime",
+        "boto3",
+        "moto",
+        "matplotlib",
+        "sagemaker.core",
+        "cfnlint",
+    ],
 )
 def test_module_is_installed(module):
     importlib.import_module(module)

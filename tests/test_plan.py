@@ -49,6 +49,13 @@ def test_scaled_plan_with_warmup_in_steps(tiny_dataset):
 
 def test_hyperparameters_round_trip_through_strings(tiny_dataset):
     plan = build_plan("smoke-resnet18", tiny_dataset, overrides=["kind=cosine", "warmup_epochs=1"])
+    assert plan.hyperparameters.keep_checkpoints == 2  # the default
+    assert (
+        build_plan(
+            "smoke-resnet18", tiny_dataset, overrides=["keep_checkpoints=5"]
+        ).hyperparameters.keep_checkpoints
+        == 5
+    )
     strings = plan.hyperparameters.to_strings()
     assert all(isinstance(v, str) for v in strings.values()) and len(strings) <= 100
     assert TrainHyperparameters.from_strings(strings) == plan.hyperparameters
@@ -84,11 +91,27 @@ def test_summary_lines_show_the_derived_values(tiny_dataset):
         assert expected in text, expected
 
 
-def test_dataset_name_resolves_under_the_data_dir(tiny_dataset, tmp_path):
+@pytest.mark.parametrize("width", [80, 120])
+def test_summary_lines_fit_the_terminal(tiny_dataset, width):
+    long = "0.42 EUR on-demand for 2 epochs of 2 steps " * 6
+    plan = build_plan("smoke-resnet18", tiny_dataset).with_estimate({"summary": [long.strip()]})
+    lines = plan.summary_lines(width)
+    assert all(len(line) <= width for line in lines if str(tiny_dataset) not in line)
+    start = next(i for i, line in enumerate(lines) if line.startswith("estimate"))
+    pad = lines[start].index("0.42")
+    wrapped = lines[start:]  # the estimate comes last
+    assert len(wrapped) > 1
+    assert " ".join(w[pad:] for w in wrapped).split() == long.split()  # words whole, in order
+    assert all(w[:pad].isspace() for w in wrapped[1:])  # continuation lines under the value
+
+
+def test_dataset_name_resolves_under_the_data_dir(tiny_dataset, tmp_path, monkeypatch):
     from finetune import settings
 
     target = settings.get().datasets_dir / "shapes"
     shutil.copytree(tiny_dataset, target)
+    (tmp_path / "shapes").mkdir()  # a same-named folder here does not hide it
+    monkeypatch.chdir(tmp_path)
     plan = build_plan("smoke-resnet18", overrides=["data.dataset=shapes"])
     assert plan.dataset.path == str(target.resolve())
 

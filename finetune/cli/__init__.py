@@ -36,11 +36,13 @@ def _register() -> None:
     """Commands in the order a user meets them: data, training, runs, money, AWS set-up."""
     from finetune.cli import (
         cleanup,
+        config,
         cost_report,
         demo,
         image,
         infra,
         launch,
+        predict,
         prepare,
         prices,
         recipes,
@@ -54,8 +56,11 @@ def _register() -> None:
     app.add_typer(recipes.app, name="recipes")
     app.command("launch")(launch.launch)
     app.add_typer(runs.app, name="runs")
+    app.command("predict")(predict.predict)
+    app.command("export")(predict.export)
     app.command("cost-report")(cost_report.cost_report)
     app.add_typer(prices.app, name="prices")
+    app.add_typer(config.app, name="config")
     app.add_typer(infra.app, name="infra")
     app.add_typer(image.app, name="image")
     app.command("cleanup")(cleanup.cleanup)
@@ -78,8 +83,17 @@ def _root(
         is_eager=True,
         help="Print the version and exit.",
     ),
+    quiet: bool = typer.Option(
+        False,
+        "--quiet",
+        "-q",
+        help="No live progress bars or per-epoch lines (results and errors still print).",
+    ),
 ) -> None:
     """Fine-tune pretrained ResNets on your own images, and know what it cost in euros."""
+    from finetune.cli._render import set_quiet
+
+    set_quiet(quiet)
 
 
 _register()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager
 
 import typer
 
@@ -22,7 +23,10 @@ def epoch_line(e) -> str:
 
 
 def follow_run(run, backend, ledger, detach: bool, as_json: bool) -> None:
-    """Follow until the run ends (or return at once with --detach), then summarise."""
+    """Follow until the run ends (or return at once with --detach), then summarise: a live
+    bar per epoch on a terminal, plain lines otherwise, none with `finetune --quiet`."""
+    from finetune.cli._progress import EpochDisplay
+    from finetune.cli._render import is_quiet
     from finetune.runs import service
 
     if detach:
@@ -30,21 +34,26 @@ def follow_run(run, backend, ledger, detach: bool, as_json: bool) -> None:
         return
     shown = {"epochs": 0}
     total = run.plan["hyperparameters"]["epochs"]
+    display = EpochDisplay(total, quiet=is_quiet())
 
     def on_update(run, status, epochs, text):
+        rest = display.feed(text or "")
         for e in epochs[shown["epochs"] :]:
-            typer.echo(f"{epoch_line(e)}  [{e.epoch + 1}/{total}]", err=True)
+            display.epoch_done(e.epoch)
+            if not display.quiet:
+                display.echo(f"{epoch_line(e)}  [{e.epoch + 1}/{total}]")
         shown["epochs"] = max(shown["epochs"], len(epochs))
         if status.detail and status.detail != shown.get("detail"):  # e.g. EC2 img/s, relaunch
-            typer.echo(f"  {status.state}: {status.detail}", err=True)
+            display.echo(f"  {status.state}: {status.detail}")
             shown["detail"] = status.detail
-        if text and getattr(backend, "stream_logs", False):  # e.g. SageMaker's CloudWatch log
-            _echo_log(text)
+        if rest and getattr(backend, "stream_logs", False) and not display.quiet:
+            _echo_log(rest, display.echo)  # e.g. SageMaker's CloudWatch log
 
     # a cloud backend polls a rate-limited API: it says how often (SageMaker: every 20 s)
     every = service.Follow(poll_seconds=getattr(backend, "poll_seconds", 1.0))
     try:
-        run = service.follow(run, backend, ledger, on_update, every)
+        with _showing(display):
+            run = service.follow(run, backend, ledger, on_update, every)
     except KeyboardInterrupt:
         if _ask_stop(run):
             backend.stop(run)
@@ -53,7 +62,8 @@ def follow_run(run, backend, ledger, detach: bool, as_json: bool) -> None:
                 f"`finetune launch --resume {run.id}`.",
                 err=True,
             )
-            run = service.follow(run, backend, ledger, on_update, every)
+            with _showing(display):
+                run = service.follow(run, backend, ledger, on_update, every)
         else:
             typer.echo(
                 f"Detached; {run.id} keeps running. Stop it with `finetune runs stop {run.id}`.",
@@ -63,13 +73,24 @@ def follow_run(run, backend, ledger, detach: bool, as_json: bool) -> None:
     _finish(run, ledger, as_json)
 
 
-def _echo_log(text: str) -> None:
-    """The trainer's log lines, indented; its metric lines are shown as epoch lines instead."""
+def _echo_log(lines: list[str], echo) -> None:
+    """The trainer's log lines, indented; its metric lines are shown as epoch lines instead
+    (and its progress lines as the bar)."""
     from finetune.metrics import LOG_PREFIX
 
-    for line in text.splitlines():
+    for line in lines:
         if LOG_PREFIX not in line:
-            typer.echo(f"  | {line}", err=True)
+            echo(f"  | {line}")
+
+
+@contextmanager
+def _showing(display):
+    """The live display while following; stopped before any question is asked."""
+    display.start()
+    try:
+        yield display
+    finally:
+        display.stop()
 
 
 def _ask_stop(run) -> bool:

@@ -9,6 +9,18 @@ from contextlib import contextmanager
 
 import typer
 
+_QUIET = {"on": False}  # `finetune --quiet`: no live progress, no per-epoch lines
+
+
+def set_quiet(value: bool) -> None:
+    _QUIET["on"] = value
+
+
+def is_quiet() -> bool:
+    """Whether `finetune --quiet` asked for results and errors only."""
+    return _QUIET["on"]
+
+
 _LABELS = {
     "download": "Downloading",
     "verify": "Verifying",
@@ -20,7 +32,7 @@ _LABELS = {
 @contextmanager
 def progress_bars(enabled: bool = True) -> Iterator[Callable[[str, int], Callable[[int], None]]]:
     """Yield ``start(stage, total) -> advance(n)``; bars go to stderr, and only on a terminal."""
-    if not enabled or not sys.stderr.isatty():
+    if not enabled or is_quiet() or not sys.stderr.isatty():
         yield lambda stage, total: lambda n: None
         return
     from rich.console import Console
@@ -59,7 +71,26 @@ def info(message: str) -> None:
 
 
 def table(rows: list[tuple[str, ...]]) -> None:
-    """Print rows as aligned columns; the first row is the header."""
-    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        typer.echo("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    """Print rows as a table that fits the terminal; the first row is the header."""
+    rich_table([str(c) for c in rows[0]], [[str(c) for c in r] for r in rows[1:]])
+
+
+def rich_table(headers: list[str], rows: list[list[str]]) -> None:
+    """Print a table on stdout that fits the terminal's width (COLUMNS when not a terminal;
+    80 by default): headers wrap, wide tables split into blocks, numbers never break."""
+    from finetune.report.text import table_text
+
+    typer.echo(table_text(headers, rows))
+
+
+def check_format(fmt: str, choices: tuple[str, ...]) -> str:
+    """``fmt`` in lower case if it is one of ``choices``, else a UsageError."""
+    from finetune.errors import UsageError, did_you_mean
+
+    low = fmt.strip().lower()
+    if low not in choices:
+        raise UsageError(
+            f'unknown format "{fmt}".{did_you_mean(low, choices)}',
+            f"use {', '.join(choices[:-1])} or {choices[-1]} (any case).",
+        )
+    return low

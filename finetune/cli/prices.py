@@ -39,7 +39,7 @@ def list_prices(
     from finetune.catalog.listing import list_offers
     from finetune.cli._render import info
 
-    _check_format(fmt)
+    fmt = _check_format(fmt)
     listing = list_offers(gpu, region or settings.get().region, backend, live_spot=spot)
     for warning in listing.warnings:
         info(f"Warning: {warning}")
@@ -68,13 +68,10 @@ def refresh(
     typer.echo(result.summary())
 
 
-def _check_format(fmt: str) -> None:
-    if fmt not in FORMATS:
-        from finetune.errors import UsageError, did_you_mean
+def _check_format(fmt: str) -> str:
+    from finetune.cli._render import check_format
 
-        raise UsageError(
-            f'Unknown format "{fmt}".{did_you_mean(fmt, FORMATS)}', "use table, json or csv."
-        )
+    return check_format(fmt, FORMATS)
 
 
 def _render(listing, fmt: str) -> str:
@@ -95,7 +92,7 @@ def _render(listing, fmt: str) -> str:
 
 
 def _table(listing, spot_note: str) -> str:
-    from finetune.report.text import table_text
+    from finetune.report.text import table_text, wrap_text
 
     sources = listing.sources()
     headers = ["instance", "GPUs", "GPU mem", "vCPUs", "RAM", "region", "backend"]
@@ -115,4 +112,4 @@ def _table(listing, spot_note: str) -> str:
     lines = [f"[{n}] {s}" for n, s in enumerate(sources, start=1)]
     lines.append(f"~ spot {spot_note}.")
     lines.append(f"EUR: {listing.rate.describe()}. Price cache: {listing.cache_age}.")
-    return table_text(headers, rows) + "\n\n" + "\n".join(lines)
+    return table_text(headers, rows) + "\n\n" + "\n".join(wrap_text(line) for line in lines)

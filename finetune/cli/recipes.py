@@ -18,7 +18,7 @@ _JSON = typer.Option(False, "--json", help="Print JSON instead of text.")
 @app.command("list")
 def list_recipes(as_json: bool = _JSON) -> None:
     """List the recipes reachable by name (./recipes first, then the bundled ones)."""
-    from finetune.cli._render import echo_json
+    from finetune.cli._render import echo_json, rich_table
     from finetune.recipes.loading import available, validate_many
 
     found = available()
@@ -40,9 +40,8 @@ def list_recipes(as_json: bool = _JSON) -> None:
     if as_json:
         echo_json(rows)
         return
-    for row in rows:
-        model = row["model"] or "?"
-        typer.echo(f"{row['name']:<24} {row['origin']:<8} {model:<24} {row['description']}")
+    cells = [[r["name"], r["origin"], r["model"] or "?", r["description"]] for r in rows]
+    rich_table(["name", "origin", "model", "description"], cells)
 
 
 @app.command("show")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import typer
 
-app = typer.Typer(help="Runs recorded in the ledger: list, show, logs, stop.", no_args_is_help=True)
+app = typer.Typer(
+    help="Runs recorded in the ledger: list, show, logs, stop, rm, prune.", no_args_is_help=True
+)
 
 _JSON = typer.Option(False, "--json", help="Print JSON instead of text.")
 
@@ -74,7 +76,10 @@ def logs(
     run_id: str = typer.Argument(..., help="Run id (or a unique prefix)."),
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing until the run ends."),
 ) -> None:
-    """Print the trainer's log of a run."""
+    """Print the trainer's log of a run. With --follow on a terminal, its progress lines
+    become a live bar per epoch (steps, images/s, loss, time left)."""
+    import sys
+
     from finetune.backends import get_backend
     from finetune.runs import service
     from finetune.runs.ledger import open_default
@@ -82,10 +87,34 @@ def logs(
     with open_default() as ledger:
         run = ledger.get(run_id)
         be = get_backend(run.backend)
-        if follow:
-            service.follow(run, be, ledger, lambda r, s, e, text: typer.echo(text, nl=False))
-        else:
+        if not follow:
             typer.echo(be.logs(run, 0)[0], nl=False)
+            return
+        if not sys.stderr.isatty():  # a pipe or a file gets the log as it is
+            service.follow(run, be, ledger, lambda r, s, e, text: typer.echo(text, nl=False))
+            return
+        _follow_with_bars(run, be, ledger)
+
+
+def _follow_with_bars(run, backend, ledger) -> None:
+    from finetune.cli._progress import EpochDisplay
+    from finetune.cli._render import is_quiet
+    from finetune.runs import service
+
+    display = EpochDisplay(run.plan.get("hyperparameters", {}).get("epochs"), quiet=is_quiet())
+
+    def on_update(r, status, epochs, text):
+        for e in epochs:
+            display.epoch_done(e.epoch)
+        for line in display.feed(text):
+            display.echo(line)
+
+    every = service.Follow(poll_seconds=getattr(backend, "poll_seconds", 1.0))
+    display.start()
+    try:
+        service.follow(run, backend, ledger, on_update, every)
+    finally:
+        display.stop()
 
 
 @app.command("stop")
@@ -99,3 +128,49 @@ def stop(run_id: str = typer.Argument(..., help="Run id (or a unique prefix)."))
         get_backend(run.backend).stop(run)
         ledger.update(run.id, status="stopping")
         typer.echo(f"Asked {run.id} to stop; it saves a checkpoint first.")
+
+
+_DRY = typer.Option(False, "--dry-run", help="Say what would be removed; remove nothing.")
+
+
+@app.command("rm")
+def rm(
+    run_ids: list[str] = typer.Argument(..., help="Run ids (or unique prefixes)."),
+    dry_run: bool = _DRY,
+) -> None:
+    """Remove runs from this machine: their folder under the data directory and their
+    ledger rows. Nothing in the cloud is touched; a run still running is refused."""
+    from finetune.runs.ledger import open_default
+    from finetune.runs.removal import remove
+
+    with open_default() as ledger:
+        _say_removed(remove(ledger, run_ids, dry_run), dry_run)
+
+
+@app.command("prune")
+def prune(
+    older_than: str = typer.Option(
+        ..., "--older-than", help="Remove runs created longer ago than this, e.g. 30d, 12h."
+    ),
+    dry_run: bool = _DRY,
+) -> None:
+    """Remove every ended run older than --older-than from this machine (folders and
+    ledger rows); runs still running are kept and listed. Nothing in the cloud is touched."""
+    from finetune.cli._duration import parse_duration
+    from finetune.runs.ledger import open_default
+    from finetune.runs.removal import prune as prune_runs
+
+    age = parse_duration(older_than, "--older-than")
+    with open_default() as ledger:
+        _say_removed(prune_runs(ledger, age, dry_run), dry_run)
+
+
+def _say_removed(result, dry_run: bool) -> None:
+    verb = "Would remove" if dry_run else "Removed"
+    size = f"{result.freed_bytes / 1e6:,.1f} MB"
+    ids = ", ".join(result.removed) or "nothing"
+    typer.echo(f"{verb} {len(result.removed)} run(s) ({size} on disk): {ids}")
+    for run_id, why in result.kept.items():
+        typer.echo(f"Kept {run_id}: it is {why}.")
+    for folder in result.folders_left:
+        typer.echo(f"Left {folder} in place: it is not under finetune's runs folder.")

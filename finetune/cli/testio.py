@@ -10,8 +10,12 @@ def test_io(
         ..., help="Prepared dataset: a folder, or a name under the data dir."
     ),
     split: str = typer.Option("train", help="Which split to read: train or val."),
-    threads: int = typer.Option(0, min=0, help="Decode threads (0: one per CPU)."),
-    batch_size: int = typer.Option(32, min=1, help="Images per batch."),
+    threads: int = typer.Option(
+        0, min=0, help="Decode threads to ask MXNet for (0: one per CPU; it may use fewer)."
+    ),
+    batch_size: int = typer.Option(
+        32, min=1, help="Images per batch (made smaller when the split is too small for it)."
+    ),
     data_shape: int = typer.Option(224, min=16, help="Crop size in pixels."),
     max_images: int = typer.Option(0, min=0, help="Stop after this many images (0: one pass)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
@@ -21,14 +25,23 @@ def test_io(
     from dataclasses import asdict
 
     from finetune import settings
-    from finetune.cli._render import echo_json
+    from finetune.cli._render import echo_json, info
     from finetune.data.readspeed import measure
 
-    r = measure(settings.dataset_path(dataset), split, threads, batch_size, data_shape, max_images)
+    folder, note = settings.resolve_dataset(dataset)
+    if note:
+        info(f"Note: {note}.")
+    r = measure(folder, split, threads, batch_size, data_shape, max_images)
     if as_json:
         echo_json({**asdict(r), "images_per_second": r.images_per_second})
-    else:
-        typer.echo(
-            f"{r.split}: {r.images} images in {r.seconds:.2f} s = {r.images_per_second:,.0f} "
-            f"images/s ({r.threads} decode threads, batch {r.batch_size}, after warm-up)"
-        )
+        return
+    threads_text = f"{r.threads} decode thread{'s' if r.threads > 1 else ''}"
+    if r.threads != r.asked_threads:
+        threads_text += f" (asked for {r.asked_threads}; MXNet caps it on this machine)"
+    batch = f"batch {r.batch_size}"
+    if r.batch_size != r.asked_batch_size:
+        batch += f" (not {r.asked_batch_size}: the split is small)"
+    typer.echo(
+        f"{r.split}: {r.images} images in {r.seconds:.2f} s = {r.images_per_second:,.0f} "
+        f"images/s ({threads_text}, {batch}, after warm-up)"
+    )

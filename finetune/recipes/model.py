@@ -71,8 +71,14 @@ class ScheduleSection(_Section):
             raise ValueError("give warmup_epochs or warmup_steps, not both")
         if list(self.steps) != sorted(set(self.steps)) or any(s <= 0 for s in self.steps):
             raise ValueError(f"steps must be increasing positive epochs, got {list(self.steps)}")
-        if self.steps and self.steps[-1] >= self.epochs:
-            raise ValueError(f"step at epoch {self.steps[-1]} is not before epochs={self.epochs}")
+        late = [s for s in self.steps if s >= self.epochs]
+        if late and self.kind == "step":  # other kinds never use the steps
+            keep = [f"{s:g}" for s in self.steps if s < self.epochs]
+            raise ValueError(
+                f"step(s) at epoch {', '.join(f'{s:g}' for s in late)} not before "
+                f"epochs={self.epochs}: set schedule.steps=[{', '.join(keep)}] (or "
+                "schedule.kind=constant), or more epochs"
+            )
         if self.warmup_epochs >= self.epochs:
             raise ValueError(f"warmup_epochs={self.warmup_epochs} must be below {self.epochs}")
         return self
@@ -85,6 +91,7 @@ class TrainSection(_Section):
     seed: int = 0
     top_k: int = Field(5, ge=0)  # also report top-k accuracy (0: off)
     checkpoint_interval_s: float = Field(600.0, gt=0, allow_inf_nan=False)
+    keep_checkpoints: int = Field(2, ge=1)  # newest kept on disk (the best one is kept too)
     kvstore: Kvstore | None = None  # None: chosen from the resources (see finetune.plan)
     max_batches_per_epoch: int = Field(0, ge=0)  # 0: all; >0 for smoke runs
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # torch: auto picks per GPU

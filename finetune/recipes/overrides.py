@@ -1,7 +1,8 @@
 """``key=value`` overrides on top of a recipe: ``epochs=2 optimizer.lr_per_gpu=0.002``.
 
 Keys are dotted paths of the Recipe (``schedule.epochs``); a leaf name that occurs in one
-section only may be given alone (``epochs``). Values are typed like YAML scalars (``2`` is an
+section only may be given alone (``epochs``), and the usual short names work too: ``lr``,
+``batch``, ``epochs`` and ``model`` (see ALIASES). Values are typed like YAML scalars (``2`` is an
 int, ``0.002`` a float, ``true`` a bool, ``[4, 5]`` a list), except for text fields, which
 keep the text as written (``model.name=1`` stays "1"). Unknown keys fail with a did-you-mean;
 the values themselves are checked by the Recipe model after all overrides are applied.
@@ -14,6 +15,16 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from finetune.errors import ConfigError, did_you_mean
+
+# Short names people type from other tools' habits; each is one recipe key.
+ALIASES = {
+    "lr": "optimizer.lr_per_gpu",
+    "batch": "train.batch_per_gpu",
+    "batch_size": "train.batch_per_gpu",
+    "epochs": "schedule.epochs",
+    "model": "model.name",
+    "seed": "train.seed",
+}
 
 _FIX = "write overrides as KEY=VALUE with a dotted key, e.g. `schedule.epochs=2`."
 
@@ -33,6 +44,8 @@ def resolve_key(key: str) -> str:
     paths = _paths()
     if key in paths:
         return key
+    if key in ALIASES:
+        return ALIASES[key]
     sections = sorted({p.split(".")[0] for p in paths if "." in p})
     if key in sections:
         inside = ", ".join(p for p in paths if p.startswith(key + "."))
@@ -47,15 +60,17 @@ def resolve_key(key: str) -> str:
         )
     raise ConfigError(
         f"unknown override key {key!r}.{did_you_mean(key, _choices())}",
-        f"use one of: {', '.join(paths)}.",
+        f"use one of: {', '.join(paths)} (or a short name: {', '.join(ALIASES)}).",
     )
 
 
 def apply_overrides(data: dict, overrides: Sequence[str]) -> dict:
     """A deep copy of the recipe mapping ``data`` with each ``KEY=VALUE`` set (last one wins)."""
     out = copy.deepcopy(data)
+    given = set()
     for text in overrides:
         path, value = parse_override(text)
+        given.add(path)
         node = out
         *parents, leaf = path.split(".")
         for part in parents:
@@ -64,7 +79,20 @@ def apply_overrides(data: dict, overrides: Sequence[str]) -> dict:
                 child = node[part] = {} if child is None else child
             node = child
         node[leaf] = value
+    if "schedule.epochs" in given and "schedule.steps" not in given:
+        _fit_steps(out)
     return out
+
+
+def _fit_steps(data: dict) -> None:
+    """A shorter run keeps the decay steps that still fall inside it (``epochs=1`` on a recipe
+    with a step at epoch 1 trains at the base rate): the dry-run's schedule line shows it."""
+    schedule = data.get("schedule")
+    if not isinstance(schedule, dict):
+        return
+    epochs, steps = schedule.get("epochs"), schedule.get("steps")
+    if isinstance(epochs, int | float) and isinstance(steps, list | tuple):
+        schedule["steps"] = [s for s in steps if not isinstance(s, int | float) or s < epochs]
 
 
 def _typed(path: str, raw: str) -> object:
@@ -97,7 +125,7 @@ def _choices() -> tuple[str, ...]:
     """Full paths plus the leaf names usable alone, for did-you-mean."""
     leaves = [p.rsplit(".", 1)[-1] for p in _paths()]
     unique = [leaf for leaf in leaves if leaves.count(leaf) == 1]
-    return (*_paths(), *unique)
+    return (*_paths(), *unique, *ALIASES)
 
 
 @lru_cache(maxsize=1)

@@ -20,6 +20,7 @@ from finetune.report.text import (
     number,
     percent,
     table_text,
+    wrap_text,
 )
 
 FORMATS = ("table", "json", "csv", "markdown")
@@ -132,7 +133,8 @@ def build_report(runs: list[RunFacts], target_acc: float | None = None) -> Repor
 
 
 def check_format(fmt: str) -> str:
-    """``fmt`` if it is one of FORMATS ("md" is markdown), else a UsageError."""
+    """``fmt`` in lower case if it is one of FORMATS ("md" is markdown), else a UsageError."""
+    fmt = fmt.strip().lower()
     fmt = "markdown" if fmt == "md" else fmt
     if fmt not in FORMATS:
         raise UsageError(
@@ -142,8 +144,9 @@ def check_format(fmt: str) -> str:
     return fmt
 
 
-def render(report: Report, fmt: str = "table") -> str:
-    """The report as text in ``fmt``: table, json, csv or markdown."""
+def render(report: Report, fmt: str = "table", width: int | None = None) -> str:
+    """The report as text in ``fmt``: table (fitting ``width`` columns, default the
+    terminal's), json, csv or markdown."""
     fmt = check_format(fmt)
     if fmt == "json":
         return json.dumps(
@@ -163,7 +166,8 @@ def render(report: Report, fmt: str = "table") -> str:
     footer = [_totals_line(report), *report.notes, report.provenance]
     if fmt == "markdown":
         return markdown_text(headers, rows) + "\n\n" + "\n\n".join(footer) + "\n"
-    return table_text(headers, rows) + "\n\n" + "\n".join(footer) + "\n"
+    footer = [wrap_text(line, width) for line in footer]
+    return table_text(headers, rows, width) + "\n\n" + "\n".join(footer) + "\n"
 
 
 HEADERS = [

@@ -1,7 +1,9 @@
-"""Plain-text tables, CSV and Markdown, and the number formats reports use.
+"""Text tables that fit the terminal, CSV and Markdown, and the number formats reports use.
 
-Plain text rather than a terminal widget: the output is the same in a pipe, a log and a
-test, and columns never wrap.
+Tables are drawn by rich at the terminal's width (COLUMNS, else 80 when not a terminal).
+A table wider than that first wraps its headers at spaces; if it still does not fit, its
+columns are split into blocks that each repeat the first (key) column, so a number is never
+broken across lines or cut off.
 """
 
 from __future__ import annotations
@@ -16,23 +18,120 @@ __all__ = [
     "number",
     "percent",
     "table_text",
+    "terminal_width",
+    "wrap_text",
 ]
 
 NA = "-"
 
 
-def table_text(headers: list[str], rows: list[list[str]]) -> str:
-    """Aligned columns: text left, numbers (cells starting with a digit or sign) right."""
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+GAP = 2  # between columns: one of padding, one of the (blank) divider
 
-    def line(cells: list[str]) -> str:
-        out = [
-            c.rjust(w) if _numeric(c) else c.ljust(w) for c, w in zip(cells, widths, strict=True)
-        ]
-        return "  ".join(out).rstrip()
 
-    rule = "  ".join("-" * w for w in widths)
-    return "\n".join([line(headers), rule, *(line(r) for r in rows)])
+def terminal_width() -> int:
+    """Columns of the terminal (COLUMNS wins; 80 when there is none)."""
+    import shutil
+
+    return shutil.get_terminal_size((80, 24)).columns
+
+
+def table_text(headers: list[str], rows: list[list[str]], width: int | None = None) -> str:
+    """Aligned columns within ``width`` (default: the terminal's): text left, numbers
+    (cells starting with a digit or sign) right."""
+    width = max(width or terminal_width(), 20)
+    numeric = [all(_numeric(r[i]) or r[i] == NA for r in rows) for i in range(len(headers))]
+    cells = [max([0] + [_cell_len(r[i]) for r in rows]) for i in range(len(headers))]
+    widths = [max(c, _cell_len(h)) for c, h in zip(cells, headers, strict=True)]
+    if _total(widths) > width:  # headers may wrap at spaces; cells keep their width
+        widths = [max(c, _longest_word(h)) for c, h in zip(cells, headers, strict=True)]
+    if _total(widths) > width:  # then text (not numbers) wraps at spaces
+        widths = _shrink_text(widths, headers, rows, numeric, width)
+    blocks = [list(range(len(headers)))]
+    if _total(widths) > width:
+        widths = _cap_text(widths, numeric, width)
+        blocks = _blocks(widths, width)
+    parts = [_render([headers[i] for i in b], [[r[i] for i in b] for r in rows],
+                     [widths[i] for i in b], [numeric[i] for i in b], width)
+             for b in blocks]  # fmt: skip
+    return "\n\n".join(parts)
+
+
+def wrap_text(text: str, width: int | None = None) -> str:
+    """A paragraph wrapped at spaces to ``width`` (default: the terminal's)."""
+    import textwrap
+
+    width = width or terminal_width()
+    return textwrap.fill(text, width, break_long_words=False, break_on_hyphens=False)
+
+
+def _blocks(widths: list[int], width: int) -> list[list[int]]:
+    """Column groups that fit ``width``, each starting with the key column 0."""
+    blocks: list[list[int]] = []
+    current = [0]
+    for i in range(1, len(widths)):
+        if len(current) > 1 and _total([widths[j] for j in [*current, i]]) > width:
+            blocks.append(current)
+            current = [0]
+        current.append(i)
+    return [*blocks, current]
+
+
+def _shrink_text(widths, headers, rows, numeric, width: int) -> list[int]:
+    """Narrow the widest text columns (never the key column 0) down to their longest word
+    (at least 12) until the table fits or nothing more can give."""
+    widths = list(widths)
+    excess = _total(widths) - width
+    text = [i for i in range(1, len(widths)) if not numeric[i]]
+    for i in sorted(text, key=lambda i: -widths[i]):
+        words = [_longest_word(r[i]) for r in rows] + [_longest_word(headers[i]), 12]
+        cut = min(excess, widths[i] - max(words))
+        if cut > 0:
+            widths[i] -= cut
+            excess -= cut
+        if excess <= 0:
+            break
+    return widths
+
+
+def _cap_text(widths: list[int], numeric: list[bool], width: int) -> list[int]:
+    """Text columns too wide to sit beside the key column wrap (the key at half the width)."""
+    key = min(widths[0], width // 2)
+    room = width - key - GAP
+    rest = zip(widths[1:], numeric[1:], strict=True)
+    return [key] + [w if num else min(w, room) for w, num in rest]
+
+
+def _render(headers, rows, widths, numeric, width: int) -> str:
+    import io
+
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    for h, w, num in zip(headers, widths, numeric, strict=True):
+        table.add_column(h, justify="right" if num else "left", width=w, overflow="fold")
+    for r in rows:
+        table.add_row(*r)
+    out = io.StringIO()
+    console = Console(file=out, width=width, color_system=None, highlight=False, emoji=False,
+                      markup=False, legacy_windows=False)  # fmt: skip
+    console.print(table)
+    return "\n".join(line.rstrip() for line in out.getvalue().splitlines()).strip("\n")
+
+
+def _total(widths: list[int]) -> int:
+    return sum(widths) + GAP * (len(widths) - 1)
+
+
+def _cell_len(text: str) -> int:
+    from rich.cells import cell_len
+
+    return cell_len(text)
+
+
+def _longest_word(text: str) -> int:
+    return max((_cell_len(w) for w in text.split()), default=0)
 
 
 def _numeric(cell: str) -> bool:

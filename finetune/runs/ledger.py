@@ -184,6 +184,12 @@ class Ledger:
             q, args = q + " AND created_at >= ?", [*args, since]
         return [_run(r) for r in self._conn.execute(q + " ORDER BY created_at, id", args)]
 
+    def delete(self, run_id: str) -> None:
+        """Remove one run with its epochs and events (the schema cascades)."""
+        with self._write() as c:
+            if c.execute("DELETE FROM runs WHERE id = ?", (run_id,)).rowcount == 0:
+                raise self._unknown(run_id)
+
     def record_epochs(self, run_id: str, events: list[EpochMetrics]) -> None:
         """Upsert per-epoch metrics (a resumed run may report an epoch again)."""
         with self._write() as c:

@@ -31,6 +31,7 @@ from finetune.train.progress import Progress, Stopwatch
 from finetune.train.signals import StopRequest
 
 LOG_EVERY_ENV = "FINETUNE_LOG_EVERY"  # batches between progress lines (default 50)
+PROGRESS_EVERY_S = 2.0  # and at least this often: a terminal shows a live bar from them
 SUMMARY_FILE = "summary.json"  # best epoch, its validation and the test figures
 PREDICTIONS_DIR = "predictions"  # <split>-epoch-NNN.csv: every epoch's predictions
 
@@ -104,7 +105,7 @@ def fit(job: TrainJob, session: Session, stop: StopRequest | None = None) -> Fit
     stop = StopRequest() if stop is None else stop  # (not `or`: an unset request is falsy)
     files = session.files
     hp, note = rescale(job.hparams, session.devices, session.workers)
-    checkpoints = CheckpointDir(job.checkpoint_dir)
+    checkpoints = CheckpointDir(job.checkpoint_dir, keep=hp.keep_checkpoints)
     resume = checkpoints.latest()
     if resume is not None:
         resume.check_fits(hp.model, hp.num_classes)
@@ -190,6 +191,7 @@ def _train_epoch(run: _Run, progress: Progress) -> None:
     watch = Stopwatch()
     warmup = min(run.hp.warmup_batches, max(remaining - 1, 0))
     log_every = int(os.environ.get(LOG_EVERY_ENV) or 50)
+    last_print = time.monotonic()
     if warmup == 0:
         watch.start()
     run.session.begin_epoch(progress.epoch, progress.batch)
@@ -203,8 +205,9 @@ def _train_epoch(run: _Run, progress: Progress) -> None:
             watch.start()
         elif done > warmup:
             progress.timed_samples += real
-        if done % log_every == 0:
+        if done % log_every == 0 or time.monotonic() - last_print >= PROGRESS_EVERY_S:
             _print_progress(run, progress)
+            last_print = time.monotonic()
         if run.stop:
             break
         if time.monotonic() - run.last_save >= run.hp.checkpoint_interval_s:
@@ -358,13 +361,21 @@ def _write_record(run: _Run, note: str | None) -> None:
 
 
 def _print_progress(run: _Run, p: Progress) -> None:
-    loss = p.loss_sum / p.seen if p.seen else float("nan")
-    lr = run.schedule.at_step(max(p.step - 1, 0))
-    print(
-        f"finetune-progress epoch={p.epoch} batch={p.batch}/{run.steps} step={p.step} "
-        f"lr={lr:.6g} train_loss={loss:.4f}",
-        flush=True,
+    """One progress line (finetune.metrics.BatchProgress), the loss synced up to now."""
+    _tally(run, p)
+    seconds = p.seconds + time.monotonic() - run.epoch_started
+    line = metrics.BatchProgress(
+        epoch=p.epoch,
+        batch=p.batch,
+        steps=run.steps,
+        step=p.step,
+        lr=run.schedule.at_step(max(p.step - 1, 0)),
+        train_loss=p.loss_sum / p.seen if p.seen else None,
+        images=p.samples,
+        seconds=seconds,
+        images_per_sec=p.samples * run.session.workers / seconds if seconds > 0 else 0.0,
     )
+    print(line.log_line(), flush=True)
 
 
 def _rewrite_metrics(job: TrainJob, events: list[dict]) -> None:

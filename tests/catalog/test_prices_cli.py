@@ -14,8 +14,9 @@ from finetune.cli import app
 runner = CliRunner()
 
 
-def invoke(*args):
-    return runner.invoke(app, ["prices", *args])
+def invoke(*args, columns: int = 250):
+    """`finetune prices ARGS` in a terminal ``columns`` wide (wide: one line per instance)."""
+    return runner.invoke(app, ["prices", *args], env={"COLUMNS": str(columns)})
 
 
 def test_table_lists_v100_instances_with_eur_prices_and_provenance():
@@ -32,8 +33,18 @@ def test_table_lists_v100_instances_with_eur_prices_and_provenance():
     assert "ml.p3" not in result.output
 
 
+def test_in_an_80_column_terminal_the_table_fits_and_keeps_every_price_whole():
+    result = invoke("--gpu", "V100", "--region", "us-east-1", "--backend", "ec2", columns=80)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    row = [line for line in lines if line.startswith("p3.2xlarge ")]
+    assert any("2.611" in line for line in row) and any("~1.044" in line for line in row)
+    assert "1 EUR = 1.1720 USD on 2025-06-30" in result.output
+
+
 def test_json_and_csv_carry_sources_dates_and_the_estimate_flag():
-    doc = json.loads(invoke("--gpu", "a10g", "--region", "us-east-1", "--format", "json").output)
+    doc = json.loads(invoke("--gpu", "a10g", "--region", "us-east-1", "--format", "Json").output)
     first = doc["offers"][0]
     assert first["instance_type"] == "g5.xlarge" and first["gpu_model"] == "A10G"
     assert first["eur_per_hour"] == round(1.006 / 1.172, 4)

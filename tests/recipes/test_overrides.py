@@ -23,6 +23,10 @@ from finetune.recipes.overrides import apply_overrides, parse_override, resolve_
         ("dataset=yes", ("data.dataset", "yes")),  # not YAML 1.1's True
         ("name=my-run", ("name", "my-run")),  # exact top-level path beats the leaf
         ("train.kvstore=dist_sync", ("train.kvstore", "dist_sync")),
+        ("lr=0.02", ("optimizer.lr_per_gpu", 0.02)),  # the short names people type
+        ("batch=16", ("train.batch_per_gpu", 16)),
+        ("model=resnet50_v1", ("model.name", "resnet50_v1")),
+        ("model=1", ("model.name", "1")),  # an alias of a text field keeps the text
     ],
 )
 def test_parse_override(text, expect):
@@ -75,6 +79,18 @@ def test_overrides_on_load_are_validated():
         ConfigError, match=r"(?s)with epochs=0.*schedule.epochs: Input should be greater than 0"
     ):
         load_recipe("caltech256-resnet152", ["epochs=0"])
+
+
+def test_fewer_epochs_keep_only_the_decay_steps_inside_the_run():
+    recipe = load_recipe("smoke-resnet18", ["epochs=1"])  # its step is at epoch 1
+    assert (recipe.schedule.epochs, recipe.schedule.steps, recipe.schedule.kind) == (1, (), "step")
+    longer = load_recipe("smoke-resnet18", ["epochs=3"])
+    assert longer.schedule.steps == (1,)
+    assert load_recipe("smoke-resnet18", ["epochs=1", "kind=constant"]).schedule.epochs == 1
+    with pytest.raises(ConfigError) as info:  # steps given with the epochs: said exactly
+        load_recipe("smoke-resnet18", ["epochs=1", "steps=[1]"])
+    assert "set schedule.steps=[] (or schedule.kind=constant)" in str(info.value)
+    assert "To fix:" in str(info.value)
 
 
 def test_with_overrides_on_a_loaded_recipe():

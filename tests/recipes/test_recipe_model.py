@@ -56,7 +56,6 @@ def test_bad_choice_names_the_allowed_values():
         ("train", "batch_per_gpu", "many", "train.batch_per_gpu"),
         ("optimizer", "momentum", 1.0, "optimizer.momentum"),
         ("schedule", "steps", [5, 2], "steps must be increasing"),
-        ("schedule", "steps", [6], "is not before epochs=6"),
         ("data", "image_size", 8, "data.image_size"),
     ],
 )
@@ -64,6 +63,14 @@ def test_bad_values_name_the_key(section, key, value, expect):
     data = _base()
     data[section][key] = value
     assert expect in _error(data)
+
+
+def test_a_decay_step_must_fall_inside_a_step_schedule():
+    data = _base()
+    data["schedule"].update(kind="step", steps=[2, 6])
+    assert "epoch 6 not before epochs=6: set schedule.steps=[2] (or schedule.kind" in _error(data)
+    data["schedule"]["kind"] = "cosine"  # other schedules never use the steps
+    assert validate_recipe(data, "x").schedule.steps == (2, 6)
 
 
 def test_warmup_in_epochs_or_steps_not_both():

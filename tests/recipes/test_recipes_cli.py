@@ -15,9 +15,11 @@ runner = CliRunner()
 
 def test_list(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "80")
     result = runner.invoke(app, ["recipes", "list"])
     assert result.exit_code == 0, result.output
     assert "caltech256-resnet152" in result.output and "builtin" in result.output
+    assert max(len(line) for line in result.output.splitlines()) <= 80  # descriptions wrap
     rows = json.loads(runner.invoke(app, ["recipes", "list", "--json"]).stdout)
     assert {r["name"] for r in rows} >= {"caltech256-resnet50", "smoke-resnet18"}
 

@@ -52,7 +52,7 @@ def test_report_rows_totals_and_notes():
 
 def test_table_and_markdown_are_human_readable():
     report = render.build_report(sweep(), target_acc=0.865)
-    table = render.render(report, "table")
+    table = render.render(report, "table", width=250)  # wide enough for one line per run
     lines = table.splitlines()
     assert lines[0].split()[:4] == ["run", "backend", "instance", "GPUs"]
     g8 = next(line for line in lines if line.startswith("g8 "))
@@ -62,6 +62,23 @@ def test_table_and_markdown_are_human_readable():
     assert table.rstrip().endswith(report.provenance)
     md = render.render(report, "markdown")
     assert md.startswith("| run | backend |") and "| --- |" in md and report.provenance in md
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_table_fits_the_terminal_and_never_breaks_a_cell(width, monkeypatch):
+    report = render.build_report(sweep(), target_acc=0.865)
+    headers, rows = render._human(report)
+    monkeypatch.setenv("COLUMNS", str(width))  # what a terminal of that width says
+    table = render.render(report, "TABLE")
+    lines = table.splitlines()
+    assert max(len(line) for line in lines) <= width
+    assert len(max(lines, key=len)) > width - 30  # it uses the room it has
+    for row in rows:  # every cell whole on one line, beside its run id
+        for cell in row[1:]:
+            assert any(line.startswith(row[0] + " ") and cell in line for line in lines), cell
+    wide = "".join(render.render(report, "table", width=250).split())
+    for header in headers:  # headers may wrap at spaces, but each is there
+        assert all(word in table for word in header.split()) and "".join(header.split()) in wide
 
 
 def test_json_and_csv_keep_every_figure():

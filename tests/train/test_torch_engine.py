@@ -21,6 +21,7 @@ from PIL import Image  # noqa: E402
 from finetune.data.datasets import prepare_folder  # noqa: E402
 from finetune.data.recordio import RecordReader, unpack_header  # noqa: E402
 from finetune.errors import ConfigError, DataError  # noqa: E402
+from finetune.metrics import parse_progress  # noqa: E402
 from finetune.metrics import read as read_metrics  # noqa: E402
 from finetune.train.contract import Layout, load_job  # noqa: E402
 from finetune.train.engines.models import check_model  # noqa: E402
@@ -155,6 +156,8 @@ def test_a_run_stopped_and_resumed_ends_with_the_same_weights(tmp_path, tiny_dat
     second = Output(start_trainer(root))
     assert second.finish(timeout=300) == 0, second.text()
     assert "finetune-resume" in second.text()
+    progress = [line for line in first.lines if line.startswith("finetune-progress")]
+    assert progress and all(parse_progress(line) for line in progress)  # for live displays
 
     a = torch.load(plain / "model" / "model.pt", weights_only=True)
     b = torch.load(root / "model" / "model.pt", weights_only=True)

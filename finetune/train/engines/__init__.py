@@ -25,3 +25,29 @@ def fit(job, stop=None):
 
         return torch_fit(job, stop)
     raise ConfigError(f"unknown engine {engine!r}", f"use one of: {', '.join(ENGINES)}.")
+
+
+def _module(engine: str, name: str):
+    """``finetune.train.engines.<engine>.<name>``, its framework checked first."""
+    import importlib
+
+    needs = {"mxnet": ("mxnet",), "torch": ("torch", "torchvision")}
+    if engine not in needs:
+        raise ConfigError(f"unknown engine {engine!r}", f"use one of: {', '.join(ENGINES)}.")
+    for module in needs[engine]:
+        require_module(module)
+    return importlib.import_module(f"finetune.train.engines.{engine}.{name}")
+
+
+def predict_scores(engine: str, model_dir, rec, idx):
+    """(N, classes) scores of a model folder's network for every record of ``rec``, read
+    through the validation transform the run was measured with."""
+    return _module(engine, "predict").scores(model_dir, rec, idx)
+
+
+def export_model(engine: str, model_dir, out) -> list[str]:
+    """The engine's portable model files (ONNX for torch, symbol + params for MXNet) into
+    the folder ``out``; returns their names."""
+    if engine == "torch":
+        require_module("onnxscript", extra="torch")  # torch.onnx's exporter needs it
+    return _module(engine, "predict").export(model_dir, out)

@@ -9,6 +9,7 @@ uninterrupted run would have (bit-identical on a CPU).
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import platform
@@ -17,12 +18,13 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from finetune.data.manifest import write_atomic
 from finetune.errors import ConfigError, DataError
 from finetune.train import dataset
 from finetune.train.checkpoints import Checkpoint
 from finetune.train.contract import TrainJob
 from finetune.train.engines.models import check_model
-from finetune.train.engines.torch import boxes, model, streaming
+from finetune.train.engines.torch import boxes, model, streaming, validation
 from finetune.train.engines.torch import weights as wt
 from finetune.train.engines.torch.resident import ImageStore
 from finetune.train.evaluation import Evaluator
@@ -30,9 +32,9 @@ from finetune.train.preprocess import Preprocessing
 from finetune.train.signals import StopRequest
 
 WEIGHTS = "model.pt"
+ENGINE_FILE = "engine.json"  # in the model folder: how this engine validated
 OPTIMIZER = "optimizer.pt"
 RESIDENT_SHARE = 0.5  # auto: resident when decoded images take at most this much memory
-EVAL_BATCH = 256
 
 log = logging.getLogger(__name__)
 
@@ -194,28 +196,14 @@ class TorchSession:
     def _eval_batches(self, split: str):
         f = self.files
         rec, idx = (f.val_rec, f.val_idx) if split == "val" else (f.test_rec, f.test_idx)
-        size = self.contract.image_size
         if self.path == "resident":
             if split not in self._eval_stores:
                 self._eval_stores[split] = ImageStore.load(rec, idx, self.contract, self.device)
-            store = self._eval_stores[split]
-            for start in range(0, len(store), EVAL_BATCH):
-                dev_idx = torch.arange(
-                    start, min(start + EVAL_BATCH, len(store)), device=self.device
-                )
-                w, h = store.widths[dev_idx].cpu(), store.heights[dev_idx].cpu()
-                box = boxes.center(w, h, size)
-                flip = torch.zeros(len(dev_idx), dtype=torch.bool)
-                x = self._normalize(store.crops(dev_idx, box, size, flip))
-                yield x.contiguous(memory_format=torch.channels_last), store.labels[dev_idx]
-            return
-        data = streaming.RecordDataset(rec, idx, self.contract, False, self.hp.seed)
-        order = list(range(len(data)))
-        batches = [order[i : i + EVAL_BATCH] for i in range(0, len(order), EVAL_BATCH)]
+            return validation.resident_batches(self._eval_stores[split], self.contract)
         workers = _loader_workers(self.hp.loader_workers)
-        for x, y in streaming.loader(data, batches, 0, workers, self.device.type == "cuda"):
-            x = x.to(self.device, non_blocking=True)
-            yield x.contiguous(memory_format=torch.channels_last), y
+        return validation.stream_batches(
+            rec, idx, self.contract, self.device, workers, self.hp.seed
+        )
 
     # ---- files ------------------------------------------------------------------------
     def write_checkpoint(self, folder: Path) -> None:
@@ -238,6 +226,9 @@ class TorchSession:
 
     def export(self, model_dir: Path) -> None:
         torch.save(self.net.state_dict(), model_dir / WEIGHTS)
+        # prediction takes the validation path this run measured its accuracy with
+        info = {"engine": "torch", "validation_path": self.path}
+        write_atomic(model_dir / ENGINE_FILE, json.dumps(info, indent=1) + "\n")
 
     def environment(self) -> dict:
         import torchvision
@@ -265,9 +256,7 @@ class TorchSession:
 
     # ---- helpers ----------------------------------------------------------------------
     def _normalize(self, pixels: torch.Tensor) -> torch.Tensor:
-        mean = torch.tensor(self.contract.mean, device=pixels.device).view(1, 3, 1, 1)
-        std = torch.tensor(self.contract.std, device=pixels.device).view(1, 3, 1, 1)
-        return (pixels - mean) / std
+        return validation.normalize(pixels, self.contract)
 
     def _autocast(self):
         if self.precision in ("bf16", "fp16"):

@@ -1,0 +1,50 @@
+"""`finetune config`: the settings in effect and the user's config file."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    help="Settings (region, bucket, role_arn, profile, data_dir, cache_dir): show where each "
+    "value comes from, or set one in the config file. FINETUNE_* environment variables win "
+    "over the file.",
+    no_args_is_help=True,
+)
+
+
+@app.command("show")
+def show(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")):
+    """Every setting, its value and where it came from (environment, config file, default)."""
+    from finetune import config
+    from finetune.cli._render import echo_json, info, rich_table
+
+    entries = config.show()
+    if as_json:
+        echo_json({"config_file": str(config.path()), "settings": [e.__dict__ for e in entries]})
+        return
+    rich_table(["key", "value", "source"], [[e.key, e.value or "-", e.source] for e in entries])
+    exists = "" if config.path().exists() else " (not created yet)"
+    info(f"Config file: {config.path()}{exists}")
+
+
+@app.command("set")
+def set_(
+    key: str = typer.Argument(..., help="A setting, e.g. region, bucket, role_arn, data_dir."),
+    value: str = typer.Argument(..., help="Its value (checked before the file is written)."),
+) -> None:
+    """Write KEY = VALUE into the config file (created if needed)."""
+    from finetune import config
+    from finetune.cli._render import info
+
+    file = config.set_value(key, value)
+    info(f"Set {config.check_key(key)} in {file}.")
+
+
+@app.command("unset")
+def unset(key: str = typer.Argument(..., help="The setting to remove from the config file.")):
+    """Remove KEY from the config file (its default, or the environment, applies again)."""
+    from finetune import config
+    from finetune.cli._render import info
+
+    file = config.set_value(key, None)
+    info(f"Removed {config.check_key(key)} from {file}.")

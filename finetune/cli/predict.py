@@ -1,0 +1,79 @@
+"""`finetune predict` and `finetune export`: use what a run trained."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+_RUN = typer.Argument(
+    ..., help="Run id (or a unique prefix), or the path of a model folder (e.g. an unpacked "
+    "model.tar.gz)."
+)  # fmt: skip
+
+
+def predict(
+    run: str = _RUN,
+    images: list[str] = typer.Argument(
+        ..., help="Image files, or folders whose images (searched recursively) are classified."
+    ),
+    top_k: int = typer.Option(5, "--top-k", min=1, help="Classes to show per image, best first."),
+    fmt: str = typer.Option(
+        "table", "--format", help="table, json or csv (any case). JSON and CSV go to stdout."
+    ),
+) -> None:
+    """Classify images with a run's model, applying exactly the validation preprocessing
+    the run recorded (preprocessing.json), in batches, with the run's engine."""
+    from finetune.cli._render import check_format, echo_json, rich_table
+    from finetune.models.predict import predict as run_predict
+
+    fmt = check_format(fmt, ("table", "json", "csv"))
+    result = run_predict(run, images, top_k)
+    if fmt == "json":
+        m = result.model
+        head = {"run": m.run_id, "model_dir": str(m.path), "engine": m.engine, "model": m.model}
+        echo_json({**head, "predictions": [p.as_dict() for p in result.predictions]})
+    elif fmt == "csv":
+        typer.echo(_csv(result.predictions), nl=False)
+    else:
+        rows = [_table_row(p) for p in result.predictions]
+        headers = ["image", "class", "probability"] + (["next"] if top_k > 1 else [])
+        rich_table(headers, [r[: len(headers)] for r in rows])
+
+
+def export(
+    run: str = _RUN,
+    out: Path = typer.Option(
+        None, "--out", help="Folder to create (default: ./RUN-export). It must not exist yet."
+    ),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out if it exists."),
+) -> None:
+    """Export a run's model with its class map (classes.json) and preprocessing
+    (preprocessing.json): ONNX (model.onnx, input "data" N x 3 x S x S) for the torch
+    engine, the symbol + params pair for MXNet."""
+    from finetune.cli._render import info
+    from finetune.models.predict import export as run_export
+
+    folder = run_export(run, out, overwrite)
+    files = ", ".join(sorted(p.name for p in folder.iterdir()))
+    info(f"Exported to {folder}: {files}")
+
+
+def _table_row(p) -> list[str]:
+    others = ", ".join(
+        f"{c} {q:.1%}" for c, q in zip(p.classes[1:], p.probabilities[1:], strict=True)
+    )
+    return [p.image, p.classes[0], f"{p.probabilities[0]:.1%}", others]
+
+
+def _csv(predictions) -> str:
+    from finetune.report.text import csv_text
+
+    rows = [
+        [p.image, rank, c, label, f"{q:.6g}"]
+        for p in predictions
+        for rank, (c, label, q) in enumerate(
+            zip(p.classes, p.labels, p.probabilities, strict=True), start=1
+        )
+    ]
+    return csv_text(["image", "rank", "class", "label", "probability"], rows)

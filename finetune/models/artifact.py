@@ -1,0 +1,89 @@
+"""A run's model folder: where it is, and what it says about itself.
+
+Every engine's folder holds ``classes.json`` (class names in the order of the network's
+outputs), ``preprocessing.json`` (the validation transform the run was measured with) and
+``hyperparameters.json`` (the engine and the model), beside the engine's own files.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from finetune.errors import DataError
+
+CLASSES = "classes.json"
+PREPROCESSING = "preprocessing.json"
+HYPERPARAMETERS = "hyperparameters.json"
+DESCRIPTION = (CLASSES, PREPROCESSING, HYPERPARAMETERS)
+
+
+@dataclass(frozen=True)
+class ModelFolder:
+    """A complete model folder and the facts prediction needs."""
+
+    path: Path
+    engine: str
+    model: str
+    classes: list[str]
+    image_size: int
+    run_id: str | None = None
+
+    @classmethod
+    def open(cls, path: Path, run_id: str | None = None) -> ModelFolder:
+        """Read a model folder; a DataError names what is missing."""
+        missing = [n for n in DESCRIPTION if not (path / n).is_file()]
+        if missing:
+            raise DataError(
+                f"{path} is not a finetune model folder: {', '.join(missing)} missing",
+                "give the id of a completed run, or the model folder of one (it holds "
+                "classes.json, preprocessing.json and hyperparameters.json).",
+            )
+        try:
+            classes = json.loads((path / CLASSES).read_text("utf-8"))
+            hp = json.loads((path / HYPERPARAMETERS).read_text("utf-8"))
+        except (OSError, ValueError) as exc:
+            raise DataError(f"{path}: unreadable model description ({exc})", _AGAIN) from None
+        return cls(
+            path=path,
+            engine=hp.get("engine", "mxnet"),  # runs before the torch engine were MXNet runs
+            model=hp.get("model", "?"),
+            classes=list(classes["classes"]),
+            image_size=int(classes["image_size"]),
+            run_id=run_id,
+        )
+
+
+_AGAIN = "use the model folder of a completed run (or download it again)."
+
+
+def locate(run_or_folder: str) -> ModelFolder:
+    """The model of a run id (or unique prefix) in the ledger, or a model folder path."""
+    path = Path(run_or_folder).expanduser()
+    if path.is_dir():
+        return ModelFolder.open(path)
+    from finetune.runs.ledger import open_default
+
+    with open_default() as ledger:
+        run = ledger.get(run_or_folder)
+    return ModelFolder.open(run_model_dir(run), run.id)
+
+
+def run_model_dir(run) -> Path:
+    """Where a run's trainer wrote its model on this machine; a DataError when it has none
+    (still running, failed, or trained in the cloud)."""
+    folder = Path(run.run_dir or ".") / "ml" / "model"
+    if (folder / PREPROCESSING).is_file():
+        return folder
+    if run.status != "completed":
+        raise DataError(
+            f"run {run.id} is {run.status}: it has no model yet",
+            "wait until `finetune runs show RUN` says completed, or resume it with "
+            "`finetune launch --resume RUN`.",
+        )
+    raise DataError(
+        f"run {run.id} ran on {run.backend}; its model is not on this machine",
+        "download its model folder (the model.tar.gz of its output, unpacked) and pass "
+        "that folder instead of the run id.",
+    )

@@ -1,0 +1,107 @@
+"""`finetune predict` and `finetune export`: one library call each.
+
+Prediction packs the images as a .rec and has the run's engine read it through its
+validation transform (the one the run's accuracy was measured with), batched as in
+validation; the scores become top-k classes with softmax probabilities.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from finetune.errors import DataError, UsageError
+from finetune.models import artifact, inputs
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One image's top-k classes, best first, with probabilities."""
+
+    image: str
+    classes: list[str]
+    labels: list[int]
+    probabilities: list[float]
+
+    def as_dict(self) -> dict:
+        top = [
+            {"class": c, "label": i, "probability": p}
+            for c, i, p in zip(self.classes, self.labels, self.probabilities, strict=True)
+        ]
+        return {"image": self.image, "top": top}
+
+
+@dataclass(frozen=True)
+class PredictResult:
+    model: artifact.ModelFolder
+    predictions: list[Prediction]
+
+
+def predict(run_or_folder: str, paths: list[str], top_k: int = 5) -> PredictResult:
+    """Classify the images in ``paths`` (files or folders) with a run's model."""
+    import numpy as np
+
+    from finetune.train.engines import predict_scores
+
+    if top_k < 1:
+        raise UsageError(f"--top-k {top_k} asks for no classes", "give --top-k 1 or more.")
+    model = artifact.locate(run_or_folder)
+    images = inputs.collect(paths)
+    with tempfile.TemporaryDirectory(prefix="finetune-predict-") as tmp:
+        packed = inputs.pack(images, Path(tmp))
+        scores = predict_scores(model.engine, model.path, packed.rec, packed.idx)
+    if scores.shape != (len(images), len(model.classes)):
+        raise DataError(
+            f"the model gave scores of shape {scores.shape} for {len(images)} images of "
+            f"{len(model.classes)} classes",
+            "the model folder is inconsistent: use the folder of a completed run as it was.",
+        )
+    k = min(top_k, len(model.classes))
+    probs = _softmax(scores.astype(np.float64))
+    top = np.argsort(-scores.astype(np.float64), axis=1, kind="stable")[:, :k]
+    out = [
+        Prediction(
+            str(path),
+            [model.classes[j] for j in row],
+            [int(j) for j in row],
+            [float(probs[i, j]) for j in row],
+        )
+        for i, (path, row) in enumerate(zip(images, top, strict=True))
+    ]
+    return PredictResult(model, out)
+
+
+def export(run_or_folder: str, out: Path | None = None, overwrite: bool = False) -> Path:
+    """Write a run's model in a portable form to ``out`` (default ./RUN-export): the
+    engine's files (ONNX for torch, symbol + params for MXNet), the class map and the
+    preprocessing. Written to a temporary folder, then renamed into place."""
+    from finetune.train.engines import export_model
+
+    model = artifact.locate(run_or_folder)
+    out = Path(out) if out else Path(f"{model.run_id or model.path.name}-export")
+    if out.exists() and not overwrite:
+        raise UsageError(f"{out} already exists", "choose another --out, or add --overwrite.")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        export_model(model.engine, model.path, tmp)
+        for name in artifact.DESCRIPTION:
+            shutil.copyfile(model.path / name, tmp / name)
+        if out.exists():
+            shutil.rmtree(out)
+        os.rename(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def _softmax(scores):
+    import numpy as np
+
+    shifted = scores - scores.max(axis=1, keepdims=True)
+    e = np.exp(shifted)
+    return e / e.sum(axis=1, keepdims=True)
