@@ -132,7 +132,8 @@ def _run(rid, i, backend, itype, hosts, spot, charges=()) -> Run:
 
 
 def _cli(*args):
-    res = CliRunner().invoke(app, list(args))
+    # wide enough for one line per run (fitting narrower terminals is tested in test_render)
+    res = CliRunner().invoke(app, list(args), env={"COLUMNS": "300"})
     assert res.exit_code == 0, res.output
     return res.output
 
