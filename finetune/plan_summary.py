@@ -1,4 +1,5 @@
-"""What `launch --dry-run` shows of a Plan: one (label, value) row per fact."""
+"""What `launch --dry-run` shows of a Plan: one (label, value) row per fact. (Plan knows
+nothing of this module: the summary reads the plan, never the other way round.)"""
 
 from __future__ import annotations
 
@@ -9,10 +10,23 @@ if TYPE_CHECKING:
     from finetune.recipes.model import Recipe
 
 
+def summary_lines(plan: Plan) -> list[str]:
+    """What ``launch --dry-run`` prints: one aligned ``label  value`` line per fact."""
+    return aligned(summary_rows(plan))
+
+
+def aligned(rows: list[tuple[str, str]]) -> list[str]:
+    """(label, value) rows as ``label  value`` lines, the values in one column."""
+    width = max((len(label) for label, _ in rows), default=0)
+    return [f"{label:<{width}}  {value}" for label, value in rows]
+
+
 def summary_rows(plan: Plan) -> list[tuple[str, str]]:
     """(label, value) rows describing ``plan``, for people."""
     r, ds, res, der = plan.recipe, plan.dataset, plan.resources, plan.derived
-    where = res.backend + (f" {res.instance_type}" if res.instance_type else "")
+    where = (res.backend or "default backend") + (
+        f" {res.instance_type}" if res.instance_type else ""
+    )
     where += " (spot)" if res.spot else ""
     rows = [
         ("recipe", r.name + (f" with {' '.join(plan.overrides)}" if plan.overrides else "")),

@@ -16,30 +16,23 @@ def render_run(run, ledger) -> None:
         typer.echo(line)
 
 
-def _synced(ledger, run_id: str):
-    """The run, refreshed from its backend if it may still be moving."""
-    from finetune.backends import get_backend
-    from finetune.runs import service
-    from finetune.runs.ledger import ACTIVE
-
-    run = ledger.get(run_id)
-    if run.status in ACTIVE:
-        run, _, _ = service.sync(run, get_backend(run.backend), ledger)
-    return run
-
-
 @app.command("list")
 def list_runs(
     recipe: str = typer.Option(None, help="Only runs of this recipe."),
+    refresh: bool = typer.Option(
+        False, "--refresh", help="Ask the cloud where live cloud runs are (needs AWS)."
+    ),
     as_json: bool = _JSON,
 ) -> None:
-    """List runs, oldest first."""
+    """List runs, oldest first, as the ledger has them (local runs are checked; cloud runs
+    only with --refresh, so a listing works offline)."""
+    from finetune import service
     from finetune.cli._render import echo_json, table
     from finetune.runs.ledger import open_default
     from finetune.runs.views import list_rows, run_dict
 
     with open_default() as ledger:
-        runs = [_synced(ledger, r.id) for r in ledger.list(recipe=recipe)]
+        runs = service.listing(ledger, recipe=recipe, refresh=refresh)
         data = [run_dict(r, ledger.epochs(r.id)) for r in runs]
     if as_json:
         echo_json(data)
@@ -56,12 +49,13 @@ def show(
 ) -> None:
     """Show one run: plan, status, throughput, per-epoch metrics, which epoch the model
     comes from, test accuracy and the weakest classes."""
+    from finetune import service
     from finetune.cli._render import echo_json
     from finetune.runs.ledger import open_default
     from finetune.runs.views import final_facts, run_dict
 
     with open_default() as ledger:
-        run = _synced(ledger, run_id)
+        run = service.refreshed(ledger, run_id)
         if as_json:
             final = final_facts(ledger.events(run.id))
             echo_json(run_dict(run, ledger.epochs(run.id), final))
@@ -75,8 +69,8 @@ def logs(
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing until the run ends."),
 ) -> None:
     """Print the trainer's log of a run."""
+    from finetune import service
     from finetune.backends import get_backend
-    from finetune.runs import service
     from finetune.runs.ledger import open_default
 
     with open_default() as ledger:
@@ -91,11 +85,12 @@ def logs(
 @app.command("stop")
 def stop(run_id: str = typer.Argument(..., help="Run id (or a unique prefix).")) -> None:
     """Stop a run: it checkpoints and ends; `finetune launch --resume RUN` continues it."""
-    from finetune.backends import get_backend
+    from finetune import service
     from finetune.runs.ledger import open_default
 
     with open_default() as ledger:
-        run = ledger.get(run_id)
-        get_backend(run.backend).stop(run)
-        ledger.update(run.id, status="stopping")
+        run = service.stop(ledger, run_id)
+    if run.status == "stopping":
         typer.echo(f"Asked {run.id} to stop; it saves a checkpoint first.")
+    else:
+        typer.echo(f"{run.id} is {run.status}: {run.exit_reason or 'nothing was running'}.")

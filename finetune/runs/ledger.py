@@ -159,6 +159,11 @@ class Ledger:
                 self._event(c, run_id, "status", fields["status"])
         return self.get(run_id)
 
+    def delete(self, run_id: str) -> None:
+        """Remove a run, its epochs and events (a launch its backend refused)."""
+        with self._write() as c:
+            c.execute("DELETE FROM runs WHERE id = ?", (run_id,))
+
     def get(self, run_id: str) -> Run:
         """The run with this id, or an unambiguous prefix of one."""
         row = self._conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()

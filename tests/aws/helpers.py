@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from finetune.plan import Resources, build_plan
-from finetune.runs import service
+from finetune import service
 from finetune.runs.ledger import Ledger, Run, new_run_id
 
 

@@ -143,7 +143,7 @@ def _exercise_everything(cloud, dataset, tmp_path, monkeypatch):
     """The commands a user runs: launch (upload, create, follow, logs, metrics), stop, a
     failed multipart upload (abort), image push."""
     from finetune.aws import s3upload as up
-    from finetune.runs import service
+    from finetune import service
 
     from .test_sm_logs_metrics import _put_logs, _put_output
 
@@ -167,7 +167,7 @@ def _exercise_everything(cloud, dataset, tmp_path, monkeypatch):
     ledger = h.ledger_at(tmp_path)
     plan = h.sm_plan(dataset)
     be = SageMakerBackend(poll_seconds=0)
-    run = service._submit(plan, be, ledger, ledger.create(h.new_run(tmp_path, plan)))
+    run = service.submit(plan, be, ledger, ledger.create(h.new_run(tmp_path, plan)))
     job = run.backend_ref.rsplit("/", 1)[1]
     cloud.script(
         [h.step("InProgress", "Training", 60), h.step("InProgress", "Training", 61)], job=job

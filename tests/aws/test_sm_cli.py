@@ -4,6 +4,7 @@ the real CLI against moto behind the gateway."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -53,15 +54,37 @@ def test_dry_run_needs_no_credentials(gw, tiny_dataset, tmp_path, monkeypatch):
         "us-east-1",
         "--dry-run",
     )
-    assert res.exit_code == 0, res.output
     out = res.output
     assert "sagemaker p3.8xlarge (spot): 2 host(s) x 4 gpu" in out
     assert "(x8 devices)" in out  # the learning rate scales with 2 x 4 GPUs
     assert "2 x ml.p3.8xlarge" in out and "3 h (10800 s)" in out and "us-east-1" in out
     assert "ACCOUNT.dkr.ecr.us-east-1.amazonaws.com/finetune:0.1.0" in out
-    assert "not set: FINETUNE_BUCKET, FINETUNE_ROLE_ARN" in out
     assert "EUR/h for 8x V100" in out  # the estimate from the catalog
+    # the plan is shown, then why the real launch would fail: non-zero, like the launch
+    assert res.exit_code == 2 and "no S3 bucket is set" in out and "no execution role" in out
+    assert "FINETUNE_BUCKET" in out and "To fix:" in out
     assert gw.calls == []  # nothing was asked of AWS
+
+
+def test_dry_run_shows_the_runtime_the_budget_affords(cloud, tiny_dataset):
+    """--max-eur shortens the runtime at submit; the dry run shows that same runtime."""
+    args = [*SMOKE, "--dataset", str(tiny_dataset), "--instance", "p3.2xlarge", "--max-eur", "0.5"]
+    res = cli(*args, "--dry-run")
+    assert res.exit_code == 0, res.output
+    shown = re.search(r"max runtime\s+[\d.]+ h \((\d+) s\)", res.output)
+    assert shown and 60 <= int(shown[1]) < 7200  # shrunk from the 2 h default
+    res = cli(*args, "--detach")
+    assert res.exit_code == 0, res.output
+    sent = cloud.requests("CreateTrainingJob")[-1].json["StoppingCondition"]
+    assert sent["MaxRuntimeInSeconds"] == int(shown[1])
+
+
+def test_dry_run_without_a_region_says_so(gw, tiny_dataset, tmp_path, monkeypatch):
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    res = cli(*SMOKE, "--dataset", str(tiny_dataset), "--instance", "g5.xlarge", "--dry-run")
+    assert res.exit_code == 2 and "no AWS region is set" in res.output and "--region" in res.output
 
 
 def test_dry_run_with_settings_shows_the_dataset_prefix(cloud, tiny_dataset):
@@ -92,8 +115,15 @@ def test_dry_run_still_refuses_what_cannot_work(gw, tiny_dataset):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--backend", "local", "--instance", "p3.2xlarge"], "--instance applies only to cloud"),
-        (["--backend", "local", "--spot", "--region", "x"], "--spot, --region apply only"),
+        (["--backend", "local", "--instance", "p3.2xlarge"], "the local backend runs on this"),
+        (["--backend", "local", "--spot"], "cannot provide spot capacity: it runs on this"),
+        (["--backend", "local", "--count", "2"], "cannot provide several hosts"),
+        (["--backend", "local", "--region", "x"], "--region does not apply to --backend local"),
+        (
+            ["--backend", "ec2", "--instance", "g5.xlarge", "--kms-key", "k"],
+            "(--kms-key: sagemaker)",
+        ),
+        (["--backend", "sagemkaer"], 'Did you mean "sagemaker"?'),
         (["--backend", "sagemaker"], "needs an instance type"),
         (["--backend", "sagemaker", "--instance", "p9.big"], "Unknown instance type"),
         (

@@ -7,7 +7,7 @@ import pytest
 
 from finetune.backends.sagemaker.backend import SageMakerBackend
 from finetune.errors import UsageError
-from finetune.runs import service
+from finetune import service
 
 from . import helpers as h
 
@@ -18,7 +18,7 @@ def _launch(cloud, dataset, tmp_path, steps, **plan_args):
     ledger = h.ledger_at(tmp_path)
     be = SageMakerBackend(poll_seconds=0)
     run = ledger.create(h.new_run(tmp_path, plan))
-    run = service._submit(plan, be, ledger, run)
+    run = service.submit(plan, be, ledger, run)
     cloud.script(steps, job=run.backend_ref.rsplit("/", 1)[1])
     return run, be, ledger
 

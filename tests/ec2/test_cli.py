@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from finetune.backends.ec2.request import RUN_TAG
 from finetune.cli import app
+from finetune.runs.ledger import open_default
 
 from .conftest import REGION, live_instances
 from .control import instances_of
@@ -94,12 +95,34 @@ def test_launch_without_bucket_says_how_to_set_one(ec2_aws, tiny_dataset, monkey
     res = _launch(tiny_dataset, "--instance", "g5.xlarge", "--detach")
     assert res.exit_code == 4 and "FINETUNE_BUCKET" in res.output
     assert ec2_aws.sent("RunInstances") == []
+    with open_default() as ledger:
+        assert ledger.list() == []  # no "failed" run that never reached AWS
 
 
 def test_dry_run_launches_nothing(ec2_aws, tiny_dataset):
-    res = _launch(tiny_dataset, "--instance", "g5.xlarge", "--spot", "--dry-run")
-    assert res.exit_code == 0 and "ec2 g5.xlarge (spot)" in res.output
+    ec2_aws.quotas["L-3819A6DF"] = 64  # All G and VT Spot Instance Requests
+    res = _launch(tiny_dataset, "--instance", "g5.xlarge", "--spot", "--dry-run", "--max-eur", "3")
+    assert res.exit_code == 0, res.output
+    out = res.output
+    assert "ec2 g5.xlarge (spot)" in out and re.search(r"region\s+us-east-1", out)
+    assert "what --max-eur 3 pays for" in out or "(--max-runtime)" in out
+    assert "euro cap     EUR 3" in out
+    assert "All G and VT Spot Instance Requests: 64 vCPUs; this launch needs 4" in out
     assert ec2_aws.sent("RunInstances") == []
+    with open_default() as ledger:
+        assert ledger.list() == []
+
+
+def test_dry_run_refuses_a_zero_quota_and_says_how_to_raise_it(ec2_aws, tiny_dataset):
+    ec2_aws.quotas["L-DB2E81BA"] = 0  # Running On-Demand G and VT instances: a new account
+    res = _launch(tiny_dataset, "--instance", "g5.xlarge", "--dry-run")
+    assert res.exit_code == 6, res.output
+    assert "'Running On-Demand G and VT instances' in us-east-1 is 0 vCPUs" in res.output
+    assert "--quota-code L-DB2E81BA --desired-value 4" in res.output and "To fix:" in res.output
+    res = _launch(tiny_dataset, "--instance", "g5.xlarge", "--detach")  # the launch agrees
+    assert res.exit_code == 6 and ec2_aws.sent("RunInstances") == []
+    with open_default() as ledger:
+        assert ledger.list() == []  # a refused pre-flight leaves no run behind
 
 
 def test_cleanup_removes_orphans_and_keeps_live_runs(ec2_aws, tiny_dataset):

@@ -15,12 +15,14 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from finetune.backends.base import Capabilities, Status
+from finetune.backends import base
+from finetune.backends.base import Capabilities, Hooks, Status
 from finetune.backends.ec2 import cost as ec2_cost
 from finetune.backends.ec2 import hosts as ec2_hosts
 from finetune.backends.ec2 import infra as ec2_infra
 from finetune.backends.ec2 import launch as ec2_launch
 from finetune.backends.ec2 import observe as ec2_observe
+from finetune.backends.ec2 import plan as ec2_plan
 from finetune.backends.ec2 import prepare as ec2_prepare
 from finetune.backends.ec2 import relaunch as ec2_relaunch
 from finetune.backends.ec2.agent import protocol as p
@@ -32,12 +34,37 @@ from finetune.metrics import EpochMetrics
 
 class Ec2Backend:
     name = "ec2"
-    capabilities = Capabilities(spot=True, multi_node=True, gpus=True, stop=True)
+    capabilities = Capabilities()  # spot (with relaunch), several hosts, GPUs, terminate
+    Options = ec2_plan.Ec2LaunchOptions
+    poll_seconds = 1.0
+    stream_logs = False  # the agent's status detail (img/s, relaunches) is shown instead
 
-    def __init__(self, options: Ec2Options | None = None, ledger=None) -> None:
-        self.options = options  # None: the options stored with the run (status, stop, resume)
+    def __init__(self, options=None, hooks: Hooks | None = None, ledger=None) -> None:
+        if isinstance(options, ec2_plan.Ec2LaunchOptions):
+            options = options.state_options()
+        self.options: Ec2Options | None = options  # None: the options stored with the run
         self._ledger = ledger
         self._clients = ec2_infra.Clients()
+
+    # -- launch ---------------------------------------------------------------------------
+    def resources(self, request: base.ResourceRequest):
+        return ec2_plan.resources(request)
+
+    def dataset_summary(self, uri: str):
+        return ec2_plan.dataset_summary(uri)
+
+    def preflight(self, plan) -> base.Preflight:
+        return ec2_plan.check(plan, self.options or Ec2Options(), self._clients)
+
+    def orphans(self, live_runs: set[str], older_than_s: float) -> list[base.Orphan]:
+        from finetune.backends.ec2 import cleanup as ec2_cleanup
+
+        return ec2_cleanup.find_orphans(self._clients, live_runs, older_than_s)
+
+    def remove(self, orphans: list[base.Orphan]) -> list[str]:
+        from finetune.backends.ec2 import cleanup as ec2_cleanup
+
+        return ec2_cleanup.remove(self._clients, orphans)
 
     # -- submit ---------------------------------------------------------------------------
     def submit(self, plan, run) -> str:

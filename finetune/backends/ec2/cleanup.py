@@ -10,19 +10,10 @@ cancelled, instance profiles and roles deleted.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
+from finetune.backends.base import Orphan
 from finetune.backends.ec2 import infra as ec2_infra
 from finetune.backends.ec2.request import PROJECT_TAG, RUN_TAG
-
-
-@dataclass(frozen=True)
-class Orphan:
-    kind: str  # instance | spot-request | instance-profile
-    id: str
-    run_id: str
-    age_s: float
-    detail: str = ""
 
 
 def find_orphans(clients, live_runs: set[str], older_than_s: float, now=None) -> list[Orphan]:

@@ -9,24 +9,74 @@ import subprocess
 import sys
 from pathlib import Path
 
+from pydantic import Field
+
 from finetune import metrics as mt
-from finetune.backends.base import Capabilities, Status
+from finetune.backends import base
+from finetune.backends.base import Capabilities, Feature, Hooks, Preflight, Status
 from finetune.errors import UsageError
 from finetune.train import mltree
 
 
-def run_dir_for(run_id: str) -> Path:
-    from finetune import settings
+class LocalOptions(base.Options):
+    """The local backend's launch flags: which devices of this machine to train on."""
 
-    return settings.get().data_dir / "runs" / run_id
+    gpus: str | None = None  # e.g. "0,1"; default: every GPU found, else one CPU context
+    cpus: int | None = Field(None, ge=1)
 
 
 class LocalBackend:
     name = "local"
-    capabilities = Capabilities(spot=False, multi_node=False, gpus=True, stop=True)
+    capabilities = Capabilities(
+        missing={
+            Feature.SPOT: "it runs on this machine, which has no spot market",
+            Feature.MULTI_NODE: "it runs on one host, this machine",
+        },
+        offline_status=True,  # status reads the run directory
+    )
+    Options = LocalOptions
+    poll_seconds = 1.0
+    stream_logs = False  # the epoch lines say it all; train.log is one `runs logs` away
 
-    def __init__(self, gpu_ids: tuple[int, ...] = ()) -> None:
-        self.gpu_ids = gpu_ids  # becomes CUDA_VISIBLE_DEVICES
+    def __init__(self, options: LocalOptions | None = None, hooks: Hooks | None = None) -> None:
+        self.options = options or LocalOptions()
+        self.gpu_ids: tuple[int, ...] = ()  # becomes CUDA_VISIBLE_DEVICES (set by resources)
+
+    def resources(self, request: base.ResourceRequest):
+        """This machine's devices: --gpus (present here), --cpus, else all GPUs or one CPU."""
+        from finetune.backends.local.devices import local_resources
+
+        if request.instance:
+            raise UsageError(
+                f"--instance {request.instance}: the local backend runs on this machine",
+                "drop --instance, or launch on a cloud backend (--backend sagemaker or ec2).",
+            )
+        resources, self.gpu_ids = local_resources(self.options.gpus, self.options.cpus)
+        return resources
+
+    def dataset_summary(self, uri: str):
+        raise UsageError(
+            f"the local backend trains on a dataset on this machine, not on {uri}",
+            "pass --dataset DIR (a folder made by `finetune prepare`), or launch on a cloud "
+            "backend (--backend sagemaker or ec2), which reads it from S3.",
+        )
+
+    def preflight(self, plan) -> Preflight:
+        """Nothing to check beyond the plan itself; it runs here, at no charge."""
+        res = plan.resources
+        devices = ",".join(map(str, self.gpu_ids)) if self.gpu_ids else None
+        rows = [
+            ("where", "this machine" + (f", CUDA_VISIBLE_DEVICES={devices}" if devices else "")),
+            ("devices", f"{res.devices_per_host} {res.device}"),
+            ("cost", "none charged (your own machine)"),
+        ]
+        return Preflight(plan, rows, title="Local run")
+
+    def orphans(self, live_runs: set[str], older_than_s: float) -> list:
+        return []  # nothing outlives a local run but its own folder
+
+    def remove(self, orphans: list) -> list[str]:
+        return []
 
     def submit(self, plan, run) -> str:
         """Lay out RUN_DIR/ml, then start the supervisor detached; returns its pid."""

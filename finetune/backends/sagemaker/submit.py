@@ -50,17 +50,24 @@ def missing_settings(opts) -> list[Problem]:
 
 
 def with_defaults(opts, plan, aws: Aws):
-    """The default image (where `finetune image push` puts it) and a runtime --max-eur affords."""
-    from finetune import __version__
-
+    """The engine's default image and a runtime --max-eur affords."""
     if not opts.image:
-        opts = replace(opts, image=rq.default_image(aws.account_id, aws.region, __version__))
+        opts = replace(opts, image=engine_image(plan, aws.account_id, aws.region))
     if opts.max_eur is not None:
-        opts = _fit_budget(opts, plan, aws.region)
+        opts = fit_budget(opts, plan, aws.region)
     return opts
 
 
-def _fit_budget(opts, plan, region: str):
+def engine_image(plan, account: str, region: str) -> str:
+    """The training image for ``plan`` when --image is not given: where `finetune image push`
+    puts ours in ``account``'s ECR. Submit and --dry-run both ask here, so they agree."""
+    from finetune import __version__
+    from finetune.aws.image import default_image
+
+    return default_image(account, region, __version__)
+
+
+def fit_budget(opts, plan, region: str):
     """Without --max-runtime, the longest runtime --max-eur pays for (at most the default);
     with it, a refusal when the worst case costs more than --max-eur."""
     from finetune.catalog import fx, prices
