@@ -142,8 +142,8 @@ def test_caller_policy_grants_exactly_what_the_code_calls(
 def _exercise_everything(cloud, dataset, tmp_path, monkeypatch):
     """The commands a user runs: launch (upload, create, follow, logs, metrics), stop, a
     failed multipart upload (abort), image push."""
-    from finetune.aws import s3upload as up
     from finetune import service
+    from finetune.aws import s3upload as up
 
     from .test_sm_logs_metrics import _put_logs, _put_output
 

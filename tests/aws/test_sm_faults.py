@@ -6,13 +6,12 @@ from __future__ import annotations
 import boto3
 import pytest
 
-from finetune import settings
+from finetune import service, settings
 from finetune.aws.errors import AccessError, CredentialsError, QuotaError, ThrottledError
 from finetune.backends.sagemaker.backend import SageMakerBackend
 from finetune.backends.sagemaker.preflight import PreflightError
 from finetune.backends.sagemaker.request import JobOptions, job_name
 from finetune.errors import CloudError
-from finetune import service
 
 from . import helpers as h
 from .conftest import BUCKET, REGION

@@ -10,9 +10,9 @@ import time
 
 import boto3
 
+from finetune import service
 from finetune.backends.sagemaker.backend import SageMakerBackend, metrics_from_log
 from finetune.metrics import EpochMetrics
-from finetune import service
 
 from . import helpers as h
 from .conftest import BUCKET, REGION

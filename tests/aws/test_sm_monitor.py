@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from finetune import service
 from finetune.backends.sagemaker.backend import SageMakerBackend
 from finetune.errors import UsageError
-from finetune import service
 
 from . import helpers as h
 
