@@ -144,8 +144,11 @@ def resume(ledger: Ledger, run_id: str, hooks: Hooks | None = None):
 
     run = ledger.get(run_id)
     backend = get_backend(run.backend, hooks=hooks)
-    if run.status in ACTIVE and backend.status(run).state in ACTIVE:
-        raise UsageError(f"run {run.id} is still {run.status}", "wait for it, or stop it first.")
+    # the backend's word, not the ledger's: a run recorded as interrupted may still have a
+    # live process (a trainer whose supervisor was killed, checkpointing on its way out)
+    state = backend.status(run).state if run.backend_ref else run.status
+    if state in ACTIVE:
+        raise UsageError(f"run {run.id} is still {state}", "wait for it, or stop it first.")
     if run.status == "completed":
         raise UsageError(f"run {run.id} already completed", "launch a new run instead.")
     plan = Plan.model_validate(run.plan)

@@ -14,6 +14,7 @@ from pydantic import Field
 from finetune import metrics as mt
 from finetune.backends import base
 from finetune.backends.base import Capabilities, Feature, Hooks, Preflight, Status
+from finetune.backends.local.runner import LOCK_FILE, lock_held
 from finetune.errors import UsageError
 from finetune.train import mltree
 
@@ -79,8 +80,15 @@ class LocalBackend:
         return []
 
     def submit(self, plan, run) -> str:
-        """Lay out RUN_DIR/ml, then start the supervisor detached; returns its pid."""
+        """Lay out RUN_DIR/ml, then start the supervisor detached; returns its pid. Refused
+        while a process of the run (a trainer whose supervisor was killed) is still alive."""
         run_dir = Path(run.run_dir)
+        if lock_held(run_dir):
+            raise UsageError(
+                f"run {run.id} still has a live process (it holds {run_dir / LOCK_FILE}); "
+                "a second trainer would write into the same run",
+                f"wait for it to end (`finetune runs stop {run.id}` asks it to), then resume.",
+            )
         mltree.layout(run_dir / "ml", plan)
         (run_dir / "plan.json").write_text(plan.to_json())
         for stale in ("exit.json", "runner.json"):  # a resumed run starts a new attempt
@@ -111,6 +119,12 @@ class LocalBackend:
             return Status("running" if runner else "submitted", started_at=runner.get("started_at"))
         if _read_json(exit_file):  # finished between the two checks
             return self.status(run)
+        if lock_held(run_dir):  # the supervisor is gone; its trainer got SIGTERM and ends
+            return Status(
+                "stopping",
+                detail="the supervisor is gone; the trainer checkpoints and ends",
+                started_at=runner.get("started_at"),
+            )
         return Status(
             "interrupted",
             reason="the local runner process ended without a result "
@@ -132,9 +146,14 @@ class LocalBackend:
 
     def stop(self, run) -> None:
         pid = int(run.backend_ref or 0)
-        if not _alive(pid):
-            raise UsageError(f"run {run.id} is not running", "nothing to stop.")
-        os.kill(pid, signal.SIGTERM)  # the runner forwards it; the trainer checkpoints
+        if _alive(pid):
+            os.kill(pid, signal.SIGTERM)  # the runner forwards it; the trainer checkpoints
+            return
+        trainer = int(_read_json(Path(run.run_dir) / "runner.json").get("trainer_pid") or 0)
+        if lock_held(Path(run.run_dir)) and _alive(trainer):  # its supervisor was killed
+            os.kill(trainer, signal.SIGTERM)
+            return
+        raise UsageError(f"run {run.id} is not running", "nothing to stop.")
 
 
 # what the trainer leaves in output/data beside the metrics, kept in the ledger when it ends
