@@ -32,6 +32,7 @@ class Fault:
     times: int = 1
     when: object = None  # callable(params) -> bool, or None for every matching action
     after: bool = False  # let moto process the request, then lose its reply
+    on_match: object = None  # callable(params), run once moto did the work (with ``after``)
 
 
 class FaultLayer:
@@ -68,6 +69,8 @@ class FaultLayer:
             return self.app(environ, start_response)
         if fault.after:
             list(self.app(environ, lambda *a, **k: lambda data: None))  # reply lost
+        if fault.on_match is not None:
+            fault.on_match(params)  # e.g. kill the caller before it hears back
         data = _ERROR_XML.format(code=fault.code, message=fault.message).encode()
         start_response(f"{fault.status} Fault", [("Content-Type", "text/xml")])
         return [data]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import time
 
 import boto3
 from typer.testing import CliRunner
@@ -155,6 +157,58 @@ def test_cleanup_deletes_roles_of_finished_runs(ec2_aws, tiny_dataset):
         boto3.client("iam").list_instance_profiles(PathPrefix="/finetune/")["InstanceProfiles"]
         == []
     )
+
+
+def _killed_after_run_instances(layer, dataset) -> tuple[str, str]:
+    """A real `finetune launch` process, SIGKILLed the moment EC2 has made its instance (it
+    never hears back); returns (run id, instance id)."""
+    import subprocess
+    import sys
+
+    from .faults import Fault
+
+    cmd = [sys.executable, "-m", "finetune", "launch", "smoke-resnet18", "--dataset",
+           str(dataset), "--backend", "ec2", "--instance", "g5.xlarge", "--detach"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    layer.add(Fault("RunInstances", "InternalError", after=True, on_match=lambda _: proc.kill()))
+    out = proc.communicate(timeout=300)[0].decode()
+    assert proc.returncode == -signal.SIGKILL, out
+    with open_default() as ledger:
+        (run,) = ledger.list()
+        assert run.status == "submitted" and run.backend_ref is None  # it never heard back
+        assert "intent" in [kind for _, kind, _ in ledger.events(run.id)]
+    (inst,) = instances_of(run.id, LIVE)
+    return run.id, inst["InstanceId"]
+
+
+def test_a_launch_killed_after_run_instances_is_found_by_tag_and_stopped(ec2_aws, tiny_dataset):
+    run_id, instance = _killed_after_run_instances(ec2_aws, tiny_dataset)
+    res = CliRunner().invoke(app, ["runs", "show", run_id])
+    assert res.exit_code == 0, res.output
+    with open_default() as ledger:
+        assert ledger.get(run_id).backend_ref == instance  # reconciled: found by its tags
+    res = CliRunner().invoke(app, ["runs", "stop", run_id])
+    assert res.exit_code == 0, res.output
+    assert instances_of(run_id, LIVE) == []
+    with open_default() as ledger:
+        assert ledger.get(run_id).status == "stopped"
+
+
+def test_cleanup_ends_an_abandoned_launch_after_the_grace_period(ec2_aws, tiny_dataset):
+    run_id, instance = _killed_after_run_instances(ec2_aws, tiny_dataset)
+    res = CliRunner().invoke(app, ["cleanup", "--older-than", "0s", "--yes"])
+    assert "Nothing to clean up" in res.output  # a launch may still be on its way: wait
+    assert [i["InstanceId"] for i in instances_of(run_id, LIVE)] == [instance]
+    with open_default() as ledger:  # an hour later, nobody has heard of it
+        ledger.update(run_id, created_at=time.time() - 3600)
+    res = CliRunner().invoke(app, ["cleanup", "--older-than", "0s", "--yes"])
+    assert res.exit_code == 0, res.output
+    assert f"terminated {instance}" in res.output and "abandoned launch" in res.output
+    assert f"deleted instance profile and role finetune-run-{run_id}" in res.output
+    assert instances_of(run_id, LIVE) == []
+    with open_default() as ledger:
+        run = ledger.get(run_id)
+        assert run.status == "failed" and run.exit_reason.startswith("abandoned")
 
 
 def _ec2():

@@ -10,7 +10,6 @@ metrics  metrics.jsonl in S3; logs: train.log in S3 (byte ranges); stop: termina
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -20,6 +19,7 @@ from finetune.backends.base import Capabilities, Hooks, Status
 from finetune.backends.ec2 import cost as ec2_cost
 from finetune.backends.ec2 import hosts as ec2_hosts
 from finetune.backends.ec2 import infra as ec2_infra
+from finetune.backends.ec2 import intent as ec2_intent
 from finetune.backends.ec2 import launch as ec2_launch
 from finetune.backends.ec2 import observe as ec2_observe
 from finetune.backends.ec2 import plan as ec2_plan
@@ -74,6 +74,8 @@ class Ec2Backend:
 
     def _submit(self, plan, run) -> str:
         state = ec2_prepare.state_for(plan, run, self.options, self._clients)
+        if state.intent:  # an earlier launch of this run may have started instances
+            self._adopt(run, state)
         cur = state.current
         if cur and cur.open:
             self._settle(run, state)  # an attempt that ended unseen is closed first
@@ -108,6 +110,9 @@ class Ec2Backend:
         # whichever choice launches, --max-eur holds (every host costs the same)
         cap = ec2_cost.runtime_cap(state, dearest * count if dearest else None)
         base = ec2_launch.base_spec(run.id, state, choices[0], ami, root, cap, count)
+        note = ec2_intent.record(state, run.id, base.attempt, f"{run.id}-a{base.attempt}")
+        state.save(run.run_dir)  # before RunInstances: a killed launch is found by its tags
+        self._event(run, "intent", note)
         launched = ec2_launch.launch(ec2, base, choices, subnets, groups)
         spec, inst = launched.spec, launched.instance
         ids = [i["InstanceId"] for i in launched.instances]
@@ -134,6 +139,7 @@ class Ec2Backend:
             instance_ids=ids if count > 1 else [],
         )
         state.attempts.append(record)
+        state.intent = None
         state.tried = launched.tried
         state.save(run.run_dir)
         return record
@@ -149,10 +155,14 @@ class Ec2Backend:
 
     def _status(self, run) -> Status:
         state = Ec2State.load(run.run_dir)
-        if state is None or state.current is None:
+        if state is None:
             return Status("submitted", detail="no instance launched yet")
         if state.done:
             return _with_facts(self._final(state), state)
+        if state.intent:
+            self._adopt(run, state)
+        if state.current is None:
+            return Status("submitted", detail="launch recorded; no instance found yet")
         doc = self._settle(run, state)
         if state.done:
             return _with_facts(self._final(state), state)
@@ -164,7 +174,7 @@ class Ec2Backend:
         """Close the current attempt if it ended (S3 status or instance state); returns the
         attempt's status.json."""
         cur = state.current
-        doc = self._read_status(state)
+        doc = ec2_observe.status_doc(self._clients, state)
         if doc.get("attempt") != cur.n:
             doc = {}
         if not cur.open:
@@ -214,8 +224,24 @@ class Ec2Backend:
         self._release(run, state)
         return self._final(state)
 
+    def _adopt(self, run, state: Ec2State) -> None:
+        """Record the instances a launch made but never noted (found by their tags)."""
+        ec2 = self._clients("ec2", state.region)
+
+        def price(instance_type: str, spot: bool):
+            return ec2_cost.hourly_price(instance_type, state.region, spot, ec2)
+
+        found = ec2_intent.adopt(ec2, run.id, state, price)
+        if found is None:
+            return
+        state.save(run.run_dir)
+        self._record(run, backend_ref=found.instance_id)
+        self._event(run, "adopted", f"attempt {found.n}: {found.instance_id}, found by its tags")
+
     def _final(self, state: Ec2State) -> Status:
         cur = state.current
+        if cur is None:
+            return Status("stopped", reason="stopped before any instance was launched")
         return Status(
             cur.outcome,
             reason=cur.reason,
@@ -234,33 +260,11 @@ class Ec2Backend:
     # -- metrics, logs, stop --------------------------------------------------------------
     def metrics(self, run) -> list[EpochMetrics]:
         state = Ec2State.load(run.run_dir) if run.run_dir else None
-        text = self._read(state, p.METRICS) if state else None
-        events = []
-        for line in (text or "").splitlines():
-            try:
-                events.append(EpochMetrics.model_validate_json(line))
-            except ValueError:
-                continue
-        return events
+        return ec2_observe.metrics(self._clients, state) if state else []
 
     def logs(self, run, offset: int = 0) -> tuple[str, int]:
         state = Ec2State.load(run.run_dir) if run.run_dir else None
-        if state is None:
-            return "", offset
-        s3 = self._clients("s3", state.region)
-        try:
-            obj = ec2_infra.call(
-                s3.get_object,
-                Bucket=state.bucket,
-                Key=state.prefix + p.LOG,
-                Range=f"bytes={offset}-",
-            )
-        except Exception as exc:
-            if ec2_infra.error_code(exc) in ("NoSuchKey", "InvalidRange", "404"):
-                return "", offset
-            raise ec2_infra.cloud_error(exc, "reading the run's log") from None
-        data = obj["Body"].read()
-        return data.decode("utf-8", "replace"), offset + len(data)
+        return ec2_observe.log(self._clients, state, offset) if state else ("", offset)
 
     def stop(self, run) -> None:
         """Terminate the run's instances (the agent gets SIGTERM, checkpoints, uploads)."""
@@ -269,33 +273,16 @@ class Ec2Backend:
             raise UsageError(f"run {run.id} has no EC2 instance", "nothing to stop.")
         ec2 = self._clients("ec2", state.region)
         live = [i["InstanceId"] for i in ec2_infra.find_instances(ec2, run.id)]
-        if not live:
+        if not live and (state.current is not None or state.done):
             raise UsageError(f"run {run.id} has no running instance", "nothing to stop.")
         state.stop_requested = True
         state.save(run.run_dir)
-        ec2_infra.terminate(ec2, live)
+        if live:
+            ec2_infra.terminate(ec2, live)  # found by tag: also what a killed launch made
+        else:  # no instance was ever started: the run ends here
+            self._release(run, state)
 
     # -- helpers --------------------------------------------------------------------------
-    def _read_status(self, state: Ec2State) -> dict:
-        text = self._read(state, p.STATUS)
-        try:
-            return json.loads(text) if text else {}
-        except ValueError:
-            return {}
-
-    def _read(self, state: Ec2State, name: str) -> str | None:
-        s3 = self._clients("s3", state.region)
-        try:
-            body = ec2_infra.call(s3.get_object, Bucket=state.bucket, Key=state.prefix + name)[
-                "Body"
-            ]
-        except Exception as exc:
-            if ec2_infra.error_code(exc) in ("NoSuchKey", "404"):
-                return None
-            where = f"s3://{state.bucket}/{state.prefix}{name}"
-            raise ec2_infra.cloud_error(exc, f"reading {where}") from None
-        return body.read().decode("utf-8", "replace")
-
     def _record(self, run, **fields) -> None:
         self._with_ledger(lambda ledger: ledger.update(run.id, **fields))
 
