@@ -144,8 +144,7 @@ def _exercise_everything(cloud, dataset, tmp_path, monkeypatch):
     failed multipart upload (abort), image push."""
     from finetune import service
     from finetune.aws import s3upload as up
-
-    from .test_sm_logs_metrics import _put_logs, _put_output
+    from tests.backends.sagemaker.test_logs_metrics import _put_logs, _put_output
 
     monkeypatch.setattr(SageMakerBackend, "POLL_SECONDS", 0)
     cloud.script(h.ON_DEMAND)

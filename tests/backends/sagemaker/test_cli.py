@@ -12,8 +12,7 @@ from typer.testing import CliRunner
 from finetune.backends.sagemaker.backend import SageMakerBackend
 from finetune.cli import app
 from finetune.runs.ledger import open_default
-
-from . import helpers as h
+from tests.aws import helpers as h
 
 SMOKE = ["launch", "smoke-resnet18", "--backend", "sagemaker"]
 
@@ -162,7 +161,7 @@ def test_detach_then_runs_show_logs_stop(cloud, fast, tiny_dataset):
     cloud.script([h.step("InProgress", "Training", 60)], job=job)
     shown = json.loads(cli("runs", "show", run.id, "--json").output)
     assert shown["status"] == "running" and shown["region"] == "eu-west-1"
-    from .test_sm_logs_metrics import _put_logs
+    from .test_logs_metrics import _put_logs
 
     _put_logs(job, "algo-1", ["hello from the container"])
     assert cli("runs", "logs", run.id).output == "hello from the container\n"
@@ -187,25 +186,54 @@ def test_resume_starts_a_new_job_on_the_same_checkpoints(cloud, fast, tiny_datas
     assert _only_run().status == "completed"
 
 
-def test_ctrl_c_can_stop_the_job(cloud, fast, tiny_dataset, monkeypatch):
-    from finetune.cli import _follow
+def test_ctrl_c_can_stop_the_job(cloud, tiny_dataset):
+    """A real `finetune launch` on a terminal (a pty) gets a real Ctrl-C (SIGINT) while it
+    follows the job; the user answers "s": StopTrainingJob is sent, the run ends stopped."""
+    import os
+    import pty
+    import signal
+    import subprocess
+    import sys
 
-    calls = {"n": 0}
-    real_logs = SageMakerBackend.logs
-
-    def interrupted_once(self, run, offset=0):
-        calls["n"] += 1
-        if calls["n"] == 1:
-            raise KeyboardInterrupt
-        return real_logs(self, run, offset)
-
-    monkeypatch.setattr(SageMakerBackend, "logs", interrupted_once)
-    monkeypatch.setattr(_follow, "_ask_stop", lambda run: True)  # the user answers "s"
     training = [h.step("InProgress", "Training", t) for t in (60, 70, 80)]
     cloud.script([*training, h.step("Stopped", "Stopped", 90, BillableTimeInSeconds=90)])
-    res = cli(*SMOKE, "--dataset", str(tiny_dataset), "--instance", "p3.2xlarge")
-    assert "Stopping" in res.output and len(cloud.requests("StopTrainingJob")) == 1
+    terminal, child_end = pty.openpty()
+    cmd = [sys.executable, "-m", "finetune", *SMOKE, "--dataset", str(tiny_dataset),
+           "--instance", "p3.2xlarge"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdin=child_end, stdout=child_end, stderr=child_end)
+    os.close(child_end)
+    try:
+        seen = _read_until(terminal, "running: Training")  # following: between two polls
+        proc.send_signal(signal.SIGINT)
+        seen += _read_until(terminal, "Stop run")
+        os.write(terminal, b"s\n")
+        seen += _read_until(terminal, "stopped")
+        assert proc.wait(timeout=60) == 1, seen  # not completed: non-zero
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(terminal)
+    assert "Stopping" in seen and len(cloud.requests("StopTrainingJob")) == 1
     assert _only_run().status == "stopped"
+
+
+def _read_until(fd: int, text: str, timeout: float = 120.0) -> str:
+    """What a terminal shows until ``text`` appears (a test failure after ``timeout``)."""
+    import os
+    import select
+    import time
+
+    seen, end = "", time.monotonic() + timeout
+    while text not in seen:
+        assert time.monotonic() < end, f"{text!r} never appeared:\n{seen}"
+        ready, _, _ = select.select([fd], [], [], 1.0)
+        if ready:
+            try:
+                seen += os.read(fd, 4096).decode(errors="replace")
+            except OSError:  # the command ended (its end of the terminal closed)
+                raise AssertionError(f"{text!r} never appeared:\n{seen}") from None
+    return seen
 
 
 def test_a_dataset_already_in_s3_is_used_as_is(cloud, fast, tiny_dataset):

@@ -13,10 +13,9 @@ import boto3
 from finetune import service
 from finetune.backends.sagemaker.backend import SageMakerBackend, metrics_from_log
 from finetune.metrics import EpochMetrics
-
-from . import helpers as h
-from .conftest import BUCKET, REGION
-from .gateway import CONTAINER_KEY
+from tests.aws import helpers as h
+from tests.aws.conftest import BUCKET, REGION
+from tests.aws.gateway import CONTAINER_KEY
 
 GROUP = "/aws/sagemaker/TrainingJobs"
 

@@ -12,9 +12,8 @@ from finetune.backends.sagemaker.backend import SageMakerBackend
 from finetune.backends.sagemaker.preflight import PreflightError
 from finetune.backends.sagemaker.request import JobOptions, job_name
 from finetune.errors import CloudError
-
-from . import helpers as h
-from .conftest import BUCKET, REGION
+from tests.aws import helpers as h
+from tests.aws.conftest import BUCKET, REGION
 
 QUOTA = (
     "The account-level service limit 'ml.p3.8xlarge for spot training job usage' is 0 "

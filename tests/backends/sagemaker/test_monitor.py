@@ -8,8 +8,7 @@ import pytest
 from finetune import service
 from finetune.backends.sagemaker.backend import SageMakerBackend
 from finetune.errors import UsageError
-
-from . import helpers as h
+from tests.aws import helpers as h
 
 
 def _launch(cloud, dataset, tmp_path, steps, **plan_args):

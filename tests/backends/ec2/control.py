@@ -15,7 +15,7 @@ from finetune.runs.ledger import Ledger
 
 from .conftest import BUCKET, REGION
 
-OPEN_LEDGERS: list[Ledger] = []  # closed after each test (tests/ec2/conftest.py)
+OPEN_LEDGERS: list[Ledger] = []  # closed after each test (tests/backends/ec2/conftest.py)
 
 
 def launch(

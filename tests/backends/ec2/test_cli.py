@@ -266,7 +266,7 @@ def test_caller_policy_in_infra_allows_every_call_we_make(ec2_aws, tiny_dataset)
     CliRunner().invoke(app, ["runs", "show", run_id])
     CliRunner().invoke(app, ["cleanup", "--older-than", "0s", "--yes"])
     policy = json.loads(
-        (Path(__file__).parents[2] / "infra" / "ec2-caller-policy.json").read_text()
+        (Path(__file__).parents[3] / "infra" / "ec2-caller-policy.json").read_text()
     )
     granted = set()
     for statement in policy["Statement"]:
