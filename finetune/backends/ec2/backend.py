@@ -1,7 +1,10 @@
 """The EC2 backend: self-terminating GPU instances (one per host) per attempt, spot-resilient.
 
-submit   preflight, dataset + plan to S3, a per-run instance profile, RunInstances with
-         capacity fallback (ec2_launch); idempotent: a live attempt is returned, not doubled.
+launch   options model, resources and the dry run's pre-flight (region, price, runtime and
+         euro caps, vCPU quota): ec2_plan.
+submit   preflight, dataset + plan to S3, a per-run instance profile, the intent noted
+         (ec2_intent), RunInstances with capacity fallback (ec2_launch); idempotent: a live
+         attempt (or one a killed launch made, found by its tags) is adopted, not doubled.
 status   the agent's status.json in S3 + DescribeInstances. An ended attempt is closed
          (instance terminated if still up, cost into the ledger); an interrupted one is
          relaunched within --max-restarts (ec2_relaunch) and resumes from its S3 checkpoints.
