@@ -67,15 +67,10 @@ def prepare_step(spec: DemoSpec, task: str, progress: Progress | None = None) ->
 
 def train_step(dataset: Path, overrides: list[str], on_epoch: Callable | None = None):
     """One local run of the smoke recipe, followed to the end; returns the ledger's Run."""
-    from finetune.backends.local.backend import LocalBackend
-    from finetune.plan import build_plan
-    from finetune.runs import service
+    from finetune import service
     from finetune.runs.ledger import open_default
-    from finetune.runs.resources import local_resources
 
-    resources, gpu_ids = local_resources(None, None)
-    plan = build_plan(RECIPE, dataset, resources, overrides)
-    backend = LocalBackend(gpu_ids)
+    request = service.LaunchRequest(recipe=RECIPE, dataset=str(dataset), overrides=overrides)
     seen = {"n": 0}
 
     def update(run, status, epochs, text):
@@ -85,7 +80,7 @@ def train_step(dataset: Path, overrides: list[str], on_epoch: Callable | None = 
         seen["n"] = max(seen["n"], len(epochs))
 
     with open_default() as ledger:
-        run = service.launch(plan, backend, ledger)
+        run, backend = service.start(request, ledger)
         return service.follow(run, backend, ledger, update)
 
 

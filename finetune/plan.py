@@ -1,6 +1,6 @@
 """The Plan: recipe + dataset + resources + derived values + (later) the cost estimate.
 
-``launch`` builds one with :func:`build_plan`, prints :meth:`Plan.summary_lines` for
+``launch`` builds one with :func:`build_plan`, prints ``plan_summary.summary_lines`` for
 ``--dry-run``, hands it to a backend and stores :meth:`Plan.to_json` with the run, so a run
 can be reproduced and costed from its record alone. The trainer receives only
 ``plan.hyperparameters.to_strings()`` (the SageMaker hyperparameters map).
@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from finetune.errors import ConfigError, DataError, UsageError
 from finetune.hparams import TrainHyperparameters
@@ -27,22 +27,15 @@ class _Frozen(BaseModel):
 
 
 class Resources(_Frozen):
-    """Where the run goes: backend, instance type and count, devices on each instance."""
+    """Where the run goes: backend, instance type and count, devices on each instance. What a
+    backend can provide (spot, several hosts) is its own to say: see backends/base.py."""
 
-    backend: Literal["local", "sagemaker", "ec2"] = "local"
-    instance_type: str | None = None  # None for local runs
+    backend: str | None = None  # a name from finetune.backends.REGISTRY; None: the default
+    instance_type: str | None = None  # None where the backend runs on this machine
     hosts: int = Field(1, ge=1)  # instance count
     devices_per_host: int = Field(1, ge=1)
     device: Literal["gpu", "cpu"] = "cpu"
     spot: bool = False
-
-    @model_validator(mode="after")
-    def _possible(self) -> Resources:
-        if self.backend == "local" and (self.hosts > 1 or self.spot):
-            raise ValueError("the local backend runs on one host and has no spot capacity")
-        if self.backend != "local" and not self.instance_type:
-            raise ValueError(f"the {self.backend} backend needs an instance type")
-        return self
 
     @property
     def devices(self) -> int:
@@ -58,8 +51,7 @@ class Resources(_Frozen):
             where = ".".join(str(p) for p in first["loc"]) or "resources"
             raise UsageError(
                 f"cannot run there: {where}: {first['msg'].removeprefix('Value error, ')}",
-                "check --backend, --instance, --instance-count and --spot "
-                "(the local backend is one host, on demand).",
+                "check --backend, --instance, --count and --spot.",
             ) from None
 
 
@@ -132,26 +124,6 @@ class Plan(_Frozen):
     def lr_schedule(self) -> scaling.LrSchedule:
         """The learning rate at every step, as the trainer will apply it."""
         return scaling.LrSchedule.from_hparams(self.hyperparameters, self.derived.steps_per_epoch)
-
-    def summary_lines(self, width: int | None = None) -> list[str]:
-        """What ``launch --dry-run`` prints: aligned ``label  value`` lines, one fact each,
-        values wrapped at spaces to ``width`` columns (default: the terminal's); a path
-        longer than a line stays whole, so it can be copied."""
-        import textwrap
-
-        from finetune.plan_summary import summary_rows
-        from finetune.report.text import terminal_width
-
-        rows = summary_rows(self)
-        pad = max(len(label) for label, _ in rows) + 2
-        room = max((width or terminal_width()) - pad, 20)
-        out = []
-        for label, value in rows:
-            parts = textwrap.wrap(value, room, break_long_words=False, break_on_hyphens=False)
-            parts = parts or [""]
-            out.append(f"{label:<{pad}}{parts[0]}".rstrip())
-            out += [" " * pad + part for part in parts[1:]]
-        return out
 
 
 def build_plan(

@@ -1,4 +1,5 @@
-"""What `launch --dry-run` shows of a Plan: one (label, value) row per fact."""
+"""What `launch --dry-run` shows of a Plan: one (label, value) row per fact. (Plan knows
+nothing of this module: the summary reads the plan, never the other way round.)"""
 
 from __future__ import annotations
 
@@ -9,10 +10,35 @@ if TYPE_CHECKING:
     from finetune.recipes.model import Recipe
 
 
+def summary_lines(plan: Plan, width: int | None = None) -> list[str]:
+    """What ``launch --dry-run`` prints: one aligned ``label  value`` line (or more) per fact."""
+    return aligned(summary_rows(plan), width)
+
+
+def aligned(rows: list[tuple[str, str]], width: int | None = None) -> list[str]:
+    """(label, value) rows as ``label  value`` lines, the values in one column, wrapped at
+    spaces to ``width`` columns (default: the terminal's; COLUMNS wins); a path longer than
+    a line stays whole, so it can be copied."""
+    import shutil
+    import textwrap
+
+    pad = max((len(label) for label, _ in rows), default=0) + 2
+    room = max((width or shutil.get_terminal_size((80, 24)).columns) - pad, 20)
+    out = []
+    for label, value in rows:
+        parts = textwrap.wrap(value, room, break_long_words=False, break_on_hyphens=False)
+        parts = parts or [""]
+        out.append(f"{label:<{pad}}{parts[0]}".rstrip())
+        out += [" " * pad + part for part in parts[1:]]
+    return out
+
+
 def summary_rows(plan: Plan) -> list[tuple[str, str]]:
     """(label, value) rows describing ``plan``, for people."""
     r, ds, res, der = plan.recipe, plan.dataset, plan.resources, plan.derived
-    where = res.backend + (f" {res.instance_type}" if res.instance_type else "")
+    where = (res.backend or "default backend") + (
+        f" {res.instance_type}" if res.instance_type else ""
+    )
     where += " (spot)" if res.spot else ""
     rows = [
         ("recipe", r.name + (f" with {' '.join(plan.overrides)}" if plan.overrides else "")),

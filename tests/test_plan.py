@@ -11,6 +11,7 @@ from finetune.data import manifest as mf
 from finetune.errors import ConfigError, DataError, UsageError
 from finetune.hparams import TrainHyperparameters
 from finetune.plan import Plan, Resources, build_plan, choose_kvstore
+from finetune.plan_summary import summary_lines
 from finetune.recipes.loading import load_recipe
 
 
@@ -67,9 +68,7 @@ def test_plan_json_round_trip_and_estimate_hook(tiny_dataset):
     priced = plan.with_estimate({"eur": 0.42, "summary": ["0.42 EUR (on-demand, as of X)"]})
     assert plan.estimate is None and priced.estimate["eur"] == 0.42
     assert Plan.from_json(priced.to_json()) == priced
-    assert any(
-        line.startswith("estimate") and "0.42 EUR" in line for line in priced.summary_lines()
-    )
+    assert any(line.startswith("estimate") and "0.42 EUR" in line for line in summary_lines(priced))
     with pytest.raises(ConfigError, match="not a valid plan"):
         Plan.from_json(json.dumps({"recipe": {}}))
 
@@ -77,7 +76,7 @@ def test_plan_json_round_trip_and_estimate_hook(tiny_dataset):
 def test_summary_lines_show_the_derived_values(tiny_dataset):
     res = Resources(backend="ec2", instance_type="p3.8xlarge", devices_per_host=4, device="gpu")
     plan = build_plan("smoke-resnet18", tiny_dataset, res, ["warmup_epochs=1"])
-    text = "\n".join(plan.summary_lines())
+    text = "\n".join(summary_lines(plan))
     for expected in [
         "resnet18_v1 (random init)",
         "8 (80 train /",
@@ -95,7 +94,7 @@ def test_summary_lines_show_the_derived_values(tiny_dataset):
 def test_summary_lines_fit_the_terminal(tiny_dataset, width):
     long = "0.42 EUR on-demand for 2 epochs of 2 steps " * 6
     plan = build_plan("smoke-resnet18", tiny_dataset).with_estimate({"summary": [long.strip()]})
-    lines = plan.summary_lines(width)
+    lines = summary_lines(plan, width)
     assert all(len(line) <= width for line in lines if str(tiny_dataset) not in line)
     start = next(i for i, line in enumerate(lines) if line.startswith("estimate"))
     pad = lines[start].index("0.42")
@@ -156,13 +155,10 @@ def test_top_k_is_dropped_when_it_covers_every_class(tiny_dataset):
 
 
 def test_resources_rules():
-    with pytest.raises(UsageError, match="one host") as info:
-        Resources.create(hosts=2)
-    assert "To fix:" in str(info.value)
-    with pytest.raises(UsageError, match="devices_per_host"):
+    """Field ranges only: what a backend can place is the backend's to say (tests/backends)."""
+    with pytest.raises(UsageError, match="devices_per_host") as info:
         Resources.create(devices_per_host=0)
-    with pytest.raises(ValueError, match="needs an instance type"):
-        Resources(backend="sagemaker")
+    assert "To fix:" in str(info.value)
     assert (
         Resources(backend="ec2", instance_type="g5.xlarge", hosts=3, devices_per_host=2).devices
         == 6

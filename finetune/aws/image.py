@@ -17,6 +17,7 @@ from finetune.aws.errors import aws_errors
 from finetune.errors import CloudError, DataError, DependencyError
 
 BUILD_TIMEOUT_S = 3600
+IMAGE_REPOSITORY = "finetune"  # the ECR repository the infra stack creates
 _NO_DOCKER_FIX = (
     "run `finetune image push` on a machine with a running Docker engine (same AWS account "
     "and region), or build and push the image yourself and pass --image URI to `launch`."
@@ -36,10 +37,15 @@ def docker_engine() -> None:
         raise DependencyError(f"No Docker engine answers here: {reason[0]}", _NO_DOCKER_FIX)
 
 
-def image_uri(account: str, region: str, repository: str, tag: str) -> str:
-    from finetune.backends.sagemaker.request import IMAGE_REPOSITORY, default_image
+def default_image(account: str, region: str, tag: str) -> str:
+    """Where `finetune image push` puts the training image (our Dockerfile's)."""
+    return image_uri(account, region, IMAGE_REPOSITORY, tag)
 
-    return default_image(account, region, tag).replace(f"/{IMAGE_REPOSITORY}:", f"/{repository}:")
+
+def image_uri(account: str, region: str, repository: str, tag: str) -> str:
+    """The ECR URI of ``repository:tag`` in ``account`` and ``region`` (China: .com.cn)."""
+    suffix = ".amazonaws.com.cn" if region.startswith("cn-") else ".amazonaws.com"
+    return f"{account}.dkr.ecr.{region}{suffix}/{repository}:{tag}"
 
 
 def push(aws, context: Path, repository: str, tag: str, dockerfile: str = "Dockerfile") -> str:

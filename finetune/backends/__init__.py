@@ -1,32 +1,72 @@
-"""Backends: where a Plan runs. One small module each behind one Protocol (base.Backend)."""
+"""Backends: where a Plan runs. One folder each behind one Protocol (base.Backend); this
+registry is the only place that lists their names."""
 
 from __future__ import annotations
 
-from finetune.backends.base import Backend
+import importlib
+from typing import Any
+
+from pydantic import ValidationError
+
+from finetune.backends.base import Backend, Hooks, flag, given
 from finetune.errors import UsageError, did_you_mean
 
-NAMES = ("local", "sagemaker", "ec2")
+# name -> "module:Class"; a backend's module (and its SDK) is imported only when asked for
+REGISTRY = {
+    "local": "finetune.backends.local.backend:LocalBackend",
+    "sagemaker": "finetune.backends.sagemaker.backend:SageMakerBackend",
+    "ec2": "finetune.backends.ec2.backend:Ec2Backend",
+}
+NAMES = tuple(REGISTRY)
+DEFAULT = NAMES[0]  # where a launch runs unless told: this machine
 
 
-def get_backend(name: str, **options) -> Backend:
-    """The backend called ``name``; its module (and SDK) is imported only now."""
-    if name == "local":
-        from finetune.backends.local.backend import LocalBackend
-
-        return LocalBackend(**options)
-    if name == "ec2":
-        from finetune.backends.ec2.backend import Ec2Backend
-
-        return Ec2Backend(**options)
-    if name == "sagemaker":
-        from finetune.backends.sagemaker.backend import SageMakerBackend
-
-        return SageMakerBackend(**options)
-    if name in NAMES:
+def backend_class(name: str | None) -> type:
+    """The class of backend ``name`` (None: the default); an unknown name is a UsageError
+    with a suggestion."""
+    name = name or DEFAULT
+    if name not in REGISTRY:
         raise UsageError(
-            f"the {name} backend is not available in this version of finetune",
-            "use --backend local for now.",
+            f"unknown backend {name!r}.{did_you_mean(name, NAMES)}",
+            f"use one of: {', '.join(NAMES)}.",
         )
-    raise UsageError(
-        f"unknown backend {name!r}.{did_you_mean(name, NAMES)}", f"use one of: {', '.join(NAMES)}."
-    )
+    module, _, cls = REGISTRY[name].partition(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def get_backend(name: str | None, options: Any = None, hooks: Hooks | None = None) -> Backend:
+    """Backend ``name``, with its options (a dict of launch flags or its options model; None
+    for a run already launched: the backend reads what it stored) and hooks."""
+    cls = backend_class(name)
+    if isinstance(options, dict):
+        options = options_for(name, options)
+    return cls(options=options, hooks=hooks or Hooks())
+
+
+def options_for(name: str | None, flags: dict[str, Any]):
+    """Backend ``name``'s options model filled from the launch ``flags`` it was given; a flag
+    that belongs to other backends only is refused, naming them."""
+    name = name or DEFAULT
+    model = backend_class(name).Options
+    flags = given(flags)
+    foreign = sorted(set(flags) - set(model.model_fields))
+    if foreign:
+        owners = {
+            f: [n for n in NAMES if f in backend_class(n).Options.model_fields] for f in foreign
+        }
+        names = ", ".join(flag(f) for f in foreign)
+        where = "; ".join(f"{flag(f)}: {', '.join(o) or 'none'}" for f, o in owners.items())
+        raise UsageError(
+            f"{names} {'does' if len(foreign) == 1 else 'do'} not apply to --backend {name}",
+            f"drop {'it' if len(foreign) == 1 else 'them'}, or choose a backend that takes "
+            f"{'it' if len(foreign) == 1 else 'them'} ({where}).",
+        )
+    try:
+        return model.model_validate(flags)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = flag(str(first["loc"][0])) if first["loc"] else f"--backend {name}"
+        raise UsageError(
+            f"{where}: {first['msg'].removeprefix('Value error, ')}",
+            f"see `finetune launch --help` for what {where} takes.",
+        ) from None

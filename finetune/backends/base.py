@@ -1,24 +1,107 @@
-"""The one interface every backend implements, and what each can do."""
+"""The one interface every backend implements, what each can do, and what launch asks of it.
+
+A backend is a small plugin (SkyPilot's clouds are the model): it declares its capabilities,
+owns an options model filled from the command line, turns a resource request into plan
+Resources, reads a remote dataset's summary, runs its pre-flight (every check that writes
+nothing to the cloud) and describes the plan for --dry-run; then it submits, reports status,
+metrics and logs, and stops. Launch code asks these questions and never names a backend.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from finetune.errors import FinetuneError, UsageError
 
 if TYPE_CHECKING:
     from finetune.metrics import EpochMetrics
-    from finetune.plan import Plan
+    from finetune.plan import DatasetSummary, Plan, Resources
     from finetune.runs.ledger import Run
+
+
+class Feature(enum.Enum):
+    """What a launch may need of a backend (SkyPilot: CloudImplementationFeatures)."""
+
+    SPOT = "spot capacity"
+    MULTI_NODE = "several hosts"
+    GPUS = "GPUs"
+    STOP = "stopping a run"
 
 
 @dataclass(frozen=True)
 class Capabilities:
-    """Declared abilities, checked before anything is submitted (SkyPilot style)."""
+    """Declared abilities: each missing feature maps to the reason a user is shown.
+    ``offline_status``: status needs no network (a listing may refresh such runs freely)."""
 
+    missing: dict[Feature, str] = field(default_factory=dict)
+    offline_status: bool = False
+
+    def supports(self, feature: Feature) -> bool:
+        return feature not in self.missing
+
+    def check(self, backend: str, needed: set[Feature]) -> None:
+        """Raise a UsageError listing every needed feature this backend lacks, with why."""
+        gaps = [f for f in Feature if f in needed and f in self.missing]
+        if not gaps:
+            return
+        what = "; ".join(f"{f.value}: {self.missing[f]}" for f in gaps)
+        raise UsageError(
+            f"the {backend} backend cannot provide {what}",
+            "drop the option that asks for it, or pick a backend that has it "
+            "(`finetune launch --help` lists them).",
+        )
+
+
+class ResourceRequest(BaseModel):
+    """What the command line asks for, before a backend turns it into plan Resources."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    instance: str | None = None  # an instance type (cloud backends)
+    count: int = 1  # hosts
     spot: bool = False
-    multi_node: bool = False
-    gpus: bool = True
-    stop: bool = True
+
+    def needs(self) -> set[Feature]:
+        """The features this request asks for, whatever the backend."""
+        needed = {Feature.SPOT} if self.spot else set()
+        return needed | ({Feature.MULTI_NODE} if self.count > 1 else set())
+
+
+class Options(BaseModel):
+    """Base of a backend's options model: its fields are the launch flags it accepts
+    (``subnet`` for --subnet), so the CLI hands them over by name and the model validates."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """How a backend talks to the person launching: messages, and a byte progress bar
+    (``progress(label, total) -> advance(n)``) for uploads."""
+
+    notify: Callable[[str], None] = lambda message: None
+    progress: Callable[[str, int], Callable[[int], None]] | None = None
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """A backend's answer before anything is created: the plan as it will be submitted (with
+    its estimate), rows saying what runs where at what cost (for --dry-run), and ``error``:
+    what would make the real launch fail (shown after the rows; None when it would go)."""
+
+    plan: Plan
+    rows: list[tuple[str, str]]
+    title: str = "Backend"
+    error: FinetuneError | None = None
+
+    def raise_if_failed(self) -> None:
+        if self.error is not None:
+            raise self.error
 
 
 @dataclass(frozen=True)
@@ -41,9 +124,34 @@ class Status:
         return self.state in ("completed", "failed", "stopped", "interrupted")
 
 
+@dataclass(frozen=True)
+class Orphan:
+    """Something a backend left in the cloud that no live run owns (for `finetune cleanup`)."""
+
+    kind: str  # instance | spot-request | instance-profile
+    id: str
+    run_id: str
+    age_s: float
+    detail: str = ""
+
+
 class Backend(Protocol):
     name: str
     capabilities: Capabilities
+    Options: ClassVar[type[Options]]
+    poll_seconds: float  # how often following asks for status (cloud APIs are rate limited)
+    stream_logs: bool  # following prints the log text as it comes
+
+    def resources(self, request: ResourceRequest) -> Resources:
+        """Plan Resources for ``request`` (an instance's GPUs from the catalog, or devices
+        here); raises a UsageError for what this backend cannot place."""
+
+    def dataset_summary(self, uri: str) -> DatasetSummary:
+        """The summary of a dataset already uploaded to ``uri`` (read from its manifest)."""
+
+    def preflight(self, plan: Plan) -> Preflight:
+        """Every check of a real launch that writes nothing (region, image, quota, budget);
+        the plan as it will be submitted and rows for --dry-run. Raises what would fail."""
 
     def submit(self, plan: Plan, run: Run) -> str:
         """Start the run; returns the backend's reference (pid, job name, instance ids)."""
@@ -59,3 +167,19 @@ class Backend(Protocol):
 
     def stop(self, run: Run) -> None:
         """Ask the run to checkpoint and stop."""
+
+    def orphans(self, live_runs: set[str], older_than_s: float) -> list[Orphan]:
+        """What this backend left in the cloud that no live run owns."""
+
+    def remove(self, orphans: list[Orphan]) -> list[str]:
+        """Remove ``orphans``; one line per action."""
+
+
+def flag(name: str) -> str:
+    """'security_group' -> '--security-group'."""
+    return "--" + name.replace("_", "-")
+
+
+def given(options: dict[str, Any]) -> dict[str, Any]:
+    """The options a user actually gave (None, False and empty lists mean 'not given')."""
+    return {k: v for k, v in options.items() if v not in (None, False, (), [])}

@@ -8,10 +8,58 @@ from contextlib import contextmanager
 import typer
 
 
-def print_plan(plan) -> None:
+def print_plan(preflight, as_json: bool = False) -> None:
+    """The plan, then what the backend will do with it (where, how long, at what cost)."""
+    from finetune.plan_summary import aligned, summary_lines
+
+    if as_json:
+        from finetune.cli._render import echo_json
+
+        echo_json(preflight.plan.model_dump(mode="json"))
+        return
     typer.echo("Plan:")
-    for line in plan.summary_lines():
+    for line in summary_lines(preflight.plan):
         typer.echo(f"  {line}")
+    typer.echo(f"{preflight.title}:")
+    for line in aligned(preflight.rows):
+        typer.echo(f"  {line}")
+
+
+def hooks():
+    """Backend hooks for a terminal: messages on stderr, a progress bar for uploads there."""
+    from finetune.backends.base import Hooks
+
+    return Hooks(
+        notify=lambda message: typer.echo(message, err=True),
+        progress=_progress if sys.stderr.isatty() else None,
+    )
+
+
+def _progress(label: str, total: int):
+    """A rich bar for ``total`` bytes that closes itself when they are done."""
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+    bar = Progress(
+        TextColumn(f"{label:<16}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        console=Console(stderr=True),
+    )
+    task = bar.add_task(label, total=total)
+    bar.start()
+    done = [0]
+
+    def advance(n: int) -> None:
+        done[0] += n
+        bar.advance(task, n)
+        if done[0] >= total:
+            bar.stop()
+
+    if total <= 0:
+        bar.stop()
+    return advance
 
 
 def epoch_line(e) -> str:
@@ -25,9 +73,10 @@ def epoch_line(e) -> str:
 def follow_run(run, backend, ledger, detach: bool, as_json: bool) -> None:
     """Follow until the run ends (or return at once with --detach), then summarise: a live
     bar per epoch on a terminal, plain lines otherwise, none with `finetune --quiet`."""
+    from finetune import service
+    from finetune.backends.base import Feature
     from finetune.cli._progress import EpochDisplay
     from finetune.cli._render import is_quiet
-    from finetune.runs import service
 
     if detach:
         typer.echo(f"Detached. Follow with: finetune runs show {run.id}", err=True)
@@ -46,16 +95,14 @@ def follow_run(run, backend, ledger, detach: bool, as_json: bool) -> None:
         if status.detail and status.detail != shown.get("detail"):  # e.g. EC2 img/s, relaunch
             display.echo(f"  {status.state}: {status.detail}")
             shown["detail"] = status.detail
-        if rest and getattr(backend, "stream_logs", False) and not display.quiet:
+        if rest and backend.stream_logs and not display.quiet:
             _echo_log(rest, display.echo)  # e.g. SageMaker's CloudWatch log
 
-    # a cloud backend polls a rate-limited API: it says how often (SageMaker: every 20 s)
-    every = service.Follow(poll_seconds=getattr(backend, "poll_seconds", 1.0))
-    try:
+    try:  # as often as the backend says (a cloud API is rate limited: SageMaker every 20 s)
         with _showing(display):
-            run = service.follow(run, backend, ledger, on_update, every)
+            run = service.follow(run, backend, ledger, on_update)
     except KeyboardInterrupt:
-        if _ask_stop(run):
+        if backend.capabilities.supports(Feature.STOP) and _ask_stop(run):
             backend.stop(run)
             typer.echo(
                 f"Stopping {run.id}: it checkpoints, then ends. Resume with "
@@ -63,7 +110,7 @@ def follow_run(run, backend, ledger, detach: bool, as_json: bool) -> None:
                 err=True,
             )
             with _showing(display):
-                run = service.follow(run, backend, ledger, on_update, every)
+                run = service.follow(run, backend, ledger, on_update)
         else:
             typer.echo(
                 f"Detached; {run.id} keeps running. Stop it with `finetune runs stop {run.id}`.",

@@ -1,4 +1,4 @@
-"""`finetune cleanup`: terminate what finetune left running in EC2 that no live run owns."""
+"""`finetune cleanup`: remove what finetune left in the cloud that no live run owns."""
 
 from __future__ import annotations
 
@@ -14,30 +14,32 @@ def cleanup(
     yes: bool = typer.Option(False, "--yes", help="Remove without asking."),
 ) -> None:
     """Find instances, open spot requests and instance roles tagged by finetune that no live
-    run owns, and remove them (terminate, cancel, delete). Without --yes it asks first."""
-    from finetune.backends.ec2 import cleanup as ec2_cleanup
-    from finetune.backends.ec2 import infra as ec2_infra
-    from finetune.cli._duration import parse_duration
-    from finetune.runs.ledger import ACTIVE, open_default
+    run owns (a launch killed before its backend answered counts as dead after 15 minutes),
+    and remove them (terminate, cancel, delete). Without --yes it asks first."""
+    from finetune.durations import parse_duration
+    from finetune.runs.ledger import open_default
+    from finetune.service import cleanup as service_cleanup
 
     limit = parse_duration(older_than, "--older-than")
     with open_default() as ledger:
-        live = {r.id for r in ledger.list() if r.status in ACTIVE}
-    clients = ec2_infra.Clients()
-    orphans = ec2_cleanup.find_orphans(clients, live, limit)
-    if not orphans:
-        typer.echo(
-            f"Nothing to clean up: no finetune resource older than {older_than} is orphaned."
-        )
-        return
-    for o in orphans:
-        run = o.run_id or "(no run tag)"
-        typer.echo(f"  {o.kind:<16} {o.id:<40} run {run}  {o.age_s / 3600:.1f} h  {o.detail}")
-    if not yes and not _confirm(len(orphans)):
-        typer.echo("Nothing removed. Re-run with --yes to remove them.")
-        return
-    for line in ec2_cleanup.remove(clients, orphans):
-        typer.echo(line)
+        found = service_cleanup.find(ledger, limit)
+        if not found:
+            typer.echo(
+                f"Nothing to clean up: no finetune resource older than {older_than} is orphaned."
+            )
+            return
+        for orphans in found.orphans.values():
+            for o in orphans:
+                run = o.run_id or "(no run tag)"
+                age = o.age_s / 3600
+                typer.echo(f"  {o.kind:<16} {o.id:<40} run {run}  {age:.1f} h  {o.detail}")
+        for run in found.abandoned:
+            typer.echo(f"  {'abandoned run':<16} {run.id:<40} launched, never accepted")
+        if not yes and not _confirm(len(found.abandoned) + sum(map(len, found.orphans.values()))):
+            typer.echo("Nothing removed. Re-run with --yes to remove them.")
+            return
+        for line in service_cleanup.remove(ledger, found):
+            typer.echo(line)
 
 
 def _confirm(count: int) -> bool:

@@ -17,7 +17,9 @@ def launch(
         help="Prepared dataset: folder or name under the data dir (default: the recipe's); "
         "for sagemaker and ec2 also the s3:// prefix an earlier launch uploaded it to.",
     ),
-    backend: str = typer.Option("local", help="Where to run: local, sagemaker or ec2."),
+    backend: str = typer.Option(
+        None, help="Where to run: local (the default: this machine), sagemaker or ec2."
+    ),
     gpus: str = typer.Option(
         None, help="Local backend: GPU numbers to use, e.g. 0,1 (default: all)."
     ),
@@ -59,7 +61,9 @@ def launch(
     ),
     az: list[str] = typer.Option(None, help="EC2: availability zone to try (repeat)."),
     max_restarts: int = typer.Option(
-        3, min=0, help="EC2: relaunches after spot interruptions (resuming from checkpoints)."
+        None,
+        min=0,
+        help="EC2: relaunches after spot interruptions, resuming from checkpoints (default 3).",
     ),
     allow_on_demand_fallback: bool = typer.Option(
         False, "--allow-on-demand-fallback", help="EC2: relaunch on-demand when spot has none."
@@ -79,106 +83,55 @@ def launch(
     as_json: bool = typer.Option(False, "--json", help="Print the plan / final run as JSON."),
 ) -> None:
     """Fine-tune RECIPE on a prepared dataset. Batch and learning rate scale linearly with the
-    number of devices; the derived values are shown before anything runs."""
-    from finetune.backends import get_backend
-    from finetune.cli._follow import follow_run, print_plan
-    from finetune.cli._render import echo_json
-    from finetune.plan import build_plan
-    from finetune.runs import service
+    number of devices; the derived values are shown before anything runs. Each backend takes
+    the options marked with its name; --dry-run runs every check a launch runs and creates
+    nothing."""
+    from finetune import service
+    from finetune.backends.base import ResourceRequest
+    from finetune.cli._follow import follow_run, hooks, print_plan
     from finetune.runs.ledger import open_default
-    from finetune.runs.resources import local_resources
 
     if resume:
         with open_default() as ledger:
-            run = ledger.get(resume)
-            be = get_backend(run.backend)
-            run = service.resume(run.id, be, ledger)
+            run, be = service.resume(ledger, resume, hooks())
             typer.echo(f"Resumed {run.id} from its last checkpoint.", err=True)
             follow_run(run, be, ledger, detach, as_json)
         return
     if not recipe:
         raise typer.BadParameter("give a RECIPE (or --resume RUN)", param_hint="RECIPE")
-    if backend == "ec2":
-        from finetune.cli._ec2 import ec2_resources
-
-        resources, gpu_ids = ec2_resources(instance, count, spot), ()
-    elif backend == "sagemaker":
-        from finetune.cli import _sagemaker as sm
-
-        sm_opts = sm.job_options(
+    request = service.LaunchRequest(
+        backend=backend,
+        recipe=recipe,
+        dataset=dataset,
+        overrides=tuple(overrides or ()),
+        resources=ResourceRequest(instance=instance, count=count, spot=spot),
+        options=dict(  # each backend's options model takes the ones it knows, by name
+            gpus=gpus,
+            cpus=cpus,
             region=region,
             max_runtime=max_runtime,
             max_wait=max_wait,
             max_eur=max_eur,
             image=image,
-            subnets=subnet,
-            security_groups=security_group,
+            security_group=tuple(security_group or ()),
             kms_key=kms_key,
-            spot=spot,
-        )
-        resources, gpu_ids = sm.resources(instance, count, spot), ()
-    else:
-        if backend == "local":
-            from finetune.cli._sagemaker import reject_for_local
-
-            reject_for_local(  # cloud options are an error here, not silently ignored
-                instance=instance,
-                count=count if count > 1 else None,
-                spot=spot,
-                max_runtime=max_runtime,
-                max_wait=max_wait,
-                max_eur=max_eur,
-                image=image,
-                region=region,
-                subnet=subnet,
-                security_group=security_group,
-                kms_key=kms_key,
-            )
-        resources, gpu_ids = local_resources(gpus, cpus)
-    if backend == "sagemaker":
-        plan = sm.build_plan(recipe, dataset, resources, overrides or (), sm_opts)
-    elif backend == "ec2" and dataset and dataset.startswith("s3://"):
-        from finetune.aws import s3dataset
-        from finetune.aws.session import configured_region
-
-        summary = s3dataset.summarize(dataset, configured_region(None))
-        plan = build_plan(recipe, summary, resources, overrides or ())
-    else:
-        verify = not skip_data_checksums
-        plan = build_plan(recipe, dataset, resources, overrides or (), verify_checksums=verify)
-    if backend == "ec2":  # every cloud plan shows what it will cost, before anything runs
-        from finetune.aws.session import configured_region
-        from finetune.backends.sagemaker.launch import with_estimate
-
-        plan = with_estimate(plan, configured_region(None) or "us-east-1", "ec2")
-        from finetune.cli._ec2 import with_runtime
-
-        plan = with_runtime(plan)
-    if dry_run:
-        echo_json(plan.model_dump(mode="json")) if as_json else print_plan(plan)
-        if backend == "sagemaker" and not as_json:
-            sm.print_request(plan, sm_opts)
-        return
-    if backend == "sagemaker":
-        be = sm.backend(sm_opts)
-    else:
-        be = get_backend(backend, gpu_ids=gpu_ids) if backend == "local" else get_backend(backend)
-    if backend == "ec2":
-        from finetune.cli._ec2 import ec2_backend
-
-        be = ec2_backend(
             ami=ami,
-            subnets=subnet,
-            azs=az,
-            max_runtime=max_runtime,
-            max_eur=max_eur,
+            subnet=tuple(subnet or ()),
+            az=tuple(az or ()),
             max_restarts=max_restarts,
             allow_on_demand_fallback=allow_on_demand_fallback,
-            fallback_instances=fallback_instance,
-        )
-    if not as_json:
-        print_plan(plan)
+            fallback_instance=tuple(fallback_instance or ()),
+        ),
+        verify_checksums=not skip_data_checksums,
+    )
+    planned = service.plan_launch(request, hooks())
+    if dry_run or not as_json:
+        print_plan(planned.preflight, as_json)
+    planned.preflight.raise_if_failed()  # after the plan: what would stop the launch
+    if dry_run:
+        return
     with open_default() as ledger:
-        run = service.launch(plan, be, ledger)
+        run = service.launch(planned.plan, planned.backend, ledger)
+        be = planned.backend
         typer.echo(f"Run {run.id} started ({be.name}); logs: finetune runs logs {run.id}", err=True)
         follow_run(run, be, ledger, detach, as_json)

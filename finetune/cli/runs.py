@@ -18,30 +18,23 @@ def render_run(run, ledger) -> None:
         typer.echo(line)
 
 
-def _synced(ledger, run_id: str):
-    """The run, refreshed from its backend if it may still be moving."""
-    from finetune.backends import get_backend
-    from finetune.runs import service
-    from finetune.runs.ledger import ACTIVE
-
-    run = ledger.get(run_id)
-    if run.status in ACTIVE:
-        run, _, _ = service.sync(run, get_backend(run.backend), ledger)
-    return run
-
-
 @app.command("list")
 def list_runs(
     recipe: str = typer.Option(None, help="Only runs of this recipe."),
+    refresh: bool = typer.Option(
+        False, "--refresh", help="Ask the cloud where live cloud runs are (needs AWS)."
+    ),
     as_json: bool = _JSON,
 ) -> None:
-    """List runs, oldest first."""
+    """List runs, oldest first, as the ledger has them (local runs are checked; cloud runs
+    only with --refresh, so a listing works offline)."""
+    from finetune import service
     from finetune.cli._render import echo_json, table
     from finetune.runs.ledger import open_default
     from finetune.runs.views import list_rows, run_dict
 
     with open_default() as ledger:
-        runs = [_synced(ledger, r.id) for r in ledger.list(recipe=recipe)]
+        runs = service.listing(ledger, recipe=recipe, refresh=refresh)
         data = [run_dict(r, ledger.epochs(r.id)) for r in runs]
     if as_json:
         echo_json(data)
@@ -58,12 +51,13 @@ def show(
 ) -> None:
     """Show one run: plan, status, throughput, per-epoch metrics, which epoch the model
     comes from, test accuracy and the weakest classes."""
+    from finetune import service
     from finetune.cli._render import echo_json
     from finetune.runs.ledger import open_default
     from finetune.runs.views import final_facts, run_dict
 
     with open_default() as ledger:
-        run = _synced(ledger, run_id)
+        run = service.refreshed(ledger, run_id)
         if as_json:
             final = final_facts(ledger.events(run.id))
             echo_json(run_dict(run, ledger.epochs(run.id), final))
@@ -80,8 +74,8 @@ def logs(
     become a live bar per epoch (steps, images/s, loss, time left)."""
     import sys
 
+    from finetune import service
     from finetune.backends import get_backend
-    from finetune.runs import service
     from finetune.runs.ledger import open_default
 
     with open_default() as ledger:
@@ -97,9 +91,9 @@ def logs(
 
 
 def _follow_with_bars(run, backend, ledger) -> None:
+    from finetune import service
     from finetune.cli._progress import EpochDisplay
     from finetune.cli._render import is_quiet
-    from finetune.runs import service
 
     display = EpochDisplay(run.plan.get("hyperparameters", {}).get("epochs"), quiet=is_quiet())
 
@@ -109,10 +103,9 @@ def _follow_with_bars(run, backend, ledger) -> None:
         for line in display.feed(text):
             display.echo(line)
 
-    every = service.Follow(poll_seconds=getattr(backend, "poll_seconds", 1.0))
     display.start()
     try:
-        service.follow(run, backend, ledger, on_update, every)
+        service.follow(run, backend, ledger, on_update)
     finally:
         display.stop()
 
@@ -120,14 +113,15 @@ def _follow_with_bars(run, backend, ledger) -> None:
 @app.command("stop")
 def stop(run_id: str = typer.Argument(..., help="Run id (or a unique prefix).")) -> None:
     """Stop a run: it checkpoints and ends; `finetune launch --resume RUN` continues it."""
-    from finetune.backends import get_backend
+    from finetune import service
     from finetune.runs.ledger import open_default
 
     with open_default() as ledger:
-        run = ledger.get(run_id)
-        get_backend(run.backend).stop(run)
-        ledger.update(run.id, status="stopping")
+        run = service.stop(ledger, run_id)
+    if run.status == "stopping":
         typer.echo(f"Asked {run.id} to stop; it saves a checkpoint first.")
+    else:
+        typer.echo(f"{run.id} is {run.status}: {run.exit_reason or 'nothing was running'}.")
 
 
 _DRY = typer.Option(False, "--dry-run", help="Say what would be removed; remove nothing.")
@@ -141,7 +135,7 @@ def rm(
     """Remove runs from this machine: their folder under the data directory and their
     ledger rows. Nothing in the cloud is touched; a run still running is refused."""
     from finetune.runs.ledger import open_default
-    from finetune.runs.removal import remove
+    from finetune.service.removal import remove
 
     with open_default() as ledger:
         _say_removed(remove(ledger, run_ids, dry_run), dry_run)
@@ -156,9 +150,9 @@ def prune(
 ) -> None:
     """Remove every ended run older than --older-than from this machine (folders and
     ledger rows); runs still running are kept and listed. Nothing in the cloud is touched."""
-    from finetune.cli._duration import parse_duration
+    from finetune.durations import parse_duration
     from finetune.runs.ledger import open_default
-    from finetune.runs.removal import prune as prune_runs
+    from finetune.service.removal import prune as prune_runs
 
     age = parse_duration(older_than, "--older-than")
     with open_default() as ledger:

@@ -39,9 +39,10 @@ def parse_override(text: str) -> tuple[str, object]:
     return path, _typed(path, raw.strip())
 
 
-def resolve_key(key: str) -> str:
-    """The full dotted path for ``key``: itself, or the one path whose leaf it names."""
-    paths = _paths()
+def resolve_key(key: str, paths: Sequence[str] | None = None) -> str:
+    """The full dotted path for ``key``: itself, or the one path whose leaf it names
+    (``paths``: the Recipe's dotted paths unless given)."""
+    paths = tuple(paths) if paths is not None else _paths()
     if key in paths:
         return key
     if key in ALIASES:

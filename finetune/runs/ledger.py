@@ -185,7 +185,8 @@ class Ledger:
         return [_run(r) for r in self._conn.execute(q + " ORDER BY created_at, id", args)]
 
     def delete(self, run_id: str) -> None:
-        """Remove one run with its epochs and events (the schema cascades)."""
+        """Remove one run with its epochs and events (the schema cascades): a launch its
+        backend refused, or `runs rm`."""
         with self._write() as c:
             if c.execute("DELETE FROM runs WHERE id = ?", (run_id,)).rowcount == 0:
                 raise self._unknown(run_id)

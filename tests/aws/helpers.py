@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from finetune import service
 from finetune.plan import Resources, build_plan
-from finetune.runs import service
 from finetune.runs.ledger import Ledger, Run, new_run_id
 
 

@@ -142,10 +142,9 @@ def test_caller_policy_grants_exactly_what_the_code_calls(
 def _exercise_everything(cloud, dataset, tmp_path, monkeypatch):
     """The commands a user runs: launch (upload, create, follow, logs, metrics), stop, a
     failed multipart upload (abort), image push."""
+    from finetune import service
     from finetune.aws import s3upload as up
-    from finetune.runs import service
-
-    from .test_sm_logs_metrics import _put_logs, _put_output
+    from tests.backends.sagemaker.test_logs_metrics import _put_logs, _put_output
 
     monkeypatch.setattr(SageMakerBackend, "POLL_SECONDS", 0)
     cloud.script(h.ON_DEMAND)
@@ -167,7 +166,7 @@ def _exercise_everything(cloud, dataset, tmp_path, monkeypatch):
     ledger = h.ledger_at(tmp_path)
     plan = h.sm_plan(dataset)
     be = SageMakerBackend(poll_seconds=0)
-    run = service._submit(plan, be, ledger, ledger.create(h.new_run(tmp_path, plan)))
+    run = service.submit(plan, be, ledger, ledger.create(h.new_run(tmp_path, plan)))
     job = run.backend_ref.rsplit("/", 1)[1]
     cloud.script(
         [h.step("InProgress", "Training", 60), h.step("InProgress", "Training", 61)], job=job

@@ -68,7 +68,7 @@ def test_digests_are_cached_by_size_and_mtime(dataset):
 
 
 def test_a_read_only_dataset_is_still_verified(dataset):
-    from fs_faults import READ_ONLY, finetune_in
+    from tests.fs_faults import READ_ONLY, finetune_in
 
     _flip_a_byte(dataset / "shapes_train.rec", 20)
     res = finetune_in(READ_ONLY, dataset, *DRY_RUN, "--dataset", str(dataset))

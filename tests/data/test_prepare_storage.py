@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fs_faults import FULL, READ_ONLY, assert_clear_error, finetune_in
+from tests.fs_faults import FULL, READ_ONLY, assert_clear_error, finetune_in
 
 
 def _prepare(setup: str, folder, images, out):

@@ -175,7 +175,7 @@ def test_plot_into_a_missing_folder_creates_nothing(ledger_with_runs, tmp_path):
 def test_plot_into_a_read_only_folder_is_a_clear_error(ledger_with_runs, tmp_path):
     import os
 
-    from fs_faults import READ_ONLY, assert_clear_error, finetune_in
+    from tests.fs_faults import READ_ONLY, assert_clear_error, finetune_in
 
     folder = tmp_path / "ro"
     folder.mkdir()

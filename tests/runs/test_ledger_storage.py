@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-from fs_faults import FULL, READ_ONLY, assert_clear_error, finetune_in
-
 from finetune.runs.ledger import Ledger, Run, new_run_id
+from tests.fs_faults import FULL, READ_ONLY, assert_clear_error, finetune_in
 
 
 def test_read_only_data_dir(tmp_path):

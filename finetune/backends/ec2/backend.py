@@ -1,7 +1,10 @@
 """The EC2 backend: self-terminating GPU instances (one per host) per attempt, spot-resilient.
 
-submit   preflight, dataset + plan to S3, a per-run instance profile, RunInstances with
-         capacity fallback (ec2_launch); idempotent: a live attempt is returned, not doubled.
+launch   options model, resources and the dry run's pre-flight (region, price, runtime and
+         euro caps, vCPU quota): ec2_plan.
+submit   preflight, dataset + plan to S3, a per-run instance profile, the intent noted
+         (ec2_intent), RunInstances with capacity fallback (ec2_launch); idempotent: a live
+         attempt (or one a killed launch made, found by its tags) is adopted, not doubled.
 status   the agent's status.json in S3 + DescribeInstances. An ended attempt is closed
          (instance terminated if still up, cost into the ledger); an interrupted one is
          relaunched within --max-restarts (ec2_relaunch) and resumes from its S3 checkpoints.
@@ -10,18 +13,20 @@ metrics  metrics.jsonl in S3; logs: train.log in S3 (byte ranges); stop: termina
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import replace
 from pathlib import Path
 
-from finetune.backends.base import Capabilities, Status
+from finetune.backends import base
+from finetune.backends.base import Capabilities, Hooks, Status
 from finetune.backends.ec2 import ami as ec2_ami
 from finetune.backends.ec2 import cost as ec2_cost
 from finetune.backends.ec2 import hosts as ec2_hosts
 from finetune.backends.ec2 import infra as ec2_infra
+from finetune.backends.ec2 import intent as ec2_intent
 from finetune.backends.ec2 import launch as ec2_launch
 from finetune.backends.ec2 import observe as ec2_observe
+from finetune.backends.ec2 import plan as ec2_plan
 from finetune.backends.ec2 import prepare as ec2_prepare
 from finetune.backends.ec2 import relaunch as ec2_relaunch
 from finetune.backends.ec2.agent import protocol as p
@@ -33,12 +38,37 @@ from finetune.metrics import EpochMetrics
 
 class Ec2Backend:
     name = "ec2"
-    capabilities = Capabilities(spot=True, multi_node=True, gpus=True, stop=True)
+    capabilities = Capabilities()  # spot (with relaunch), several hosts, GPUs, terminate
+    Options = ec2_plan.Ec2LaunchOptions
+    poll_seconds = 1.0
+    stream_logs = False  # the agent's status detail (img/s, relaunches) is shown instead
 
-    def __init__(self, options: Ec2Options | None = None, ledger=None) -> None:
-        self.options = options  # None: the options stored with the run (status, stop, resume)
+    def __init__(self, options=None, hooks: Hooks | None = None, ledger=None) -> None:
+        if isinstance(options, ec2_plan.Ec2LaunchOptions):
+            options = options.state_options()
+        self.options: Ec2Options | None = options  # None: the options stored with the run
         self._ledger = ledger
         self._clients = ec2_infra.Clients()
+
+    # -- launch ---------------------------------------------------------------------------
+    def resources(self, request: base.ResourceRequest):
+        return ec2_plan.resources(request)
+
+    def dataset_summary(self, uri: str):
+        return ec2_plan.dataset_summary(uri)
+
+    def preflight(self, plan) -> base.Preflight:
+        return ec2_plan.check(plan, self.options or Ec2Options(), self._clients)
+
+    def orphans(self, live_runs: set[str], older_than_s: float) -> list[base.Orphan]:
+        from finetune.backends.ec2 import cleanup as ec2_cleanup
+
+        return ec2_cleanup.find_orphans(self._clients, live_runs, older_than_s)
+
+    def remove(self, orphans: list[base.Orphan]) -> list[str]:
+        from finetune.backends.ec2 import cleanup as ec2_cleanup
+
+        return ec2_cleanup.remove(self._clients, orphans)
 
     # -- submit ---------------------------------------------------------------------------
     def submit(self, plan, run) -> str:
@@ -48,6 +78,8 @@ class Ec2Backend:
 
     def _submit(self, plan, run) -> str:
         state = ec2_prepare.state_for(plan, run, self.options, self._clients)
+        if state.intent:  # an earlier launch of this run may have started instances
+            self._adopt(run, state)
         cur = state.current
         if cur and cur.open:
             self._settle(run, state)  # an attempt that ended unseen is closed first
@@ -82,11 +114,14 @@ class Ec2Backend:
         )
         quotes = {c: ec2_cost.hourly_price(c.instance_type, region, c.spot, ec2) for c in choices}
         cap = ec2_cost.runtime_cap(state, ec2_cost.dearest(quotes, count))
-        base = ec2_launch.base_spec(run.id, state, choices[0], ami, root, cap, count)
+        first = ec2_launch.base_spec(run.id, state, choices[0], ami, root, cap, count)
         if engine == "torch":  # the wheel goes to the run's prefix; the AMI's python installs it
             wheel = ec2_ami.upload_wheel(self._clients("s3", region), state.bucket, state.prefix)
-            base = replace(base, engine=engine, wheel_uri=wheel, python=image.python)
-        launched = ec2_launch.launch(ec2, base, choices, subnets, groups)
+            first = replace(first, engine=engine, wheel_uri=wheel, python=image.python)
+        note = ec2_intent.record(state, run.id, first.attempt, f"{run.id}-a{first.attempt}")
+        state.save(run.run_dir)  # before RunInstances: a killed launch is found by its tags
+        self._event(run, "intent", note)
+        launched = ec2_launch.launch(ec2, first, choices, subnets, groups)
         spec, inst = launched.spec, launched.instance
         ids = [i["InstanceId"] for i in launched.instances]
         if count > 1:
@@ -117,6 +152,7 @@ class Ec2Backend:
             instance_ids=ids if count > 1 else [],
         )
         state.attempts.append(record)
+        state.intent = None
         state.tried = launched.tried
         state.save(run.run_dir)
         self._event(
@@ -140,10 +176,14 @@ class Ec2Backend:
 
     def _status(self, run) -> Status:
         state = Ec2State.load(run.run_dir)
-        if state is None or state.current is None:
+        if state is None:
             return Status("submitted", detail="no instance launched yet")
         if state.done:
             return _with_facts(self._final(state), state)
+        if state.intent:
+            self._adopt(run, state)
+        if state.current is None:
+            return Status("submitted", detail="launch recorded; no instance found yet")
         doc = self._settle(run, state)
         if state.done:
             return _with_facts(self._final(state), state)
@@ -155,7 +195,7 @@ class Ec2Backend:
         """Close the current attempt if it ended (S3 status or instance state); returns the
         attempt's status.json."""
         cur = state.current
-        doc = self._read_status(state)
+        doc = ec2_observe.status_doc(self._clients, state)
         if doc.get("attempt") != cur.n:
             doc = {}
         if not cur.open:
@@ -206,8 +246,24 @@ class Ec2Backend:
         self._release(run, state)
         return self._final(state)
 
+    def _adopt(self, run, state: Ec2State) -> None:
+        """Record the instances a launch made but never noted (found by their tags)."""
+        ec2 = self._clients("ec2", state.region)
+
+        def price(instance_type: str, spot: bool):
+            return ec2_cost.hourly_price(instance_type, state.region, spot, ec2)
+
+        found = ec2_intent.adopt(ec2, run.id, state, price)
+        if found is None:
+            return
+        state.save(run.run_dir)
+        self._record(run, backend_ref=found.instance_id)
+        self._event(run, "adopted", f"attempt {found.n}: {found.instance_id}, found by its tags")
+
     def _final(self, state: Ec2State) -> Status:
         cur = state.current
+        if cur is None:
+            return Status("stopped", reason="stopped before any instance was launched")
         return Status(
             cur.outcome,
             reason=cur.reason,
@@ -226,33 +282,11 @@ class Ec2Backend:
     # -- metrics, logs, stop --------------------------------------------------------------
     def metrics(self, run) -> list[EpochMetrics]:
         state = Ec2State.load(run.run_dir) if run.run_dir else None
-        text = self._read(state, p.METRICS) if state else None
-        events = []
-        for line in (text or "").splitlines():
-            try:
-                events.append(EpochMetrics.model_validate_json(line))
-            except ValueError:
-                continue
-        return events
+        return ec2_observe.metrics(self._clients, state) if state else []
 
     def logs(self, run, offset: int = 0) -> tuple[str, int]:
         state = Ec2State.load(run.run_dir) if run.run_dir else None
-        if state is None:
-            return "", offset
-        s3 = self._clients("s3", state.region)
-        try:
-            obj = ec2_infra.call(
-                s3.get_object,
-                Bucket=state.bucket,
-                Key=state.prefix + p.LOG,
-                Range=f"bytes={offset}-",
-            )
-        except Exception as exc:
-            if ec2_infra.error_code(exc) in ("NoSuchKey", "InvalidRange", "404"):
-                return "", offset
-            raise ec2_infra.cloud_error(exc, "reading the run's log") from None
-        data = obj["Body"].read()
-        return data.decode("utf-8", "replace"), offset + len(data)
+        return ec2_observe.log(self._clients, state, offset) if state else ("", offset)
 
     def stop(self, run) -> None:
         """Terminate the run's instances (the agent gets SIGTERM, checkpoints, uploads)."""
@@ -261,33 +295,16 @@ class Ec2Backend:
             raise UsageError(f"run {run.id} has no EC2 instance", "nothing to stop.")
         ec2 = self._clients("ec2", state.region)
         live = [i["InstanceId"] for i in ec2_infra.find_instances(ec2, run.id)]
-        if not live:
+        if not live and (state.current is not None or state.done):
             raise UsageError(f"run {run.id} has no running instance", "nothing to stop.")
         state.stop_requested = True
         state.save(run.run_dir)
-        ec2_infra.terminate(ec2, live)
+        if live:
+            ec2_infra.terminate(ec2, live)  # found by tag: also what a killed launch made
+        else:  # no instance was ever started: the run ends here
+            self._release(run, state)
 
     # -- helpers --------------------------------------------------------------------------
-    def _read_status(self, state: Ec2State) -> dict:
-        text = self._read(state, p.STATUS)
-        try:
-            return json.loads(text) if text else {}
-        except ValueError:
-            return {}
-
-    def _read(self, state: Ec2State, name: str) -> str | None:
-        s3 = self._clients("s3", state.region)
-        try:
-            body = ec2_infra.call(s3.get_object, Bucket=state.bucket, Key=state.prefix + name)[
-                "Body"
-            ]
-        except Exception as exc:
-            if ec2_infra.error_code(exc) in ("NoSuchKey", "404"):
-                return None
-            where = f"s3://{state.bucket}/{state.prefix}{name}"
-            raise ec2_infra.cloud_error(exc, f"reading {where}") from None
-        return body.read().decode("utf-8", "replace")
-
     def _record(self, run, **fields) -> None:
         self._with_ledger(lambda ledger: ledger.update(run.id, **fields))
 

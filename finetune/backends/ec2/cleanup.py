@@ -1,28 +1,19 @@
 """`finetune cleanup`: what finetune left in EC2 and IAM that no live run owns.
 
 Everything the EC2 backend creates carries the project tag (instances, volumes, spot
-requests) or the /finetune/ IAM path (per-run roles and instance profiles). A run is live
-while the ledger says submitted, running or stopping; anything else of finetune's that is
-older than ``older_than`` seconds is an orphan: instances are terminated, open spot requests
-cancelled, instance profiles and roles deleted.
+requests) or the /finetune/ IAM path (per-run roles and instance profiles). Which runs are
+live is the caller's to say (finetune.service.cleanup: active runs, less abandoned launches);
+anything else of finetune's that is older than ``older_than`` seconds is an orphan:
+instances are terminated, open spot requests cancelled, instance profiles and roles deleted.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
+from finetune.backends.base import Orphan
 from finetune.backends.ec2 import infra as ec2_infra
 from finetune.backends.ec2.request import PROJECT_TAG, RUN_TAG
-
-
-@dataclass(frozen=True)
-class Orphan:
-    kind: str  # instance | spot-request | instance-profile
-    id: str
-    run_id: str
-    age_s: float
-    detail: str = ""
 
 
 def find_orphans(clients, live_runs: set[str], older_than_s: float, now=None) -> list[Orphan]:

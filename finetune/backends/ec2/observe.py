@@ -1,10 +1,15 @@
-"""Where an EC2 attempt stands, from the agent's status.json and the instance's state (pure)."""
+"""Where an EC2 attempt stands, from the agent's status.json and the instance's state, and
+what the agent wrote to the run's S3 prefix (status, metrics, log)."""
 
 from __future__ import annotations
 
+import json
+
 from finetune.backends.base import Status
+from finetune.backends.ec2 import infra as ec2_infra
 from finetune.backends.ec2.agent import protocol as p
 from finetune.backends.ec2.state import Ec2State
+from finetune.metrics import EpochMetrics
 
 ENDED = ("shutting-down", "terminated", "stopping", "stopped")
 
@@ -47,3 +52,50 @@ def active_status(state: Ec2State, doc: dict) -> Status:
     ips = doc.get("images_per_sec")
     progress = f", {doc.get('epochs_done', 0)} epoch(s)" + (f", {ips:,.1f} img/s" if ips else "")
     return Status("running", detail=f"{where}{progress}", started_at=cur.launched_at)
+
+
+def status_doc(clients, state: Ec2State) -> dict:
+    """The agent's status.json ({} while there is none, or it is torn)."""
+    text = _read(clients, state, p.STATUS)
+    try:
+        return json.loads(text) if text else {}
+    except ValueError:
+        return {}
+
+
+def metrics(clients, state: Ec2State) -> list[EpochMetrics]:
+    """The epochs in the agent's metrics.jsonl (torn lines skipped)."""
+    events = []
+    for line in (_read(clients, state, p.METRICS) or "").splitlines():
+        try:
+            events.append(EpochMetrics.model_validate_json(line))
+        except ValueError:
+            continue
+    return events
+
+
+def log(clients, state: Ec2State, offset: int) -> tuple[str, int]:
+    """train.log from byte ``offset`` on, and the next offset."""
+    s3 = clients("s3", state.region)
+    try:
+        obj = ec2_infra.call(
+            s3.get_object, Bucket=state.bucket, Key=state.prefix + p.LOG, Range=f"bytes={offset}-"
+        )
+    except Exception as exc:
+        if ec2_infra.error_code(exc) in ("NoSuchKey", "InvalidRange", "404"):
+            return "", offset
+        raise ec2_infra.cloud_error(exc, "reading the run's log") from None
+    data = obj["Body"].read()
+    return data.decode("utf-8", "replace"), offset + len(data)
+
+
+def _read(clients, state: Ec2State, name: str) -> str | None:
+    s3 = clients("s3", state.region)
+    key = state.prefix + name
+    try:
+        body = ec2_infra.call(s3.get_object, Bucket=state.bucket, Key=key)["Body"]
+    except Exception as exc:
+        if ec2_infra.error_code(exc) in ("NoSuchKey", "404"):
+            return None
+        raise ec2_infra.cloud_error(exc, f"reading s3://{state.bucket}/{key}") from None
+    return body.read().decode("utf-8", "replace")

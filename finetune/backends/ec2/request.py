@@ -103,12 +103,6 @@ def tags(spec: LaunchSpec) -> list[dict[str, str]]:
     return [{"Key": k, "Value": v[:256]} for k, v in pairs]
 
 
-def client_token(spec: LaunchSpec, subnet_index: int) -> str:
-    """Idempotency token: one per attempt and subnet (a retry with other parameters under
-    the same token would be refused by EC2 as IdempotentParameterMismatch)."""
-    return f"{spec.run_id}-a{spec.attempt}-s{subnet_index}"[:64]
-
-
 def run_instances_kwargs(spec: LaunchSpec, token: str) -> dict:
     """The RunInstances parameters for ``spec``."""
     resource_types = ["instance", "volume"] + (["spot-instances-request"] if spec.spot else [])

@@ -9,28 +9,86 @@ import subprocess
 import sys
 from pathlib import Path
 
+from pydantic import Field
+
 from finetune import metrics as mt
-from finetune.backends.base import Capabilities, Status
+from finetune.backends import base
+from finetune.backends.base import Capabilities, Feature, Hooks, Preflight, Status
+from finetune.backends.local.runner import LOCK_FILE, lock_held
 from finetune.errors import UsageError
 from finetune.train import mltree
 
 
-def run_dir_for(run_id: str) -> Path:
-    from finetune import settings
+class LocalOptions(base.Options):
+    """The local backend's launch flags: which devices of this machine to train on."""
 
-    return settings.get().data_dir / "runs" / run_id
+    gpus: str | None = None  # e.g. "0,1"; default: every GPU found, else one CPU context
+    cpus: int | None = Field(None, ge=1)
 
 
 class LocalBackend:
     name = "local"
-    capabilities = Capabilities(spot=False, multi_node=False, gpus=True, stop=True)
+    capabilities = Capabilities(
+        missing={
+            Feature.SPOT: "it runs on this machine, which has no spot market",
+            Feature.MULTI_NODE: "it runs on one host, this machine",
+        },
+        offline_status=True,  # status reads the run directory
+    )
+    Options = LocalOptions
+    poll_seconds = 1.0
+    stream_logs = False  # the epoch lines say it all; train.log is one `runs logs` away
 
-    def __init__(self, gpu_ids: tuple[int, ...] = ()) -> None:
-        self.gpu_ids = gpu_ids  # becomes CUDA_VISIBLE_DEVICES
+    def __init__(self, options: LocalOptions | None = None, hooks: Hooks | None = None) -> None:
+        self.options = options or LocalOptions()
+        self.gpu_ids: tuple[int, ...] = ()  # becomes CUDA_VISIBLE_DEVICES (set by resources)
+
+    def resources(self, request: base.ResourceRequest):
+        """This machine's devices: --gpus (present here), --cpus, else all GPUs or one CPU."""
+        from finetune.backends.local.devices import local_resources
+
+        if request.instance:
+            raise UsageError(
+                f"--instance {request.instance}: the local backend runs on this machine",
+                "drop --instance, or launch on a cloud backend (--backend sagemaker or ec2).",
+            )
+        resources, self.gpu_ids = local_resources(self.options.gpus, self.options.cpus)
+        return resources
+
+    def dataset_summary(self, uri: str):
+        raise UsageError(
+            f"the local backend trains on a dataset on this machine, not on {uri}",
+            "pass --dataset DIR (a folder made by `finetune prepare`), or launch on a cloud "
+            "backend (--backend sagemaker or ec2), which reads it from S3.",
+        )
+
+    def preflight(self, plan) -> Preflight:
+        """Nothing to check beyond the plan itself; it runs here, at no charge."""
+        res = plan.resources
+        devices = ",".join(map(str, self.gpu_ids)) if self.gpu_ids else None
+        rows = [
+            ("where", "this machine" + (f", CUDA_VISIBLE_DEVICES={devices}" if devices else "")),
+            ("devices", f"{res.devices_per_host} {res.device}"),
+            ("cost", "none charged (your own machine)"),
+        ]
+        return Preflight(plan, rows, title="Local run")
+
+    def orphans(self, live_runs: set[str], older_than_s: float) -> list:
+        return []  # nothing outlives a local run but its own folder
+
+    def remove(self, orphans: list) -> list[str]:
+        return []
 
     def submit(self, plan, run) -> str:
-        """Lay out RUN_DIR/ml, then start the supervisor detached; returns its pid."""
+        """Lay out RUN_DIR/ml, then start the supervisor detached; returns its pid. Refused
+        while a process of the run (a trainer whose supervisor was killed) is still alive."""
         run_dir = Path(run.run_dir)
+        if lock_held(run_dir):
+            raise UsageError(
+                f"run {run.id} still has a live process (it holds {run_dir / LOCK_FILE}); "
+                "a second trainer would write into the same run",
+                f"wait for it to end (`finetune runs stop {run.id}` asks it to), then resume.",
+            )
         mltree.layout(run_dir / "ml", plan)
         (run_dir / "plan.json").write_text(plan.to_json())
         for stale in ("exit.json", "runner.json"):  # a resumed run starts a new attempt
@@ -61,6 +119,12 @@ class LocalBackend:
             return Status("running" if runner else "submitted", started_at=runner.get("started_at"))
         if _read_json(exit_file):  # finished between the two checks
             return self.status(run)
+        if lock_held(run_dir):  # the supervisor is gone; its trainer got SIGTERM and ends
+            return Status(
+                "stopping",
+                detail="the supervisor is gone; the trainer checkpoints and ends",
+                started_at=runner.get("started_at"),
+            )
         return Status(
             "interrupted",
             reason="the local runner process ended without a result "
@@ -82,9 +146,14 @@ class LocalBackend:
 
     def stop(self, run) -> None:
         pid = int(run.backend_ref or 0)
-        if not _alive(pid):
-            raise UsageError(f"run {run.id} is not running", "nothing to stop.")
-        os.kill(pid, signal.SIGTERM)  # the runner forwards it; the trainer checkpoints
+        if _alive(pid):
+            os.kill(pid, signal.SIGTERM)  # the runner forwards it; the trainer checkpoints
+            return
+        trainer = int(_read_json(Path(run.run_dir) / "runner.json").get("trainer_pid") or 0)
+        if lock_held(Path(run.run_dir)) and _alive(trainer):  # its supervisor was killed
+            os.kill(trainer, signal.SIGTERM)
+            return
+        raise UsageError(f"run {run.id} is not running", "nothing to stop.")
 
 
 # what the trainer leaves in output/data beside the metrics, kept in the ledger when it ends

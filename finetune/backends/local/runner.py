@@ -6,10 +6,16 @@ Runs detached from the terminal (its own session), so a `launch --detach` or a c
 terminal does not end the training. It writes RUN_DIR/runner.json when it starts and
 RUN_DIR/exit.json (atomically) when the trainer ends: exit code, times, and whether a stop
 was requested. The trainer's output goes to RUN_DIR/train.log.
+
+Nothing of a run outlives its supervisor: the trainer gets SIGTERM (it checkpoints and
+exits) the moment the supervisor dies, even by SIGKILL (Linux's parent-death signal), and
+both hold RUN_DIR/run.lock (one flock, shared through the inherited descriptor) for as long
+as either lives, so a resume cannot start a second trainer beside a live one.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -20,8 +26,55 @@ from pathlib import Path
 
 from finetune.data.manifest import write_atomic
 
+LOCK_FILE = "run.lock"
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def lock_held(run_dir: Path) -> bool:
+    """Whether a process of this run (supervisor or trainer) is alive: it holds the lock."""
+    path = Path(run_dir) / LOCK_FILE
+    if not path.exists():
+        return False
+    with open(path, "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(f, fcntl.LOCK_UN)
+    return False
+
+
+def _take_lock(run_dir: Path):
+    """The run's lock, or None when a process of the run still holds it."""
+    lock = open(run_dir / LOCK_FILE, "a")  # noqa: SIM115 (held for the process's life)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        return None
+    return lock
+
+
+def _die_with_parent(parent: int):
+    """preexec_fn of the trainer: SIGTERM when the supervisor's thread ends (Linux)."""
+
+    def arm() -> None:
+        if sys.platform.startswith("linux"):
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # the supervisor died before the signal was armed
+            os._exit(1)
+
+    return arm
+
 
 def main(run_dir: Path) -> int:
+    lock = _take_lock(run_dir)
+    if lock is None:
+        print(f"another process of {run_dir} is alive (it holds {LOCK_FILE})", file=sys.stderr)
+        return 3
     env = dict(os.environ, FINETUNE_ML_ROOT=str(run_dir / "ml"), PYTHONUNBUFFERED="1")
     with open(run_dir / "train.log", "ab") as log:
         child = subprocess.Popen(
@@ -30,6 +83,8 @@ def main(run_dir: Path) -> int:
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
+            pass_fds=(lock.fileno(),),  # the trainer holds the run's lock as long as it lives
+            preexec_fn=_die_with_parent(os.getpid()),  # safe: no threads here yet
         )
     started = time.time()
     write_atomic(

@@ -20,8 +20,9 @@ from finetune.aws import retries, sdk
 from finetune.aws.errors import aws_errors
 from finetune.aws.logs import JobLog, refresh
 from finetune.aws.session import Aws, connect, parse_arn
-from finetune.backends.base import Capabilities, Status
-from finetune.backends.sagemaker import preflight
+from finetune.backends import base
+from finetune.backends.base import Capabilities, Hooks, Status
+from finetune.backends.sagemaker import launch, preflight
 from finetune.backends.sagemaker import request as rq
 from finetune.backends.sagemaker import status as st
 from finetune.backends.sagemaker import submit as sub
@@ -30,19 +31,39 @@ from finetune.errors import UsageError
 
 class SageMakerBackend:
     name = "sagemaker"
-    capabilities = Capabilities(spot=True, multi_node=True, gpus=True, stop=True)
+    capabilities = Capabilities()  # spot (managed), several hosts, GPUs, StopTrainingJob
+    Options = launch.SageMakerOptions
     stream_logs = True  # `launch` prints the job's log while following it
     POLL_SECONDS = 20.0  # DescribeTrainingJob is rate limited, and jobs take minutes anyway
 
-    def __init__(self, options=None, progress=None, notify=None, poll_seconds=None):
+    def __init__(self, options=None, hooks: Hooks | None = None, poll_seconds=None):
+        if isinstance(options, launch.SageMakerOptions):
+            options = options.job_options()
         self.options = options or rq.JobOptions()
-        self.progress = progress  # start(label, total_bytes) -> advance(n), for the upload
-        self.notify = notify or (lambda message: None)
+        hooks = hooks or Hooks()
+        self.progress = hooks.progress  # start(label, total_bytes) -> advance(n), for uploads
+        self.notify = hooks.notify
         self.poll_seconds = self.POLL_SECONDS if poll_seconds is None else poll_seconds
         self._sessions: dict[str, Aws] = {}
         self._jobs: dict[str, dict] = {}  # last description per job name
         self._logs: dict[str, JobLog] = {}
         self._log_read_at: dict[str, float] = {}
+
+    # -- launch ---------------------------------------------------------------------------
+    def resources(self, request: base.ResourceRequest):
+        return launch.resources(request, self.options)
+
+    def dataset_summary(self, uri: str):
+        return launch.dataset_summary(uri, self.options)
+
+    def preflight(self, plan) -> base.Preflight:
+        return launch.check(plan, self.options)
+
+    def orphans(self, live_runs: set[str], older_than_s: float) -> list[base.Orphan]:
+        return []  # a job ends itself (MaxRuntime); nothing of ours outlives it
+
+    def remove(self, orphans: list[base.Orphan]) -> list[str]:
+        return []
 
     # -- submit ---------------------------------------------------------------------------
     def submit(self, plan, run) -> str:

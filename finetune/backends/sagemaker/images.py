@@ -49,7 +49,7 @@ def pytorch_image(region: str, instance_type: str) -> str:
 def default_image(engine: str, region: str, instance_type: str, account: str) -> str:
     """The image a job of ``engine`` runs when no --image is given."""
     from finetune import __version__
-    from finetune.backends.sagemaker.request import default_image as our_image
+    from finetune.aws.image import default_image as our_image
 
     if engine == "torch":
         return pytorch_image(region, instance_type)

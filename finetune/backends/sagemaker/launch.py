@@ -1,161 +1,141 @@
-"""`launch --backend sagemaker` as library calls: resources from the catalog, the plan (also
-for a dataset already in S3), its estimate, and what --dry-run shows of the job request --
-all without credentials except where the dataset itself lives in S3."""
+"""`launch --backend sagemaker` as library calls: the options model (the launch flags this
+backend takes), resources from the catalog, a dataset already in S3, and the pre-flight that
+--dry-run shows: the job request as submit would send it, with the runtime --max-eur affords
+and the engine's image -- all without credentials except where the dataset lives in S3."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from pydantic import Field
+
+from finetune.backends import base
 from finetune.backends.sagemaker import preflight
 from finetune.backends.sagemaker import request as rq
-from finetune.errors import FinetuneError, UsageError
+from finetune.backends.sagemaker import submit as sub
+from finetune.durations import Duration
+from finetune.errors import UsageError
 
 ROLE_PLACEHOLDER = "arn:aws:iam::000000000000:role/unset"  # valid shape, for the offline checks
 SAMPLE_RUN_ID = "ft-YYYYMMDD-HHMMSS-xxxx"
 
 
-def resources(instance: str | None, count: int, spot: bool):
+class SageMakerOptions(base.Options):
+    """The SageMaker backend's launch flags (settings fill the rest at submit time)."""
+
+    region: str | None = None
+    max_runtime: Duration | None = Field(None, gt=0)
+    max_wait: Duration | None = Field(None, gt=0)  # spot only; default twice the runtime
+    max_eur: float | None = Field(None, gt=0)
+    image: str | None = None
+    subnet: tuple[str, ...] = ()
+    security_group: tuple[str, ...] = ()
+    kms_key: str | None = None
+
+    def job_options(self) -> rq.JobOptions:
+        """The options as stored with the run (options.json), so a resume starts the same."""
+        return rq.JobOptions(
+            region=self.region,
+            image=self.image,
+            max_runtime_s=self.max_runtime,
+            max_wait_s=self.max_wait,
+            max_eur=self.max_eur,
+            kms_key_id=self.kms_key,
+            subnets=self.subnet,
+            security_group_ids=self.security_group,
+        )
+
+
+def resources(request: base.ResourceRequest, opts: rq.JobOptions):
     """Every GPU of ``count`` instances of ``instance``: hosts = count, so the learning rate
     scales with the total GPU count."""
     from finetune.catalog import instances
     from finetune.plan import Resources
 
-    if not instance:
+    if not request.instance:
         raise UsageError(
             "--backend sagemaker needs an instance type",
             "pass --instance TYPE, e.g. --instance p3.8xlarge (`finetune prices` lists them).",
         )
-    inst = instances.get(instance)
+    if opts.max_wait_s and not request.spot:
+        raise UsageError("--max-wait applies to spot jobs only", "add --spot, or drop --max-wait.")
+    inst = instances.get(request.instance)
     if inst.gpu_count < 1:
         raise UsageError(f"{inst.name} has no GPU", "pick a GPU instance type.")
     return Resources.create(
         backend="sagemaker",
         instance_type=inst.name,
-        hosts=count,
+        hosts=request.count,
         devices_per_host=inst.gpu_count,
         device="gpu",
-        spot=spot,
+        spot=request.spot,
     )
 
 
-def build_plan(
-    recipe, dataset: str | None, res, overrides, region: str | None = None, image: str | None = None
-):
-    """The plan, with its image (``image``: --image) and a cost estimate when the region is
-    known. ``dataset`` may be a prepared folder or the s3:// prefix finetune uploaded it to
-    (its manifest is read from there)."""
-    from finetune import plan as pl
-
-    if dataset and dataset.startswith("s3://"):
-        plan = _plan_for_s3(recipe, dataset, res, overrides, region)
-    else:
-        plan = pl.build_plan(recipe, dataset, res, overrides)
-    return with_estimate(with_runtime(plan, region, image), region)
-
-
-def with_runtime(plan, region: str | None, image: str | None = None):
-    """The plan recording the engine's image (AWS's PyTorch image is known offline, for a
-    region); refused when the engine cannot run on the instance's GPUs."""
-    from finetune.backends.sagemaker import images
-    from finetune.catalog import engines, instances
-
-    engine, instance = plan.hyperparameters.engine, plan.resources.instance_type
-    instances.check_engine(engine, instance)
-    if not image:
-        if engine == "torch" and region:
-            image = images.pytorch_image(region, instance)
-        elif engine == "torch":
-            image = f"pytorch-training:{engines.build('torch').version}-gpu-{images.PYTORCH_PY}"
-        else:
-            image = rq.default_image("ACCOUNT", region or "REGION", _version())
-    return plan.with_runtime(images.runtime(engine, image))
-
-
-def _version() -> str:
-    from finetune import __version__
-
-    return __version__
-
-
-def with_estimate(plan, region: str | None, backend: str = "sagemaker"):
-    """The plan with report.estimate's figures for ``backend`` (sagemaker: ml.* prices, ec2:
-    EC2 prices); unchanged where no region is known."""
-    if not region:
-        return plan
-    from finetune.report.estimate import estimate_run
-
-    res = plan.resources
-    try:
-        estimate = estimate_run(
-            model=plan.recipe.model.name,
-            instance_type=res.instance_type,
-            region=region,
-            images_per_epoch=plan.dataset.train_count,
-            epochs=plan.recipe.schedule.epochs,
-            instance_count=res.hosts,
-            backend=backend,
-            use_spot=res.spot,
-        )
-    except FinetuneError as exc:
-        return plan.with_estimate({"summary": f"no estimate: {exc.what}"})
-    return plan.with_estimate(estimate)
-
-
-def _plan_for_s3(recipe, uri: str, res, overrides, region):
-    """Plan from the manifest stored under an uploaded dataset prefix."""
-    from finetune import plan as pl
+def dataset_summary(uri: str, opts: rq.JobOptions):
+    """The summary of a dataset finetune uploaded to ``uri`` (its manifest is read there)."""
     from finetune.aws import s3dataset
+    from finetune.aws.session import configured_region
 
-    return pl.build_plan(recipe, s3dataset.summarize(uri, region), res, overrides)
+    return s3dataset.summarize(uri, configured_region(opts.region))
 
 
-def dry_run_lines(plan, opts: rq.JobOptions, region: str | None) -> list[str]:
-    """The job request as `launch` would send it, with the unknowns named; raises a
-    PreflightError for problems that would stop the launch whatever the settings."""
-    from finetune import __version__, settings
+def check(plan, opts: rq.JobOptions) -> base.Preflight:
+    """The job request as submit would send it, every offline check run on it; the plan
+    carries its estimate. Raises a PreflightError for what would stop the real launch."""
+    from finetune.aws.session import configured_region
+    from finetune.backends.pricing import with_estimate
+    from finetune.backends.sagemaker import images
     from finetune.catalog import instances
 
-    engine = plan.hyperparameters.engine
+    engine = plan.hyperparameters.engine  # MXNet on Hopper: refused before anything else
     instances.check_engine(engine, plan.resources.instance_type)
-    conf = settings.get()
-    opts = replace(
-        opts,
-        region=region,
-        bucket=opts.bucket or conf.bucket,
-        role_arn=opts.role_arn or conf.role_arn,
-    )
-    image = opts.image or rq.default_image("ACCOUNT", region or "REGION", __version__)
-    if engine == "torch" and not opts.image:  # AWS's image: known offline, account and all
-        from finetune.backends.sagemaker.images import pytorch_image
-
-        image = pytorch_image(region or "us-east-1", plan.resources.instance_type)
+    opts = _with_settings(opts)
+    region = opts.region
+    if not region:
+        raise preflight.PreflightError([_NO_REGION])
+    plan = with_estimate(plan, region, "sagemaker")
+    if opts.max_eur is not None:
+        opts = sub.fit_budget(opts, plan, region)  # the runtime the real submit would use
+    image = opts.image or sub.engine_image(plan, "ACCOUNT", region)
+    plan = plan.with_runtime(images.runtime(engine, image))
     checked = replace(
         opts,
         bucket=opts.bucket or "FINETUNE_BUCKET",
-        role_arn=opts.role_arn or ROLE_PLACEHOLDER,
-        image=image if opts.image else image.replace("ACCOUNT", "000000000000"),
+        image=image.replace("ACCOUNT", "000000000000", 1) if not opts.image else image,
     )
     channels, size = _channels(plan, checked.bucket)
+    code = sub.source_dir(plan, checked, SAMPLE_RUN_ID)  # the torch engine ships our source
+    toolkit = code.hyperparameters(region, plan.resources.hosts) if code else None
     name = rq.job_name(SAMPLE_RUN_ID)
-    from finetune.backends.sagemaker.submit import source_dir
-
-    code = source_dir(plan, checked, SAMPLE_RUN_ID)
-    toolkit = code.hyperparameters(region or "REGION", plan.resources.hosts) if code else None
     req = rq.training_request(plan, SAMPLE_RUN_ID, name, channels, checked, size, toolkit)
-    preflight.raise_if(preflight.check_request(req, region))
+    problems = sub.missing_settings(opts) + preflight.check_request(req, region)
     shown = {**req, "RoleArn": opts.role_arn or "(not set: FINETUNE_ROLE_ARN)"}
     shown["AlgorithmSpecification"] = {**req["AlgorithmSpecification"], "TrainingImage": image}
-    lines = rq.summary_lines(shown, first=(("region", region or "(not set)"),))
-    missing = [
-        v
-        for v, ok in (("FINETUNE_BUCKET", opts.bucket), ("FINETUNE_ROLE_ARN", opts.role_arn))
-        if not ok
-    ]
-    if not region:
-        missing.append("a region (--region or FINETUNE_REGION)")
-    if missing:
-        lines.append(f"not set: {', '.join(missing)} -- see `finetune infra deploy`")
-    return lines
+    rows = rq.summary_rows(shown, first=(("region", configured_region(region)),))
+    if opts.max_eur is not None:
+        rows.append(("budget", f"EUR {opts.max_eur:g}: runtime capped to fit"))
+    error = preflight.PreflightError(problems) if problems else None
+    return base.Preflight(plan, rows, title="SageMaker job", error=error)
+
+
+_NO_REGION = preflight.Problem(
+    "no AWS region is set for the job",
+    "pass --region REGION, or set FINETUNE_REGION (or a region in your AWS config).",
+)
+
+
+def _with_settings(opts: rq.JobOptions) -> rq.JobOptions:
+    from finetune import settings
+    from finetune.aws.session import configured_region
+
+    conf = settings.get()
+    return replace(
+        opts,
+        region=configured_region(opts.region),
+        bucket=opts.bucket or conf.bucket,
+        role_arn=opts.role_arn or conf.role_arn,
+    )
 
 
 def _channels(plan, bucket: str) -> tuple[dict[str, str], int]:

@@ -22,7 +22,6 @@ CHECKPOINT_LOCAL = "/opt/ml/checkpoints"
 JOB_PREFIX = "finetune-"  # the caller policy allows training-job/finetune-* only
 DEFAULT_MAX_RUNTIME_S = 2 * 3600
 DEFAULT_RETRIES = 2  # SageMaker restarts a job after an internal error (not our bugs)
-IMAGE_REPOSITORY = "finetune"
 
 
 @dataclass(frozen=True)
@@ -66,12 +65,6 @@ def job_name(run_id: str, attempt: int = 0) -> str:
     SageMaker never reuses a job name)."""
     base = JOB_PREFIX + run_id.removeprefix("ft-")
     return f"{base}-r{attempt}" if attempt else base
-
-
-def default_image(account: str, region: str, tag: str) -> str:
-    """Where `finetune image push` puts the training image."""
-    suffix = ".amazonaws.com.cn" if region.startswith("cn-") else ".amazonaws.com"
-    return f"{account}.dkr.ecr.{region}{suffix}/{IMAGE_REPOSITORY}:{tag}"
 
 
 def checkpoint_uri(bucket: str, run_id: str) -> str:
@@ -179,6 +172,13 @@ def _tag_value(text: str) -> str:
 def summary_lines(req: dict, first: tuple[tuple[str, str], ...] = ()) -> list[str]:
     """What `launch --dry-run` shows of the request (aligned ``label  value`` lines), after
     the ``first`` rows given."""
+    rows = summary_rows(req, first)
+    width = max(len(label) for label, _ in rows)
+    return [f"{label:<{width}}  {value}" for label, value in rows]
+
+
+def summary_rows(req: dict, first: tuple[tuple[str, str], ...] = ()) -> list[tuple[str, str]]:
+    """The request as (label, value) rows, after the ``first`` rows given."""
     rc, sc, spec = req["ResourceConfig"], req["StoppingCondition"], req["AlgorithmSpecification"]
     rows = [
         *first,
@@ -202,8 +202,7 @@ def summary_lines(req: dict, first: tuple[tuple[str, str], ...] = ()) -> list[st
             ", ".join(m["Name"] for m in req["AlgorithmSpecification"]["MetricDefinitions"]),
         ),
     ]
-    width = max(len(label) for label, _ in rows)
-    return [f"{label:<{width}}  {value}" for label, value in rows]
+    return rows
 
 
 def _toolkit_rows(hp: dict[str, str]) -> list[tuple[str, str]]:

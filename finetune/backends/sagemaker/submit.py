@@ -52,18 +52,24 @@ def missing_settings(opts) -> list[Problem]:
 def with_defaults(opts, plan, aws: Aws):
     """The engine's default image (AWS's PyTorch image, or where `finetune image push` puts
     ours) and a runtime --max-eur affords."""
-    from finetune.backends.sagemaker import images
-
     if not opts.image:
-        engine, instance = plan.hyperparameters.engine, plan.resources.instance_type
-        image = images.default_image(engine, aws.region, instance, aws.account_id)
-        opts = replace(opts, image=image)
+        opts = replace(opts, image=engine_image(plan, aws.account_id, aws.region))
     if opts.max_eur is not None:
-        opts = _fit_budget(opts, plan, aws.region)
+        opts = fit_budget(opts, plan, aws.region)
     return opts
 
 
-def _fit_budget(opts, plan, region: str):
+def engine_image(plan, account: str, region: str) -> str:
+    """The training image for ``plan`` when --image is not given: AWS's PyTorch training
+    image for the torch engine, else where `finetune image push` puts ours in ``account``'s
+    ECR. Submit and --dry-run both ask here, so they agree."""
+    from finetune.backends.sagemaker import images
+
+    engine, instance = plan.hyperparameters.engine, plan.resources.instance_type
+    return images.default_image(engine, region, instance, account)
+
+
+def fit_budget(opts, plan, region: str):
     """Without --max-runtime, the longest runtime --max-eur pays for (at most the default);
     with it, a refusal when the worst case costs more than --max-eur. Both priced by
     report.money, as the finished job will be."""

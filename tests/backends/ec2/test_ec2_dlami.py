@@ -10,22 +10,18 @@ import io
 import zipfile
 
 import boto3
-import ec2.conftest as ec2_fixtures
 import pytest
-from ec2.conftest import ACCOUNT, BUCKET, REGION, put_public_ssm_parameter
-from ec2.control import OPEN_LEDGERS
 
+from finetune import service
 from finetune.backends.ec2 import ami as ec2_ami
 from finetune.backends.ec2.backend import Ec2Backend
 from finetune.backends.ec2.state import Ec2Options
 from finetune.errors import ConfigError, UsageError
 from finetune.plan import Resources, build_plan
-from finetune.runs import service
 from finetune.runs.ledger import Ledger
+from tests.backends.ec2.conftest import ACCOUNT, BUCKET, REGION, put_public_ssm_parameter
+from tests.backends.ec2.control import OPEN_LEDGERS
 
-# the EC2 tests' fixtures (tests/ec2/conftest.py): moto behind the fault layer, reset per test
-ec2_aws, fault_server = ec2_fixtures.ec2_aws, ec2_fixtures.fault_server
-_close_ledgers = ec2_fixtures._close_ledgers
 DLAMI = "Deep Learning OSS Nvidia Driver AMI GPU PyTorch 2.10 (Ubuntu 24.04) {}"
 
 

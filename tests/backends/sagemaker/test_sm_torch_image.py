@@ -119,32 +119,34 @@ def test_source_dir_holds_package_requirements_and_program():
     assert "finetune.train.entrypoint" in program
 
 
+def _plan(dataset, recipe, instance):
+    res = Resources(backend="sagemaker", instance_type=instance, devices_per_host=1, device="gpu")
+    return build_plan(recipe, dataset, res)
+
+
 def test_dry_run_shows_the_image_and_the_source_dir_and_refuses_mxnet_on_hopper(tiny_dataset):
-    from finetune.backends.sagemaker.launch import dry_run_lines
+    from finetune.backends.sagemaker.launch import check
     from finetune.errors import UsageError
 
-    def plan(recipe, instance):
-        res = Resources(
-            backend="sagemaker", instance_type=instance, devices_per_host=1, device="gpu"
-        )
-        return build_plan(recipe, tiny_dataset, res)
-
-    lines = dry_run_lines(plan("smoke-resnet18-torch", "p5.4xlarge"), rq.JobOptions(), "eu-west-1")
-    text = "\n".join(lines)
+    opts = rq.JobOptions(region="eu-west-1")
+    checked = check(_plan(tiny_dataset, "smoke-resnet18-torch", "p5.4xlarge"), opts)
+    text = "\n".join(f"{label} {value}" for label, value in checked.rows)
     assert "eu-west-1.amazonaws.com/pytorch-training:2.10.0-gpu-py313" in text
     assert "finetune_entry.py" in text and "one process" in text
     with pytest.raises(UsageError, match=r"mxnet engine cannot run on p5\.4xlarge"):
-        dry_run_lines(plan("smoke-resnet18", "p5.4xlarge"), rq.JobOptions(), "eu-west-1")
+        check(_plan(tiny_dataset, "smoke-resnet18", "p5.4xlarge"), opts)
 
 
 def test_the_plan_records_the_image_and_what_it_needs(tiny_dataset):
-    from finetune.backends.sagemaker.launch import build_plan as sm_plan
+    from finetune.backends.sagemaker.launch import check
+    from finetune.plan_summary import summary_lines
 
-    res = Resources(backend="sagemaker", instance_type="g6.xlarge", device="gpu")
-    torch = sm_plan("smoke-resnet18-torch", str(tiny_dataset), res, (), "eu-west-1")
+    opts = rq.JobOptions(region="eu-west-1")
+    torch = check(_plan(tiny_dataset, "smoke-resnet18-torch", "g6.xlarge"), opts).plan
     assert torch.runtime["image"].endswith("/pytorch-training:2.10.0-gpu-py313")
-    [shown] = [line for line in torch.summary_lines() if line.startswith("runtime ")]
+    [shown] = [line for line in summary_lines(torch, 250) if line.startswith("runtime ")]
     assert shown.endswith("torch on " + torch.runtime["image"])
-    mxnet = sm_plan("smoke-resnet18", str(tiny_dataset), res, (), "eu-west-1", "my/img:1")
+    mine = rq.JobOptions(region="eu-west-1", image="my/img:1")
+    mxnet = check(_plan(tiny_dataset, "smoke-resnet18", "g6.xlarge"), mine).plan
     assert mxnet.runtime["image"] == "my/img:1"
     assert "finetune image push" in mxnet.runtime["needs"]

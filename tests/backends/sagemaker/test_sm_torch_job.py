@@ -13,14 +13,14 @@ import tarfile
 
 import boto3
 import pytest
-from aws.conftest import BUCKET, REGION, cloud, gateway_server, gw  # noqa: F401
-from aws.helpers import new_run, sm_plan
 
 from finetune.backends.sagemaker import sourcedir
 from finetune.backends.sagemaker.backend import SageMakerBackend
 from finetune.backends.sagemaker.request import JobOptions
 from finetune.errors import ConfigError, UsageError
 from finetune.plan import Resources, build_plan
+from tests.aws.conftest import BUCKET, REGION
+from tests.aws.helpers import new_run, sm_plan
 
 
 def _torch_plan(dataset, instance: str, hosts: int, spot: bool):
@@ -37,7 +37,7 @@ def _torch_plan(dataset, instance: str, hosts: int, spot: bool):
     return build_plan("smoke-resnet18-torch", dataset, res)
 
 
-def test_torch_job_as_sent_with_its_source_dir(cloud, tiny_dataset, tmp_path):  # noqa: F811
+def test_torch_job_as_sent_with_its_source_dir(cloud, tiny_dataset, tmp_path):
     plan = _torch_plan(tiny_dataset, "p5.4xlarge", hosts=2, spot=True)
     run = new_run(tmp_path, plan)
     SageMakerBackend(JobOptions(max_runtime_s=3600)).submit(plan, run)
@@ -64,7 +64,7 @@ def test_torch_job_as_sent_with_its_source_dir(cloud, tiny_dataset, tmp_path):  
     )  # the code is in S3 before the job starts
 
 
-def test_mxnet_on_hopper_is_refused_before_any_aws_call(cloud, tiny_dataset, tmp_path):  # noqa: F811
+def test_mxnet_on_hopper_is_refused_before_any_aws_call(cloud, tiny_dataset, tmp_path):
     plan = sm_plan(tiny_dataset, instance="p5.48xlarge")
     assert plan.hyperparameters.engine == "mxnet"
     with pytest.raises(UsageError) as err:
@@ -110,7 +110,7 @@ def test_source_dir_program_starts_our_trainer_as_the_toolkit_runs_it(tiny_datas
     assert "not_ours" in failure and "To fix:" in failure
 
 
-def test_policies_let_the_caller_upload_and_the_job_read_its_code(cloud, tiny_dataset, tmp_path):  # noqa: F811
+def test_policies_let_the_caller_upload_and_the_job_read_its_code(cloud, tiny_dataset, tmp_path):
     import fnmatch
 
     from finetune.aws import infra

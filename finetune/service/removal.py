@@ -65,8 +65,8 @@ def _live(run: Run, ledger: Ledger) -> str | None:
     """Why ``run`` may still be running (its backend's answer), or None once it ended."""
     if run.status not in ACTIVE:
         return None
+    from finetune import service
     from finetune.backends import get_backend
-    from finetune.runs import service
 
     try:
         run, _, _ = service.sync(run, get_backend(run.backend), ledger)
@@ -100,7 +100,7 @@ def _remove_one(ledger: Ledger, run: Run, out: Removal, dry_run: bool) -> None:
 def _own_folder(run: Run) -> Path | None:
     """The run's folder when it is finetune's own (under the runs folder), else None:
     a path recorded in the ledger is never reason enough to delete a folder."""
-    from finetune.runs.service import runs_dir
+    from finetune.service.launch import runs_dir
 
     if not run.run_dir:
         return None

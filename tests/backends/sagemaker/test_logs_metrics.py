@@ -10,13 +10,12 @@ import time
 
 import boto3
 
+from finetune import service
 from finetune.backends.sagemaker.backend import SageMakerBackend, metrics_from_log
 from finetune.metrics import EpochMetrics
-from finetune.runs import service
-
-from . import helpers as h
-from .conftest import BUCKET, REGION
-from .gateway import CONTAINER_KEY
+from tests.aws import helpers as h
+from tests.aws.conftest import BUCKET, REGION
+from tests.aws.gateway import CONTAINER_KEY
 
 GROUP = "/aws/sagemaker/TrainingJobs"
 
@@ -60,7 +59,7 @@ def _submitted(cloud, dataset, tmp_path, steps):
     plan = h.sm_plan(dataset)
     ledger = h.ledger_at(tmp_path)
     be = SageMakerBackend(poll_seconds=0)
-    run = service._submit(plan, be, ledger, ledger.create(h.new_run(tmp_path, plan)))
+    run = service.submit(plan, be, ledger, ledger.create(h.new_run(tmp_path, plan)))
     job = run.backend_ref.rsplit("/", 1)[1]
     cloud.script(steps, job=job)
     return run, be, ledger, job

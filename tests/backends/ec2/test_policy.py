@@ -12,7 +12,7 @@ from finetune.backends.ec2 import relaunch as rl
 from finetune.backends.ec2.agent.imds import Imds, ImdsUnavailable
 from finetune.backends.ec2.observe import observe
 from finetune.backends.ec2.state import Ec2Options
-from finetune.cli._duration import parse_duration
+from finetune.durations import parse_duration
 from finetune.errors import UsageError
 from finetune.runs.charges import run_money
 

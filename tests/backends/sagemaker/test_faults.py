@@ -6,16 +6,14 @@ from __future__ import annotations
 import boto3
 import pytest
 
-from finetune import settings
+from finetune import service, settings
 from finetune.aws.errors import AccessError, CredentialsError, QuotaError, ThrottledError
 from finetune.backends.sagemaker.backend import SageMakerBackend
 from finetune.backends.sagemaker.preflight import PreflightError
 from finetune.backends.sagemaker.request import JobOptions, job_name
 from finetune.errors import CloudError
-from finetune.runs import service
-
-from . import helpers as h
-from .conftest import BUCKET, REGION
+from tests.aws import helpers as h
+from tests.aws.conftest import BUCKET, REGION
 
 QUOTA = (
     "The account-level service limit 'ml.p3.8xlarge for spot training job usage' is 0 "
@@ -35,7 +33,7 @@ def test_quota_names_the_quota_and_how_to_raise_it(cloud, tiny_dataset, tmp_path
     plan = h.sm_plan(tiny_dataset, spot=True)
     ledger = h.ledger_at(tmp_path)
     with pytest.raises(QuotaError) as err:
-        service._submit(plan, SageMakerBackend(), ledger, ledger.create(h.new_run(tmp_path, plan)))
+        service.submit(plan, SageMakerBackend(), ledger, ledger.create(h.new_run(tmp_path, plan)))
     text = str(err.value)
     assert "'ml.p3.8xlarge for spot training job usage'" in text.split("To fix:")[1]
     assert "request-service-quota-increase --service-code sagemaker" in text

@@ -1,4 +1,4 @@
-"""Turn launch options into plan Resources: local devices, or an instance from the catalog."""
+"""The local backend's devices: the GPUs this machine has, and the resources a launch asks for."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ def local_gpus() -> list[int]:
 
 
 def parse_gpus(text: str) -> tuple[int, ...]:
+    """'0,1' -> (0, 1); anything else is a UsageError."""
     try:
         ids = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
@@ -34,17 +35,27 @@ def parse_gpus(text: str) -> tuple[int, ...]:
 
 
 def local_resources(gpus: str | None, cpus: int | None):
-    """Resources for the local backend and the GPU ids to expose (CUDA_VISIBLE_DEVICES)."""
+    """Resources for the local backend and the GPU ids to expose (CUDA_VISIBLE_DEVICES).
+    GPUs asked for must be here: a plan for devices this machine lacks would fail later."""
     from finetune.plan import Resources
 
     if gpus and cpus:
         raise UsageError("--gpus and --cpus exclude each other", "pass one of them.")
+    found = tuple(local_gpus())
     if gpus:
         ids = parse_gpus(gpus)
+        absent = [i for i in ids if i not in found]
+        if absent:
+            have = f"GPUs {', '.join(map(str, found))}" if found else "no NVIDIA GPU"
+            raise UsageError(
+                f"--gpus {gpus}: GPU {', '.join(map(str, absent))} is not on this machine "
+                f"(nvidia-smi -L shows {have})",
+                "pass GPU numbers that `nvidia-smi -L` lists, --cpus N to train on the CPU, "
+                "or launch on a cloud backend.",
+            )
         return Resources(backend="local", devices_per_host=len(ids), device="gpu"), ids
     if cpus:
         return Resources(backend="local", devices_per_host=cpus, device="cpu"), ()
-    found = tuple(local_gpus())
     if found:
         return Resources(backend="local", devices_per_host=len(found), device="gpu"), found
     return Resources(backend="local", devices_per_host=1, device="cpu"), ()

@@ -7,15 +7,15 @@ import time
 
 import boto3
 
+from finetune import service
 from finetune.backends.ec2.agent import protocol as p
 from finetune.backends.ec2.backend import Ec2Backend
 from finetune.backends.ec2.state import Ec2Options
-from finetune.runs import service
 from finetune.runs.ledger import Ledger
 
 from .conftest import BUCKET, REGION
 
-OPEN_LEDGERS: list[Ledger] = []  # closed after each test (tests/ec2/conftest.py)
+OPEN_LEDGERS: list[Ledger] = []  # closed after each test (tests/backends/ec2/conftest.py)
 
 
 def launch(

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from finetune.cli import app
 from finetune.runs.ledger import Run, open_default
-from finetune.runs.service import runs_dir
+from finetune.service.launch import runs_dir
 
 DAY = 86400
 

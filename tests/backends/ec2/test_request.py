@@ -12,7 +12,6 @@ import pytest
 
 from finetune.backends.ec2.request import (
     LaunchSpec,
-    client_token,
     instance_policy,
     render_user_data,
     run_instances_kwargs,
@@ -96,12 +95,6 @@ def test_run_instances_request_is_locked_down():
     on_demand = run_instances_kwargs(spec(spot=False), "tok")
     assert "InstanceMarketOptions" not in on_demand
     assert {t["ResourceType"] for t in on_demand["TagSpecifications"]} == {"instance", "volume"}
-
-
-def test_client_tokens_fit_and_differ_per_attempt():
-    long = spec(run_id="ft-" + "x" * 80)
-    assert len(client_token(long, 3)) <= 64
-    assert client_token(spec(), 0) != client_token(spec(attempt=2), 0)
 
 
 def test_instance_policy_reaches_only_the_runs_prefixes():

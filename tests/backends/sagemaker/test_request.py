@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from finetune.aws.image import default_image
 from finetune.backends.sagemaker import request as rq
 from finetune.metrics import METRIC_REGEXES
 from finetune.plan import Resources, build_plan
@@ -90,7 +91,7 @@ def test_names_images_and_volumes():
     assert rq.job_name("ft-20261122-101500-a3f9") == "finetune-20261122-101500-a3f9"
     assert rq.job_name("ft-20261122-101500-a3f9", 2) == "finetune-20261122-101500-a3f9-r2"
     assert rq.sagemaker_instance("p3.8xlarge") == rq.sagemaker_instance("ml.p3.8xlarge")
-    assert rq.default_image("1", "cn-north-1", "t").endswith(".amazonaws.com.cn/finetune:t")
+    assert default_image("1", "cn-north-1", "t").endswith(".amazonaws.com.cn/finetune:t")
     assert rq.volume_gb(0) == 50 and rq.volume_gb(100 * 2**30) == 180
 
 

@@ -95,6 +95,7 @@ def ec2_aws(aws, fault_server, monkeypatch):
     layer = fault_server.layer
     layer.requests.clear()
     layer.faults.clear()
+    layer.quotas.clear()
     monkeypatch.setenv("AWS_ENDPOINT_URL", fault_server.url)
     monkeypatch.setenv("FINETUNE_BUCKET", BUCKET)
     monkeypatch.setenv("FINETUNE_REGION", REGION)

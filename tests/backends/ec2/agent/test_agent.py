@@ -14,7 +14,7 @@ import pytest
 
 from finetune.backends.ec2.agent import protocol as p
 
-from .agent_env import (
+from ..agent_env import (
     checkpoint_seqs,
     fill_prefix,
     make_plan,

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import time
 
 import boto3
 from typer.testing import CliRunner
 
 from finetune.backends.ec2.request import RUN_TAG
 from finetune.cli import app
+from finetune.runs.ledger import open_default
 
 from .conftest import REGION, live_instances
 from .control import instances_of
@@ -94,12 +97,34 @@ def test_launch_without_bucket_says_how_to_set_one(ec2_aws, tiny_dataset, monkey
     res = _launch(tiny_dataset, "--instance", "g5.xlarge", "--detach")
     assert res.exit_code == 4 and "FINETUNE_BUCKET" in res.output
     assert ec2_aws.sent("RunInstances") == []
+    with open_default() as ledger:
+        assert ledger.list() == []  # no "failed" run that never reached AWS
 
 
 def test_dry_run_launches_nothing(ec2_aws, tiny_dataset):
-    res = _launch(tiny_dataset, "--instance", "g5.xlarge", "--spot", "--dry-run")
-    assert res.exit_code == 0 and "ec2 g5.xlarge (spot)" in res.output
+    ec2_aws.quotas["L-3819A6DF"] = 64  # All G and VT Spot Instance Requests
+    res = _launch(tiny_dataset, "--instance", "g5.xlarge", "--spot", "--dry-run", "--max-eur", "3")
+    assert res.exit_code == 0, res.output
+    out = res.output
+    assert "ec2 g5.xlarge (spot)" in out and re.search(r"region\s+us-east-1", out)
+    assert "what --max-eur 3 pays for" in out or "(--max-runtime)" in out
+    assert "euro cap     EUR 3" in out
+    assert "All G and VT Spot Instance Requests: 64 vCPUs; this launch needs 4" in out
     assert ec2_aws.sent("RunInstances") == []
+    with open_default() as ledger:
+        assert ledger.list() == []
+
+
+def test_dry_run_refuses_a_zero_quota_and_says_how_to_raise_it(ec2_aws, tiny_dataset):
+    ec2_aws.quotas["L-DB2E81BA"] = 0  # Running On-Demand G and VT instances: a new account
+    res = _launch(tiny_dataset, "--instance", "g5.xlarge", "--dry-run")
+    assert res.exit_code == 6, res.output
+    assert "'Running On-Demand G and VT instances' in us-east-1 is 0 vCPUs" in res.output
+    assert "--quota-code L-DB2E81BA --desired-value 4" in res.output and "To fix:" in res.output
+    res = _launch(tiny_dataset, "--instance", "g5.xlarge", "--detach")  # the launch agrees
+    assert res.exit_code == 6 and ec2_aws.sent("RunInstances") == []
+    with open_default() as ledger:
+        assert ledger.list() == []  # a refused pre-flight leaves no run behind
 
 
 def test_cleanup_removes_orphans_and_keeps_live_runs(ec2_aws, tiny_dataset):
@@ -132,6 +157,58 @@ def test_cleanup_deletes_roles_of_finished_runs(ec2_aws, tiny_dataset):
         boto3.client("iam").list_instance_profiles(PathPrefix="/finetune/")["InstanceProfiles"]
         == []
     )
+
+
+def _killed_after_run_instances(layer, dataset) -> tuple[str, str]:
+    """A real `finetune launch` process, SIGKILLed the moment EC2 has made its instance (it
+    never hears back); returns (run id, instance id)."""
+    import subprocess
+    import sys
+
+    from .faults import Fault
+
+    cmd = [sys.executable, "-m", "finetune", "launch", "smoke-resnet18", "--dataset",
+           str(dataset), "--backend", "ec2", "--instance", "g5.xlarge", "--detach"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    layer.add(Fault("RunInstances", "InternalError", after=True, on_match=lambda _: proc.kill()))
+    out = proc.communicate(timeout=300)[0].decode()
+    assert proc.returncode == -signal.SIGKILL, out
+    with open_default() as ledger:
+        (run,) = ledger.list()
+        assert run.status == "submitted" and run.backend_ref is None  # it never heard back
+        assert "intent" in [kind for _, kind, _ in ledger.events(run.id)]
+    (inst,) = instances_of(run.id, LIVE)
+    return run.id, inst["InstanceId"]
+
+
+def test_a_launch_killed_after_run_instances_is_found_by_tag_and_stopped(ec2_aws, tiny_dataset):
+    run_id, instance = _killed_after_run_instances(ec2_aws, tiny_dataset)
+    res = CliRunner().invoke(app, ["runs", "show", run_id])
+    assert res.exit_code == 0, res.output
+    with open_default() as ledger:
+        assert ledger.get(run_id).backend_ref == instance  # reconciled: found by its tags
+    res = CliRunner().invoke(app, ["runs", "stop", run_id])
+    assert res.exit_code == 0, res.output
+    assert instances_of(run_id, LIVE) == []
+    with open_default() as ledger:
+        assert ledger.get(run_id).status == "stopped"
+
+
+def test_cleanup_ends_an_abandoned_launch_after_the_grace_period(ec2_aws, tiny_dataset):
+    run_id, instance = _killed_after_run_instances(ec2_aws, tiny_dataset)
+    res = CliRunner().invoke(app, ["cleanup", "--older-than", "0s", "--yes"])
+    assert "Nothing to clean up" in res.output  # a launch may still be on its way: wait
+    assert [i["InstanceId"] for i in instances_of(run_id, LIVE)] == [instance]
+    with open_default() as ledger:  # an hour later, nobody has heard of it
+        ledger.update(run_id, created_at=time.time() - 3600)
+    res = CliRunner().invoke(app, ["cleanup", "--older-than", "0s", "--yes"])
+    assert res.exit_code == 0, res.output
+    assert f"terminated {instance}" in res.output and "abandoned launch" in res.output
+    assert f"deleted instance profile and role finetune-run-{run_id}" in res.output
+    assert instances_of(run_id, LIVE) == []
+    with open_default() as ledger:
+        run = ledger.get(run_id)
+        assert run.status == "failed" and run.exit_reason.startswith("abandoned")
 
 
 def _ec2():
@@ -189,7 +266,7 @@ def test_caller_policy_in_infra_allows_every_call_we_make(ec2_aws, tiny_dataset)
     CliRunner().invoke(app, ["runs", "show", run_id])
     CliRunner().invoke(app, ["cleanup", "--older-than", "0s", "--yes"])
     policy = json.loads(
-        (Path(__file__).parents[2] / "infra" / "ec2-caller-policy.json").read_text()
+        (Path(__file__).parents[3] / "infra" / "ec2-caller-policy.json").read_text()
     )
     granted = set()
     for statement in policy["Statement"]:

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from finetune import service
 from finetune.backends.sagemaker.backend import SageMakerBackend
 from finetune.errors import UsageError
 from finetune.report.cost import spot_savings
-from finetune.runs import service
 from finetune.runs.charges import run_money
-
-from . import helpers as h
+from tests.aws import helpers as h
 
 
 def _launch(cloud, dataset, tmp_path, steps, **plan_args):
@@ -20,7 +19,7 @@ def _launch(cloud, dataset, tmp_path, steps, **plan_args):
     ledger = h.ledger_at(tmp_path)
     be = SageMakerBackend(poll_seconds=0)
     run = ledger.create(h.new_run(tmp_path, plan))
-    run = service._submit(plan, be, ledger, run)
+    run = service.submit(plan, be, ledger, run)
     cloud.script(steps, job=run.backend_ref.rsplit("/", 1)[1])
     return run, be, ledger
 

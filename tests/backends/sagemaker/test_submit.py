@@ -11,9 +11,8 @@ import pytest
 from finetune.backends.sagemaker.backend import SageMakerBackend
 from finetune.backends.sagemaker.request import JobOptions
 from finetune.metrics import METRIC_REGEXES
-
-from .conftest import BUCKET, REGION, ROLE
-from .helpers import new_run, sm_plan
+from tests.aws.conftest import BUCKET, REGION, ROLE
+from tests.aws.helpers import new_run, sm_plan
 
 
 def _sent(gw) -> dict:

@@ -3,11 +3,14 @@
 moto echoes back what it chooses to keep, so the tests assert on the request as sent (the
 form-encoded EC2 query parameters). A fault answers a matching request with an AWS error
 instead of (``before``) or after (``after``: moto did the work, the reply is lost) moto.
+It also answers Service Quotas' GetServiceQuota for EC2 quota codes, which moto lacks (it
+knows VPC quotas only): ``quotas`` maps a quota code to the value the account has.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import threading
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
@@ -29,6 +32,7 @@ class Fault:
     times: int = 1
     when: object = None  # callable(params) -> bool, or None for every matching action
     after: bool = False  # let moto process the request, then lose its reply
+    on_match: object = None  # callable(params), run once moto did the work (with ``after``)
 
 
 class FaultLayer:
@@ -36,6 +40,7 @@ class FaultLayer:
         self.app = app
         self.requests: list[dict] = []
         self.faults: list[Fault] = []
+        self.quotas: dict[str, float] = {}  # EC2 quota code -> vCPUs (unset: moto's error)
         self._lock = threading.Lock()
 
     def add(self, fault: Fault) -> Fault:
@@ -55,14 +60,33 @@ class FaultLayer:
         if environ.get("HTTP_X_AMZ_TARGET"):  # JSON protocols (SSM): the action is a header
             params["Target"] = environ["HTTP_X_AMZ_TARGET"]
         self.requests.append(params)
+        if params.get("Target") == "ServiceQuotasV20190624.GetServiceQuota":
+            wanted = json.loads(body or b"{}")
+            if wanted.get("QuotaCode") in self.quotas:
+                return self._quota(wanted, start_response)
         fault = self._match(params)
         if fault is None:
             return self.app(environ, start_response)
         if fault.after:
             list(self.app(environ, lambda *a, **k: lambda data: None))  # reply lost
+        if fault.on_match is not None:
+            fault.on_match(params)  # e.g. kill the caller before it hears back
         data = _ERROR_XML.format(code=fault.code, message=fault.message).encode()
         start_response(f"{fault.status} Fault", [("Content-Type", "text/xml")])
         return [data]
+
+    def _quota(self, wanted: dict, start_response):
+        code = wanted["QuotaCode"]
+        quota = {
+            "ServiceCode": wanted["ServiceCode"],
+            "QuotaCode": code,
+            "QuotaName": f"quota {code}",
+            "Value": self.quotas[code],
+            "Unit": "None",
+            "Adjustable": True,
+        }
+        start_response("200 OK", [("Content-Type", "application/x-amz-json-1.1")])
+        return [json.dumps({"Quota": quota}).encode()]
 
     def _match(self, params: dict) -> Fault | None:
         with self._lock:

@@ -4,6 +4,7 @@ the real CLI against moto behind the gateway."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -12,8 +13,7 @@ from finetune.backends.sagemaker.backend import SageMakerBackend
 from finetune.cli import app
 from finetune.runs.charges import run_money
 from finetune.runs.ledger import open_default
-
-from . import helpers as h
+from tests.aws import helpers as h
 
 SMOKE = ["launch", "smoke-resnet18", "--backend", "sagemaker"]
 
@@ -54,15 +54,37 @@ def test_dry_run_needs_no_credentials(gw, tiny_dataset, tmp_path, monkeypatch):
         "us-east-1",
         "--dry-run",
     )
-    assert res.exit_code == 0, res.output
     out = res.output
     assert "sagemaker p3.8xlarge (spot): 2 host(s) x 4 gpu" in out
     assert "(x8 devices)" in out  # the learning rate scales with 2 x 4 GPUs
     assert "2 x ml.p3.8xlarge" in out and "3 h (10800 s)" in out and "us-east-1" in out
     assert "ACCOUNT.dkr.ecr.us-east-1.amazonaws.com/finetune:0.1.0" in out
-    assert "not set: FINETUNE_BUCKET, FINETUNE_ROLE_ARN" in out
     assert "EUR/h for 8x V100" in out  # the estimate from the catalog
+    # the plan is shown, then why the real launch would fail: non-zero, like the launch
+    assert res.exit_code == 2 and "no S3 bucket is set" in out and "no execution role" in out
+    assert "FINETUNE_BUCKET" in out and "To fix:" in out
     assert gw.calls == []  # nothing was asked of AWS
+
+
+def test_dry_run_shows_the_runtime_the_budget_affords(cloud, tiny_dataset):
+    """--max-eur shortens the runtime at submit; the dry run shows that same runtime."""
+    args = [*SMOKE, "--dataset", str(tiny_dataset), "--instance", "p3.2xlarge", "--max-eur", "0.5"]
+    res = cli(*args, "--dry-run")
+    assert res.exit_code == 0, res.output
+    shown = re.search(r"max runtime\s+[\d.]+ h \((\d+) s\)", res.output)
+    assert shown and 60 <= int(shown[1]) < 7200  # shrunk from the 2 h default
+    res = cli(*args, "--detach")
+    assert res.exit_code == 0, res.output
+    sent = cloud.requests("CreateTrainingJob")[-1].json["StoppingCondition"]
+    assert sent["MaxRuntimeInSeconds"] == int(shown[1])
+
+
+def test_dry_run_without_a_region_says_so(gw, tiny_dataset, tmp_path, monkeypatch):
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    res = cli(*SMOKE, "--dataset", str(tiny_dataset), "--instance", "g5.xlarge", "--dry-run")
+    assert res.exit_code == 2 and "no AWS region is set" in res.output and "--region" in res.output
 
 
 def test_dry_run_with_settings_shows_the_dataset_prefix(cloud, tiny_dataset):
@@ -93,8 +115,15 @@ def test_dry_run_still_refuses_what_cannot_work(gw, tiny_dataset):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--backend", "local", "--instance", "p3.2xlarge"], "--instance applies only to cloud"),
-        (["--backend", "local", "--spot", "--region", "x"], "--spot, --region apply only"),
+        (["--backend", "local", "--instance", "p3.2xlarge"], "the local backend runs on this"),
+        (["--backend", "local", "--spot"], "cannot provide spot capacity: it runs on this"),
+        (["--backend", "local", "--count", "2"], "cannot provide several hosts"),
+        (["--backend", "local", "--region", "x"], "--region does not apply to --backend local"),
+        (
+            ["--backend", "ec2", "--instance", "g5.xlarge", "--kms-key", "k"],
+            "(--kms-key: sagemaker)",
+        ),
+        (["--backend", "sagemkaer"], 'Did you mean "sagemaker"?'),
         (["--backend", "sagemaker"], "needs an instance type"),
         (["--backend", "sagemaker", "--instance", "p9.big"], "Unknown instance type"),
         (
@@ -133,7 +162,7 @@ def test_detach_then_runs_show_logs_stop(cloud, fast, tiny_dataset):
     cloud.script([h.step("InProgress", "Training", 60)], job=job)
     shown = json.loads(cli("runs", "show", run.id, "--json").output)
     assert shown["status"] == "running" and shown["region"] == "eu-west-1"
-    from .test_sm_logs_metrics import _put_logs
+    from .test_logs_metrics import _put_logs
 
     _put_logs(job, "algo-1", ["hello from the container"])
     assert cli("runs", "logs", run.id).output == "hello from the container\n"
@@ -158,25 +187,54 @@ def test_resume_starts_a_new_job_on_the_same_checkpoints(cloud, fast, tiny_datas
     assert _only_run().status == "completed"
 
 
-def test_ctrl_c_can_stop_the_job(cloud, fast, tiny_dataset, monkeypatch):
-    from finetune.cli import _follow
+def test_ctrl_c_can_stop_the_job(cloud, tiny_dataset):
+    """A real `finetune launch` on a terminal (a pty) gets a real Ctrl-C (SIGINT) while it
+    follows the job; the user answers "s": StopTrainingJob is sent, the run ends stopped."""
+    import os
+    import pty
+    import signal
+    import subprocess
+    import sys
 
-    calls = {"n": 0}
-    real_logs = SageMakerBackend.logs
-
-    def interrupted_once(self, run, offset=0):
-        calls["n"] += 1
-        if calls["n"] == 1:
-            raise KeyboardInterrupt
-        return real_logs(self, run, offset)
-
-    monkeypatch.setattr(SageMakerBackend, "logs", interrupted_once)
-    monkeypatch.setattr(_follow, "_ask_stop", lambda run: True)  # the user answers "s"
     training = [h.step("InProgress", "Training", t) for t in (60, 70, 80)]
     cloud.script([*training, h.step("Stopped", "Stopped", 90, BillableTimeInSeconds=90)])
-    res = cli(*SMOKE, "--dataset", str(tiny_dataset), "--instance", "p3.2xlarge")
-    assert "Stopping" in res.output and len(cloud.requests("StopTrainingJob")) == 1
+    terminal, child_end = pty.openpty()
+    cmd = [sys.executable, "-m", "finetune", *SMOKE, "--dataset", str(tiny_dataset),
+           "--instance", "p3.2xlarge"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdin=child_end, stdout=child_end, stderr=child_end)
+    os.close(child_end)
+    try:
+        seen = _read_until(terminal, "running: Training")  # following: between two polls
+        proc.send_signal(signal.SIGINT)
+        seen += _read_until(terminal, "Stop run")
+        os.write(terminal, b"s\n")
+        seen += _read_until(terminal, "stopped")
+        assert proc.wait(timeout=60) == 1, seen  # not completed: non-zero
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(terminal)
+    assert "Stopping" in seen and len(cloud.requests("StopTrainingJob")) == 1
     assert _only_run().status == "stopped"
+
+
+def _read_until(fd: int, text: str, timeout: float = 120.0) -> str:
+    """What a terminal shows until ``text`` appears (a test failure after ``timeout``)."""
+    import os
+    import select
+    import time
+
+    seen, end = "", time.monotonic() + timeout
+    while text not in seen:
+        assert time.monotonic() < end, f"{text!r} never appeared:\n{seen}"
+        ready, _, _ = select.select([fd], [], [], 1.0)
+        if ready:
+            try:
+                seen += os.read(fd, 4096).decode(errors="replace")
+            except OSError:  # the command ended (its end of the terminal closed)
+                raise AssertionError(f"{text!r} never appeared:\n{seen}") from None
+    return seen
 
 
 def test_a_dataset_already_in_s3_is_used_as_is(cloud, fast, tiny_dataset):

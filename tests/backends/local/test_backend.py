@@ -107,21 +107,45 @@ def test_stop_then_resume_continues_from_the_checkpoint(tiny_dataset):
     assert "resume" in kinds
 
 
-def test_killed_runner_is_reported_interrupted(tiny_dataset):
+def test_a_killed_runner_takes_its_trainer_along_and_resume_waits(tiny_dataset, tmp_path):
+    """SIGKILL of the supervisor (runner.json's pid): the trainer ends too (parent-death
+    signal), the run is interrupted, and a resume is refused while any process still holds
+    the run's lock."""
+    import subprocess
+    import sys
+
     res = _cli("launch", *SMOKE, "--dataset", str(tiny_dataset), "epochs=50", "--detach")
     assert res.exit_code == 0, res.output
     run, _ = _run()
     runner = _wait(lambda: _read(run.run_dir, "runner.json"))
-    os.kill(runner["trainer_pid"], signal.SIGKILL)
     os.kill(runner["runner_pid"], signal.SIGKILL)
-    shown = _wait(
-        lambda: (
-            (r := json.loads(_cli("runs", "show", run.id, "--json").output))
-            and r["status"] != "running"
-            and r
-        )
-    )
-    assert shown["status"] in ("interrupted", "failed")
+    _wait(lambda: not _alive(runner["trainer_pid"]))  # no trainer left to write metrics
+    shown = _wait(lambda: (r := _show(run.id)) and r["status"] not in ("running", "stopping") and r)
+    assert shown["status"] == "interrupted"
+    lock = os.path.join(run.run_dir, "run.lock")
+    holder = subprocess.Popen(  # a process of the run that is still alive
+        [sys.executable, "-c", "import fcntl,sys,time; f=open(sys.argv[1],'a');"
+         "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(600)", lock],
+        stdout=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline() == b"held\n"
+        res = _cli("launch", "--resume", run.id)
+        assert res.exit_code == 2 and "still stopping" in res.output, res.output
+        assert "To fix:" in res.output
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
+    assert _show(run.id)["status"] == "interrupted"  # the refusal changed nothing
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def _show(run_id: str) -> dict:

@@ -1,0 +1,93 @@
+"""`finetune cleanup`: what the backends left in the cloud that no live run owns, and runs
+whose launch died before any backend accepted them.
+
+A run is live while the ledger says submitted, running or stopping -- except a run still
+"submitted" with no backend reference, whose launching command (pid in its "submitting"
+event) is gone from this host for longer than the grace period: that launch was abandoned
+(e.g. killed right after RunInstances returned), so what it made is an orphan too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+
+from finetune.backends import NAMES, get_backend
+from finetune.backends.base import Orphan
+from finetune.runs.ledger import ACTIVE, Ledger, Run
+
+GRACE_S = 15 * 60  # a launch that has not heard back from its backend in this long is dead
+
+
+@dataclass
+class Found:
+    orphans: dict[str, list[Orphan]] = field(default_factory=dict)  # by backend
+    abandoned: list[Run] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.abandoned) or any(self.orphans.values())
+
+
+def find(ledger: Ledger, older_than_s: float, grace_s: float = GRACE_S) -> Found:
+    """Orphans older than ``older_than_s`` of every backend, and the abandoned launches."""
+    runs = ledger.list()
+    abandoned = [r for r in runs if is_abandoned(ledger, r, grace_s)]
+    live = {r.id for r in runs if r.status in ACTIVE} - {r.id for r in abandoned}
+    orphans = {name: get_backend(name).orphans(live, older_than_s) for name in NAMES}
+    return Found({k: v for k, v in orphans.items() if v}, abandoned)
+
+
+def remove(ledger: Ledger, found: Found) -> list[str]:
+    """Remove the orphans, then mark the abandoned runs failed; one line per action."""
+    done = []
+    for name, orphans in found.orphans.items():
+        done += get_backend(name).remove(orphans)
+    for run in found.abandoned:
+        ledger.update(
+            run.id,
+            status="failed",
+            ended_at=time.time(),
+            exit_reason="abandoned: the launching command ended before the backend accepted "
+            "the run; `finetune cleanup` removed what it had started",
+        )
+        done.append(f"marked {run.id} failed (abandoned launch)")
+    return done
+
+
+def is_abandoned(ledger: Ledger, run: Run, grace_s: float = GRACE_S, now=None) -> bool:
+    """Submitted, never accepted, its launcher dead here, and older than the grace period."""
+    if (
+        run.status != "submitted"
+        or run.backend_ref
+        or (now or time.time()) - run.created_at < grace_s
+    ):
+        return False
+    launcher = _launcher(ledger, run)
+    if not launcher or launcher.get("host") != socket.gethostname():
+        return False  # launched elsewhere (or before launches were recorded): cannot tell
+    return not pid_alive(int(launcher.get("pid", 0)))
+
+
+def _launcher(ledger: Ledger, run: Run) -> dict:
+    for _, kind, message in reversed(ledger.events(run.id)):
+        if kind == "submitting":
+            try:
+                return json.loads(message)
+            except ValueError:
+                return {}
+    return {}
+
+
+def pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,175 @@
+"""Launching and resuming runs: a request from the command line becomes a checked plan on a
+backend (nothing written anywhere), then -- once the backend accepts it -- a run in the ledger.
+
+The order follows SkyPilot's launch: the backend is chosen by name, the features the request
+needs are checked against what the backend declares (once, here), the backend places the
+resources and runs its pre-flight, and only then is anything recorded or created.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from finetune.backends import get_backend
+from finetune.backends.base import Backend, Feature, Hooks, Preflight, ResourceRequest
+from finetune.errors import FinetuneError, UsageError
+from finetune.runs.ledger import ACTIVE, Ledger, Run, new_run_id
+
+REMOTE_SCHEMES = ("s3://",)  # a dataset already uploaded: the backend reads its summary
+
+
+class LaunchRequest(BaseModel):
+    """Everything `launch` was asked, before any backend has looked at it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    backend: str | None = None  # a name from finetune.backends.REGISTRY; None: the default
+    recipe: str
+    dataset: str | None = None
+    overrides: tuple[str, ...] = ()
+    resources: ResourceRequest = Field(default_factory=ResourceRequest)
+    options: dict[str, Any] = Field(default_factory=dict)  # the backend's own flags, by name
+    verify_checksums: bool = True
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A request checked by its backend: the backend, and its pre-flight answer."""
+
+    backend: Backend
+    preflight: Preflight
+
+    @property
+    def plan(self):
+        return self.preflight.plan
+
+
+def check_features(backend: Backend, needed: set[Feature]) -> None:
+    """The one place a launch asks whether the backend can do what it needs."""
+    backend.capabilities.check(backend.name, needed)
+
+
+def plan_launch(request: LaunchRequest, hooks: Hooks | None = None) -> Planned:
+    """Every check a launch runs that writes nothing: backend name and options, capabilities,
+    resources, dataset, recipe, and the backend's pre-flight. What `--dry-run` shows."""
+    from finetune.plan import build_plan
+
+    backend = get_backend(request.backend, request.options, hooks)
+    check_features(backend, request.resources.needs())
+    resources = backend.resources(request.resources)
+    check_features(backend, _needs(resources))
+    dataset: Any = request.dataset
+    if dataset and dataset.startswith(REMOTE_SCHEMES):
+        dataset = backend.dataset_summary(dataset)
+    plan = build_plan(
+        request.recipe, dataset, resources, request.overrides, request.verify_checksums
+    )
+    return Planned(backend, backend.preflight(plan))
+
+
+def start(request: LaunchRequest, ledger: Ledger, hooks: Hooks | None = None):
+    """Plan and check the request, then launch it; returns (run, backend). A failed check
+    leaves nothing behind: no ledger row, no run folder."""
+    planned = plan_launch(request, hooks)
+    planned.preflight.raise_if_failed()
+    return launch(planned.plan, planned.backend, ledger), planned.backend
+
+
+def runs_dir() -> Path:
+    from finetune import settings
+
+    return settings.get().data_dir / "runs"
+
+
+def new_run(plan, backend_name: str, run_id: str, run_dir: Path) -> Run:
+    """The ledger row for a new run of ``plan`` (not yet stored)."""
+    from finetune.record import launch_record
+
+    r = plan.resources
+    return Run(
+        id=run_id,
+        created_at=time.time(),
+        recipe=plan.recipe.name,
+        dataset=plan.dataset.path,
+        backend=backend_name,
+        status="submitted",
+        plan=plan.model_dump(mode="json"),
+        instance_type=r.instance_type,
+        instance_count=r.hosts,
+        devices_per_host=r.devices_per_host,
+        device_kind=r.device,
+        spot=r.spot,
+        run_dir=str(run_dir),
+        record=launch_record(plan.dataset.manifest_sha256),
+    )
+
+
+def launch(plan, backend: Backend, ledger: Ledger) -> Run:
+    """Record a new run and submit it. The row exists while the backend works (so a launch
+    killed half-way is found again: see service.cleanup), but a submit the backend refused
+    takes it away again: the ledger holds only runs a backend accepted or may have."""
+    check_features(backend, _needs(plan.resources))
+    run_id = new_run_id()
+    run_dir = runs_dir() / run_id
+    run_dir.mkdir(parents=True)
+    run = ledger.create(new_run(plan, backend.name, run_id, run_dir))
+    ledger.add_event(run.id, "submitting", json.dumps(launcher()))
+    try:
+        ref = backend.submit(plan, run)
+    except FinetuneError:
+        ledger.delete(run.id)
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    return ledger.update(run.id, backend_ref=ref, started_at=run.started_at or time.time())
+
+
+def launcher() -> dict:
+    """Who is launching: the pid and host that `cleanup` checks for a launch that died."""
+    return {"pid": os.getpid(), "host": socket.gethostname()}
+
+
+def resume(ledger: Ledger, run_id: str, hooks: Hooks | None = None):
+    """Start a stopped, failed or interrupted run again from its last checkpoint, on the
+    backend it ran on (with the options stored then); returns (run, backend)."""
+    from finetune.plan import Plan
+
+    run = ledger.get(run_id)
+    backend = get_backend(run.backend, hooks=hooks)
+    # the backend's word, not the ledger's: a run recorded as interrupted may still have a
+    # live process (a trainer whose supervisor was killed, checkpointing on its way out)
+    state = backend.status(run).state if run.backend_ref else run.status
+    if state in ACTIVE:
+        raise UsageError(f"run {run.id} is still {state}", "wait for it, or stop it first.")
+    if run.status == "completed":
+        raise UsageError(f"run {run.id} already completed", "launch a new run instead.")
+    plan = Plan.model_validate(run.plan)
+    check_features(backend, _needs(plan.resources))
+    ledger.add_event(run.id, "resume", f"resumed after status {run.status}")
+    ledger.update(run.id, status="submitted", exit_reason=None, ended_at=None)
+    return submit(plan, backend, ledger, ledger.get(run.id)), backend
+
+
+def submit(plan, backend: Backend, ledger: Ledger, run: Run) -> Run:
+    """Submit a run already in the ledger (a resume); a refused submit is recorded as failed."""
+    try:
+        ref = backend.submit(plan, run)
+    except FinetuneError as exc:
+        ledger.update(run.id, status="failed", exit_reason=str(exc), ended_at=time.time())
+        raise
+    started = run.started_at or time.time()
+    return ledger.update(run.id, backend_ref=ref, started_at=started)
+
+
+def _needs(resources) -> set[Feature]:
+    needed = {Feature.GPUS} if resources.device == "gpu" else set()
+    needed |= {Feature.SPOT} if resources.spot else set()
+    return needed | ({Feature.MULTI_NODE} if resources.hosts > 1 else set())

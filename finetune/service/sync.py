@@ -1,0 +1,120 @@
+"""Syncing, following, listing and stopping runs: the ledger kept true to what the backends
+report. Only these calls ask a backend where a run is; a plain listing asks only backends
+whose status needs no network (Capabilities.offline_status)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from finetune.backends import get_backend
+from finetune.backends.base import Backend, Feature, Status
+from finetune.metrics import EpochMetrics
+from finetune.runs.ledger import ACTIVE, Ledger, Run
+
+
+def sync(run: Run, backend: Backend, ledger: Ledger) -> tuple[Run, Status, list[EpochMetrics]]:
+    """Ask the backend where the run is and write what changed into the ledger."""
+    status = backend.status(run)
+    epochs = backend.metrics(run)
+    if epochs:
+        ledger.record_epochs(run.id, epochs)
+    changes: dict = {}
+    if status.state != run.status:
+        changes["status"] = status.state
+    if status.final and run.ended_at is None:
+        changes["ended_at"] = status.ended_at or time.time()
+    if status.reason and status.reason != run.exit_reason:
+        changes["exit_reason"] = status.reason
+    columns, extra = _facts(run, status)
+    changes.update(columns)
+    if extra and status.final and changes.get("status"):  # once, when the run ends
+        ledger.add_event(run.id, "final", json.dumps(extra, sort_keys=True, default=str))
+    if changes:
+        run = ledger.update(run.id, **changes)
+    return run, status, epochs
+
+
+# Ledger columns a backend may report in Status.facts (what the cloud measured, the money).
+FACT_COLUMNS = (
+    "training_seconds",
+    "billable_seconds",
+    "interrupted_seconds",
+    "instance_count",
+    "region",
+    "charges",
+)
+
+
+def _facts(run: Run, status: Status) -> tuple[dict, dict]:
+    """(changed ledger columns, other facts such as final metrics) from ``status.facts``."""
+    facts = status.facts or {}
+    columns = {
+        k: v
+        for k, v in facts.items()
+        if k in FACT_COLUMNS and v is not None and getattr(run, k, None) != v
+    }
+    extra = {k: v for k, v in facts.items() if k not in FACT_COLUMNS and v is not None}
+    return columns, extra
+
+
+Update = Callable[[Run, Status, list[EpochMetrics], str], None]
+
+
+@dataclass
+class Follow:
+    poll_seconds: float | None = None  # None: as often as the backend says (poll_seconds)
+    timeout_seconds: float | None = None
+
+
+def follow(run: Run, backend: Backend, ledger: Ledger, on_update: Update, opts=Follow()) -> Run:
+    """Sync until the run ends, calling ``on_update(run, status, epochs, new_log_text)``."""
+    offset = 0
+    every = backend.poll_seconds if opts.poll_seconds is None else opts.poll_seconds
+    deadline = time.time() + opts.timeout_seconds if opts.timeout_seconds else None
+    while True:
+        run, status, epochs = sync(run, backend, ledger)
+        text, offset = backend.logs(run, offset)
+        on_update(run, status, epochs, text)
+        if status.final:
+            return run
+        if deadline and time.time() > deadline:
+            return run
+        time.sleep(every)
+
+
+def refreshed(ledger: Ledger, run_id: str) -> Run:
+    """The run, synced with its backend if it may still be moving (`runs show`)."""
+    run = ledger.get(run_id)
+    if run.status in ACTIVE:
+        run, _, _ = sync(run, get_backend(run.backend), ledger)
+    return run
+
+
+def listing(ledger: Ledger, recipe: str | None = None, refresh: bool = False) -> list[Run]:
+    """Runs, oldest first. Live runs are synced where that needs no network, all of them
+    with ``refresh`` (`runs list --refresh`): a listing works with the cloud unreachable."""
+    from finetune.backends import backend_class
+
+    runs = []
+    for run in ledger.list(recipe=recipe):
+        if run.status in ACTIVE and (
+            refresh or backend_class(run.backend).capabilities.offline_status
+        ):
+            run = refreshed(ledger, run.id)
+        runs.append(run)
+    return runs
+
+
+def stop(ledger: Ledger, run_id: str) -> Run:
+    """Ask the run's backend to stop it, then record where it is now ("stopping", or already
+    ended when the backend says so)."""
+    run = ledger.get(run_id)
+    backend = get_backend(run.backend)
+    backend.capabilities.check(backend.name, {Feature.STOP})
+    backend.stop(run)
+    if backend.status(run).final:  # nothing was left running: record how it ended
+        return sync(run, backend, ledger)[0]
+    return ledger.update(run.id, status="stopping")
