@@ -22,9 +22,22 @@ POLICIES = {
     "caller": "sagemaker-caller.json",
     "execution": "sagemaker-execution-role.json",
     "trust": "sagemaker-execution-trust.json",
+    "ec2-caller": "../ec2-caller-policy.json",
+    "boundary": "run-boundary.json",
 }
+BOUNDARY_PATH = "/finetune/"
+BOUNDARY_NAME = "finetune-run-boundary-{region}"  # the stack's RunBoundary, one per region
 DONE = ("CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_COMPLETE_CLEANUP_IN_PROGRESS")
 FAILED = ("FAILED", "ROLLBACK")
+
+
+def boundary_arn(account: str, region: str) -> str:
+    """The ARN of the stack's permissions boundary: every per-run role must carry it (the
+    caller policies allow CreateRole and PutRolePolicy only with it)."""
+    from finetune.aws.session import partition_of
+
+    name = BOUNDARY_NAME.format(region=region)
+    return f"arn:{partition_of(region)}:iam::{account}:policy{BOUNDARY_PATH}{name}"
 
 
 def infra_dir() -> Path:
@@ -75,6 +88,10 @@ class Names:
             ),
             "ExecutionRole.Arn": self.role_arn
             or f"arn:{partition}:iam::{self.account}:role/FINETUNE_EXECUTION_ROLE",
+            "RunBoundary": (
+                f"arn:{partition}:iam::{self.account}:policy{BOUNDARY_PATH}"
+                + BOUNDARY_NAME.format(region=self.region)
+            ),
             **self.extra,
         }
 

@@ -63,6 +63,9 @@ def test_policy_files_are_the_templates_documents(template):
     assert infra.policy_document("caller") == r["CallerPolicy"]["Properties"]["PolicyDocument"]
     assert infra.policy_document("execution") == role["Policies"][0]["PolicyDocument"]
     assert infra.policy_document("trust") == role["AssumeRolePolicyDocument"]
+    assert infra.policy_document("boundary") == r["RunBoundary"]["Properties"]["PolicyDocument"]
+    ec2 = r["Ec2CallerPolicy"]["Properties"]["PolicyDocument"]
+    assert infra.policy_document("ec2-caller") == ec2
 
 
 def test_pass_role_is_for_that_role_and_sagemaker_only(template):

@@ -94,6 +94,7 @@ def ec2_aws(aws, fault_server, monkeypatch):
 
     layer = fault_server.layer
     layer.requests.clear()
+    layer.http.clear()
     layer.faults.clear()
     monkeypatch.setenv("AWS_ENDPOINT_URL", fault_server.url)
     monkeypatch.setenv("FINETUNE_BUCKET", BUCKET)

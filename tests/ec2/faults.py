@@ -35,6 +35,7 @@ class FaultLayer:
     def __init__(self, app) -> None:
         self.app = app
         self.requests: list[dict] = []
+        self.http: list[tuple[str, str, str, str]] = []  # method, path, query, authorization
         self.faults: list[Fault] = []
         self._lock = threading.Lock()
 
@@ -55,6 +56,14 @@ class FaultLayer:
         if environ.get("HTTP_X_AMZ_TARGET"):  # JSON protocols (SSM): the action is a header
             params["Target"] = environ["HTTP_X_AMZ_TARGET"]
         self.requests.append(params)
+        self.http.append(
+            (
+                environ["REQUEST_METHOD"],
+                environ.get("PATH_INFO", "/"),
+                environ.get("QUERY_STRING", ""),
+                environ.get("HTTP_AUTHORIZATION", ""),
+            )
+        )
         fault = self._match(params)
         if fault is None:
             return self.app(environ, start_response)

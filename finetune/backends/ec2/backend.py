@@ -15,6 +15,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from finetune.aws.infra import boundary_arn
 from finetune.backends.base import Capabilities, Status
 from finetune.backends.ec2 import cost as ec2_cost
 from finetune.backends.ec2 import hosts as ec2_hosts
@@ -73,8 +74,9 @@ class Ec2Backend:
         groups = {s["VpcId"]: group(ec2, s["VpcId"]) for s in subnets}
         dataset_prefix = p.split_s3_uri(state.dataset_uri)[1]
         policy = instance_policy(state.bucket, state.prefix, dataset_prefix, state.image)
+        boundary = boundary_arn(ec2_infra.account(self._clients("sts", region)), region)
         state.instance_profile = ec2_infra.ensure_instance_profile(
-            self._clients("iam", region), run.id, policy
+            self._clients("iam", region), run.id, policy, boundary
         )
         prices = {c: ec2_cost.hourly_price(c.instance_type, region, c.spot, ec2) for c in choices}
         dearest = max((usd for usd, _ in prices.values() if usd), default=None)
