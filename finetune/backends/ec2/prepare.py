@@ -34,7 +34,20 @@ def preflight(plan, options: Ec2Options) -> str:
         raise UsageError("--max-eur must be positive", "pass e.g. --max-eur 5.")
     bucket()
     image(options)
+    screen(plan)
     return inst.cpu_architecture or "x86_64"
+
+
+def screen(plan) -> None:
+    """Refuse a plan carrying secrets (finetune.secretscan): plan.json goes to the run's S3
+    prefix and the hyperparameters into the instance; checked before anything is sent."""
+    import json
+
+    from finetune import secretscan
+
+    found = secretscan.scan_map("hyperparameter", plan.hyperparameters.to_strings())
+    found += secretscan.scan_document("plan.json", json.loads(plan.to_json()))
+    secretscan.refuse(list(dict.fromkeys(found)), "the run's plan.json in S3")
 
 
 def bucket() -> str:
