@@ -36,6 +36,7 @@ def ec2_backend(
     max_restarts: int,
     allow_on_demand_fallback: bool,
     fallback_instances: list[str] | None,
+    read_prefixes: list[str] | None = None,
 ):
     """An Ec2Backend carrying the launch options (they are stored with the run)."""
     from finetune.backends import get_backend
@@ -52,5 +53,6 @@ def ec2_backend(
         max_restarts=max_restarts,
         allow_on_demand_fallback=allow_on_demand_fallback,
         fallback_instances=tuple(fallback_instances or ()),
+        read_prefixes=tuple(read_prefixes or ()),
     )
     return get_backend("ec2", options=options)

@@ -36,6 +36,7 @@ def job_options(
     security_groups: list[str] | None,
     kms_key: str | None,
     spot: bool,
+    read_prefixes: list[str] | None = None,
 ):
     """JobOptions from the command line (settings fill the rest at submit time)."""
     from finetune.backends.sagemaker.request import JobOptions
@@ -52,6 +53,7 @@ def job_options(
         kms_key_id=kms_key,
         subnets=tuple(subnets or ()),
         security_group_ids=tuple(security_groups or ()),
+        read_prefixes=tuple(read_prefixes or ()),
     )
 
 

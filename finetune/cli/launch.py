@@ -58,6 +58,11 @@ def launch(
         None, help="EC2: subnet to try (repeat; in order). SageMaker: VPC subnet (repeat)."
     ),
     az: list[str] = typer.Option(None, help="EC2: availability zone to try (repeat)."),
+    read_prefix: list[str] = typer.Option(
+        None,
+        help="EC2/SageMaker: an s3:// prefix in FINETUNE_BUCKET the run may read besides its "
+        "dataset's own (repeat); needed for an s3:// --dataset outside finetune/datasets/.",
+    ),
     max_restarts: int = typer.Option(
         3, min=0, help="EC2: relaunches after spot interruptions (resuming from checkpoints)."
     ),
@@ -115,6 +120,7 @@ def launch(
             security_groups=security_group,
             kms_key=kms_key,
             spot=spot,
+            read_prefixes=read_prefix,
         )
         resources, gpu_ids = sm.resources(instance, count, spot), ()
     else:
@@ -133,6 +139,7 @@ def launch(
                 subnet=subnet,
                 security_group=security_group,
                 kms_key=kms_key,
+                read_prefix=read_prefix,
             )
         resources, gpu_ids = local_resources(gpus, cpus)
     if backend == "sagemaker":
@@ -172,6 +179,7 @@ def launch(
             max_restarts=max_restarts,
             allow_on_demand_fallback=allow_on_demand_fallback,
             fallback_instances=fallback_instance,
+            read_prefixes=read_prefix,
         )
     if not as_json:
         print_plan(plan)

@@ -15,6 +15,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from finetune.aws.datasetscope import read_prefixes
 from finetune.aws.infra import boundary_arn
 from finetune.backends.base import Capabilities, Status
 from finetune.backends.ec2 import cost as ec2_cost
@@ -72,8 +73,8 @@ class Ec2Backend:
         count = _plan(run).resources.hosts
         group = ec2_hosts.cluster_group if count > 1 else ec2_infra.security_group
         groups = {s["VpcId"]: group(ec2, s["VpcId"]) for s in subnets}
-        dataset_prefix = p.split_s3_uri(state.dataset_uri)[1]
-        policy = instance_policy(state.bucket, state.prefix, dataset_prefix, state.image)
+        reads = read_prefixes(state.dataset_uri, state.bucket, opts.read_prefixes)
+        policy = instance_policy(state.bucket, state.prefix, reads, state.image)
         boundary = boundary_arn(ec2_infra.account(self._clients("sts", region)), region)
         state.instance_profile = ec2_infra.ensure_instance_profile(
             self._clients("iam", region), run.id, policy, boundary

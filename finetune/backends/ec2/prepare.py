@@ -32,9 +32,13 @@ def preflight(plan, options: Ec2Options) -> str:
         )
     if options.max_eur is not None and options.max_eur <= 0:
         raise UsageError("--max-eur must be positive", "pass e.g. --max-eur 5.")
-    bucket()
+    name = bucket()
     image(options)
     screen(plan)
+    if plan.dataset.path.startswith("s3://"):  # a run reads its dataset's prefix, no more
+        from finetune.aws.datasetscope import read_prefixes
+
+        read_prefixes(plan.dataset.path, name, options.read_prefixes)
     return inst.cpu_architecture or "x86_64"
 
 

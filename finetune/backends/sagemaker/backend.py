@@ -51,7 +51,7 @@ class SageMakerBackend:
         aws = self._aws(opts.region)
         opts = sub.with_defaults(replace(opts, region=aws.region), plan, aws)
         name = rq.job_name(run.id, sub.next_attempt(run.backend_ref))
-        upload, channels, size = sub.dataset_location(plan, opts.bucket)
+        upload, channels, size = sub.dataset_location(plan, opts.bucket, opts.read_prefixes)
         request = rq.training_request(plan, run.id, name, channels, opts, size)
         preflight.raise_if(preflight.check_request(request, aws.region))
         s3 = aws.client("s3")

@@ -43,6 +43,7 @@ class JobOptions:
     security_group_ids: tuple[str, ...] = ()
     retry_attempts: int = DEFAULT_RETRIES
     environment: dict[str, str] = field(default_factory=dict)
+    read_prefixes: tuple[str, ...] = ()  # --read-prefix (finetune.aws.datasetscope)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -50,7 +51,7 @@ class JobOptions:
     @classmethod
     def from_dict(cls, data: dict) -> JobOptions:
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        for key in ("subnets", "security_group_ids"):
+        for key in ("subnets", "security_group_ids", "read_prefixes"):
             known[key] = tuple(known.get(key) or ())
         return cls(**known)
 

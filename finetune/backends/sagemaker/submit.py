@@ -90,13 +90,16 @@ def next_attempt(backend_ref: str | None) -> int:
     return int(tail) + 1 if head and tail.isdigit() else 1
 
 
-def dataset_location(plan, bucket: str):
-    """(upload or None, channel URIs, bytes): a local dataset is uploaded, an S3 one used."""
+def dataset_location(plan, bucket: str, read_prefixes: tuple[str, ...] = ()):
+    """(upload or None, channel URIs, bytes): a local dataset is uploaded, an S3 one used --
+    if it lies where a run may read (finetune.aws.datasetscope)."""
+    from finetune.aws.datasetscope import read_prefixes as allowed_reads
     from finetune.aws.s3upload import as_prefix, plan_upload
 
     path = plan.dataset.path
     if path.startswith("s3://"):
         root = as_prefix(path)
+        allowed_reads(root, bucket, read_prefixes)
         return None, {c: f"{root}{c}/" for c in ("train", "validation")}, 0
     upload = plan_upload(path, bucket)
     return upload, upload.channels, upload.total_bytes
