@@ -101,6 +101,7 @@ class Plan(_Frozen):
     derived: Derived
     hyperparameters: TrainHyperparameters
     estimate: dict[str, Any] | None = None  # filled by the cost estimator, see with_estimate
+    image: str | None = None  # cloud runs: the training image by digest, set at launch
 
     def with_estimate(self, estimate: Mapping[str, Any] | BaseModel) -> Plan:
         """A copy carrying a cost estimate. A ``summary`` entry (a string or a list of strings)

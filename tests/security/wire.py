@@ -12,6 +12,7 @@ import re
 from urllib.parse import parse_qs
 
 _SERVICE_BY_VERSION = {"2016-11-15": "ec2", "2010-05-08": "iam", "2011-06-15": "sts"}
+_SERVICE_BY_TARGET = {"AmazonSSM": "ssm", "AmazonEC2ContainerRegistry_V20150921": "ecr"}
 _NO_PERMISSION = {"sts:GetCallerIdentity"}  # IAM needs no grant for it
 _S3_IAM = {
     "PutObject": "s3:PutObject",
@@ -29,7 +30,8 @@ _S3_IAM = {
 
 
 def query_actions(requests: list[dict]) -> set[str]:
-    """IAM actions of the query-protocol (EC2, IAM, STS) and SSM requests, implied ones too."""
+    """IAM actions of the query-protocol (EC2, IAM, STS) and JSON-protocol (SSM, ECR)
+    requests, implied ones too."""
     out = set()
     for r in requests:
         if "Action" in r and r.get("Version") in _SERVICE_BY_VERSION:
@@ -40,8 +42,9 @@ def query_actions(requests: list[dict]) -> set[str]:
                 out.add("iam:PassRole")
             if r["Action"] == "CreateRole" and any(k.startswith("Tags.") for k in r):
                 out.add("iam:TagRole")
-        elif r.get("Target", "").startswith("AmazonSSM."):
-            out.add("ssm:" + r["Target"].split(".", 1)[1])
+        elif r.get("Target", "").split(".")[0] in _SERVICE_BY_TARGET:
+            service, _, action = r["Target"].partition(".")
+            out.add(f"{_SERVICE_BY_TARGET[service]}:{action}")
     return out - _NO_PERMISSION
 
 

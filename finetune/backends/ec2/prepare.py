@@ -71,10 +71,30 @@ def image(options: Ec2Options) -> str:
     if not found:
         raise ConfigError(
             "no training image is configured for the ec2 backend",
-            "push the image (Dockerfile) to ECR and set FINETUNE_IMAGE to its URI, e.g. "
-            "123456789012.dkr.ecr.eu-west-1.amazonaws.com/finetune:latest.",
+            "push the image (Dockerfile) with `finetune image push` and set FINETUNE_IMAGE to "
+            "the URI it prints, e.g. 123456789012.dkr.ecr.eu-west-1.amazonaws.com/finetune:0.4.0 "
+            "(the run pins it to its digest at launch).",
         )
     return found
+
+
+def pin_image(clients, uri: str, region: str) -> str:
+    """The training image by digest (finetune.aws.imageref), resolved before anything of the
+    run is created: a tag pushed again later cannot change what this run executes."""
+    from finetune.aws import imageref
+
+    try:
+        account = ec2_infra.account(clients("sts", region))
+        return imageref.pin(clients("ecr", region), uri, account, region)
+    except imageref.ImageMissing:
+        raise ConfigError(
+            f"the training image {uri} is not in ECR",
+            "push it first (`finetune image push`), or set FINETUNE_IMAGE to an image that exists.",
+        ) from None
+    except ConfigError:
+        raise
+    except Exception as exc:
+        raise ec2_infra.cloud_error(exc, f"resolving {uri} to its digest") from None
 
 
 def state_for(plan, run, options: Ec2Options | None, clients) -> Ec2State:
@@ -99,6 +119,7 @@ def new_state(plan, run, options: Ec2Options, clients) -> Ec2State:
     region = ec2_infra.region_name()
     s3 = clients("s3", region)
     name = bucket()
+    pinned = pin_image(clients, image(options), region)  # before anything is uploaded
     if plan.dataset.path.startswith("s3://"):  # already uploaded (checked by the plan)
         dataset_uri = as_prefix(plan.dataset.path)
     else:
@@ -106,6 +127,7 @@ def new_state(plan, run, options: Ec2Options, clients) -> Ec2State:
         upload_dataset(s3, upload)
         dataset_uri = upload.uri
     prefix = p.run_prefix(run.id)
+    plan = plan.model_copy(update={"image": pinned})  # the agent's plan.json records it
     with aws_errors("PutObject", resource=f"s3://{name}/{prefix}{p.PLAN}", region=region):
         ec2_infra.call(
             s3.put_object, Bucket=name, Key=prefix + p.PLAN, Body=plan.to_json().encode()
@@ -115,7 +137,7 @@ def new_state(plan, run, options: Ec2Options, clients) -> Ec2State:
         bucket=name,
         prefix=prefix,
         dataset_uri=dataset_uri,
-        image=image(options),
+        image=pinned,  # every attempt, relaunches included, pulls this digest
         owner=ec2_infra.owner(clients("sts", region)),
         options=options,
     )

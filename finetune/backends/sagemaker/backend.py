@@ -56,7 +56,9 @@ class SageMakerBackend:
         preflight.raise_if(preflight.check_request(request, aws.region))
         s3 = aws.client("s3")
         problems = preflight.check_bucket_region(s3, opts.bucket, aws.region)
-        preflight.raise_if(problems + sub.check_image(aws, opts.image))
+        image, missing = sub.pin_image(aws, opts.image)
+        preflight.raise_if(problems + missing)
+        opts, request = sub.pinned(opts, request, image)
         if upload is not None:
             self._upload(s3, upload)
         expected = {c: sub.expected_files(plan, c) for c in channels}

@@ -112,29 +112,27 @@ def expected_files(plan, channel: str) -> list[str]:
     return channel_files(plan.dataset.name, CHANNELS[channel], plan.dataset.test_count > 0)
 
 
-_IMAGE_MISSING = ("ImageNotFoundException", "RepositoryNotFoundException")
+def pin_image(aws: Aws, image: str) -> tuple[str, list[Problem]]:
+    """(the image by digest, problems): a tag in this account's ECR is resolved once, so the
+    job -- and a resumed one, through the stored options -- runs exactly that image."""
+    from finetune.aws import imageref
 
-
-def check_image(aws: Aws, image: str) -> list[Problem]:
-    """An image in this account's ECR must exist: a missing one fails only after start-up."""
-    m = preflight.ECR_IMAGE.match(image or "")
-    if not m or m.group(1) != aws.account_id or m.group(2) != aws.region:
-        return []
-    repo, _, tag = image.split("/", 1)[1].partition(":")
     with aws_errors("DescribeImages", resource=image, region=aws.region):
         try:
-            ecr = aws.client("ecr")
-            retries.call(ecr.describe_images, repositoryName=repo, imageIds=[{"imageTag": tag}])
-        except Exception as exc:
-            if retries.error_code(exc) not in _IMAGE_MISSING:
-                raise
-            return [
+            return imageref.pin(aws.client("ecr"), image, aws.account_id, aws.region), []
+        except imageref.ImageMissing:
+            return image, [
                 Problem(
                     f"the training image {image} is not in ECR",
                     "run `finetune image push` where Docker runs, or pass --image URI.",
                 )
             ]
-    return []
+
+
+def pinned(opts, request: dict, image: str):
+    """``opts`` and ``request`` with the training image replaced by its digest reference."""
+    spec = {**request["AlgorithmSpecification"], "TrainingImage": image}
+    return replace(opts, image=image), {**request, "AlgorithmSpecification": spec}
 
 
 def record(run, opts, request: dict) -> None:
