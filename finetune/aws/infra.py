@@ -20,8 +20,6 @@ from finetune.errors import CloudError, DataError, UsageError
 TEMPLATE = "cloudformation.yaml"
 POLICIES = {
     "caller": "sagemaker-caller.json",
-    "execution": "sagemaker-execution-role.json",
-    "trust": "sagemaker-execution-trust.json",
     "ec2-caller": "../ec2-caller-policy.json",
     "boundary": "run-boundary.json",
 }
@@ -119,7 +117,7 @@ def deploy(aws, stack: str, repository: str = "finetune", poll_seconds: float = 
         StackName=stack,
         TemplateBody=template_text(),
         Parameters=[{"ParameterKey": "RepositoryName", "ParameterValue": repository}],
-        Capabilities=["CAPABILITY_IAM"],
+        Capabilities=["CAPABILITY_NAMED_IAM"],  # the boundary has a fixed name
         Tags=[{"Key": "project", "Value": "finetune"}],
     )
     with aws_errors("CloudFormation", resource=stack, region=aws.region):
@@ -164,6 +162,5 @@ def env_lines(outputs: dict) -> list[str]:
     pairs = (
         ("FINETUNE_REGION", "Region"),
         ("FINETUNE_BUCKET", "BucketName"),
-        ("FINETUNE_ROLE_ARN", "ExecutionRoleArn"),
     )
     return [f"export {var}={outputs[key]}" for var, key in pairs if key in outputs]

@@ -105,14 +105,11 @@ def dry_run_lines(plan, opts: rq.JobOptions, region: str | None) -> list[str]:
     name = rq.job_name(SAMPLE_RUN_ID)
     req = rq.training_request(plan, SAMPLE_RUN_ID, name, channels, checked, size)
     preflight.raise_if(preflight.check_request(req, region))
-    shown = {**req, "RoleArn": opts.role_arn or "(not set: FINETUNE_ROLE_ARN)"}
+    own_role = "finetune-run-RUN_ID: this run's own role, created at launch"
+    shown = {**req, "RoleArn": opts.role_arn or own_role}
     shown["AlgorithmSpecification"] = {**req["AlgorithmSpecification"], "TrainingImage": image}
     lines = rq.summary_lines(shown, first=(("region", region or "(not set)"),))
-    missing = [
-        v
-        for v, ok in (("FINETUNE_BUCKET", opts.bucket), ("FINETUNE_ROLE_ARN", opts.role_arn))
-        if not ok
-    ]
+    missing = ["FINETUNE_BUCKET"] if not opts.bucket else []
     if not region:
         missing.append("a region (--region or FINETUNE_REGION)")
     if missing:

@@ -75,8 +75,8 @@ def _role(req: dict, region) -> list[Problem]:
     return [
         Problem(
             what,
-            "set FINETUNE_ROLE_ARN=arn:aws:iam::ACCOUNT:role/NAME (the ExecutionRoleArn output "
-            "of `finetune infra deploy`).",
+            "unset FINETUNE_ROLE_ARN (finetune then creates a role for each run), or set it "
+            "to arn:aws:iam::ACCOUNT:role/NAME.",
         )
     ]
 

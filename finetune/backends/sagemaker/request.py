@@ -44,6 +44,7 @@ class JobOptions:
     retry_attempts: int = DEFAULT_RETRIES
     environment: dict[str, str] = field(default_factory=dict)
     read_prefixes: tuple[str, ...] = ()  # --read-prefix (finetune.aws.datasetscope)
+    run_role: bool = False  # role_arn is this run's own role (runrole), made at submit
 
     def to_dict(self) -> dict:
         return asdict(self)

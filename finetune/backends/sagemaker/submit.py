@@ -21,7 +21,8 @@ RECORD_DIR = "sagemaker"  # in the run dir: options.json, one request per job, m
 
 def options_for(given, run):
     """The options stored by an earlier attempt of this run (resume), else the given ones
-    completed from the settings (FINETUNE_REGION, FINETUNE_BUCKET, FINETUNE_ROLE_ARN)."""
+    completed from the settings (FINETUNE_REGION, FINETUNE_BUCKET, FINETUNE_ROLE_ARN: a
+    role of the user's own instead of the run's)."""
     from finetune import settings
 
     stored = Path(run.run_dir or ".") / RECORD_DIR / "options.json"
@@ -58,6 +59,38 @@ def with_defaults(opts, plan, aws: Aws):
     if opts.max_eur is not None:
         opts = _fit_budget(opts, plan, aws.region)
     return opts
+
+
+def with_run_role(opts, aws: Aws, run_id: str):
+    """Without a role of the user's own: this run's role (created by ``ensure_run_role``)."""
+    from finetune.aws.session import partition_of
+    from finetune.backends.sagemaker import runrole
+
+    if opts.role_arn and not opts.run_role:
+        return opts
+    arn = runrole.role_arn(aws.account_id, run_id, partition_of(aws.region))
+    return replace(opts, role_arn=arn, run_role=True)
+
+
+def ensure_run_role(aws: Aws, opts, run_id: str, dataset_root: str) -> None:
+    """Create (or refresh) the run's role: its reads, its outputs, its checkpoints."""
+    from finetune.aws.datasetscope import read_prefixes
+    from finetune.aws.infra import boundary_arn
+    from finetune.backends.sagemaker import runrole
+
+    reads = read_prefixes(dataset_root, opts.bucket, opts.read_prefixes)
+    doc = runrole.policy(run_id, opts.bucket, reads, opts.image, aws.region, aws.account_id)
+    boundary = boundary_arn(aws.account_id, aws.region)
+    with aws_errors("CreateRole", resource=runrole.role_name(run_id), region=aws.region):
+        runrole.ensure(aws.client("iam"), run_id, aws.account_id, doc, boundary)
+
+
+def forget_run_role(aws: Aws, run_id: str) -> None:
+    """Delete the run's own role once its job has ended."""
+    from finetune.backends.sagemaker import runrole
+
+    with aws_errors("DeleteRole", resource=runrole.role_name(run_id), region=aws.region):
+        runrole.delete(aws.client("iam"), run_id)
 
 
 def _fit_budget(opts, plan, region: str):
@@ -146,9 +179,25 @@ def record(run, opts, request: dict) -> None:
     (folder / f"{name}-request.json").write_text(json.dumps(request, indent=2))
 
 
-def create(aws: Aws, request: dict) -> str:
-    """CreateTrainingJob (retried when throttled); returns the job ARN. If a retry finds the
+ROLE_PROPAGATION_TRIES = 6  # a new IAM role takes seconds before SageMaker may assume it
+
+
+def create(aws: Aws, request: dict, new_role: bool = False) -> str:
+    """CreateTrainingJob (retried when throttled; with ``new_role``, also while SageMaker
+    cannot assume the role just created); returns the job ARN. If a retry finds the
     name taken by a job with this run's checkpoint prefix, an earlier attempt made it."""
+    for n in range(1, ROLE_PROPAGATION_TRIES + 1):
+        try:
+            return _create(aws, request)
+        except Exception as exc:
+            young = new_role and "assume" in str(exc).lower() and n < ROLE_PROPAGATION_TRIES
+            if not young:
+                raise
+            retries.sleep(5.0 * n)
+    raise AssertionError("unreachable")
+
+
+def _create(aws: Aws, request: dict) -> str:
     cls = sdk.training_job_class()
     kwargs = sdk.request_to_kwargs(request)
     name = request["TrainingJobName"]
