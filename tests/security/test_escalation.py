@@ -1,4 +1,4 @@
-"""The shipped EC2 caller policy and run boundary, evaluated against the escalation paths of
+"""The shipped caller policies and run boundary, evaluated against the escalation paths of
 issue 16 (tests/security/iam_eval.py implements IAM's evaluation logic for them): each path
 is denied, and the calls a launch really makes are allowed."""
 
@@ -155,3 +155,21 @@ def test_caller_s3_is_datasets_and_run_prefixes_only(caller):
     assert allowed(caller, Request("s3:PutObject", f"{obj}/runs/ft-1/plan.json"))
     assert not allowed(caller, Request("s3:DeleteObject", f"{obj}/runs/ft-1/plan.json"))
     assert not allowed(caller, Request("s3:PutObject", f"arn:aws:s3:::{BUCKET}/elsewhere"))
+
+
+def test_the_sagemaker_caller_policy_holds_the_same_line():
+    """The SageMaker caller creates per-run execution roles: the same boundary rule, and
+    those roles go to SageMaker only."""
+    caller = infra.render(infra.policy_document("caller"), NAMES)
+    assert not allowed(caller, Request("iam:CreateRole", ROLE))
+    assert not allowed(caller, Request("iam:PutRolePolicy", ROLE))
+    good = {"iam:PermissionsBoundary": BOUNDARY}
+    assert allowed(caller, Request("iam:CreateRole", ROLE, good))
+    assert not allowed(caller, Request("iam:AttachRolePolicy", ROLE, good))
+    to = {"iam:PassedToService": "sagemaker.amazonaws.com"}
+    assert allowed(caller, Request("iam:PassRole", ROLE, to))
+    assert not allowed(
+        caller, Request("iam:PassRole", ROLE, {"iam:PassedToService": "ec2.amazonaws.com"})
+    )
+    assert not allowed([caller, ADMIN], Request("iam:DeleteRolePermissionsBoundary", ROLE))
+    assert not allowed([caller, ADMIN], Request("iam:CreatePolicyVersion", BOUNDARY))
