@@ -35,7 +35,7 @@ class TrainHyperparameters(BaseModel):
     # "" = search the pretrained channel, then $MXNET_HOME/models; a file path; or
     # "download" to allow fetching from the model zoo (checksummed)
     weights: str = ""
-    weights_sha256: str = ""  # torch: the weight file's full sha256, checked when given
+    weights_sha256: str = ""  # the weight file's full sha256, checked when given
     num_classes: int = Field(gt=1)
     freeze_backbone: bool = False
     head_lr_mult: float = Field(1.0, gt=0, allow_inf_nan=False)

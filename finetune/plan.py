@@ -95,6 +95,7 @@ class Plan(_Frozen):
     estimate: dict[str, Any] | None = None  # filled by the cost estimator, see with_estimate
     # what runs the engine there (image or AMI, its framework, what it needs): by the backend
     runtime: dict[str, str] | None = None
+    image: str | None = None  # cloud runs: the training image by digest, set at launch
 
     def with_estimate(self, estimate: Mapping[str, Any] | BaseModel) -> Plan:
         """A copy carrying a cost estimate. A ``summary`` entry (a string or a list of strings)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Create (or update) .venv with finetune, both engines (MXNet, PyTorch) and the test tools.
+# Create (or update) .venv with finetune, both engines (MXNet, PyTorch) and the test tools, and
+# .venv-tools with the security scanners (checkov, bandit: requirements/tools.txt).
 # Needs only Python 3.11 and pip. Safe to run again: when .venv was set up from the same
 # inputs (pyproject.toml, requirements/constraints.txt, this script, the Python version and
 # the checkout's path) it does not run pip at all, so it also works offline.
@@ -27,13 +28,14 @@ inputs_hash() {
   local py="$PY"
   [[ -x .venv/bin/python ]] && py=.venv/bin/python
   {
-    cat pyproject.toml requirements/constraints.txt scripts/setup.sh
+    cat pyproject.toml requirements/constraints.txt requirements/tools.txt scripts/setup.sh
     "$py" -c 'import sys; print(sys.version)'
     pwd -P
   } | sha256sum | cut -d' ' -f1
 }
 want="$(inputs_hash)"
 if [[ -x .venv/bin/python && -f "$STAMP" && "$(cat "$STAMP")" == "$want" ]] \
+  && [[ -x .venv-tools/bin/checkov && -x .venv-tools/bin/bandit ]] \
   && .venv/bin/python -c 'import finetune' 2>/dev/null; then
   echo "finetune is already installed in .venv (inputs unchanged; pip skipped)" >&2
   exit 0
@@ -54,5 +56,10 @@ PIP=(.venv/bin/python -m pip install --disable-pip-version-check -q -c requireme
   || { echo "error: the MXNet engine does not import in .venv" >&2; exit 1; }
 .venv/bin/python -c "import torch, torchvision" 2>/dev/null \
   || { echo "error: the PyTorch engine does not import in .venv" >&2; exit 1; }
+# The scanners live apart: checkov pins boto3/botocore versions that clash with ours.
+[[ -x .venv-tools/bin/python ]] || "$PY" -m venv .venv-tools
+.venv-tools/bin/python -m pip install --disable-pip-version-check -q -r requirements/tools.txt
+.venv-tools/bin/checkov --version >/dev/null && .venv-tools/bin/bandit --version >/dev/null \
+  || { echo "error: the security scanners do not run in .venv-tools" >&2; exit 1; }
 inputs_hash >"$STAMP"
 echo "finetune is installed in .venv (activate with: source .venv/bin/activate)" >&2

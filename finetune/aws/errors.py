@@ -201,9 +201,9 @@ def missing_role(message: str) -> AccessError:
     """SageMaker cannot use the execution role (missing, wrong trust policy, no PassRole)."""
     return AccessError(
         f"SageMaker cannot use the execution role: {message}",
-        "deploy the stack with `finetune infra deploy` and set FINETUNE_ROLE_ARN to its "
-        "ExecutionRoleArn output; the role must trust sagemaker.amazonaws.com and you need "
-        "iam:PassRole on it (the caller policy grants exactly that).",
+        "unset FINETUNE_ROLE_ARN to let finetune create a role for each run (attach the "
+        "stack's CallerPolicyArn, `finetune infra deploy`); a role of your own must trust "
+        "sagemaker.amazonaws.com and you need iam:PassRole on it.",
     )
 
 

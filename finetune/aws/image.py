@@ -82,5 +82,7 @@ def _docker(args: list[str], stdin: str | None = None) -> None:
         raise CloudError(
             f"`docker {args[0]}` failed with exit code {done.returncode} (its output is above).",
             "fix what it reports; for `push`, check that the ECR repository exists "
-            "(`finetune infra deploy` creates it) and that you may push to it.",
+            "(`finetune infra deploy` creates it) and that you may push to it. Its tags are "
+            "immutable: a tag that already exists is never overwritten, push under a new "
+            "--tag.",
         )

@@ -20,11 +20,22 @@ from finetune.errors import CloudError, DataError, UsageError
 TEMPLATE = "cloudformation.yaml"
 POLICIES = {
     "caller": "sagemaker-caller.json",
-    "execution": "sagemaker-execution-role.json",
-    "trust": "sagemaker-execution-trust.json",
+    "ec2-caller": "../ec2-caller-policy.json",
+    "boundary": "run-boundary.json",
 }
+BOUNDARY_PATH = "/finetune/"
+BOUNDARY_NAME = "finetune-run-boundary-{region}"  # the stack's RunBoundary, one per region
 DONE = ("CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_COMPLETE_CLEANUP_IN_PROGRESS")
 FAILED = ("FAILED", "ROLLBACK")
+
+
+def boundary_arn(account: str, region: str) -> str:
+    """The ARN of the stack's permissions boundary: every per-run role must carry it (the
+    caller policies allow CreateRole and PutRolePolicy only with it)."""
+    from finetune.aws.session import partition_of
+
+    name = BOUNDARY_NAME.format(region=region)
+    return f"arn:{partition_of(region)}:iam::{account}:policy{BOUNDARY_PATH}{name}"
 
 
 def infra_dir() -> Path:
@@ -75,6 +86,10 @@ class Names:
             ),
             "ExecutionRole.Arn": self.role_arn
             or f"arn:{partition}:iam::{self.account}:role/FINETUNE_EXECUTION_ROLE",
+            "RunBoundary": (
+                f"arn:{partition}:iam::{self.account}:policy{BOUNDARY_PATH}"
+                + BOUNDARY_NAME.format(region=self.region)
+            ),
             **self.extra,
         }
 
@@ -102,7 +117,7 @@ def deploy(aws, stack: str, repository: str = "finetune", poll_seconds: float = 
         StackName=stack,
         TemplateBody=template_text(),
         Parameters=[{"ParameterKey": "RepositoryName", "ParameterValue": repository}],
-        Capabilities=["CAPABILITY_IAM"],
+        Capabilities=["CAPABILITY_NAMED_IAM"],  # the boundary has a fixed name
         Tags=[{"Key": "project", "Value": "finetune"}],
     )
     with aws_errors("CloudFormation", resource=stack, region=aws.region):
@@ -147,6 +162,5 @@ def env_lines(outputs: dict) -> list[str]:
     pairs = (
         ("FINETUNE_REGION", "Region"),
         ("FINETUNE_BUCKET", "BucketName"),
-        ("FINETUNE_ROLE_ARN", "ExecutionRoleArn"),
     )
     return [f"export {var}={outputs[key]}" for var, key in pairs if key in outputs]

@@ -130,7 +130,11 @@ def ecb_url(url: str | None = None) -> str:
 
 def fetch_ecb(url: str | None = None, timeout: float = 15.0):
     """USD rates by date from the ECB reference-rate feed."""
-    with urllib.request.urlopen(ecb_url(url), timeout=timeout) as resp:
+    address = ecb_url(url)
+    if not address.startswith(("https://", "http://")):  # no file:// or custom schemes
+        raise UsageError(f"{address!r} is not an http(s) URL", "give the ECB feed's https URL.")
+    # bandit B310 (url schemes): only http(s), checked above
+    with urllib.request.urlopen(address, timeout=timeout) as resp:  # nosec B310
         return fx.parse_ecb_xml(resp.read())
 
 

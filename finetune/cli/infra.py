@@ -1,5 +1,5 @@
-"""`finetune infra`: the CloudFormation stack SageMaker runs need (bucket, ECR repository,
-execution role, caller policy): print it or deploy it."""
+"""`finetune infra`: the CloudFormation stack cloud runs need (bucket, ECR repository, caller
+policies, the boundary of per-run roles): print it or deploy it."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ app = typer.Typer(
 @app.command("print")
 def print_template(
     policy: str = typer.Option(
-        None, help="Print one policy as plain IAM JSON instead: caller, execution or trust."
+        None,
+        help="Print one policy as plain IAM JSON instead: caller, ec2-caller or boundary.",
     ),
     account: str = typer.Option(None, help="Account id to put in the policy's ARNs."),
     region: str = typer.Option(None, help="Region to put in the policy's ARNs."),
     bucket: str = typer.Option(None, help="Bucket to put in the policy (default FINETUNE_BUCKET)."),
-    role_arn: str = typer.Option(None, help="Execution role ARN (default FINETUNE_ROLE_ARN)."),
 ) -> None:
     """Print the CloudFormation template, or one of its policies filled in."""
     from finetune.aws import infra
@@ -35,7 +35,6 @@ def print_template(
         account=account or "ACCOUNT_ID",
         region=region or conf.region or "REGION",
         bucket=bucket or conf.bucket or "BUCKET",
-        role_arn=role_arn or conf.role_arn or "",
     )
     typer.echo(json.dumps(infra.render(infra.policy_document(policy), names), indent=2))
 
@@ -57,6 +56,9 @@ def deploy(
     outputs = infra.deploy(aws, stack_name, repository)
     for key, value in sorted(outputs.items()):
         typer.echo(f"{key:<18} {value}")
-    typer.echo("\nSet these (and attach CallerPolicyArn to whoever runs finetune):")
+    typer.echo(
+        "\nSet these (and attach CallerPolicyArn and/or Ec2CallerPolicyArn to whoever runs "
+        "finetune):"
+    )
     for line in infra.env_lines(outputs):
         typer.echo(line)

@@ -60,6 +60,11 @@ def launch(
         None, help="EC2: subnet to try (repeat; in order). SageMaker: VPC subnet (repeat)."
     ),
     az: list[str] = typer.Option(None, help="EC2: availability zone to try (repeat)."),
+    read_prefix: list[str] = typer.Option(
+        None,
+        help="EC2/SageMaker: an s3:// prefix in FINETUNE_BUCKET the run may read besides its "
+        "dataset's own (repeat); needed for an s3:// --dataset outside finetune/datasets/.",
+    ),
     max_restarts: int = typer.Option(
         None,
         min=0,
@@ -121,6 +126,7 @@ def launch(
             max_restarts=max_restarts,
             allow_on_demand_fallback=allow_on_demand_fallback,
             fallback_instance=tuple(fallback_instance or ()),
+            read_prefix=tuple(read_prefix or ()),
         ),
         verify_checksums=not skip_data_checksums,
     )

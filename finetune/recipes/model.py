@@ -29,7 +29,7 @@ class ModelSection(_Section):
     name: str = Field(min_length=1)  # GluonCV model-zoo name, or "imagenet11k-resnet-152"
     pretrained: bool = True
     weights: str = ""  # file name or path of pretrained weights; "" = the engine's cache
-    weights_sha256: str = Field("", pattern=r"^([0-9a-fA-F]{64})?$")  # torch: checked if given
+    weights_sha256: str = Field("", pattern=r"^([0-9a-fA-F]{64})?$")  # checked if given
     freeze_backbone: bool = False
     head_lr_mult: float = Field(1.0, gt=0, allow_inf_nan=False)
 

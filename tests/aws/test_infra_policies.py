@@ -59,37 +59,22 @@ def test_bucket_is_private_encrypted_tls_only_and_cleans_up_uploads(template):
 
 def test_policy_files_are_the_templates_documents(template):
     r = template["Resources"]
-    role = r["ExecutionRole"]["Properties"]
     assert infra.policy_document("caller") == r["CallerPolicy"]["Properties"]["PolicyDocument"]
-    assert infra.policy_document("execution") == role["Policies"][0]["PolicyDocument"]
-    assert infra.policy_document("trust") == role["AssumeRolePolicyDocument"]
+    assert infra.policy_document("boundary") == r["RunBoundary"]["Properties"]["PolicyDocument"]
+    ec2 = r["Ec2CallerPolicy"]["Properties"]["PolicyDocument"]
+    assert infra.policy_document("ec2-caller") == ec2
 
 
-def test_pass_role_is_for_that_role_and_sagemaker_only(template):
+def test_pass_role_is_for_run_roles_and_sagemaker_only(template):
     (stmt,) = [
-        s for s in _statements(infra.policy_document("caller")) if "iam:PassRole" in s["Action"]
+        s
+        for s in _statements(infra.policy_document("caller"))
+        if "iam:PassRole" in s["Action"] and s["Effect"] == "Allow"
     ]
     assert stmt["Action"] == ["iam:PassRole"]
-    assert stmt["Resource"] == {"Fn::GetAtt": ["ExecutionRole", "Arn"]}
+    assert stmt["Resource"]["Fn::Sub"].endswith(":role/finetune/finetune-run-*")
     assert stmt["Condition"] == {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}
-    trust = infra.policy_document("trust")["Statement"]
-    assert [s["Principal"] for s in trust] == [{"Service": "sagemaker.amazonaws.com"}]
-
-
-def test_execution_role_reads_datasets_writes_outputs_and_checkpoints():
-    rendered = infra.render(infra.policy_document("execution"), _names())
-    grants = _grants(rendered)
-    data, out, ck = (
-        f"arn:aws:s3:::{BUCKET}/finetune/{p}/x" for p in ("datasets", "output", "checkpoints")
-    )
-    assert _allowed(grants, "s3:GetObject", data) and not _allowed(grants, "s3:PutObject", data)
-    assert _allowed(grants, "s3:PutObject", out) and not _allowed(grants, "s3:GetObject", out)
-    assert all(_allowed(grants, a, ck) for a in ("s3:GetObject", "s3:PutObject", "s3:DeleteObject"))
-    assert not _allowed(grants, "s3:GetObject", f"arn:aws:s3:::{BUCKET}/elsewhere")
-    wildcard = {a for s in _statements(rendered) if s["Resource"] == "*" for a in s["Action"]}
-    assert wildcard == {"ecr:GetAuthorizationToken", "cloudwatch:PutMetricData"}
-    actions = {a for s in _statements(rendered) for a in s["Action"]}
-    assert {a.split(":")[0] for a in actions} == {"s3", "ecr", "logs", "cloudwatch"}
+    assert "ExecutionRole" not in template["Resources"]  # no role shared by every job
 
 
 # What each API operation we call needs in IAM (the AWS service authorization reference).
@@ -111,6 +96,10 @@ IAM_FOR = {
     "DescribeImages": ["ecr:DescribeImages"],
     "GetAuthorizationToken": ["ecr:GetAuthorizationToken"],
     "GetCallerIdentity": [],  # needs no permission
+    "CreateRole": ["iam:CreateRole", "iam:TagRole"],  # the run's own role, tagged
+    "PutRolePolicy": ["iam:PutRolePolicy"],
+    "DeleteRolePolicy": ["iam:DeleteRolePolicy"],
+    "DeleteRole": ["iam:DeleteRole"],
 }
 # `docker push` calls these itself (not through boto3, so not seen at the gateway).
 DOCKER_PUSH = {
@@ -125,12 +114,16 @@ DOCKER_PUSH = {
 def test_caller_policy_grants_exactly_what_the_code_calls(
     cloud, tiny_dataset, tmp_path, monkeypatch
 ):
+    from finetune import settings
+
+    monkeypatch.delenv("FINETUNE_ROLE_ARN")  # a role per run: what the stack sets up
+    settings.get.cache_clear()
     _exercise_everything(cloud, tiny_dataset, tmp_path, monkeypatch)
     called = {c.action for c in cloud.ours()}
     assert called <= set(IAM_FOR), f"unmapped calls: {called - set(IAM_FOR)}"
     needed = {a for op in called for a in IAM_FOR[op]} | DOCKER_PUSH
     policy = infra.render(infra.policy_document("caller"), _names())
-    granted = {a for s in _statements(policy) for a in s["Action"]}
+    granted = {a for s in _statements(policy) if s["Effect"] == "Allow" for a in s["Action"]}
     assert granted == needed
     grants = _grants(policy)
     for call in cloud.ours():  # ... and on the resources the calls touched
@@ -202,6 +195,8 @@ def _names() -> infra.Names:
 def _grants(policy: dict) -> list[tuple[str, str]]:
     out = []
     for s in _statements(policy):
+        if s["Effect"] != "Allow":
+            continue
         resources = s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]]
         out += [(a, r) for a in s["Action"] for r in resources]
     return out
@@ -215,6 +210,8 @@ def _resource_of(call, action: str) -> str:
     """The ARN ``action`` of an API call acts on, as IAM evaluates it."""
     if action == "iam:PassRole":
         return call.json["RoleArn"]
+    if call.service == "iam":
+        return f"arn:aws:iam::{ACCOUNT}:role/finetune/{call.form['RoleName']}"
     logs = f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/sagemaker/TrainingJobs"
     if call.service == "s3":
         bucket, _, key = call.path.lstrip("/").partition("/")
@@ -233,15 +230,12 @@ def _resource_of(call, action: str) -> str:
 def test_infra_deploy_prints_the_settings(gw):
     res = CliRunner().invoke(app, ["infra", "deploy", "--region", REGION])
     assert res.exit_code == 0, res.output
-    assert (
-        "export FINETUNE_BUCKET=" in res.output
-        and "export FINETUNE_ROLE_ARN=arn:aws:iam::" in res.output
-    )
-    assert "CallerPolicyArn" in res.output
+    assert "export FINETUNE_BUCKET=" in res.output and "FINETUNE_ROLE_ARN" not in res.output
+    assert "CallerPolicyArn" in res.output and "Ec2CallerPolicyArn" in res.output
     again = CliRunner().invoke(app, ["infra", "deploy", "--region", REGION])  # an update
     assert again.exit_code == 0, again.output
     (create,) = gw.requests("CreateStack")
-    assert create.form["Capabilities.member.1"] == "CAPABILITY_IAM"
+    assert create.form["Capabilities.member.1"] == "CAPABILITY_NAMED_IAM"
 
 
 def test_infra_print():
@@ -266,4 +260,4 @@ def test_infra_print():
     assert "Fn::Sub" not in res.output and f"arn:aws:s3:::{BUCKET}" in res.output
     assert doc["Version"] == "2012-10-17"
     res = CliRunner().invoke(app, ["infra", "print", "--policy", "admin"])
-    assert res.exit_code == 2 and "caller, execution, trust" in res.output
+    assert res.exit_code == 2 and "caller, ec2-caller, boundary" in res.output

@@ -83,7 +83,7 @@ def test_symbol_checkpoint_by_either_prefix_or_params_path(cache, tmp_path):
 
 def test_download_when_asked_but_unreachable(cache, monkeypatch):
     """weights=download reaches for the model zoo; offline, the error says what to do."""
-    monkeypatch.setenv("MXNET_GLUON_REPO", "http://127.0.0.1:9/")  # nothing listens there
+    monkeypatch.setenv("MXNET_GLUON_REPO", "https://127.0.0.1:9/")  # nothing listens there
     with pytest.raises(DataError) as err:
         weights.locate("resnet18_v1", weights.DOWNLOAD, weights.search_dirs(None))
     assert "could not download" in str(err.value) and "pretrained=false" in str(err.value)

@@ -17,6 +17,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from finetune.aws.datasetscope import read_prefixes
+from finetune.aws.infra import boundary_arn
 from finetune.backends import base
 from finetune.backends.base import Capabilities, Hooks, Status
 from finetune.backends.ec2 import ami as ec2_ami
@@ -29,7 +31,6 @@ from finetune.backends.ec2 import observe as ec2_observe
 from finetune.backends.ec2 import plan as ec2_plan
 from finetune.backends.ec2 import prepare as ec2_prepare
 from finetune.backends.ec2 import relaunch as ec2_relaunch
-from finetune.backends.ec2.agent import protocol as p
 from finetune.backends.ec2.request import instance_policy
 from finetune.backends.ec2.state import AttemptRecord, Ec2Options, Ec2State
 from finetune.errors import FinetuneError, UsageError
@@ -107,10 +108,11 @@ class Ec2Backend:
         count = _plan(run).resources.hosts
         group = ec2_hosts.cluster_group if count > 1 else ec2_infra.security_group
         groups = {s["VpcId"]: group(ec2, s["VpcId"]) for s in subnets}
-        dataset_prefix = p.split_s3_uri(state.dataset_uri)[1]
-        policy = instance_policy(state.bucket, state.prefix, dataset_prefix, state.image)
+        reads = read_prefixes(state.dataset_uri, state.bucket, opts.read_prefixes)
+        policy = instance_policy(state.bucket, state.prefix, reads, state.image)
+        boundary = boundary_arn(ec2_infra.account(self._clients("sts", region)), region)
         state.instance_profile = ec2_infra.ensure_instance_profile(
-            self._clients("iam", region), run.id, policy
+            self._clients("iam", region), run.id, policy, boundary
         )
         quotes = {c: ec2_cost.hourly_price(c.instance_type, region, c.spot, ec2) for c in choices}
         cap = ec2_cost.runtime_cap(state, ec2_cost.dearest(quotes, count))

@@ -95,7 +95,9 @@ def publish(ec2, s3, bucket: str, prefix: str, attempt: int, instances: list[dic
                 "use subnets of a VPC (--subnet); then `finetune launch --resume RUN_ID`.",
             )
         doc["hosts"][name], doc["instances"][inst["InstanceId"]] = ip, name
-        tag = [{"Key": HOST_TAG, "Value": name}]
+        # with the project tag: the caller policy lets CreateTags touch finetune's own
+        # instances only, and only with project=finetune in the request
+        tag = [{"Key": PROJECT_TAG[0], "Value": PROJECT_TAG[1]}, {"Key": HOST_TAG, "Value": name}]
         ec2_infra.call(ec2.create_tags, Resources=[inst["InstanceId"]], Tags=tag)
     body = json.dumps(doc).encode()
     try:

@@ -163,8 +163,10 @@ def profile_name(run_id: str) -> str:
     return f"finetune-run-{run_id}"[:64]
 
 
-def ensure_instance_profile(iam, run_id: str, policy: dict) -> str:
-    """A role + instance profile for this run only, with ``policy`` inline (idempotent)."""
+def ensure_instance_profile(iam, run_id: str, policy: dict, boundary: str) -> str:
+    """A role + instance profile for this run only, with ``policy`` inline (idempotent). The
+    role carries the permissions ``boundary`` (finetune.aws.infra.boundary_arn): the caller
+    policy allows creating and widening run roles only with it."""
     name = profile_name(run_id)
     tags = [{"Key": PROJECT_TAG[0], "Value": PROJECT_TAG[1]}, {"Key": RUN_TAG, "Value": run_id}]
     try:
@@ -175,6 +177,7 @@ def ensure_instance_profile(iam, run_id: str, policy: dict) -> str:
                 AssumeRolePolicyDocument=json.dumps(_TRUST),
                 Tags=tags,
                 Description=f"finetune run {run_id}: its own S3 prefixes only",
+                PermissionsBoundary=boundary,
             )
         )
         iam.put_role_policy(
@@ -270,6 +273,14 @@ def terminate(ec2, instance_ids: list[str]) -> None:
     except Exception as exc:
         if error_code(exc) != "InvalidInstanceID.NotFound":
             raise cloud_error(exc, f"terminating {', '.join(instance_ids)}") from None
+
+
+def account(sts) -> str:
+    """The caller's AWS account id (for the permissions boundary's ARN)."""
+    try:
+        return call(sts.get_caller_identity)["Account"]
+    except Exception as exc:
+        raise cloud_error(exc, "GetCallerIdentity") from None
 
 
 def owner(sts) -> str:

@@ -26,6 +26,7 @@ class Ec2LaunchOptions(base.Options):
     max_restarts: int = Field(3, ge=0)
     allow_on_demand_fallback: bool = False
     fallback_instance: tuple[str, ...] = ()
+    read_prefix: tuple[str, ...] = ()  # s3:// prefixes the run may read besides its dataset
 
     def state_options(self) -> Ec2Options:
         """The options as stored with the run (ec2.json), for status, stop and resume."""
@@ -38,6 +39,7 @@ class Ec2LaunchOptions(base.Options):
             max_restarts=self.max_restarts,
             allow_on_demand_fallback=self.allow_on_demand_fallback,
             fallback_instances=self.fallback_instance,
+            read_prefixes=self.read_prefix,
         )
 
 

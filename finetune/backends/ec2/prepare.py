@@ -35,10 +35,27 @@ def preflight(plan, options: Ec2Options) -> str:
         )
     if options.max_eur is not None and options.max_eur <= 0:
         raise UsageError("--max-eur must be positive", "pass e.g. --max-eur 5.")
-    bucket()
+    name = bucket()
     if plan.hyperparameters.engine != "torch":  # torch runs on AWS's PyTorch AMI: no image
         image(options)
+    screen(plan)
+    if plan.dataset.path.startswith("s3://"):  # a run reads its dataset's prefix, no more
+        from finetune.aws.datasetscope import read_prefixes
+
+        read_prefixes(plan.dataset.path, name, options.read_prefixes)
     return inst.cpu_architecture or "x86_64"
+
+
+def screen(plan) -> None:
+    """Refuse a plan carrying secrets (finetune.secretscan): plan.json goes to the run's S3
+    prefix and the hyperparameters into the instance; checked before anything is sent."""
+    import json
+
+    from finetune import secretscan
+
+    found = secretscan.scan_map("hyperparameter", plan.hyperparameters.to_strings())
+    found += secretscan.scan_document("plan.json", json.loads(plan.to_json()))
+    secretscan.refuse(list(dict.fromkeys(found)), "the run's plan.json in S3")
 
 
 def bucket() -> str:
@@ -59,10 +76,30 @@ def image(options: Ec2Options) -> str:
         raise ConfigError(
             "the MXNet engine needs our training image, and none is configured for the ec2 backend",
             "run `finetune image push` (it builds the Dockerfile and pushes it to ECR) and set "
-            "FINETUNE_IMAGE to its URI, e.g. 123456789012.dkr.ecr.eu-west-1.amazonaws.com/"
-            "finetune:latest; or use the PyTorch engine (engine=torch), which needs no image.",
+            "FINETUNE_IMAGE to the URI it prints, e.g. 123456789012.dkr.ecr.eu-west-1."
+            "amazonaws.com/finetune:0.4.0 (the run pins it to its digest at launch); or use the "
+            "PyTorch engine (engine=torch), which needs no image.",
         )
     return found
+
+
+def pin_image(clients, uri: str, region: str) -> str:
+    """The training image by digest (finetune.aws.imageref), resolved before anything of the
+    run is created: a tag pushed again later cannot change what this run executes."""
+    from finetune.aws import imageref
+
+    try:
+        account = ec2_infra.account(clients("sts", region))
+        return imageref.pin(clients("ecr", region), uri, account, region)
+    except imageref.ImageMissing:
+        raise ConfigError(
+            f"the training image {uri} is not in ECR",
+            "push it first (`finetune image push`), or set FINETUNE_IMAGE to an image that exists.",
+        ) from None
+    except ConfigError:
+        raise
+    except Exception as exc:
+        raise ec2_infra.cloud_error(exc, f"resolving {uri} to its digest") from None
 
 
 def state_for(plan, run, options: Ec2Options | None, clients) -> Ec2State:
@@ -87,6 +124,10 @@ def new_state(plan, run, options: Ec2Options, clients) -> Ec2State:
     region = ec2_infra.region_name()
     s3 = clients("s3", region)
     name = bucket()
+    # our image for MXNet, pinned to its digest before anything is uploaded; torch runs on
+    # AWS's PyTorch AMI (recorded in the plan's runtime), no image of ours
+    torch = plan.hyperparameters.engine == "torch"
+    pinned = "" if torch else pin_image(clients, image(options), region)
     if plan.dataset.path.startswith("s3://"):  # already uploaded (checked by the plan)
         dataset_uri = as_prefix(plan.dataset.path)
     else:
@@ -94,6 +135,8 @@ def new_state(plan, run, options: Ec2Options, clients) -> Ec2State:
         upload_dataset(s3, upload)
         dataset_uri = upload.uri
     prefix = p.run_prefix(run.id)
+    if pinned:
+        plan = plan.model_copy(update={"image": pinned})  # the agent's plan.json records it
     with aws_errors("PutObject", resource=f"s3://{name}/{prefix}{p.PLAN}", region=region):
         ec2_infra.call(
             s3.put_object, Bucket=name, Key=prefix + p.PLAN, Body=plan.to_json().encode()
@@ -103,7 +146,7 @@ def new_state(plan, run, options: Ec2Options, clients) -> Ec2State:
         bucket=name,
         prefix=prefix,
         dataset_uri=dataset_uri,
-        image=image(options) if plan.hyperparameters.engine != "torch" else "",
+        image=pinned,  # every attempt, relaunches included, pulls this digest
         owner=ec2_infra.owner(clients("sts", region)),
         options=options,
     )

@@ -146,19 +146,21 @@ def run_instances_kwargs(spec: LaunchSpec, token: str) -> dict:
     return kwargs
 
 
-def instance_policy(bucket: str, run_prefix: str, dataset_prefix: str, image: str) -> dict:
-    """The instance role's only permissions: read the dataset, read/write the run's prefix,
-    pull the training image. (Session Manager access comes from AWS's managed policy.)"""
+def instance_policy(bucket: str, run_prefix: str, read_prefixes, image: str) -> dict:
+    """The instance role's only permissions: read the dataset (``read_prefixes``: one key
+    prefix or several, see finetune.aws.datasetscope), read/write the run's prefix, pull the
+    training image. (Session Manager access comes from AWS's managed policy.)"""
+    reads = [read_prefixes] if isinstance(read_prefixes, str) else list(read_prefixes)
     repo = _ecr_repository_arn(image)
     statements = [
-        _allow("ReadDataset", ["s3:GetObject"], [f"arn:aws:s3:::{bucket}/{dataset_prefix}*"]),
+        _allow("ReadDataset", ["s3:GetObject"], [f"arn:aws:s3:::{bucket}/{r}*" for r in reads]),
         _allow(
             "RunPrefix",
             ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
             [f"arn:aws:s3:::{bucket}/{run_prefix}*"],
         ),
         _allow("ListOwnPrefixes", ["s3:ListBucket"], [f"arn:aws:s3:::{bucket}"])
-        | {"Condition": {"StringLike": {"s3:prefix": [f"{run_prefix}*", f"{dataset_prefix}*"]}}},
+        | {"Condition": {"StringLike": {"s3:prefix": [f"{p}*" for p in (run_prefix, *reads)]}}},
         _allow("EcrLogin", ["ecr:GetAuthorizationToken"], ["*"]),
     ]
     if repo:

@@ -33,11 +33,12 @@ class Ec2Options:
     volume_gib: int = 100
     upload_interval_s: int = 30
     image: str | None = None
+    read_prefixes: tuple[str, ...] = ()  # --read-prefix: s3:// prefixes the run may read
 
     @classmethod
     def from_dict(cls, d: dict) -> Ec2Options:
         known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
-        for k in ("subnets", "azs", "fallback_instances"):
+        for k in ("subnets", "azs", "fallback_instances", "read_prefixes"):
             known[k] = tuple(known.get(k) or ())
         return cls(**known)
 

@@ -76,23 +76,29 @@ class SageMakerBackend:
         preflight.raise_if(sub.missing_settings(opts))
         aws = self._aws(opts.region)
         opts = sub.with_defaults(replace(opts, region=aws.region), plan, aws)
+        opts = sub.with_run_role(opts, aws, run.id)
         name = rq.job_name(run.id, sub.next_attempt(run.backend_ref))
-        upload, channels, size = sub.dataset_location(plan, opts.bucket)
+        upload, channels, size = sub.dataset_location(plan, opts.bucket, opts.read_prefixes)
         code = sub.source_dir(plan, opts, run.id)
         toolkit = code.hyperparameters(aws.region, plan.resources.hosts) if code else None
         request = rq.training_request(plan, run.id, name, channels, opts, size, toolkit)
         preflight.raise_if(preflight.check_request(request, aws.region))
         s3 = aws.client("s3")
         problems = preflight.check_bucket_region(s3, opts.bucket, aws.region)
-        preflight.raise_if(problems + sub.check_image(aws, opts.image))
+        image, missing = sub.pin_image(aws, opts.image)
+        preflight.raise_if(problems + missing)
+        opts, request = sub.pinned(opts, request, image)
         if upload is not None:
             self._upload(s3, upload)
         expected = {c: sub.expected_files(plan, c) for c in channels}
         preflight.raise_if(preflight.check_inputs(s3, channels, expected))
         if code is not None:
             code.upload(s3)
+        if opts.run_role:
+            root = upload.uri if upload is not None else channels["train"][: -len("train/")]
+            sub.ensure_run_role(aws, opts, run.id, root)
         sub.record(run, opts, request)
-        return sub.create(aws, request)
+        return sub.create(aws, request, new_role=opts.run_role)
 
     def _upload(self, s3, upload) -> None:
         from finetune.aws.s3upload import upload_dataset
@@ -112,7 +118,13 @@ class SageMakerBackend:
         facts = {**(status.facts or {}), "region": self._where(run)[1]}
         if status.final:
             facts.update(st.charge_facts(job, facts["region"], run.spot))
+            self._forget_run_role(run, facts["region"])
         return replace(status, facts=facts)
+
+    def _forget_run_role(self, run, region: str) -> None:
+        """The run's own role goes with its job (a resume creates it again)."""
+        if sub.options_for(self.options, run).run_role:
+            sub.forget_run_role(self._aws(region), run.id)
 
     def metrics(self, run) -> list[mt.EpochMetrics]:
         name, _ = self._where(run)

@@ -31,6 +31,7 @@ class SageMakerOptions(base.Options):
     subnet: tuple[str, ...] = ()
     security_group: tuple[str, ...] = ()
     kms_key: str | None = None
+    read_prefix: tuple[str, ...] = ()  # s3:// prefixes the run may read besides its dataset
 
     def job_options(self) -> rq.JobOptions:
         """The options as stored with the run (options.json), so a resume starts the same."""
@@ -43,6 +44,7 @@ class SageMakerOptions(base.Options):
             kms_key_id=self.kms_key,
             subnets=self.subnet,
             security_group_ids=self.security_group,
+            read_prefixes=self.read_prefix,
         )
 
 
@@ -102,6 +104,7 @@ def check(plan, opts: rq.JobOptions) -> base.Preflight:
     checked = replace(
         opts,
         bucket=opts.bucket or "FINETUNE_BUCKET",
+        role_arn=opts.role_arn or ROLE_PLACEHOLDER,  # no role of the user's: the run's own
         image=image.replace("ACCOUNT", "000000000000", 1) if not opts.image else image,
     )
     channels, size = _channels(plan, checked.bucket)
@@ -110,7 +113,8 @@ def check(plan, opts: rq.JobOptions) -> base.Preflight:
     name = rq.job_name(SAMPLE_RUN_ID)
     req = rq.training_request(plan, SAMPLE_RUN_ID, name, channels, checked, size, toolkit)
     problems = sub.missing_settings(opts) + preflight.check_request(req, region)
-    shown = {**req, "RoleArn": opts.role_arn or "(not set: FINETUNE_ROLE_ARN)"}
+    own_role = "finetune-run-RUN_ID: this run's own role, created at launch"
+    shown = {**req, "RoleArn": opts.role_arn or own_role}
     shown["AlgorithmSpecification"] = {**req["AlgorithmSpecification"], "TrainingImage": image}
     rows = rq.summary_rows(shown, first=(("region", configured_region(region)),))
     if opts.max_eur is not None:

@@ -17,15 +17,6 @@ ECR_IMAGE = re.compile(
     r"^(\d{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?/[a-z0-9._/-]+(:[\w.-]+|@sha256:[0-9a-f]{64})$"
 )
 MAX_RUNTIME_LIMIT_S = 28 * 24 * 3600  # SageMaker's ceiling for MaxRuntimeInSeconds
-SECRET_VALUES = {
-    "an AWS access key id": re.compile(r"\b(AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b"),
-    "a private key": re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
-    "a GitHub token": re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}"),
-    "a Slack token": re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),
-    "a JSON web token": re.compile(r"\beyJ[\w-]{10,}\.[\w-]{10,}\."),
-    "a password in a URL": re.compile(r"://[^/\s:@]+:[^/\s@]+@"),
-}
-SECRET_NAMES = re.compile(r"secret|passw|token|api[_-]?key|access[_-]?key|credential", re.I)
 
 
 @dataclass(frozen=True)
@@ -84,8 +75,8 @@ def _role(req: dict, region) -> list[Problem]:
     return [
         Problem(
             what,
-            "set FINETUNE_ROLE_ARN=arn:aws:iam::ACCOUNT:role/NAME (the ExecutionRoleArn output "
-            "of `finetune infra deploy`).",
+            "unset FINETUNE_ROLE_ARN (finetune then creates a role for each run), or set it "
+            "to arn:aws:iam::ACCOUNT:role/NAME.",
         )
     ]
 
@@ -183,22 +174,12 @@ def _hyperparameters(req: dict, region) -> list[Problem]:
 
 
 def secrets_in(kind: str, values: dict[str, str]) -> list[Problem]:
-    """Secret-looking entries: they would be visible to anyone who can describe the job."""
-    problems = []
-    for key, value in values.items():
-        found = [label for label, rx in SECRET_VALUES.items() if rx.search(str(value))]
-        if SECRET_NAMES.search(key) and str(value).strip():
-            found.append("a secret (by its name)")
-        if found:
-            problems.append(
-                Problem(
-                    f"{kind} {key} looks like {found[0]}; DescribeTrainingJob shows it to "
-                    "anyone allowed to describe jobs",
-                    "remove it; give the job access through its execution role, or read the "
-                    "secret inside the container from AWS Secrets Manager.",
-                )
-            )
-    return problems
+    """Secret-looking entries (finetune.secretscan, the screen every backend uses): they
+    would be visible to anyone who can describe the job."""
+    from finetune import secretscan
+
+    found = secretscan.scan_map(kind, values)
+    return [Problem(w, f) for w, f in secretscan.messages(found, "DescribeTrainingJob")]
 
 
 def check_budget(charge, rate, seconds: int, max_eur: float) -> list[Problem]:

@@ -42,6 +42,8 @@ class JobOptions:
     security_group_ids: tuple[str, ...] = ()
     retry_attempts: int = DEFAULT_RETRIES
     environment: dict[str, str] = field(default_factory=dict)
+    read_prefixes: tuple[str, ...] = ()  # --read-prefix (finetune.aws.datasetscope)
+    run_role: bool = False  # role_arn is this run's own role (runrole), made at submit
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -49,7 +51,7 @@ class JobOptions:
     @classmethod
     def from_dict(cls, data: dict) -> JobOptions:
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        for key in ("subnets", "security_group_ids"):
+        for key in ("subnets", "security_group_ids", "read_prefixes"):
             known[key] = tuple(known.get(key) or ())
         return cls(**known)
 

@@ -25,7 +25,7 @@ from importlib import resources
 
 from finetune.backends import shipping
 
-CODE_ROOT = "finetune/code/"  # the execution role may read it (infra: ReadCode)
+CODE_ROOT = "finetune/code/"  # the run's own role may read its prefix (runrole.py)
 PROGRAM = "finetune_entry.py"
 LOG_LEVEL_INFO = 20
 

@@ -21,7 +21,8 @@ RECORD_DIR = "sagemaker"  # in the run dir: options.json, one request per job, m
 
 def options_for(given, run):
     """The options stored by an earlier attempt of this run (resume), else the given ones
-    completed from the settings (FINETUNE_REGION, FINETUNE_BUCKET, FINETUNE_ROLE_ARN)."""
+    completed from the settings (FINETUNE_REGION, FINETUNE_BUCKET, FINETUNE_ROLE_ARN: a
+    role of the user's own instead of the run's)."""
     from finetune import settings
 
     stored = Path(run.run_dir or ".") / RECORD_DIR / "options.json"
@@ -69,6 +70,38 @@ def engine_image(plan, account: str, region: str) -> str:
     return images.default_image(engine, region, instance, account)
 
 
+def with_run_role(opts, aws: Aws, run_id: str):
+    """Without a role of the user's own: this run's role (created by ``ensure_run_role``)."""
+    from finetune.aws.session import partition_of
+    from finetune.backends.sagemaker import runrole
+
+    if opts.role_arn and not opts.run_role:
+        return opts
+    arn = runrole.role_arn(aws.account_id, run_id, partition_of(aws.region))
+    return replace(opts, role_arn=arn, run_role=True)
+
+
+def ensure_run_role(aws: Aws, opts, run_id: str, dataset_root: str) -> None:
+    """Create (or refresh) the run's role: its reads, its outputs, its checkpoints."""
+    from finetune.aws.datasetscope import read_prefixes
+    from finetune.aws.infra import boundary_arn
+    from finetune.backends.sagemaker import runrole
+
+    reads = read_prefixes(dataset_root, opts.bucket, opts.read_prefixes)
+    doc = runrole.policy(run_id, opts.bucket, reads, opts.image, aws.region, aws.account_id)
+    boundary = boundary_arn(aws.account_id, aws.region)
+    with aws_errors("CreateRole", resource=runrole.role_name(run_id), region=aws.region):
+        runrole.ensure(aws.client("iam"), run_id, aws.account_id, doc, boundary)
+
+
+def forget_run_role(aws: Aws, run_id: str) -> None:
+    """Delete the run's own role once its job has ended."""
+    from finetune.backends.sagemaker import runrole
+
+    with aws_errors("DeleteRole", resource=runrole.role_name(run_id), region=aws.region):
+        runrole.delete(aws.client("iam"), run_id)
+
+
 def fit_budget(opts, plan, region: str):
     """Without --max-runtime, the longest runtime --max-eur pays for (at most the default);
     with it, a refusal when the worst case costs more than --max-eur. Both priced by
@@ -109,13 +142,16 @@ def next_attempt(backend_ref: str | None) -> int:
     return int(tail) + 1 if head and tail.isdigit() else 1
 
 
-def dataset_location(plan, bucket: str):
-    """(upload or None, channel URIs, bytes): a local dataset is uploaded, an S3 one used."""
+def dataset_location(plan, bucket: str, read_prefixes: tuple[str, ...] = ()):
+    """(upload or None, channel URIs, bytes): a local dataset is uploaded, an S3 one used --
+    if it lies where a run may read (finetune.aws.datasetscope)."""
+    from finetune.aws.datasetscope import read_prefixes as allowed_reads
     from finetune.aws.s3upload import as_prefix, plan_upload
 
     path = plan.dataset.path
     if path.startswith("s3://"):
         root = as_prefix(path)
+        allowed_reads(root, bucket, read_prefixes)
         return None, {c: f"{root}{c}/" for c in ("train", "validation")}, 0
     upload = plan_upload(path, bucket)
     return upload, upload.channels, upload.total_bytes
@@ -128,29 +164,27 @@ def expected_files(plan, channel: str) -> list[str]:
     return channel_files(plan.dataset.name, CHANNELS[channel], plan.dataset.test_count > 0)
 
 
-_IMAGE_MISSING = ("ImageNotFoundException", "RepositoryNotFoundException")
+def pin_image(aws: Aws, image: str) -> tuple[str, list[Problem]]:
+    """(the image by digest, problems): a tag in this account's ECR is resolved once, so the
+    job -- and a resumed one, through the stored options -- runs exactly that image."""
+    from finetune.aws import imageref
 
-
-def check_image(aws: Aws, image: str) -> list[Problem]:
-    """An image in this account's ECR must exist: a missing one fails only after start-up."""
-    m = preflight.ECR_IMAGE.match(image or "")
-    if not m or m.group(1) != aws.account_id or m.group(2) != aws.region:
-        return []
-    repo, _, tag = image.split("/", 1)[1].partition(":")
     with aws_errors("DescribeImages", resource=image, region=aws.region):
         try:
-            ecr = aws.client("ecr")
-            retries.call(ecr.describe_images, repositoryName=repo, imageIds=[{"imageTag": tag}])
-        except Exception as exc:
-            if retries.error_code(exc) not in _IMAGE_MISSING:
-                raise
-            return [
+            return imageref.pin(aws.client("ecr"), image, aws.account_id, aws.region), []
+        except imageref.ImageMissing:
+            return image, [
                 Problem(
                     f"the training image {image} is not in ECR",
                     "run `finetune image push` where Docker runs, or pass --image URI.",
                 )
             ]
-    return []
+
+
+def pinned(opts, request: dict, image: str):
+    """``opts`` and ``request`` with the training image replaced by its digest reference."""
+    spec = {**request["AlgorithmSpecification"], "TrainingImage": image}
+    return replace(opts, image=image), {**request, "AlgorithmSpecification": spec}
 
 
 def source_dir(plan, opts, run_id: str):
@@ -173,9 +207,25 @@ def record(run, opts, request: dict) -> None:
     (folder / f"{name}-request.json").write_text(json.dumps(request, indent=2))
 
 
-def create(aws: Aws, request: dict) -> str:
-    """CreateTrainingJob (retried when throttled); returns the job ARN. If a retry finds the
+ROLE_PROPAGATION_TRIES = 6  # a new IAM role takes seconds before SageMaker may assume it
+
+
+def create(aws: Aws, request: dict, new_role: bool = False) -> str:
+    """CreateTrainingJob (retried when throttled; with ``new_role``, also while SageMaker
+    cannot assume the role just created); returns the job ARN. If a retry finds the
     name taken by a job with this run's checkpoint prefix, an earlier attempt made it."""
+    for n in range(1, ROLE_PROPAGATION_TRIES + 1):
+        try:
+            return _create(aws, request)
+        except Exception as exc:
+            young = new_role and "assume" in str(exc).lower() and n < ROLE_PROPAGATION_TRIES
+            if not young:
+                raise
+            retries.sleep(5.0 * n)
+    raise AssertionError("unreachable")
+
+
+def _create(aws: Aws, request: dict) -> str:
     cls = sdk.training_job_class()
     kwargs = sdk.request_to_kwargs(request)
     name = request["TrainingJobName"]

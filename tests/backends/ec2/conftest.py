@@ -94,6 +94,7 @@ def ec2_aws(aws, fault_server, monkeypatch):
 
     layer = fault_server.layer
     layer.requests.clear()
+    layer.http.clear()
     layer.faults.clear()
     layer.quotas.clear()
     monkeypatch.setenv("AWS_ENDPOINT_URL", fault_server.url)
@@ -104,6 +105,12 @@ def ec2_aws(aws, fault_server, monkeypatch):
     monkeypatch.setattr(retries, "sleep", sleeps.append)  # count backoff instead of waiting
     layer.sleeps = sleeps
     boto3.client("s3", region_name=REGION).create_bucket(Bucket=BUCKET)
+    ecr = boto3.client("ecr", region_name=REGION)  # the image launches pin by digest
+    ecr.create_repository(repositoryName="finetune")
+    manifest = (
+        '{"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json"}'
+    )
+    ecr.put_image(repositoryName="finetune", imageManifest=manifest, imageTag="test")
     ec2 = boto3.client("ec2", region_name=REGION)
     ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
     for param in ec2_infra.AMI_PARAMETERS.values():

@@ -39,6 +39,7 @@ class FaultLayer:
     def __init__(self, app) -> None:
         self.app = app
         self.requests: list[dict] = []
+        self.http: list[tuple[str, str, str, str]] = []  # method, path, query, authorization
         self.faults: list[Fault] = []
         self.quotas: dict[str, float] = {}  # EC2 quota code -> vCPUs (unset: moto's error)
         self._lock = threading.Lock()
@@ -60,6 +61,14 @@ class FaultLayer:
         if environ.get("HTTP_X_AMZ_TARGET"):  # JSON protocols (SSM): the action is a header
             params["Target"] = environ["HTTP_X_AMZ_TARGET"]
         self.requests.append(params)
+        self.http.append(
+            (
+                environ["REQUEST_METHOD"],
+                environ.get("PATH_INFO", "/"),
+                environ.get("QUERY_STRING", ""),
+                environ.get("HTTP_AUTHORIZATION", ""),
+            )
+        )
         if params.get("Target") == "ServiceQuotasV20190624.GetServiceQuota":
             wanted = json.loads(body or b"{}")
             if wanted.get("QuotaCode") in self.quotas:

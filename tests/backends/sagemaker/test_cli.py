@@ -59,9 +59,10 @@ def test_dry_run_needs_no_credentials(gw, tiny_dataset, tmp_path, monkeypatch):
     assert "(x8 devices)" in out  # the learning rate scales with 2 x 4 GPUs
     assert "2 x ml.p3.8xlarge" in out and "3 h (10800 s)" in out and "us-east-1" in out
     assert "ACCOUNT.dkr.ecr.us-east-1.amazonaws.com/finetune:0.1.0" in out
+    assert "finetune-run-RUN_ID: this run's own role" in out  # no role needed: each run its own
     assert "EUR/h for 8x V100" in out  # the estimate from the catalog
     # the plan is shown, then why the real launch would fail: non-zero, like the launch
-    assert res.exit_code == 2 and "no S3 bucket is set" in out and "no execution role" in out
+    assert res.exit_code == 2 and "no S3 bucket is set" in out and "no execution role" not in out
     assert "FINETUNE_BUCKET" in out and "To fix:" in out
     assert gw.calls == []  # nothing was asked of AWS
 

@@ -110,29 +110,48 @@ def test_source_dir_program_starts_our_trainer_as_the_toolkit_runs_it(tiny_datas
     assert "not_ours" in failure and "To fix:" in failure
 
 
-def test_policies_let_the_caller_upload_and_the_job_read_its_code(cloud, tiny_dataset, tmp_path):
+def test_policies_let_the_caller_upload_and_the_job_read_its_code(
+    cloud, tiny_dataset, tmp_path, monkeypatch
+):
     import fnmatch
 
+    from finetune import settings
     from finetune.aws import infra
 
+    monkeypatch.delenv("FINETUNE_ROLE_ARN")  # the job runs under its own role (issue 16)
+    settings.get.cache_clear()
     plan = _torch_plan(tiny_dataset, "g6e.xlarge", hosts=1, spot=False)
     SageMakerBackend().submit(plan, new_run(tmp_path, plan))
     names = infra.Names(account="123456789012", region=REGION, bucket=BUCKET)
+    (put_role,) = cloud.requests("PutRolePolicy")
+    docs = {
+        "caller": infra.render(infra.policy_document("caller"), names),
+        "run": json.loads(put_role.form["PolicyDocument"]),
+        "boundary": infra.render(infra.policy_document("boundary"), names),
+    }
 
     def allowed(kind: str, action: str, resource: str) -> bool:
-        doc = infra.render(infra.policy_document(kind), names)
-        for s in doc["Statement"]:
+        for s in docs[kind]["Statement"]:
+            if s["Effect"] != "Allow":
+                continue
             actions = [s["Action"]] if isinstance(s["Action"], str) else s["Action"]
             resources = s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]]
-            if action in actions and any(fnmatch.fnmatchcase(resource, r) for r in resources):
+            if any(fnmatch.fnmatchcase(action, a) for a in actions) and any(
+                fnmatch.fnmatchcase(resource, r) for r in resources
+            ):
                 return True
         return False
+
+    def job_may(action: str, resource: str) -> bool:  # the run's role, within the boundary
+        return allowed("run", action, resource) and allowed("boundary", action, resource)
 
     (put,) = [c for c in cloud.requests("PutObject") if "/finetune/code/" in c.path]
     code = f"arn:aws:s3:::{put.path.lstrip('/')}"
     assert allowed("caller", "s3:PutObject", code)
-    assert allowed("execution", "s3:GetObject", code)  # the toolkit downloads it as the job
+    assert job_may("s3:GetObject", code)  # the toolkit downloads it as the job
     image = cloud.requests("CreateTrainingJob")[0].json["AlgorithmSpecification"]["TrainingImage"]
     repo = f"arn:aws:ecr:{REGION}:{image.split('.')[0]}:repository/pytorch-training"
-    assert allowed("execution", "ecr:BatchGetImage", repo)
-    assert not allowed("execution", "s3:PutObject", code)
+    assert job_may("ecr:BatchGetImage", repo)
+    assert not allowed("run", "s3:PutObject", code)
+    other = code.replace("/finetune/code/", "/finetune/code/ft-someone-else/")
+    assert not allowed("run", "s3:GetObject", other)  # another run's code is not its business

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import boto3
 import pytest
 
 from finetune.backends.sagemaker.backend import SageMakerBackend
@@ -32,7 +33,14 @@ def test_submit_sends_the_full_request(cloud, tiny_dataset, tmp_path):
     assert req["HyperParameters"] == plan.hyperparameters.to_strings()
     assert req["HyperParameters"]["hosts"] == "2"  # lr scales with 2 hosts x 4 GPUs
     spec = req["AlgorithmSpecification"]
-    assert spec["TrainingImage"].endswith(f".dkr.ecr.{REGION}.amazonaws.com/finetune:0.1.0")
+    # the tag `finetune image push` pushed, pinned to its digest (issue 16)
+    (pushed,) = boto3.client("ecr", region_name=REGION).describe_images(repositoryName="finetune")[
+        "imageDetails"
+    ]
+    digest = pushed["imageDigest"]
+    assert spec["TrainingImage"].endswith(f".dkr.ecr.{REGION}.amazonaws.com/finetune@{digest}")
+    kept = json.loads((tmp_path / "runs" / run.id / "sagemaker" / "options.json").read_text())
+    assert kept["image"] == spec["TrainingImage"]  # a resume runs the same image
     assert spec["TrainingInputMode"] == "File"
     assert {m["Name"]: m["Regex"] for m in spec["MetricDefinitions"]} == METRIC_REGEXES
     assert req["ResourceConfig"]["InstanceType"] == "ml.p3.8xlarge"

@@ -18,6 +18,26 @@ from finetune.backends.ec2.agent import protocol as p
 COMPLETE_MARKER = "COMPLETE"
 
 
+class UnsafeKey(ValueError):
+    """An S3 key that would land outside the folder it is downloaded into."""
+
+
+def contained(dest: Path, relative: str, key: str) -> Path:
+    """``dest / relative``, refusing keys that climb out of ``dest``: an empty name, a
+    leading ``/``, ``.`` or ``..`` components, backslashes or NUL, or a path that resolves
+    (symbolic links followed) outside ``dest``. Whoever can write the run's prefix must not
+    be able to make the agent overwrite files elsewhere on the instance."""
+    parts = relative.split("/")
+    odd = not relative or relative.startswith("/") or "\\" in relative or "\0" in relative
+    if odd or any(part in ("", ".", "..") for part in parts):
+        raise UnsafeKey(f"refusing S3 key {key!r}: it does not name a file inside {dest}")
+    base = dest.resolve()
+    target = (base / relative).resolve()
+    if not target.is_relative_to(base) or target == base:
+        raise UnsafeKey(f"refusing S3 key {key!r}: it resolves outside {dest}")
+    return target
+
+
 class RunStore:
     """Reads and writes one run's objects under ``s3://bucket/prefix``."""
 
@@ -54,10 +74,13 @@ class RunStore:
         return out
 
     def download_tree(self, sub: str, dest: Path) -> int:
-        """Copy ``prefix/sub`` into ``dest`` (relative paths kept); returns the file count."""
+        """Copy ``prefix/sub`` into ``dest`` (relative paths kept); returns the file count.
+        Every key is checked before anything is written (see ``contained``)."""
         count = 0
-        for key in self.keys(sub):
-            target = dest / key[len(self.prefix + sub) :]
+        # "folder" markers (keys ending in /, as the S3 console makes them) hold no file
+        keys = [k for k in self.keys(sub) if not k.endswith("/")]
+        targets = [contained(dest, key[len(self.prefix + sub) :], key) for key in keys]
+        for key, target in zip(keys, targets, strict=True):
             target.parent.mkdir(parents=True, exist_ok=True)
             self.s3.download_file(self.bucket, key, str(target))
             st = target.stat()

@@ -64,7 +64,10 @@ class MXNetSession:
         found = None
         if (hp.pretrained and resume is None) or hp.model in weights.SYMBOL_MODELS:
             found = weights.locate(
-                hp.model, hp.weights, weights.search_dirs(self.job.pretrained_dir)
+                hp.model,
+                hp.weights,
+                weights.search_dirs(self.job.pretrained_dir),
+                hp.weights_sha256,
             )
         net = model.build(hp, contexts, found)
         if resume is not None:

@@ -3,9 +3,10 @@
 Weights are looked up, in order, at ``hparams.weights`` (a path), in the ``pretrained``
 input channel, and in ``$MXNET_HOME/models`` (default ~/.mxnet/models, where the GluonCV and
 MXNet model zoos keep them). ``weights=download`` also allows fetching a missing file from the
-model zoo, with its published sha1. Without the file and without that permission the run
-stops with an error that names the file and the folders, instead of hanging on a network
-that a training container often does not have.
+model zoo over HTTPS, checked against the sha1 finetune ships (checksums.py). Without the file
+and without that permission the run stops with an error that names the file and the folders,
+instead of hanging on a network that a training container often does not have. The recipe's
+model.weights_sha256, when given, must match whatever file is used.
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ from pathlib import Path
 from finetune.errors import DataError
 from finetune.train.engines.models import MXNET_SYMBOL_MODELS
 from finetune.train.engines.mxnet import zoo
+from finetune.train.engines.mxnet.checksums import GLUON_REPO, SYMBOL_URL, ZOO_SHA1
 
 DOWNLOAD = "download"
 SYMBOL_MODELS = MXNET_SYMBOL_MODELS  # our name -> the checkpoint prefix
-_SYMBOL_URL = "http://data.mxnet.io/models/imagenet-11k/resnet-152/resnet-152-{}"
 
 log = logging.getLogger(__name__)
 
@@ -45,16 +46,17 @@ def search_dirs(pretrained_dir: Path | None) -> list[Path]:
     return [*dirs, mxnet_home() / "models"]
 
 
-def locate(model: str, weights: str, dirs: list[Path]) -> Weights:
-    """The weights of ``model`` (see the module docstring); DataError when there are none."""
+def locate(model: str, weights: str, dirs: list[Path], sha256: str = "") -> Weights:
+    """The weights of ``model`` (see the module docstring); DataError when there are none.
+    ``sha256`` (the recipe's model.weights_sha256), when given, must match the params file."""
     if weights and weights != DOWNLOAD:
-        return _explicit(model, Path(weights).expanduser(), dirs)
+        return _pinned(_explicit(model, Path(weights).expanduser(), dirs), sha256)
     for directory in dirs:
         found = _in_dir(model, directory)
         if found:
-            return _verified(model, found)
+            return _pinned(_verified(model, found), sha256)
     if weights == DOWNLOAD:
-        return _download(model, mxnet_home() / "models")
+        return _pinned(_download(model, mxnet_home() / "models"), sha256)
     # the 11k network exists only as its symbol file: starting from scratch needs it too
     scratch = "." if model in SYMBOL_MODELS else ", or set pretrained=false."
     raise DataError(
@@ -113,13 +115,14 @@ def _explicit(model: str, path: Path, dirs: list[Path]) -> Weights:
 
 
 def zoo_sha1(model: str) -> str | None:
-    """The published sha1 of a model-zoo parameter file, if the zoo knows the model."""
-    try:
-        model_store = zoo.module("gluoncv.model_zoo.model_store")
-    except ImportError:
-        from mxnet.gluon.model_zoo import model_store
-    table = getattr(model_store, "_model_sha1", {})
-    return table.get(model)
+    """The sha1 finetune ships for a model-zoo parameter file (not the installed zoo's)."""
+    return ZOO_SHA1.get(model)
+
+
+def _pinned(w: Weights, sha256: str) -> Weights:
+    if sha256:
+        _check(w.params, "sha256", sha256)
+    return w
 
 
 def _verified(model: str, w: Weights) -> Weights:
@@ -149,7 +152,20 @@ def _check(path: Path, algorithm: str, expected: str) -> None:
 
 
 def _download(model: str, root: Path) -> Weights:
-    """Fetch from the model zoo. Network errors become a DataError that says what to do."""
+    """Fetch from the model zoo over HTTPS, then check the file against the sha1 we ship.
+    Network errors become a DataError that says what to do."""
+    repo = os.environ.get("MXNET_GLUON_REPO", GLUON_REPO)
+    if not repo.startswith("https://"):
+        raise DataError(
+            f"MXNET_GLUON_REPO={repo} is not an https:// address",
+            f"unset it (the model zoo's default is {GLUON_REPO}) or use an https mirror.",
+        )
+    if model not in SYMBOL_MODELS and model not in ZOO_SHA1:
+        raise DataError(
+            f"finetune ships no checksum for {model}'s pretrained weights: not downloading",
+            "copy the file into $MXNET_HOME/models or a pretrained channel, or set "
+            "pretrained=false.",
+        )
     root.mkdir(parents=True, exist_ok=True)
     try:
         if model in SYMBOL_MODELS:
@@ -158,7 +174,9 @@ def _download(model: str, root: Path) -> Weights:
             get_model_file = zoo.module("gluoncv.model_zoo.model_store").get_model_file
         except ImportError:
             from mxnet.gluon.model_zoo.model_store import get_model_file
-        return Weights(Path(get_model_file(model, root=str(root))))
+        params = Path(get_model_file(model, root=str(root)))
+        _check(params, "sha1", ZOO_SHA1[model])  # ours, whatever the zoo's table says
+        return Weights(params)
     except (OSError, ValueError) as exc:  # requests' errors are OSErrors; sha1 -> ValueError
         raise DataError(
             f"could not download the pretrained weights of {model} into {root}: {exc}",
@@ -173,7 +191,7 @@ def _download_symbol(model: str, root: Path) -> Weights:
 
     prefix = root / SYMBOL_MODELS[model]
     for suffix in ("symbol.json", "0000.params"):
-        download(_SYMBOL_URL.format(suffix), path=f"{prefix}-{suffix}")
+        download(SYMBOL_URL.format(suffix), path=f"{prefix}-{suffix}")
     params = Path(f"{prefix}-0000.params")
     digest = hashlib.sha256(params.read_bytes()).hexdigest()
     Path(f"{params}.sha256").write_text(digest + "\n")

@@ -1,0 +1,58 @@
+"""What a run may read in S3: its dataset's own prefix, and the extra prefixes the user named.
+
+A run's role is scoped to the prefixes it reads. A dataset given as ``s3://BUCKET/`` would
+otherwise give the run every object of the bucket -- every other run's checkpoints, models
+and logs. So a dataset must lie under the tool's dataset prefix (``finetune/datasets/NAME/``,
+where finetune uploads), or inside a prefix the user named with ``--read-prefix``; such a
+prefix must be in the run's bucket (the permissions boundary allows no other) and must not
+cover the prefixes where runs keep their own data.
+"""
+
+from __future__ import annotations
+
+from finetune.aws.s3upload import DATASETS_ROOT, as_prefix, parse_s3_uri
+from finetune.errors import UsageError
+
+RUN_DATA = ("finetune/runs/", "finetune/output/", "finetune/checkpoints/")
+
+
+def read_prefixes(dataset_uri: str, bucket: str, extra: tuple[str, ...] = ()) -> list[str]:
+    """The key prefixes (in ``bucket``) a run reads: the dataset's when it lies under the
+    dataset prefix, then each ``extra`` one. Raises a UsageError for a dataset outside them."""
+    named = [_extra_prefix(uri, bucket) for uri in extra]
+    where, key = parse_s3_uri(dataset_uri)
+    key = as_prefix(key)
+    if where != bucket:
+        raise UsageError(
+            f"the dataset {dataset_uri} is not in the run's bucket {bucket}",
+            f"copy it into s3://{bucket}/{DATASETS_ROOT}NAME/ (aws s3 sync), or launch with "
+            "the local dataset folder (finetune uploads it).",
+        )
+    inside_root = key.startswith(DATASETS_ROOT) and key != DATASETS_ROOT
+    if not inside_root and not any(key.startswith(p) for p in named):
+        raise UsageError(
+            f"the dataset {dataset_uri} is outside finetune's dataset prefix "
+            f"s3://{bucket}/{DATASETS_ROOT}NAME/; the run's role would read all of it",
+            f"point --dataset at one dataset's prefix, or name the prefix the run may read "
+            f"with --read-prefix s3://{bucket}/PREFIX/ (never the bucket's root).",
+        )
+    return list(dict.fromkeys(([key] if inside_root else []) + named))
+
+
+def _extra_prefix(uri: str, bucket: str) -> str:
+    """One --read-prefix, checked: in ``bucket``, not the root, not covering run data."""
+    where, key = parse_s3_uri(uri)
+    key = as_prefix(key)
+    if where != bucket:
+        raise UsageError(
+            f"--read-prefix {uri} is not in the run's bucket {bucket}",
+            f"copy the data into s3://{bucket}/ and name that prefix.",
+        )
+    clash = [r for r in RUN_DATA if r.startswith(key) or key.startswith(r)]
+    if not key or clash:
+        what = clash[0] if clash else "the whole bucket"
+        raise UsageError(
+            f"--read-prefix {uri} would let the run read other runs' data ({what})",
+            f"name a narrower prefix, e.g. s3://{bucket}/shared/NAME/.",
+        )
+    return key

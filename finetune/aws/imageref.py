@@ -1,0 +1,76 @@
+"""Training images by digest: a tag is resolved once, at launch, and the run uses the digest.
+
+Tags can move (and before the stack made them immutable, anyone who could push could swap
+the code another run executes under its role); a digest names exactly one image. So every
+backend resolves ``REGISTRY/REPO:TAG`` to ``REGISTRY/REPO@sha256:...`` with ECR's
+DescribeImages before it starts anything, records that reference with the run, and every
+attempt -- spot relaunches and resumes included -- pulls the digest.
+
+Only images in the caller's own account and region are resolved: AWS's deep-learning images
+live in AWS's accounts, whose repositories do not answer DescribeImages to others; those are
+used as given (AWS publishes them; pass one @sha256:... to pin it too).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+ECR_URI = re.compile(
+    r"^(?P<registry>(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?)"
+    r"/(?P<repo>[a-z0-9._/-]+)(?::(?P<tag>[\w.-]+)|@(?P<digest>sha256:[0-9a-f]{64}))$"
+)
+_MISSING = ("ImageNotFoundException", "RepositoryNotFoundException")
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    registry: str
+    account: str
+    region: str
+    repository: str
+    tag: str | None
+    digest: str | None
+
+    def by_digest(self, digest: str) -> str:
+        return f"{self.registry}/{self.repository}@{digest}"
+
+
+class ImageMissing(LookupError):
+    """The tag (or the repository) does not exist in ECR."""
+
+
+def parse(uri: str) -> ImageRef | None:
+    """An ECR image URI's parts, or None for anything else (another registry, a typo)."""
+    m = ECR_URI.match(uri or "")
+    if not m:
+        return None
+    return ImageRef(m["registry"], m["account"], m["region"], m["repo"], m["tag"], m["digest"])
+
+
+def is_pinned(uri: str) -> bool:
+    return "@sha256:" in (uri or "")
+
+
+def pin(ecr, uri: str, account: str, region: str) -> str:
+    """``uri`` by digest when it is a tag in this account's ECR in ``region`` (one
+    DescribeImages); anything else unchanged. Raises ImageMissing for an unknown tag."""
+    from finetune.aws import retries
+
+    ref = parse(uri)
+    if ref is None or ref.digest or ref.account != account or ref.region != region:
+        return uri
+    try:
+        found = retries.call(
+            ecr.describe_images,
+            registryId=ref.account,
+            repositoryName=ref.repository,
+            imageIds=[{"imageTag": ref.tag}],
+        )["imageDetails"]
+    except Exception as exc:
+        if retries.error_code(exc) in _MISSING:
+            raise ImageMissing(uri) from None
+        raise
+    if not found:
+        raise ImageMissing(uri)
+    return ref.by_digest(found[0]["imageDigest"])

@@ -1,0 +1,146 @@
+"""An execution role per SageMaker run, as the EC2 backend has an instance role per run.
+
+One role shared by every job let any job overwrite any run's model and read, write or delete
+any run's checkpoints. A run's role may only read its dataset (finetune.aws.datasetscope),
+write its own jobs' output prefixes and read/write/delete its own checkpoint prefix, pull the
+training image and write the training logs and metrics. It carries the stack's permissions
+boundary (the caller policy allows creating it only so) and is deleted when the run ends.
+
+FINETUNE_ROLE_ARN (or JobOptions.role_arn) still names a role of your own instead; finetune
+cannot scope such a role to one run.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from finetune.backends.sagemaker import request as rq
+
+ROLE_PATH = "/finetune/"
+POLICY_NAME = "run-access"
+LOGS = "log-group:/aws/sagemaker/TrainingJobs"
+
+
+def role_name(run_id: str) -> str:
+    return f"finetune-run-{run_id}"[:64]
+
+
+def role_arn(account: str, run_id: str, partition: str = "aws") -> str:
+    return f"arn:{partition}:iam::{account}:role{ROLE_PATH}{role_name(run_id)}"
+
+
+def trust(account: str) -> dict:
+    """SageMaker of this account only (the confused-deputy guard)."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"Service": "sagemaker.amazonaws.com"},
+                "Action": "sts:AssumeRole",
+                "Condition": {"StringEquals": {"aws:SourceAccount": account}},
+            }
+        ],
+    }
+
+
+def policy(run_id: str, bucket: str, reads: list[str], image: str, region: str, account: str):
+    """The run's permissions: ``reads`` are key prefixes of the dataset (and --read-prefix)."""
+    from finetune.backends.sagemaker.sourcedir import CODE_ROOT
+
+    obj = f"arn:aws:s3:::{bucket}/"
+    job = rq.job_name(run_id)  # resumed jobs are JOB-r1, JOB-r2, ...
+    checkpoints = f"{rq.CHECKPOINT_ROOT}{run_id}/"
+    logs = f"arn:aws:logs:{region}:{account}:{LOGS}"
+    statements = [
+        _allow("ListOwnPrefixes", ["s3:ListBucket"], [f"arn:aws:s3:::{bucket}"])
+        | {"Condition": {"StringLike": {"s3:prefix": [f"{p}*" for p in (*reads, checkpoints)]}}},
+        _allow("ReadDataset", ["s3:GetObject"], [f"{obj}{p}*" for p in reads]),
+        # the torch engine's source directory (sourcedir.py), which AWS's PyTorch image runs
+        _allow("ReadOwnCode", ["s3:GetObject"], [f"{obj}{CODE_ROOT}{run_id}/*"]),
+        _allow(
+            "WriteOwnOutput",
+            ["s3:PutObject"],
+            [f"{obj}{rq.OUTPUT_ROOT}{job}/*", f"{obj}{rq.OUTPUT_ROOT}{job}-r*"],
+        ),
+        _allow(
+            "SyncOwnCheckpoints",
+            ["s3:DeleteObject", "s3:GetObject", "s3:PutObject"],
+            [f"{obj}{checkpoints}*"],
+        ),
+        _allow("EcrToken", ["ecr:GetAuthorizationToken"], ["*"]),
+        _allow(
+            "WriteLogs",
+            [
+                "logs:CreateLogGroup",
+                "logs:CreateLogStream",
+                "logs:DescribeLogStreams",
+                "logs:PutLogEvents",
+            ],
+            [logs, f"{logs}:log-stream:*"],
+        ),
+        _allow("PutTrainingMetrics", ["cloudwatch:PutMetricData"], ["*"])
+        | {"Condition": {"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/TrainingJobs"}}},
+    ]
+    repo = _repository_arn(image)
+    if repo:
+        pull = [
+            "ecr:BatchCheckLayerAvailability",
+            "ecr:BatchGetImage",
+            "ecr:GetDownloadUrlForLayer",
+        ]
+        statements.append(_allow("PullImage", pull, [repo]))
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+def _allow(sid: str, actions: list[str], resources: list[str]) -> dict:
+    return {"Sid": sid, "Effect": "Allow", "Action": actions, "Resource": resources}
+
+
+def _repository_arn(image: str) -> str | None:
+    m = re.fullmatch(
+        r"(\d{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/([^:@]+)[:@].*", image
+    )
+    return f"arn:aws:ecr:{m[2]}:{m[1]}:repository/{m[3]}" if m else None
+
+
+def ensure(iam, run_id: str, account: str, doc: dict, boundary: str) -> None:
+    """Create the run's role (idempotent: a resumed run finds it) and set its policy."""
+    from finetune.aws import retries
+
+    tags = [{"Key": "project", "Value": "finetune"}, {"Key": "finetune:run-id", "Value": run_id}]
+    try:
+        retries.call(
+            iam.create_role,
+            RoleName=role_name(run_id),
+            Path=ROLE_PATH,
+            AssumeRolePolicyDocument=json.dumps(trust(account)),
+            PermissionsBoundary=boundary,
+            Description=f"finetune run {run_id}: its own S3 prefixes only (SageMaker)",
+            Tags=tags,
+        )
+    except Exception as exc:
+        if retries.error_code(exc) != "EntityAlreadyExists":
+            raise
+    retries.call(
+        iam.put_role_policy,
+        RoleName=role_name(run_id),
+        PolicyName=POLICY_NAME,
+        PolicyDocument=json.dumps(doc),
+    )
+
+
+def delete(iam, run_id: str) -> None:
+    """Remove the run's role once its job ended; what is already gone is fine."""
+    from finetune.aws import retries
+
+    for call, kwargs in (
+        (iam.delete_role_policy, {"PolicyName": POLICY_NAME}),
+        (iam.delete_role, {}),
+    ):
+        try:
+            retries.call(call, RoleName=role_name(run_id), **kwargs)
+        except Exception as exc:
+            if retries.error_code(exc) != "NoSuchEntity":
+                raise

@@ -1,0 +1,121 @@
+"""One secret screen for everything a run sends away: hyperparameters, environment variables,
+the plan stored next to the run (EC2's plan.json). Every cloud backend calls it before it
+uploads or sends anything.
+
+What is sent with a run is readable by whoever may describe the job or read the run's prefix,
+so credentials must reach a run through its role (or AWS Secrets Manager), never as values.
+A finding names where the value is and what it looks like, never the value itself.
+
+Shapes recognised: AWS access key ids (AKIA.../ASIA...), 40-character AWS secret access keys
+(base64 alphabet with mixed case and a digit, / or +; hex-only strings such as SHA-1 digests
+are not secrets), Hugging Face (hf_...), OpenAI-style (sk-...), GitHub (ghp_..., github_pat_...)
+and Slack (xox?-...) tokens, private key blocks, JSON web tokens, passwords in URLs; and in
+flat maps, a non-empty value under a secret-sounding name (HF_TOKEN, DB_PASSWORD, ...).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from finetune.errors import UsageError
+
+_START = r"(?<![A-Za-z0-9])"  # a token starts here, not inside a longer word
+PATTERNS = {
+    "an AWS access key id": re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b"),
+    "a private key": re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY( BLOCK)?-----"),
+    "a Hugging Face token": re.compile(_START + r"hf_[A-Za-z0-9]{30,}"),
+    "an API key (sk-...)": re.compile(_START + r"sk-(?=[\w-]*\d)[A-Za-z0-9_-]{20,}"),
+    "a GitHub token": re.compile(_START + r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_\w{50,})"),
+    "a Slack token": re.compile(_START + r"xox[abprse]-[A-Za-z0-9-]{10,}"),
+    "a JSON web token": re.compile(r"\beyJ[\w-]{10,}\.[\w-]{10,}\."),
+    "a password in a URL": re.compile(r"://[^/\s:@]+:[^/\s@]+@"),
+}
+# 40 characters of the base64 alphabet standing alone: a candidate AWS secret access key
+_AWS_SECRET = re.compile(r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+_SECRET_LABEL = re.compile(r"secret|aws_secret_access_key|password|passwd|credential", re.I)
+SECRET_NAMES = re.compile(r"secret|passw|token|api[_-]?key|access[_-]?key|credential", re.I)
+
+
+@dataclass(frozen=True)
+class Finding:
+    where: str  # e.g. "environment variable HF_TOKEN", "plan.json at dataset.path"
+    looks_like: str
+
+
+def _looks_like_aws_secret(candidate: str) -> bool:
+    """Mixed case and a digit, / or +: random base64. Hex digests, paths and words are not."""
+    if re.fullmatch(r"[0-9a-fA-F]{40}", candidate) or "//" in candidate:
+        return False
+    has_case = re.search(r"[a-z]", candidate) and re.search(r"[A-Z]", candidate)
+    return bool(has_case and re.search(r"[0-9/+]", candidate))
+
+
+def value_kind(text: str) -> str | None:
+    """What secret ``text`` looks like, or None. A 40-character candidate counts as an AWS
+    secret key when it is the whole value or follows a secret-sounding label."""
+    for label, rx in PATTERNS.items():
+        if rx.search(text):
+            return label
+    for m in _AWS_SECRET.finditer(text):
+        whole = m.group(0) == text.strip()
+        labelled = _SECRET_LABEL.search(text[max(0, m.start() - 40) : m.start()])
+        if (whole or labelled) and _looks_like_aws_secret(m.group(0)):
+            return "an AWS secret access key"
+    return None
+
+
+def scan_map(kind: str, values: Mapping[str, object]) -> list[Finding]:
+    """Findings in a flat name -> value map (hyperparameters, environment variables)."""
+    found = []
+    for key, value in values.items():
+        text = value if isinstance(value, str) else json.dumps(value)
+        label = value_kind(text)
+        if label is None and SECRET_NAMES.search(str(key)) and text.strip():
+            label = "a secret (by its name)"
+        if label:
+            found.append(Finding(f"{kind} {key}", label))
+    return found
+
+
+def scan_document(name: str, doc: object, path: str = "") -> list[Finding]:
+    """Findings in every string of a JSON-like document (e.g. the plan), by their path."""
+    if isinstance(doc, Mapping):
+        return [f for k, v in doc.items() for f in scan_document(name, v, _join(path, k))]
+    if isinstance(doc, (list, tuple)):
+        return [f for i, v in enumerate(doc) for f in scan_document(name, v, _join(path, i))]
+    label = value_kind(doc) if isinstance(doc, str) else None
+    return [Finding(f"{name} at {path or '(top)'}", label)] if label else []
+
+
+def _join(path: str, part: object) -> str:
+    return f"{path}.{part}" if path else str(part)
+
+
+def messages(findings: list[Finding], sent_to: str) -> list[tuple[str, str]]:
+    """(what, fix) for each finding: where it is and what it looks like, never the value."""
+    return [
+        (
+            f"{f.where} looks like {f.looks_like}; {sent_to} shows it to anyone allowed to read it",
+            "remove it (from the recipe, the overrides or the environment); give the run access "
+            "through its role, or read the secret inside the container from AWS Secrets Manager.",
+        )
+        for f in findings
+    ]
+
+
+class SecretFound(UsageError):
+    """A run would carry a secret; nothing was uploaded or sent."""
+
+
+def refuse(findings: list[Finding], sent_to: str) -> None:
+    """Raise SecretFound naming every finding (the run is not started)."""
+    if not findings:
+        return
+    pairs = messages(findings, sent_to)
+    if len(pairs) == 1:
+        raise SecretFound(pairs[0][0], pairs[0][1])
+    what = "values that look like secrets:\n" + "\n".join(f"  - {w}" for w, _ in pairs)
+    raise SecretFound(what, pairs[0][1])

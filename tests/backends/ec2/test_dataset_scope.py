@@ -1,0 +1,57 @@
+"""`launch --backend ec2 --dataset s3://...` outside finetune's dataset prefix: refused before
+anything is created, unless --read-prefix names it; then the run's role reads exactly that."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import boto3
+from typer.testing import CliRunner
+
+from finetune.cli import app
+
+from .conftest import REGION
+from .control import instances_of
+
+
+def _upload_to(dataset, prefix: str) -> str:
+    """The prepared dataset's files under s3://BUCKET/PREFIX{train,validation}/."""
+    from finetune.aws.s3upload import plan_upload
+
+    bucket = os.environ["FINETUNE_BUCKET"]
+    s3 = boto3.client("s3", region_name=REGION)
+    for f in plan_upload(str(dataset), bucket).files:
+        channel_and_name = f.key.split("/", 3)[3]  # finetune/datasets/NAME-HASH/<channel/name>
+        s3.upload_file(str(f.local), bucket, prefix + channel_and_name)
+    return f"s3://{bucket}/{prefix}"
+
+
+def _launch(uri: str, *extra: str):
+    args = ["launch", "smoke-resnet18", "--backend", "ec2", "--instance", "g5.xlarge"]
+    return CliRunner().invoke(app, [*args, "--dataset", uri, "--detach", *extra])
+
+
+def test_a_dataset_at_the_bucket_root_is_refused_before_anything_is_created(ec2_aws, tiny_dataset):
+    uri = _upload_to(tiny_dataset, "")
+    res = _launch(uri)
+    assert res.exit_code == 2 and "--read-prefix" in res.output and "To fix:" in res.output
+    assert ec2_aws.sent("RunInstances") == [] and ec2_aws.sent("CreateRole") == []
+    res = _launch(uri, "--read-prefix", uri)  # naming the root does not help
+    assert res.exit_code == 2 and "other runs' data" in res.output
+    assert ec2_aws.sent("RunInstances") == []
+
+
+def test_a_named_prefix_is_all_the_role_reads(ec2_aws, tiny_dataset):
+    bucket = os.environ["FINETUNE_BUCKET"]
+    uri = _upload_to(tiny_dataset, "shared/shapes/")
+    res = _launch(uri, "--read-prefix", f"s3://{bucket}/shared/")
+    assert res.exit_code == 0, res.output
+    (put,) = ec2_aws.sent("PutRolePolicy")
+    doc = json.loads(put["PolicyDocument"])
+    reads = {s["Sid"]: s for s in doc["Statement"]}["ReadDataset"]["Resource"]
+    assert reads == [f"arn:aws:s3:::{bucket}/shared/*"]
+    run_id = re.search(r"Run (ft-[\w-]+) started", res.output)[1]
+    assert CliRunner().invoke(app, ["runs", "stop", run_id]).exit_code == 0
+    assert instances_of(run_id, ["pending", "running"]) == []
