@@ -1,9 +1,12 @@
 """The PyTorch engine's side of a run (finetune.train.fitloop.Session): device and precision,
-a torchvision ResNet, SGD/Adam with a head group, and the resident or streaming data path.
+a torchvision ResNet, SGD/Adam with a head group, and the resident or streaming data path;
+under torchrun one process per device, DistributedDataParallel (finetune.train.engines.torch.
+ddp), each process training its slice of every global batch.
 
 Every random draw (epoch order, crops, flips) comes from generators seeded by the run's seed
-and its position, so a run resumed from any checkpoint continues exactly as the
-uninterrupted run would have (bit-identical on a CPU).
+and its position -- drawn for the whole global batch, each process keeping its slice -- so a
+run resumed from any checkpoint continues exactly as the uninterrupted run would have
+(bit-identical on a CPU), and N processes see the images and crops one process would.
 """
 
 from __future__ import annotations
@@ -12,22 +15,26 @@ import contextlib
 import logging
 import os
 import platform
+import signal
+import time
 from pathlib import Path
 
 import torch
 from torch import nn
 
+from finetune.catalog import gpu_peaks
 from finetune.errors import ConfigError, DataError
 from finetune.train import dataset
 from finetune.train.checkpoints import Checkpoint
 from finetune.train.contract import TrainJob
 from finetune.train.engines.models import check_model
-from finetune.train.engines.torch import boxes, model, streaming
+from finetune.train.engines.torch import boxes, ddp, flops, model, streaming
 from finetune.train.engines.torch import weights as wt
 from finetune.train.engines.torch.resident import ImageStore
 from finetune.train.evaluation import Evaluator
 from finetune.train.preprocess import Preprocessing
 from finetune.train.signals import StopRequest
+from finetune.train.telemetry import GpuSampler, Telemetry
 
 WEIGHTS = "model.pt"
 OPTIMIZER = "optimizer.pt"
@@ -38,21 +45,24 @@ log = logging.getLogger(__name__)
 
 
 class TorchSession:
-    """One process, one device (many devices and hosts: DistributedDataParallel, next)."""
+    """One process on one device; rank 0 alone validates the outputs it writes."""
 
     def __init__(self, job: TrainJob, files: dataset.DatasetFiles) -> None:
         hp = job.hparams
         check_model("torch", hp.model)
-        if len(job.hosts) > 1 or hp.hosts > 1:
-            raise ConfigError(
-                "the torch engine trains on one host so far; this job has "
-                f"{max(len(job.hosts), hp.hosts)}",
-                "run it on one instance (--count 1), or use engine=mxnet for several hosts.",
-            )
         self.job, self.files = job, files
-        self.device = _device(hp.device)
-        _threads(self.device)
-        self.devices, self.workers, self.is_first_host = 1, 1, True
+        self.group = g = ddp.join(_device_type(hp.device))
+        if len(job.hosts) > 1 and g.world == 1:
+            raise ConfigError(
+                f"this job has {len(job.hosts)} hosts but this process was not started by "
+                "torchrun (no RANK/WORLD_SIZE in its environment)",
+                "start it with `python -m finetune.train` (it starts torchrun itself), or "
+                "under torchrun with --nnodes equal to the hosts.",
+            )
+        self.device = _device(hp.device, g.local_rank)
+        _threads(self.device, g.local_world)
+        self.devices, self.workers, self.ranks = g.local_world, g.nodes, g.world
+        self.is_first_host, self.local_rank = g.rank == 0, g.local_rank
         self.precision = _precision(hp.precision, self.device)
         self.contract = Preprocessing.from_hparams(hp)
         self.loaded: dict = {}
@@ -60,18 +70,45 @@ class TorchSession:
     # ---- building ---------------------------------------------------------------------
     def build(self, hp, steps: int, resume: Checkpoint | None) -> None:
         self.hp, self.steps = hp, steps
+        g = self.group
+        if hp.global_batch_size % g.world:
+            raise ConfigError(
+                f"the global batch {hp.global_batch_size} does not divide among the "
+                f"{g.world} training processes",
+                f"make it a multiple of {g.world}: batch_size_per_device x devices x hosts "
+                "(what `finetune launch` derives).",
+            )
+        self.local_batch = hp.global_batch_size // g.world
         model.initial_seed(hp.seed)
         found = None
         if hp.pretrained and resume is None:
             found = wt.locate(hp.model, hp.weights, self._search_dirs())
         net, self.loaded = model.build(hp, found)
+        if hp.batchnorm == "sync" and g.world > 1:
+            net = model.sync_batchnorm(net, self.device)
         net = net.to(self.device, memory_format=torch.channels_last)
         self.net = net
         self.optimizer = _optimizer(model.param_groups(net, hp), hp, self.device)
         self.scaler = torch.amp.GradScaler("cuda") if self.precision == "fp16" else None
         if resume is not None:
             self._resume(resume)
-        self.forward = torch.compile(net) if hp.compile else net
+        self._check_same_start(resume)
+        self.flops_per_image = flops.per_image(net, hp.image_size)
+        trained = net
+        if g.world > 1:  # DDP broadcasts rank 0's weights now and averages gradients
+            from torch.nn.parallel import DistributedDataParallel
+
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            trained = DistributedDataParallel(
+                net, device_ids=ids, broadcast_buffers=hp.batchnorm == "batch"
+            )
+        self.forward = torch.compile(trained) if hp.compile else trained
+        # evaluation runs the bare network: DDP's forward may synchronise buffers
+        self.eval_forward = self.forward if g.world == 1 else (
+            torch.compile(net) if hp.compile else net
+        )  # fmt: skip
+        self.telemetry = self._telemetry()
+        self._waits: list = []
         self.path = self._choose_path(hp)
         self._open_data()
         self._loss = torch.zeros((), device=self.device, dtype=torch.float64)
@@ -100,9 +137,36 @@ class TorchSession:
         )
         return choice
 
+    def _check_same_start(self, resume: Checkpoint | None) -> None:
+        """Every process must resume from the same step (each reads its host's checkpoint
+        folder: a host without the checkpoint would train other weights)."""
+        step = float(resume.state.get("step", 0)) if resume is not None else -1.0
+        if self.group.max(step) != -self.group.max(-step):
+            raise ConfigError(
+                "the training processes found different checkpoints to resume from",
+                "give every host the same checkpoint folder (SageMaker copies checkpoint_s3_uri "
+                "to every instance), or start with an empty one.",
+            )
+
+    def _telemetry(self) -> Telemetry:
+        cuda = self.device.type == "cuda"
+        name = torch.cuda.get_device_name(self.device) if cuda else None
+        sampler = None
+        if cuda and self.is_first_host:  # the GPUs of rank 0's host, one thread
+            sampler = GpuSampler.open(_nvml_ids(self.group.local_world))
+        return Telemetry(
+            precision=self.precision,
+            gpus=self.group.world if cuda else 0,
+            peak=gpu_peaks.lookup(name),
+            flops_per_image=self.flops_per_image,
+            sampler=sampler,
+            reduce_max=self.group.max if self.group.world > 1 else None,
+        )
+
     def _open_data(self) -> None:
         f = self.files
-        print(f"finetune-data path={self.path} device={self.device.type}", flush=True)
+        if self.local_rank == 0:
+            print(f"finetune-data path={self.path} device={self.device.type}", flush=True)
         if self.path == "resident":
             self.train_store = ImageStore.load(f.train_rec, f.train_idx, self.contract, self.device)
             self._eval_stores: dict[str, ImageStore] = {}
@@ -118,17 +182,21 @@ class TorchSession:
         from ``batch`` on (a resumed run starts where its checkpoint stood)."""
         g = boxes.generator(self.hp.seed, epoch)
         order = torch.randperm(self.train_count, generator=g)
-        b = self.hp.batch_size_per_device
+        b = self.local_batch * self.group.world  # the global batch
         n = max(1, self.train_count // b)
         if self.train_count < b:  # smaller than one batch: repeat records to fill it
             order = order.repeat(b // self.train_count + 1)
         self._batches = [order[i * b : (i + 1) * b] for i in range(n)][: self.steps]
         self._epoch, self._position, self._stream = epoch, batch, None
-        model.train_mode(self.net, self.hp.freeze_backbone)  # evaluate() leaves eval mode
+        # (evaluate() leaves eval mode)
+        model.train_mode(self.net, self.hp.freeze_backbone, self.hp.batchnorm)
+        self.telemetry.begin_epoch()
 
     def step(self, lr: float) -> int:
         position = self._position
+        started = self._clock()
         x, y = self._batch(position)
+        self._waited(started)
         for group in self.optimizer.param_groups:
             group["lr"] = lr * group["lr_mult"]
         with self._autocast():
@@ -147,22 +215,29 @@ class TorchSession:
         self._hits += (out.detach().argmax(1) == y).sum()
         self._seen += n
         self._position = position + 1
-        return n
+        return n * self.group.local_world  # every process of this host trains as many
+
+    def _mine(self) -> slice:
+        """This process's part of a global batch."""
+        b = self.local_batch
+        return slice(self.group.rank * b, (self.group.rank + 1) * b)
 
     def _batch(self, position: int):
         index = self._batches[position]
+        mine = self._mine()
         if self.path == "resident":
             g = boxes.generator(self.hp.seed, self._epoch, position)
             store = self.train_store
             dev_idx = index.to(self.device)
             w, h = store.widths[dev_idx].cpu(), store.heights[dev_idx].cpu()
-            box = boxes.train(w, h, self.contract, g)
-            flip = boxes.flips(len(index), self.contract, g)
+            box = boxes.train(w, h, self.contract, g)[mine]  # drawn for the global batch
+            flip = boxes.flips(len(index), self.contract, g)[mine]
+            dev_idx = dev_idx[mine]
             x = self._normalize(store.crops(dev_idx, box, self.contract.image_size, flip))
             y = store.labels[dev_idx]
             return x.contiguous(memory_format=torch.channels_last), y
         if self._stream is None:
-            rest = [b.tolist() for b in self._batches[position:]]
+            rest = [b[mine].tolist() for b in self._batches[position:]]
             workers = _loader_workers(self.hp.loader_workers)
             pin = self.device.type == "cuda"
             loader = streaming.loader(self.train_data, rest, self._epoch, workers, pin)
@@ -172,26 +247,107 @@ class TorchSession:
         return x, y.to(self.device, non_blocking=True)
 
     def sync(self) -> tuple[float, int, int]:
-        out = (float(self._loss.item()), int(self._hits.item()), self._seen)
+        """(loss sum, hits, images) of every process since the last sync."""
+        local = [float(self._loss.item()), float(self._hits.item()), float(self._seen)]
+        self._count_waits()  # (the .item() above waited for the device)
+        loss, hits, seen = self.group.sum(local)
         self._loss.zero_()
         self._hits.zero_()
         self._seen = 0
-        return out
+        return loss, int(hits), int(seen)
+
+    def agree(self, stop: StopRequest, save_due: bool) -> bool:
+        """After every step: a stop any process got reaches all of them (all end after
+        this same step), and whether to checkpoint now (one clock for all)."""
+        mine = signal.Signals[stop.signal_name].value if stop else 0
+        signum, save = self.group.agree(mine, save_due)
+        if signum:
+            stop.request(ddp.signal_name(signum))
+        return save
+
+    # ---- input wait -------------------------------------------------------------------
+    def _clock(self):
+        """A mark before fetching a batch: CUDA events time the device's wait for it (a
+        host clock would time kernel queueing instead), a host clock on a CPU."""
+        if self.device.type == "cuda":
+            mark = torch.cuda.Event(enable_timing=True)
+            mark.record()
+            return mark
+        return time.perf_counter()
+
+    def _waited(self, started) -> None:
+        if self.device.type == "cuda":
+            ready = torch.cuda.Event(enable_timing=True)
+            ready.record()
+            self._waits.append((started, ready))  # read at the next sync
+        else:
+            self.telemetry.add_wait(time.perf_counter() - started)
+
+    def _count_waits(self) -> None:
+        if self._waits:
+            self._waits[-1][1].synchronize()
+            for started, ready in self._waits:
+                self.telemetry.add_wait(started.elapsed_time(ready) / 1000)
+            self._waits.clear()
 
     # ---- evaluation -------------------------------------------------------------------
-    def evaluate(self, split: str, evaluator: Evaluator, stop: StopRequest) -> bool:
+    def evaluate(
+        self, split: str, evaluator: Evaluator | None, stop: StopRequest, shared: bool = False
+    ) -> bool:
+        """Every record of ``split`` into ``evaluator``; ``shared``: every process takes its
+        shard and rank 0's evaluator gets them all (the others pass None)."""
         self.net.eval()
         with torch.no_grad(), self._autocast():
+            if shared and self.group.world > 1:
+                return self._evaluate_shared(split, evaluator, stop)
             for x, y in self._eval_batches(split):
                 if stop:
                     return False
-                scores = self.forward(x).float().cpu().numpy()
+                scores = self.eval_forward(x).float().cpu().numpy()
                 evaluator.add(scores, y.cpu().numpy())
                 if evaluator.done:
                     break
         return True
 
-    def _eval_batches(self, split: str):
+    def _evaluate_shared(self, split: str, evaluator: Evaluator | None, stop) -> bool:
+        """DistributedSampler's shards (padded by repeating records), every batch gathered
+        on rank 0 in file order with the padding dropped: each record counted once."""
+        g = self.group
+        count = self._split_count(split)
+        records, real = ddp.shard(count, g.rank, g.world)
+        done = 0
+        for x, y in self._eval_batches(split, records):
+            self.agree(stop, False)  # a stop reaches every process within one batch
+            if stop:
+                return False
+            n = len(y)
+            flags = torch.tensor(real[done : done + n], dtype=torch.float32)[:, None]
+            labels = y.cpu().to(torch.float32)[:, None]
+            rows = torch.cat([self.eval_forward(x).float().cpu(), labels, flags], 1)
+            gathered = g.gather(rows)
+            done += n
+            if gathered is not None:  # rank 0: (record i of every rank, ...) is file order
+                block = torch.stack(gathered, 1).reshape(n * g.world, -1)
+                block = block[block[:, -1] > 0]
+                evaluator.add(block[:, :-2].numpy(), block[:, -2].to(torch.int64).numpy())
+        (counted,) = g.sum([float(sum(real))])
+        if int(counted) != count:
+            raise DataError(
+                f"the processes evaluated {int(counted)} records of {split}, not {count}",
+                "report this: the shards must cover the split exactly once.",
+            )
+        return True
+
+    def _split_count(self, split: str) -> int:
+        f = self.files
+        idx = f.val_idx if split == "val" else f.test_idx
+        rec = f.val_rec if split == "val" else f.test_rec
+        from finetune.data.recordio import read_index
+
+        return len(list(read_index(idx, rec.stat().st_size)))
+
+    def _eval_batches(self, split: str, records: list[int] | None = None):
+        """(x, y) batches of ``records`` (default: every record, in file order)."""
         f = self.files
         rec, idx = (f.val_rec, f.val_idx) if split == "val" else (f.test_rec, f.test_idx)
         size = self.contract.image_size
@@ -199,10 +355,9 @@ class TorchSession:
             if split not in self._eval_stores:
                 self._eval_stores[split] = ImageStore.load(rec, idx, self.contract, self.device)
             store = self._eval_stores[split]
-            for start in range(0, len(store), EVAL_BATCH):
-                dev_idx = torch.arange(
-                    start, min(start + EVAL_BATCH, len(store)), device=self.device
-                )
+            chosen = torch.arange(len(store)) if records is None else torch.tensor(records)
+            for start in range(0, len(chosen), EVAL_BATCH):
+                dev_idx = chosen[start : start + EVAL_BATCH].to(self.device)
                 w, h = store.widths[dev_idx].cpu(), store.heights[dev_idx].cpu()
                 box = boxes.center(w, h, size)
                 flip = torch.zeros(len(dev_idx), dtype=torch.bool)
@@ -210,7 +365,7 @@ class TorchSession:
                 yield x.contiguous(memory_format=torch.channels_last), store.labels[dev_idx]
             return
         data = streaming.RecordDataset(rec, idx, self.contract, False, self.hp.seed)
-        order = list(range(len(data)))
+        order = list(range(len(data))) if records is None else records
         batches = [order[i : i + EVAL_BATCH] for i in range(0, len(order), EVAL_BATCH)]
         workers = _loader_workers(self.hp.loader_workers)
         for x, y in streaming.loader(data, batches, 0, workers, self.device.type == "cuda"):
@@ -254,10 +409,14 @@ class TorchSession:
             "cuda": torch.version.cuda if self.device.type == "cuda" else None,
             "gpu": torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else None,
             "device_kind": "gpu" if self.device.type == "cuda" else "cpu",
-            "devices": 1,
-            "hosts": 1,
+            "devices": self.group.local_world,
+            "hosts": self.group.nodes,
+            "processes": self.group.world,
+            "batchnorm": self.hp.batchnorm,
             "precision": self.precision,
             "data_path": self.path,
+            "flops_per_image": self.flops_per_image,
+            "gpu_peak": _peak_record(self.telemetry),
             "pretrained": self.loaded or None,
             "machine": platform.machine(),
             "nondeterminism": notes,
@@ -276,24 +435,60 @@ class TorchSession:
         return contextlib.nullcontext()
 
 
-def _device(kind: str) -> torch.device:
+    def close(self) -> None:
+        """End the telemetry thread and leave the process group."""
+        telemetry = getattr(self, "telemetry", None)
+        if telemetry is not None:
+            telemetry.close()
+        self.group.close()
+
+
+def _device_type(kind: str) -> str:
     if kind == "gpu" and not torch.cuda.is_available():
         raise ConfigError(
             "device=gpu but PyTorch sees no CUDA GPU on this host",
             "run on a GPU instance with a CUDA build of torch, or set device=cpu.",
         )
-    if kind != "cpu" and torch.cuda.is_available():
-        return torch.device("cuda", 0)
+    return "cuda" if kind != "cpu" and torch.cuda.is_available() else "cpu"
+
+
+def _device(kind: str, local_rank: int = 0) -> torch.device:
+    if _device_type(kind) == "cuda":
+        return torch.device("cuda", local_rank)
     return torch.device("cpu")
 
 
-def _threads(device: torch.device) -> None:
-    """Every core for intra-op work on a CPU (importing mxnet first would leave one)."""
+def _threads(device: torch.device, processes: int = 1) -> None:
+    """This process's share of the cores for intra-op work on a CPU (importing mxnet first
+    would leave one)."""
     if device.type == "cpu":
         try:
-            torch.set_num_threads(len(os.sched_getaffinity(0)))
+            cores = len(os.sched_getaffinity(0))
         except AttributeError:
-            torch.set_num_threads(os.cpu_count() or 1)
+            cores = os.cpu_count() or 1
+        torch.set_num_threads(max(cores // processes, 1))
+
+
+def _nvml_ids(count: int) -> list[str]:
+    """NVML names (UUID, else PCI bus id) of CUDA devices 0..count-1."""
+    ids = []
+    for i in range(count):
+        props = torch.cuda.get_device_properties(i)
+        uuid = getattr(props, "uuid", None)
+        if uuid:
+            ids.append(f"GPU-{uuid}")
+        else:
+            ids.append(f"{props.pci_domain_id:08X}:{props.pci_bus_id:02X}:"
+                       f"{props.pci_device_id:02X}.0")  # fmt: skip
+    return ids
+
+
+def _peak_record(telemetry: Telemetry) -> dict | None:
+    peak = telemetry.peak
+    if peak is None:
+        return None
+    return {"model": peak.model, "tflops": peak.tflops(telemetry.precision),
+            "precision": telemetry.precision, "source": peak.source}  # fmt: skip
 
 
 def _precision(asked: str, device: torch.device) -> str:
