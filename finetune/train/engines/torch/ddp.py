@@ -102,6 +102,18 @@ def join(device_type: str) -> Group:
     return Group(rank, world, local_rank, local_world, control)
 
 
+def local_batch(global_batch: int, world: int) -> int:
+    """Each process's share of a global batch; ConfigError when it does not divide."""
+    if global_batch % world:
+        raise ConfigError(
+            f"the global batch {global_batch} does not divide among the {world} training "
+            "processes",
+            f"make it a multiple of {world}: batch_size_per_device x devices x hosts (what "
+            "`finetune launch` derives).",
+        )
+    return global_batch // world
+
+
 def shard(count: int, rank: int, world: int) -> tuple[list[int], list[bool]]:
     """Rank ``rank``'s records of a split of ``count`` (DistributedSampler's order, unshuffled:
     record ``rank + world*i``), padded by repeating the first records so every process has

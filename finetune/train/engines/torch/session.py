@@ -71,14 +71,7 @@ class TorchSession:
     def build(self, hp, steps: int, resume: Checkpoint | None) -> None:
         self.hp, self.steps = hp, steps
         g = self.group
-        if hp.global_batch_size % g.world:
-            raise ConfigError(
-                f"the global batch {hp.global_batch_size} does not divide among the "
-                f"{g.world} training processes",
-                f"make it a multiple of {g.world}: batch_size_per_device x devices x hosts "
-                "(what `finetune launch` derives).",
-            )
-        self.local_batch = hp.global_batch_size // g.world
+        self.local_batch = ddp.local_batch(hp.global_batch_size, g.world)
         model.initial_seed(hp.seed)
         found = None
         if hp.pretrained and resume is None:
@@ -99,9 +92,7 @@ class TorchSession:
             from torch.nn.parallel import DistributedDataParallel
 
             ids = [self.device.index] if self.device.type == "cuda" else None
-            trained = DistributedDataParallel(
-                net, device_ids=ids, broadcast_buffers=hp.batchnorm == "batch"
-            )
+            trained = DistributedDataParallel(net, device_ids=ids)
         self.forward = torch.compile(trained) if hp.compile else trained
         # evaluation runs the bare network: DDP's forward may synchronise buffers
         self.eval_forward = self.forward if g.world == 1 else (
