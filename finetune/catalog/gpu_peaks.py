@@ -46,9 +46,11 @@ def peaks() -> tuple[GpuPeak, ...]:
     rows = read_rows(bundled_text(FILE), HEADER, FILE)
     return tuple(
         GpuPeak(
-            r["GpuModel"], r["DeviceNamePattern"], *(_number(r[_COLUMN[p]]) for p in _COLUMN),
+            r["GpuModel"],
+            r["DeviceNamePattern"],
+            *(_number(r[_COLUMN[p]]) for p in _COLUMN),
             r["Source"],
-        )  # fmt: skip
+        )
         for r in rows
     )
 

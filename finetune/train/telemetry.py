@@ -15,6 +15,7 @@ can still read 90 %.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable
@@ -86,10 +87,8 @@ class GpuSampler:
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
-        try:
+        with contextlib.suppress(Exception):
             self._nvml.nvmlShutdown()
-        except Exception:
-            pass
 
 
 class Telemetry:

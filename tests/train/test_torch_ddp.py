@@ -79,13 +79,17 @@ def test_two_processes_stopped_and_resumed_make_the_updates_of_one(tmp_path, tin
     b = torch.load(root / "model" / "model.pt", weights_only=True)
     for key in a:
         torch.testing.assert_close(b[key], a[key], rtol=1e-4, atol=1e-5, msg=key)
-    single, double = read_metrics(one / "output/data/metrics.jsonl"), read_metrics(
-        root / "output/data/metrics.jsonl"
+    single, double = (
+        read_metrics(one / "output/data/metrics.jsonl"),
+        read_metrics(root / "output/data/metrics.jsonl"),
     )
     assert [e.train_loss for e in double] == pytest.approx([e.train_loss for e in single])
     assert [e.val_acc for e in double] == [e.val_acc for e in single]
     assert [e.val_count for e in double] == [48, 48]  # 48 records, 2 shards of 24
     assert [(e.devices, e.hosts, e.samples) for e in double] == [(2, 1, 48), (2, 1, 48)]
+    for e in double:  # telemetry on a CPU: input wait and TFLOP/s measured, no GPU figures
+        assert 0 <= e.input_wait_fraction <= 1 and e.data_bound is not None
+        assert e.achieved_tflops > 0 and e.gpu_util_pct is None and e.pct_of_peak is None
     record = json.loads((root / "output" / "data" / "run-record.json").read_text())
     assert record["processes"] == 2 and record["flops_per_image"] > 0
 
@@ -136,7 +140,9 @@ def test_the_launch_plan_follows_the_hosts_and_devices(tmp_path, tiny_dataset):
 
 def test_a_global_batch_must_divide_among_the_processes():
     assert ddp.local_batch(16, 4) == 4
-    with pytest.raises(ConfigError, match=r"(?s)global batch 15 does not divide among the 2 .*To fix"):
+    with pytest.raises(
+        ConfigError, match=r"(?s)global batch 15 does not divide among the 2 .*To fix"
+    ):
         ddp.local_batch(15, 2)
 
 

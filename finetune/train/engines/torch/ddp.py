@@ -106,8 +106,7 @@ def local_batch(global_batch: int, world: int) -> int:
     """Each process's share of a global batch; ConfigError when it does not divide."""
     if global_batch % world:
         raise ConfigError(
-            f"the global batch {global_batch} does not divide among the {world} training "
-            "processes",
+            f"the global batch {global_batch} does not divide among the {world} training processes",
             f"make it a multiple of {world}: batch_size_per_device x devices x hosts (what "
             "`finetune launch` derives).",
         )

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import platform
 import signal
 import time
@@ -28,7 +27,7 @@ from finetune.train import dataset
 from finetune.train.checkpoints import Checkpoint
 from finetune.train.contract import TrainJob
 from finetune.train.engines.models import check_model
-from finetune.train.engines.torch import boxes, ddp, flops, model, streaming
+from finetune.train.engines.torch import boxes, ddp, flops, hardware, model, sharded, streaming
 from finetune.train.engines.torch import weights as wt
 from finetune.train.engines.torch.resident import ImageStore
 from finetune.train.evaluation import Evaluator
@@ -51,7 +50,7 @@ class TorchSession:
         hp = job.hparams
         check_model("torch", hp.model)
         self.job, self.files = job, files
-        self.group = g = ddp.join(_device_type(hp.device))
+        self.group = g = ddp.join(hardware.device_type(hp.device))
         if len(job.hosts) > 1 and g.world == 1:
             raise ConfigError(
                 f"this job has {len(job.hosts)} hosts but this process was not started by "
@@ -59,11 +58,11 @@ class TorchSession:
                 "start it with `python -m finetune.train` (it starts torchrun itself), or "
                 "under torchrun with --nnodes equal to the hosts.",
             )
-        self.device = _device(hp.device, g.local_rank)
-        _threads(self.device, g.local_world)
+        self.device = hardware.device(hp.device, g.local_rank)
+        hardware.threads(self.device, g.local_world)
         self.devices, self.workers, self.ranks = g.local_world, g.nodes, g.world
         self.is_first_host, self.local_rank = g.rank == 0, g.local_rank
-        self.precision = _precision(hp.precision, self.device)
+        self.precision = hardware.precision(hp.precision, self.device)
         self.contract = Preprocessing.from_hparams(hp)
         self.loaded: dict = {}
 
@@ -116,8 +115,8 @@ class TorchSession:
     def _choose_path(self, hp) -> str:
         if hp.data_path != "auto":
             return hp.data_path
-        need = _decoded_bytes(self.files, self.contract)
-        have = _memory(self.device)
+        need = hardware.decoded_bytes(self.files, self.contract)
+        have = hardware.memory(self.device)
         choice = "resident" if need <= RESIDENT_SHARE * have else "stream"
         log.info(
             "data path %s: decoded images ~%.2f GB, %s memory %.1f GB",
@@ -144,7 +143,7 @@ class TorchSession:
         name = torch.cuda.get_device_name(self.device) if cuda else None
         sampler = None
         if cuda and self.is_first_host:  # the GPUs of rank 0's host, one thread
-            sampler = GpuSampler.open(_nvml_ids(self.group.local_world))
+            sampler = GpuSampler.open(hardware.nvml_ids(self.group.local_world))
         return Telemetry(
             precision=self.precision,
             gpus=self.group.world if cuda else 0,
@@ -229,7 +228,7 @@ class TorchSession:
             return x.contiguous(memory_format=torch.channels_last), y
         if self._stream is None:
             rest = [b[mine].tolist() for b in self._batches[position:]]
-            workers = _loader_workers(self.hp.loader_workers)
+            workers = hardware.loader_workers(self.hp.loader_workers)
             pin = self.device.type == "cuda"
             loader = streaming.loader(self.train_data, rest, self._epoch, workers, pin)
             self._stream = iter(loader)
@@ -290,7 +289,7 @@ class TorchSession:
         self.net.eval()
         with torch.no_grad(), self._autocast():
             if shared and self.group.world > 1:
-                return self._evaluate_shared(split, evaluator, stop)
+                return sharded.evaluate(self, split, evaluator, stop)
             for x, y in self._eval_batches(split):
                 if stop:
                     return False
@@ -299,43 +298,6 @@ class TorchSession:
                 if evaluator.done:
                     break
         return True
-
-    def _evaluate_shared(self, split: str, evaluator: Evaluator | None, stop) -> bool:
-        """DistributedSampler's shards (padded by repeating records), every batch gathered
-        on rank 0 in file order with the padding dropped: each record counted once."""
-        g = self.group
-        count = self._split_count(split)
-        records, real = ddp.shard(count, g.rank, g.world)
-        done = 0
-        for x, y in self._eval_batches(split, records):
-            self.agree(stop, False)  # a stop reaches every process within one batch
-            if stop:
-                return False
-            n = len(y)
-            flags = torch.tensor(real[done : done + n], dtype=torch.float32)[:, None]
-            labels = y.cpu().to(torch.float32)[:, None]
-            rows = torch.cat([self.eval_forward(x).float().cpu(), labels, flags], 1)
-            gathered = g.gather(rows)
-            done += n
-            if gathered is not None:  # rank 0: (record i of every rank, ...) is file order
-                block = torch.stack(gathered, 1).reshape(n * g.world, -1)
-                block = block[block[:, -1] > 0]
-                evaluator.add(block[:, :-2].numpy(), block[:, -2].to(torch.int64).numpy())
-        (counted,) = g.sum([float(sum(real))])
-        if int(counted) != count:
-            raise DataError(
-                f"the processes evaluated {int(counted)} records of {split}, not {count}",
-                "report this: the shards must cover the split exactly once.",
-            )
-        return True
-
-    def _split_count(self, split: str) -> int:
-        f = self.files
-        idx = f.val_idx if split == "val" else f.test_idx
-        rec = f.val_rec if split == "val" else f.test_rec
-        from finetune.data.recordio import read_index
-
-        return len(list(read_index(idx, rec.stat().st_size)))
 
     def _eval_batches(self, split: str, records: list[int] | None = None):
         """(x, y) batches of ``records`` (default: every record, in file order)."""
@@ -358,7 +320,7 @@ class TorchSession:
         data = streaming.RecordDataset(rec, idx, self.contract, False, self.hp.seed)
         order = list(range(len(data))) if records is None else records
         batches = [order[i : i + EVAL_BATCH] for i in range(0, len(order), EVAL_BATCH)]
-        workers = _loader_workers(self.hp.loader_workers)
+        workers = hardware.loader_workers(self.hp.loader_workers)
         for x, y in streaming.loader(data, batches, 0, workers, self.device.type == "cuda"):
             x = x.to(self.device, non_blocking=True)
             yield x.contiguous(memory_format=torch.channels_last), y
@@ -407,7 +369,7 @@ class TorchSession:
             "precision": self.precision,
             "data_path": self.path,
             "flops_per_image": self.flops_per_image,
-            "gpu_peak": _peak_record(self.telemetry),
+            "gpu_peak": hardware.peak_record(self.telemetry),
             "pretrained": self.loaded or None,
             "machine": platform.machine(),
             "nondeterminism": notes,
@@ -425,73 +387,12 @@ class TorchSession:
             return torch.autocast(self.device.type, dtype=dtype)
         return contextlib.nullcontext()
 
-
     def close(self) -> None:
         """End the telemetry thread and leave the process group."""
         telemetry = getattr(self, "telemetry", None)
         if telemetry is not None:
             telemetry.close()
         self.group.close()
-
-
-def _device_type(kind: str) -> str:
-    if kind == "gpu" and not torch.cuda.is_available():
-        raise ConfigError(
-            "device=gpu but PyTorch sees no CUDA GPU on this host",
-            "run on a GPU instance with a CUDA build of torch, or set device=cpu.",
-        )
-    return "cuda" if kind != "cpu" and torch.cuda.is_available() else "cpu"
-
-
-def _device(kind: str, local_rank: int = 0) -> torch.device:
-    if _device_type(kind) == "cuda":
-        return torch.device("cuda", local_rank)
-    return torch.device("cpu")
-
-
-def _threads(device: torch.device, processes: int = 1) -> None:
-    """This process's share of the cores for intra-op work on a CPU (importing mxnet first
-    would leave one)."""
-    if device.type == "cpu":
-        try:
-            cores = len(os.sched_getaffinity(0))
-        except AttributeError:
-            cores = os.cpu_count() or 1
-        torch.set_num_threads(max(cores // processes, 1))
-
-
-def _nvml_ids(count: int) -> list[str]:
-    """NVML names (UUID, else PCI bus id) of CUDA devices 0..count-1."""
-    ids = []
-    for i in range(count):
-        props = torch.cuda.get_device_properties(i)
-        uuid = getattr(props, "uuid", None)
-        if uuid:
-            ids.append(f"GPU-{uuid}")
-        else:
-            ids.append(f"{props.pci_domain_id:08X}:{props.pci_bus_id:02X}:"
-                       f"{props.pci_device_id:02X}.0")  # fmt: skip
-    return ids
-
-
-def _peak_record(telemetry: Telemetry) -> dict | None:
-    peak = telemetry.peak
-    if peak is None:
-        return None
-    return {"model": peak.model, "tflops": peak.tflops(telemetry.precision),
-            "precision": telemetry.precision, "source": peak.source}  # fmt: skip
-
-
-def _precision(asked: str, device: torch.device) -> str:
-    """fp32 on a CPU (bf16 autocast is ~7x slower there); bf16 on GPUs that have it, else
-    fp16 with a gradient scaler (T4, V100)."""
-    if device.type != "cuda":
-        if asked in ("bf16", "fp16"):
-            log.warning("precision=%s asked on a CPU: training in fp32", asked)
-        return "fp32"
-    if asked != "auto":
-        return asked
-    return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
 
 
 def _optimizer(groups: list[dict], hp, device: torch.device):
@@ -519,29 +420,3 @@ def _load(path: Path):
             f"checkpoint file {path} does not load ({type(exc).__name__})",
             "give this run an empty checkpoint folder, or resume it with its own files.",
         ) from None
-
-
-def _decoded_bytes(files: dataset.DatasetFiles, contract: Preprocessing) -> int:
-    """Decoded size of every split at the contract's resize (4:3 images assumed)."""
-    images = sum(s.count for s in files.manifest.splits.values())
-    side = contract.resize_shorter
-    return int(images * side * side * 4 / 3 * 3)
-
-
-def _memory(device: torch.device) -> int:
-    if device.type == "cuda":
-        free, _ = torch.cuda.mem_get_info(device)
-        return int(free)
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return 8 << 30
-
-
-def _loader_workers(asked: int) -> int:
-    if asked >= 0:
-        return asked
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
