@@ -240,12 +240,15 @@ def main() -> None:
                 for path in a.paths.split(","):
                     got = engine(a, dataset, work, model, path, compiled)
                     rate = got.pop("samples_per_sec")
-                    _emit({"config": f"{model} engine {path} compile={compiled}",
-                           "images_per_s": rate, "ratio": rate / ref["images_per_s"], **got})  # fmt: skip
+                    name = f"{model} engine {path} compile={compiled}"
+                    ratio = rate / ref["images_per_s"]
+                    _emit({"config": name, "images_per_s": rate, "ratio": ratio, **got})
             for path in a.paths.split(","):
                 rate = data_alone(a, dataset, path)
+                ratio = rate / ref["images_per_s"]
+                against = f"{model} reference"
                 _emit({"config": f"data path {path} alone", "images_per_s": rate,
-                       "ratio": rate / ref["images_per_s"], "against": f"{model} reference"})  # fmt: skip
+                       "ratio": ratio, "against": against})  # fmt: skip
 
 
 if __name__ == "__main__":
