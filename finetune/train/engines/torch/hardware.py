@@ -43,17 +43,21 @@ def threads(device: torch.device, processes: int = 1) -> None:
 
 
 def nvml_ids(count: int) -> list[str]:
-    """NVML names (UUID, else PCI bus id) of CUDA devices 0..count-1."""
-    ids = []
-    for i in range(count):
-        props = torch.cuda.get_device_properties(i)
-        uuid = getattr(props, "uuid", None)
-        if uuid:
-            ids.append(f"GPU-{uuid}")
-        else:
-            ids.append(f"{props.pci_domain_id:08X}:{props.pci_bus_id:02X}:"
-                       f"{props.pci_device_id:02X}.0")  # fmt: skip
-    return ids
+    """NVML names (UUID, else PCI bus id) of CUDA devices 0..count-1 (none if torch does not
+    say: the telemetry then goes without NVML)."""
+    try:
+        return [_nvml_id(i) for i in range(count)]
+    except (AttributeError, RuntimeError) as exc:
+        log.warning("no NVML names for the GPUs (%s)", exc)
+        return []
+
+
+def _nvml_id(i: int) -> str:
+    props = torch.cuda.get_device_properties(i)
+    uuid = getattr(props, "uuid", None)
+    if uuid:
+        return f"GPU-{uuid}"
+    return f"{props.pci_domain_id:08X}:{props.pci_bus_id:02X}:{props.pci_device_id:02X}.0"
 
 
 def peak_record(telemetry: Telemetry) -> dict | None:
