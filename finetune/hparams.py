@@ -75,6 +75,11 @@ class TrainHyperparameters(BaseModel):
     loader_workers: int = Field(-1, ge=-1)  # stream: worker processes (-1: one per core)
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 or fp16 on GPUs
     compile: bool = False  # torch.compile the network
+    # torch engine, BatchNorm: "batch" normalises with each device's batch statistics (the
+    # usual), "frozen" with the stored running statistics (never updated: a process's
+    # output then does not depend on how the global batch is split), "sync" with the
+    # statistics of the global batch (SyncBatchNorm, GPUs only)
+    batchnorm: Literal["batch", "frozen", "sync"] = "batch"
 
     def to_strings(self) -> dict[str, str]:
         """The SageMaker hyperparameters map: every value a string (JSON for non-strings)."""

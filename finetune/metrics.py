@@ -36,6 +36,14 @@ class EpochMetrics(BaseModel):
     devices: int = 1  # devices per host
     hosts: int = 1
     time: float = 0.0  # unix time when the epoch ended
+    # telemetry (finetune.train.telemetry; torch engine; None: not measured, e.g. no GPU)
+    gpu_util_pct: float | None = None  # mean NVML utilisation of the GPUs in use, 0-100
+    gpu_mem_gib: float | None = None  # mean memory in use per GPU, GiB
+    input_wait_fraction: float | None = None  # of steady-state step time spent on input
+    data_bound: bool | None = None  # input_wait_fraction above telemetry.DATA_BOUND
+    achieved_tflops: float | None = None  # model FLOPs (fwd+bwd) x samples_per_sec, all GPUs
+    peak_tflops: float | None = None  # dense datasheet peak of all GPUs at the precision
+    pct_of_peak: float | None = None  # 100 x achieved_tflops / peak_tflops
 
     def log_line(self) -> str:
         """'finetune-metrics epoch=0 train_acc=0.5 ...' -- stable names, for regexes."""

@@ -103,16 +103,27 @@ def plan(
     if not raw_port.isdigit() or not 0 < int(raw_port) < 65536:
         raise ConfigError(f"{PORT_ENV}={raw_port!r} is not a port", f"set {PORT_ENV} to 1-65535.")
     ordered = tuple(sorted(hosts))
-    first = ordered[0]
+    address = first_host_address(ordered, environ, resolve, "the parameter-server scheduler")
+    return Cluster(ordered, current_host, address, int(raw_port), interface or None)
+
+
+def first_host_address(
+    hosts: tuple[str, ...] | list[str],
+    environ: Mapping[str, str],
+    resolve: Callable[[str], str] = socket.gethostbyname,
+    role: str = "the first host",
+) -> str:
+    """The address of the first of the sorted ``hosts`` (every host agrees on it): the
+    override, the EC2 agent's map, else name resolution. ``role`` names it in errors."""
+    first = sorted(hosts)[0]
     override = environ.get(ADDRESS_OVERRIDE_ENV) or _mapped(environ.get(ADDRESSES_ENV), first)
     try:
-        address = override or resolve(first)
+        return override or resolve(first)
     except OSError as exc:
         raise ConfigError(
-            f"cannot resolve the first host {first!r} (the parameter-server scheduler): {exc}",
+            f"cannot resolve the first host {first!r} ({role}): {exc}",
             "every host must resolve the names in resourceconfig.json (SageMaker's do).",
         ) from None
-    return Cluster(ordered, current_host, address, int(raw_port), interface or None)
 
 
 def _mapped(text: str | None, host: str) -> str | None:
@@ -130,7 +141,10 @@ def _mapped(text: str | None, host: str) -> str | None:
 
 
 def plan_for(job: TrainJob) -> Cluster | None:
-    """:func:`plan` for a loaded job (the interface from resourceconfig.json)."""
+    """:func:`plan` for a loaded job (the interface from resourceconfig.json); None for the
+    torch engine (torchrun: finetune.train.engines.torch.launch)."""
+    if job.hparams.engine != "mxnet":
+        return None
     return plan(job.hosts, job.current_host, job.hparams.kvstore, _interface(job))
 
 

@@ -5,11 +5,17 @@ argument is accepted and ignored. Everything else comes from the /opt/ml tree (s
 finetune.train.contract; FINETUNE_ML_ROOT moves it). Exit codes: 0 done, or stopped by SIGTERM
 with a checkpoint saved (the next start resumes); otherwise the FinetuneError's code (1 for an
 unexpected error), with the reason in /opt/ml/output/failure.
+
+The same command on every host serves a PyTorch run of several processes: it starts them
+through torchrun (finetune.train.engines.torch.launch) -- or, started by torchrun, it is one
+of them. A run of several processes fails with the code of the process that failed first
+(128 + the signal's number for one that was killed) and that process's reason.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import traceback
 
@@ -37,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     layout = Layout.from_env()
-    layout.failure_file.unlink(missing_ok=True)  # a stale reason from an earlier attempt
+    if _rank() is None:  # (a worker of torchrun: the launcher did it; a sibling may have failed)
+        layout.failure_file.unlink(missing_ok=True)  # a stale reason from an earlier attempt
     try:
         with StopRequest() as stop:  # first thing: a stop during start-up is honoured too
             job = load_job(layout)
@@ -51,24 +58,49 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         detail = traceback.format_exc()
         return _fail(layout, f"unexpected error: {type(exc).__name__}: {exc}\n\n{detail}", 1)
+    _report(job, layout, result)
+    return 0
+
+
+def _report(job, layout: Layout, result) -> None:
+    """The last line: how the run ended (once per host: torchrun's workers other than rank 0
+    leave it to rank 0 and to the launcher)."""
     # (several hosts: the first one writes the model and the checkpoints)
     where = layout.model_dir if job.is_first_host else f"{min(job.hosts)}'s {layout.model_dir}"
-    if result.stopped_by:
+    processes = getattr(result, "processes", None)
+    if processes is not None:  # this process started the run's processes
+        ended = f"stopped by {result.stopped_by}" if result.stopped_by else "ended"
+        print(f"torchrun: {processes} of {result.world} training processes {ended}", flush=True)
+    elif _rank() not in (None, 0):
+        return
+    elif result.stopped_by:
         print(f"stopped by {result.stopped_by}, checkpoint saved", flush=True)
     else:
         print(
             f"training complete: {len(result.progress.events)} epoch(s), model in {where}",
             flush=True,
         )
-    return 0
+
+
+def _rank() -> int | None:
+    """This process's rank in a torchrun run of several processes (None: not one)."""
+    if int(os.environ.get("WORLD_SIZE") or 1) <= 1 or "RANK" not in os.environ:
+        return None
+    return int(os.environ["RANK"])
 
 
 def _fail(layout: Layout, reason: str, code: int) -> int:
     """Print the reason and write it where SageMaker reads the FailureReason from."""
+    rank = _rank()
+    if rank is not None:  # the first of torchrun's processes to fail names the cause
+        reason = f"training process rank {rank}: {reason}"
     print(f"training failed: {reason}", file=sys.stderr, flush=True)
     try:
         layout.failure_file.parent.mkdir(parents=True, exist_ok=True)
-        layout.failure_file.write_text(reason + "\n", encoding="utf-8")
+        with open(layout.failure_file, "x" if rank is not None else "w", encoding="utf-8") as f:
+            f.write(reason + "\n")
+    except FileExistsError:
+        pass  # another process failed first (this one may only have lost its peer)
     except OSError as exc:  # an unwritable output folder must not hide the real reason
         print(f"(could not write {layout.failure_file}: {exc})", file=sys.stderr)
     distributed.exit_if_abandoned(code)  # (a multi-host job that failed ends here)

@@ -7,6 +7,12 @@ validation record exactly once (finetune.train.evaluation), keeps the best-valid
 checkpoint, evaluates the held-out test split once with the best weights, and writes the
 metrics events, the reports and the model artifact. SIGTERM finishes the batch, checkpoints
 and returns.
+
+A session of several processes (the torch engine under torchrun) also provides ``ranks``,
+``local_rank`` and ``agree``: after every step all processes agree on stopping and on
+checkpointing (so they leave the loop after the same step), every process validates its shard
+(rank 0's evaluator counts each record once), and only local rank 0 prints. A session with a
+``telemetry`` (finetune.train.telemetry) adds GPU use, input wait and TFLOP/s to each event.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from finetune.train.contract import TrainJob
 from finetune.train.evaluation import Evaluation, Evaluator, record_labels
 from finetune.train.progress import Progress, Stopwatch
 from finetune.train.signals import StopRequest
+from finetune.train.telemetry import summary_line
 
 LOG_EVERY_ENV = "FINETUNE_LOG_EVERY"  # batches between progress lines (default 50)
 PROGRESS_EVERY_S = 2.0  # and at least this often: a terminal shows a live bar from them
@@ -93,6 +100,7 @@ class _Run:
     hp: object
     val_labels: object = None
     epoch_started: float = 0.0
+    timed_here: float = 0.0  # this process's steady-state seconds of the current epoch
     last_save: float = field(default_factory=time.monotonic)
 
     @property
@@ -115,15 +123,17 @@ def fit(job: TrainJob, session: Session, stop: StopRequest | None = None) -> Fit
     if session.is_first_host:
         run.val_labels = record_labels(files.val_rec, files.val_idx)
         _write_record(run, note)
+    if note:
+        _say(run, f"finetune-rescale {note}")
     progress = Progress.from_state(resume.state) if resume else Progress()
     progress.batch = min(progress.batch, steps)  # restarted on fewer devices
     if session.is_first_host:  # one metrics file and one checkpoint series per cluster
         _rewrite_metrics(job, progress.events)
     if resume is not None:
-        print(
+        _say(
+            run,
             f"finetune-resume checkpoint={resume.directory.name} epoch={progress.epoch} "
             f"batch={progress.batch} step={progress.step}",
-            flush=True,
         )
     _epochs(run, progress)
     resumed = resume.directory.name if resume else None
@@ -152,8 +162,25 @@ def rescale(hp, devices: int, workers: int):
         f"lr {hp.lr:g} -> {update['lr']:g} (linear scaling rule from lr_per_device)"
     )
     log.warning("%s", note)
-    print(f"finetune-rescale {note}", flush=True)
     return hp.model_copy(update=update), note
+
+
+def _say(run: _Run, line: str) -> None:
+    """A log line, printed once per host (local rank 0)."""
+    if getattr(run.session, "local_rank", 0) == 0:
+        print(line, flush=True)
+
+
+def _shared(run: _Run) -> bool:
+    """Whether all processes validate together (each its shard)."""
+    return getattr(run.session, "ranks", 1) > 1
+
+
+def _agree(run: _Run, save_due: bool) -> bool:
+    """Whether to checkpoint now; with several processes, one decision for all (and a stop
+    any of them got reaches run.stop in all of them)."""
+    agree = getattr(run.session, "agree", None)
+    return agree(run.stop, save_due) if agree else save_due
 
 
 def _epochs(run: _Run, progress: Progress) -> None:
@@ -164,9 +191,9 @@ def _epochs(run: _Run, progress: Progress) -> None:
         if run.stop:
             return
         val = None
-        if run.session.is_first_host:
+        if run.session.is_first_host or _shared(run):
             val = _evaluate(run, "val", run.files.val_rec, run.files.val_idx, run.val_labels)
-            if val is None:  # stopped during validation: it runs again after a restart
+            if run.stop:  # stopped during validation: it runs again after a restart
                 return
         best = val is not None and progress.improves(val.accuracy)
         if val is not None:
@@ -176,7 +203,9 @@ def _epochs(run: _Run, progress: Progress) -> None:
                 progress.best_epoch, progress.best_val_acc = progress.epoch, val.accuracy
                 val.save_report(out, run.files.classes, progress.epoch)
         event = _epoch_event(run, progress, val)
-        print(event.log_line(), flush=True)
+        _say(run, event.log_line())
+        if getattr(run.session, "telemetry", None) is not None:
+            _say(run, summary_line(event.epoch, event.model_dump()))
         if run.session.is_first_host:
             metrics.append(run.job.metrics_file, event)
         progress.next_epoch(event.model_dump())
@@ -192,9 +221,10 @@ def _train_epoch(run: _Run, progress: Progress) -> None:
     warmup = min(run.hp.warmup_batches, max(remaining - 1, 0))
     log_every = int(os.environ.get(LOG_EVERY_ENV) or 50)
     last_print = time.monotonic()
+    telemetry = getattr(run.session, "telemetry", None)
+    run.session.begin_epoch(progress.epoch, progress.batch)
     if warmup == 0:
         watch.start()
-    run.session.begin_epoch(progress.epoch, progress.batch)
     for done in range(1, remaining + 1):
         real = run.session.step(run.schedule.at_step(progress.step))
         progress.batch += 1
@@ -203,18 +233,24 @@ def _train_epoch(run: _Run, progress: Progress) -> None:
         if done == warmup:
             _tally(run, progress)
             watch.start()
+            if telemetry is not None:
+                telemetry.start_timing()
         elif done > warmup:
             progress.timed_samples += real
-        if done % log_every == 0 or time.monotonic() - last_print >= PROGRESS_EVERY_S:
+        # several processes sync the loss in a collective: they print on the same steps only
+        due = not _shared(run) and time.monotonic() - last_print >= PROGRESS_EVERY_S
+        if done % log_every == 0 or due:
             _print_progress(run, progress)
             last_print = time.monotonic()
+        save = _agree(run, time.monotonic() - run.last_save >= run.hp.checkpoint_interval_s)
         if run.stop:
             break
-        if time.monotonic() - run.last_save >= run.hp.checkpoint_interval_s:
+        if save:
             _tally(run, progress)
             watch.exclude(_save(run, progress, "interval"))
     _tally(run, progress)
-    progress.timed_seconds += watch.elapsed()
+    run.timed_here = watch.elapsed()
+    progress.timed_seconds += run.timed_here
 
 
 def _tally(run: _Run, progress: Progress) -> None:
@@ -225,16 +261,23 @@ def _tally(run: _Run, progress: Progress) -> None:
 
 
 def _evaluate(run: _Run, split: str, rec: Path, idx: Path, labels) -> Evaluation | None:
+    """The split's evaluation (None if stopped, or on a process other than rank 0)."""
     hp = run.hp
-    evaluator = Evaluator(split, labels, hp.num_classes, max(hp.top_k, 1))
-    if not run.session.evaluate(split, evaluator, run.stop):
-        return None
-    return evaluator.result()
+    evaluator = None
+    if labels is not None:
+        evaluator = Evaluator(split, labels, hp.num_classes, max(hp.top_k, 1))
+    if split == "val" and _shared(run):
+        done = run.session.evaluate(split, evaluator, run.stop, shared=True)
+    else:
+        done = run.session.evaluate(split, evaluator, run.stop)
+    return evaluator.result() if done and evaluator is not None else None
 
 
 def _epoch_event(run: _Run, p: Progress, val: Evaluation | None) -> metrics.EpochMetrics:
     workers = run.session.workers
     rate = p.timed_samples / p.timed_seconds if p.timed_seconds > 0 else 0.0
+    telemetry = getattr(run.session, "telemetry", None)
+    extra = telemetry.epoch_fields(rate * workers, run.timed_here) if telemetry else {}
     return metrics.EpochMetrics(
         epoch=p.epoch,
         samples=p.samples * workers,
@@ -250,6 +293,7 @@ def _epoch_event(run: _Run, p: Progress, val: Evaluation | None) -> metrics.Epoc
         devices=run.session.devices,
         hosts=workers,
         time=time.time(),
+        **extra,
     )
 
 
@@ -375,7 +419,7 @@ def _print_progress(run: _Run, p: Progress) -> None:
         seconds=seconds,
         images_per_sec=p.samples * run.session.workers / seconds if seconds > 0 else 0.0,
     )
-    print(line.log_line(), flush=True)
+    _say(run, line.log_line())
 
 
 def _rewrite_metrics(job: TrainJob, events: list[dict]) -> None:

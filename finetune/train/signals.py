@@ -26,6 +26,11 @@ class StopRequest:
     def __bool__(self) -> bool:
         return self.signal_name is not None
 
+    def request(self, signal_name: str) -> None:
+        """Stop as if ``signal_name`` had arrived here (another process of the run got it)."""
+        if self.signal_name is None:
+            self.signal_name = signal_name
+
     def _handle(self, signum, _frame) -> None:
         if self.signal_name is not None:
             raise SystemExit(128 + signum)

@@ -4,9 +4,21 @@ GPUs), both behind finetune.train.fitloop.Session."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from finetune.errors import ConfigError, require_module
 
 ENGINES = ("mxnet", "torch")
+
+
+@dataclass(frozen=True)
+class Launched:
+    """What ``fit`` returns in a process that started the run's training processes (torchrun)
+    instead of training itself; they wrote the outputs and printed their own lines."""
+
+    processes: int  # on this host
+    world: int  # in the whole run
+    stopped_by: str | None
 
 
 def fit(job, stop=None):
@@ -23,7 +35,7 @@ def fit(job, stop=None):
         require_module("torchvision")
         from finetune.train.engines.torch import fit as torch_fit
 
-        return torch_fit(job, stop)
+        return torch_fit(job, stop)  # (several processes: a Launched)
     raise ConfigError(f"unknown engine {engine!r}", f"use one of: {', '.join(ENGINES)}.")
 
 

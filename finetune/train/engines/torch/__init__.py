@@ -9,10 +9,23 @@ from finetune.train.engines.torch.session import TorchSession
 from finetune.train.signals import StopRequest
 
 
-def fit(job: TrainJob, stop: StopRequest | None = None) -> fitloop.FitResult:
-    """Train as ``job`` says with PyTorch, resuming from its newest checkpoint."""
+def fit(job: TrainJob, stop: StopRequest | None = None):
+    """Train as ``job`` says with PyTorch, resuming from its newest checkpoint; when the job
+    needs several processes and this one was not started by torchrun, start them instead
+    (finetune.train.engines.torch.launch) and return a Launched."""
+    from finetune.train.engines import Launched
+    from finetune.train.engines.torch import launch
+
+    stop = StopRequest() if stop is None else stop
+    plan = launch.plan(job)
+    if plan is not None:
+        return Launched(plan.nproc, plan.world, launch.run(job, plan, stop))
     files = dataset.resolve(job.channels["train"], job.channels["validation"], job.hparams)
-    return fitloop.fit(job, TorchSession(job, files), stop)
+    session = TorchSession(job, files)
+    try:
+        return fitloop.fit(job, session, stop)
+    finally:
+        session.close()
 
 
 __all__ = ["fit"]

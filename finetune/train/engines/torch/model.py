@@ -13,7 +13,7 @@ import logging
 import torch
 from torch import nn
 
-from finetune.errors import DataError
+from finetune.errors import ConfigError, DataError
 from finetune.hparams import TrainHyperparameters
 from finetune.train.engines.models import check_model
 from finetune.train.engines.torch import weights as wt
@@ -66,13 +66,24 @@ def param_groups(net: nn.Module, hp: TrainHyperparameters) -> list[dict]:
     return groups
 
 
-def train_mode(net: nn.Module, frozen_backbone: bool) -> None:
-    """Training mode, except BatchNorm of a frozen backbone (kept in eval mode)."""
+def train_mode(net: nn.Module, frozen_backbone: bool, batchnorm: str = "batch") -> None:
+    """Training mode, except BatchNorm of a frozen backbone or with ``batchnorm=frozen``
+    (kept in eval mode: stored statistics, never updated)."""
     net.train()
-    if frozen_backbone:
+    if frozen_backbone or batchnorm == "frozen":
         for name, module in net.named_modules():
             if isinstance(module, nn.modules.batchnorm._BatchNorm) and not name.startswith("fc"):
                 module.eval()
+
+
+def sync_batchnorm(net: nn.Module, device: torch.device) -> nn.Module:
+    """BatchNorm over the global batch (every process's statistics combined)."""
+    if device.type != "cuda":
+        raise ConfigError(
+            "batchnorm=sync needs GPUs (PyTorch's SyncBatchNorm has no CPU kernels)",
+            "use batchnorm=batch or batchnorm=frozen on CPUs.",
+        )
+    return nn.SyncBatchNorm.convert_sync_batchnorm(net)
 
 
 def initial_seed(seed: int) -> None:

@@ -30,12 +30,14 @@ def normalize(pixels: torch.Tensor, contract: Preprocessing) -> torch.Tensor:
 
 
 def resident_batches(
-    store: ImageStore, contract: Preprocessing
+    store: ImageStore, contract: Preprocessing, records: list[int] | None = None
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """(images, labels) of ``store`` in record order: centre crops, normalised, NHWC."""
+    """(images, labels) of ``records`` of ``store`` (default: all, in record order): centre
+    crops, normalised, NHWC."""
     size, device = contract.image_size, store.pixels.device
-    for start in range(0, len(store), EVAL_BATCH):
-        index = torch.arange(start, min(start + EVAL_BATCH, len(store)), device=device)
+    chosen = torch.arange(len(store)) if records is None else torch.tensor(records)
+    for start in range(0, len(chosen), EVAL_BATCH):
+        index = chosen[start : start + EVAL_BATCH].to(device)
         w, h = store.widths[index].cpu(), store.heights[index].cpu()
         box = boxes.center(w, h, size)
         flip = torch.zeros(len(index), dtype=torch.bool)
@@ -44,11 +46,18 @@ def resident_batches(
 
 
 def stream_batches(
-    rec: Path, idx: Path, contract: Preprocessing, device: torch.device, workers: int, seed: int
+    rec: Path,
+    idx: Path,
+    contract: Preprocessing,
+    device: torch.device,
+    workers: int,
+    seed: int,
+    records: list[int] | None = None,
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """(images, labels) of a split in record order, decoded by ``workers`` processes."""
+    """(images, labels) of ``records`` of a split (default: all, in record order), decoded
+    by ``workers`` processes."""
     data = streaming.RecordDataset(rec, idx, contract, False, seed)
-    order = list(range(len(data)))
+    order = list(range(len(data))) if records is None else list(records)
     batches = [order[i : i + EVAL_BATCH] for i in range(0, len(order), EVAL_BATCH)]
     for x, y in streaming.loader(data, batches, 0, workers, device.type == "cuda"):
         x = x.to(device, non_blocking=True)

@@ -1,0 +1,69 @@
+"""Dense (not sparse) peak TFLOP/s of each GPU model, from the vendors' datasheets.
+
+``gpu_peaks.csv`` holds one row per GPU model: a regular expression matched (case
+insensitive, first row that matches wins, so specific rows come first) against the name
+``torch.cuda.get_device_name`` reports, the dense bf16 and fp16 Tensor Core peaks and the
+fp32 (non-Tensor) peak, and the datasheet each comes from. Datasheets quote Tensor Core
+figures "with sparsity"; the table holds half of those (dense). A figure the GPU lacks (bf16
+before Ampere) is empty. The trainer divides its achieved TFLOP/s by these.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+from finetune.catalog._files import bundled_text, read_rows
+
+FILE = "gpu_peaks.csv"
+HEADER = (
+    "GpuModel", "DeviceNamePattern", "DenseBf16Tflops", "DenseFp16Tflops", "Fp32Tflops",
+    "Source", "Notes",
+)  # fmt: skip
+_COLUMN = {"bf16": "DenseBf16Tflops", "fp16": "DenseFp16Tflops", "fp32": "Fp32Tflops"}
+
+
+@dataclass(frozen=True)
+class GpuPeak:
+    """One GPU model's dense peaks (TFLOP/s, None where the GPU has no such unit)."""
+
+    model: str
+    pattern: str
+    bf16: float | None
+    fp16: float | None
+    fp32: float | None
+    source: str
+
+    def tflops(self, precision: str) -> float | None:
+        """The peak for a training precision (bf16, fp16, fp32)."""
+        return getattr(self, precision, None) if precision in _COLUMN else None
+
+
+@functools.cache
+def peaks() -> tuple[GpuPeak, ...]:
+    """Every row of the bundled table, in file order."""
+    rows = read_rows(bundled_text(FILE), HEADER, FILE)
+    return tuple(
+        GpuPeak(
+            r["GpuModel"],
+            r["DeviceNamePattern"],
+            *(_number(r[_COLUMN[p]]) for p in _COLUMN),
+            r["Source"],
+        )
+        for r in rows
+    )
+
+
+def lookup(device_name: str | None) -> GpuPeak | None:
+    """The row for a CUDA device name ('NVIDIA H100 80GB HBM3'), or None when unknown."""
+    if not device_name:
+        return None
+    for peak in peaks():
+        if re.search(peak.pattern, device_name, re.IGNORECASE):
+            return peak
+    return None
+
+
+def _number(text: str) -> float | None:
+    return float(text) if text.strip() else None

@@ -1,0 +1,106 @@
+"""This process's hardware: which device, how many CPU threads, what precision, how much
+memory, the NVML names of its GPUs and the datasheet peak the telemetry compares against."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import torch
+
+from finetune.errors import ConfigError
+from finetune.train import dataset
+from finetune.train.preprocess import Preprocessing
+from finetune.train.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+
+
+def device_type(kind: str) -> str:
+    if kind == "gpu" and not torch.cuda.is_available():
+        raise ConfigError(
+            "device=gpu but PyTorch sees no CUDA GPU on this host",
+            "run on a GPU instance with a CUDA build of torch, or set device=cpu.",
+        )
+    return "cuda" if kind != "cpu" and torch.cuda.is_available() else "cpu"
+
+
+def device(kind: str, local_rank: int = 0) -> torch.device:
+    if device_type(kind) == "cuda":
+        return torch.device("cuda", local_rank)
+    return torch.device("cpu")
+
+
+def threads(device: torch.device, processes: int = 1) -> None:
+    """This process's share of the cores for intra-op work on a CPU (importing mxnet first
+    would leave one)."""
+    if device.type == "cpu":
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except AttributeError:
+            cores = os.cpu_count() or 1
+        torch.set_num_threads(max(cores // processes, 1))
+
+
+def nvml_ids(count: int) -> list[str]:
+    """NVML names (UUID, else PCI bus id) of CUDA devices 0..count-1 (none if torch does not
+    say: the telemetry then goes without NVML)."""
+    try:
+        return [_nvml_id(i) for i in range(count)]
+    except (AttributeError, RuntimeError) as exc:
+        log.warning("no NVML names for the GPUs (%s)", exc)
+        return []
+
+
+def _nvml_id(i: int) -> str:
+    props = torch.cuda.get_device_properties(i)
+    uuid = getattr(props, "uuid", None)
+    if uuid:
+        return f"GPU-{uuid}"
+    return f"{props.pci_domain_id:08X}:{props.pci_bus_id:02X}:{props.pci_device_id:02X}.0"
+
+
+def peak_record(telemetry: Telemetry) -> dict | None:
+    peak = telemetry.peak
+    if peak is None:
+        return None
+    return {"model": peak.model, "tflops": peak.tflops(telemetry.precision),
+            "precision": telemetry.precision, "source": peak.source}  # fmt: skip
+
+
+def precision(asked: str, device: torch.device) -> str:
+    """fp32 on a CPU (bf16 autocast is ~7x slower there); bf16 on GPUs that have it, else
+    fp16 with a gradient scaler (T4, V100)."""
+    if device.type != "cuda":
+        if asked in ("bf16", "fp16"):
+            log.warning("precision=%s asked on a CPU: training in fp32", asked)
+        return "fp32"
+    if asked != "auto":
+        return asked
+    return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+
+
+def decoded_bytes(files: dataset.DatasetFiles, contract: Preprocessing) -> int:
+    """Decoded size of every split at the contract's resize (4:3 images assumed)."""
+    images = sum(s.count for s in files.manifest.splits.values())
+    side = contract.resize_shorter
+    return int(images * side * side * 4 / 3 * 3)
+
+
+def memory(device: torch.device) -> int:
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(free)
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 8 << 30
+
+
+def loader_workers(asked: int) -> int:
+    if asked >= 0:
+        return asked
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1

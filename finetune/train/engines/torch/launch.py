@@ -1,0 +1,231 @@
+"""Several training processes from the one entrypoint, through torchrun's own launcher.
+
+``python -m finetune.train`` runs on every host. When the job needs more than one process
+(several GPUs on this host, several hosts in resourceconfig.json, or ``devices_per_host`` > 1
+on a CPU, where each process trains as one device) and the process was not itself started
+by torchrun, it becomes the launcher: torch.distributed's elastic agent (the library behind
+the ``torchrun`` command) starts ``python -m finetune.train`` once per device with RANK,
+WORLD_SIZE, LOCAL_RANK... and the workers join one DistributedDataParallel group::
+
+    nnodes       = hosts in resourceconfig.json        node_rank = this host's place in them, sorted
+    nproc        = CUDA GPUs here (device=cpu, or none: devices_per_host)
+    master       = the first sorted host's address (finetune.train.distributed's resolution:
+                   FINETUNE_HOST_ADDRESS_OVERRIDE, the EC2 agent's FINETUNE_HOST_ADDRESSES, DNS)
+                   and port FINETUNE_TORCHRUN_PORT (29500); one host: 127.0.0.1, a free port
+
+Under torchrun already (SageMaker's PyTorch toolkit starts scripts that way) the process just
+joins the group. The agent runs in a thread so that this process keeps its own SIGTERM/SIGINT
+handling: a stop is forwarded to the workers, which agree to stop after the same step,
+checkpoint (rank 0) and exit 0. A worker that dies makes the agent stop the others (SIGTERM,
+then SIGKILL after ``SHUTDOWN_S``); its rank, exit code or signal become this run's failure.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from finetune.errors import ConfigError, FinetuneError
+from finetune.train import distributed
+from finetune.train.contract import TrainJob
+from finetune.train.engines.torch.ddp import PARENT_ENV
+from finetune.train.signals import StopRequest
+
+PORT_ENV = "FINETUNE_TORCHRUN_PORT"
+DEFAULT_PORT = 29500  # torchrun's
+SHUTDOWN_S = 15  # after a worker failed, the others' time to end before SIGKILL
+RENDEZVOUS_S = 600  # how long the hosts may take to find each other
+TORCHRUN_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """This host's share of a multi-process run."""
+
+    nnodes: int
+    node_rank: int
+    nproc: int
+    master_addr: str
+    master_port: int
+
+    @property
+    def world(self) -> int:
+        return self.nnodes * self.nproc
+
+
+class ProcessFailed(FinetuneError):
+    """A training process failed: the run's exit code is that process's."""
+
+    def __init__(self, what: str, fix: str | None, exit_code: int) -> None:
+        super().__init__(what, fix)
+        self.exit_code = exit_code
+
+
+def under_torchrun(environ: Mapping[str, str] | None = None) -> bool:
+    environ = os.environ if environ is None else environ
+    return all(k in environ for k in TORCHRUN_ENV)
+
+
+def plan(
+    job: TrainJob,
+    environ: Mapping[str, str] | None = None,
+    gpus: int | None = None,
+    resolve: Callable[[str], str] = socket.gethostbyname,
+) -> Launch | None:
+    """The processes to start on this host, or None when this process trains (alone, or as
+    a worker torchrun started). ``gpus``: CUDA devices here (None: ask torch)."""
+    environ = os.environ if environ is None else environ
+    if under_torchrun(environ):
+        return None
+    nproc = local_processes(job.hparams, gpus)
+    hosts = sorted(job.hosts)
+    if nproc * len(hosts) == 1:
+        return None
+    if len(hosts) == 1:
+        address, port = "127.0.0.1", _port(environ, default=_free_port())
+    else:
+        address = distributed.first_host_address(hosts, environ, resolve, "the torchrun master")
+        port = _port(environ, default=DEFAULT_PORT)
+    return Launch(len(hosts), hosts.index(job.current_host), nproc, address, port)
+
+
+def local_processes(hp, gpus: int | None = None) -> int:
+    """One process per CUDA GPU; on a CPU (asked, or no GPU) ``devices_per_host``."""
+    if hp.device == "cpu":
+        return hp.devices_per_host
+    if gpus is None:
+        import torch
+
+        gpus = torch.cuda.device_count()
+    if gpus:
+        return gpus
+    return 1 if hp.device == "gpu" else hp.devices_per_host  # (gpu: the worker says why not)
+
+
+def _port(environ: Mapping[str, str], default: int) -> int:
+    raw = environ.get(PORT_ENV)
+    if raw is None:
+        return default
+    if not raw.isdigit() or not 0 < int(raw) < 65536:
+        raise ConfigError(f"{PORT_ENV}={raw!r} is not a port", f"set {PORT_ENV} to 1-65535.")
+    return int(raw)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(job: TrainJob, launch: Launch, stop: StopRequest) -> str | None:
+    """Start this host's workers and wait for them; returns the stop signal's name when they
+    stopped on request, raises ProcessFailed when one failed."""
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    config = LaunchConfig(
+        min_nodes=launch.nnodes,
+        max_nodes=launch.nnodes,
+        nproc_per_node=launch.nproc,
+        run_id="finetune",
+        rdzv_backend="static",
+        rdzv_endpoint=f"{launch.master_addr}:{launch.master_port}",
+        rdzv_configs={"rank": launch.node_rank, "timeout": RENDEZVOUS_S},
+        max_restarts=0,
+        monitor_interval=0.1,
+        shutdown_timeout=SHUTDOWN_S,
+    )
+    log.info(
+        "torchrun: host %d of %d, %d process(es) here, %d in all, master %s:%d",
+        launch.node_rank, launch.nnodes, launch.nproc, launch.world, launch.master_addr,
+        launch.master_port,
+    )  # fmt: skip
+    os.environ[PARENT_ENV] = str(os.getpid())  # the workers die with this process
+    outcome: dict = {}
+
+    def agent() -> None:
+        try:
+            outcome["done"] = elastic_launch(config, sys.executable)("-u", "-m", "finetune.train")
+        except BaseException as exc:  # handed to the main thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=agent, name="torchrun-agent", daemon=True)
+    thread.start()
+    forwarded = False
+    try:
+        while thread.is_alive():
+            thread.join(0.1)
+            if stop and not forwarded:  # the workers checkpoint and exit 0
+                forwarded = _signal_children(signal.Signals[stop.signal_name])
+    finally:
+        if thread.is_alive():  # leaving early (a second Ctrl-C): take the workers along
+            _signal_children(signal.SIGKILL)
+            thread.join(SHUTDOWN_S)
+    error = outcome.get("error")
+    if error is not None:
+        raise _failure(error, job, launch)
+    return stop.signal_name if stop else None
+
+
+def _failure(error: BaseException, job: TrainJob, launch: Launch) -> FinetuneError:
+    """The run's failure from the agent's: the process that failed first, by its own reason
+    (the failure file the first failing worker wrote) or by the signal that killed it."""
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
+    if not isinstance(error, ChildFailedError):
+        return ProcessFailed(
+            f"torchrun could not run the training processes: {type(error).__name__}: {error}",
+            "check that every host reaches the first host on the torchrun port "
+            f"({launch.master_addr}:{launch.master_port}, {PORT_ENV}), then restart the job.",
+            1,
+        )
+
+    def order(item):  # a process killed from outside, then one that failed by itself
+        rank, f = item
+        killed = f.exitcode < 0 and f.signal_name() != "SIGTERM"  # SIGTERM: the agent's
+        return (0 if killed else 1 if f.exitcode > 1 else 2, rank)
+
+    rank, f = min(error.failures.items(), key=order)
+    reason = _worker_reason(job.layout.failure_file)
+    if f.exitcode < 0:
+        return ProcessFailed(
+            f"training process rank {rank} of {launch.world} (host {job.current_host}, local "
+            f"rank {f.local_rank}, pid {f.pid}) was killed by {f.signal_name()}; torchrun "
+            "stopped the other processes",
+            "find what killed it (the kernel's out-of-memory killer reports in dmesg and the "
+            "instance's system log; a smaller batch_size_per_device needs less memory), then "
+            "start the job again: it resumes from the newest checkpoint.",
+            128 - f.exitcode,
+        )
+    what = reason or f"training process rank {rank} of {launch.world} exited with {f.exitcode}"
+    fix = None if reason else "read its traceback in the log above."
+    return ProcessFailed(what, fix, f.exitcode)
+
+
+def _worker_reason(path: Path) -> str | None:
+    with contextlib.suppress(OSError):
+        text = path.read_text(encoding="utf-8").strip()
+        return text or None
+    return None
+
+
+def _signal_children(sig: signal.Signals) -> bool:
+    """``sig`` to every child process of this one (the workers); False if there is none."""
+    me, found = os.getpid(), False
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == me:
+                os.kill(int(entry.name), sig)
+                found = True
+    return found

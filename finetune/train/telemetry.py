@@ -1,0 +1,173 @@
+"""How well a run uses its hardware, per epoch: GPU utilisation and memory (NVML), the share
+of step time spent waiting for input, and achieved TFLOP/s against the GPU's dense peak.
+
+Engine-neutral: an engine measures and feeds a :class:`Telemetry` (input wait per step, the
+model's FLOPs per image, its GPUs' NVML identifiers and their datasheet peak); the epoch loop
+(finetune.train.fitloop) asks it for the epoch's fields of the metrics event
+(finetune.metrics.EpochMetrics: gpu_util_pct, gpu_mem_gib, input_wait_fraction, data_bound,
+achieved_tflops, peak_tflops, pct_of_peak) and prints a ``finetune-telemetry`` line where
+what was not measured reads "n/a". An engine without telemetry (MXNet) leaves them null.
+
+The data-bound verdict comes from the input wait, not from NVML utilisation: utilisation only
+says that some kernel ran during the sample period, so a GPU starved by its input pipeline
+can still read 90 %.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable
+
+from finetune.catalog.gpu_peaks import GpuPeak
+
+DATA_BOUND = 0.10  # input_wait_fraction above this: a faster input path would speed training
+SAMPLE_EVERY_S = 1.0  # NVML sampling period
+GIB = 1024**3
+
+log = logging.getLogger(__name__)
+
+
+class GpuSampler:
+    """A daemon thread reading utilisation and memory in use of some GPUs from NVML every
+    ``interval`` seconds; :meth:`take` returns the means since the previous call."""
+
+    def __init__(self, handles: list, nvml, interval: float = SAMPLE_EVERY_S) -> None:
+        self._handles, self._nvml, self._interval = handles, nvml, interval
+        self._lock = threading.Lock()
+        self._util = self._mem = 0.0
+        self._count = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="nvml-sampler", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def open(cls, gpu_ids: list[str], interval: float = SAMPLE_EVERY_S) -> GpuSampler | None:
+        """A sampler for GPUs named by NVML UUID ("GPU-...") or PCI bus id; None (logged)
+        when nvidia-ml-py or the NVML library is missing, or a GPU is not found."""
+        if not gpu_ids:
+            return None
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            handles = [
+                pynvml.nvmlDeviceGetHandleByUUID(i)
+                if i.startswith("GPU-")
+                else pynvml.nvmlDeviceGetHandleByPciBusId(i)
+                for i in gpu_ids
+            ]
+        except Exception as exc:  # ImportError, NVMLError_*: telemetry is optional
+            log.warning("GPU utilisation not sampled (NVML: %s: %s)", type(exc).__name__, exc)
+            return None
+        return cls(handles, pynvml, interval)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                util = [self._nvml.nvmlDeviceGetUtilizationRates(h).gpu for h in self._handles]
+                mem = [self._nvml.nvmlDeviceGetMemoryInfo(h).used for h in self._handles]
+            except Exception as exc:  # a GPU that fell off the bus must not end training
+                log.warning("NVML sampling stopped: %s", exc)
+                return
+            with self._lock:
+                self._util += sum(util) / len(util)
+                self._mem += sum(mem) / len(mem) / GIB
+                self._count += 1
+
+    def take(self) -> tuple[float | None, float | None]:
+        """(mean utilisation %, mean memory in use GiB per GPU) since the last take."""
+        with self._lock:
+            n, util, mem = self._count, self._util, self._mem
+            self._util = self._mem = 0.0
+            self._count = 0
+        return (util / n, mem / n) if n else (None, None)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        with contextlib.suppress(Exception):
+            self._nvml.nvmlShutdown()
+
+
+class Telemetry:
+    """One process's telemetry. ``gpus`` is the number of GPUs of the whole run (for the peak);
+    ``reduce_max`` combines a value over the run's processes (None: one process)."""
+
+    def __init__(
+        self,
+        *,
+        precision: str,
+        gpus: int = 0,
+        peak: GpuPeak | None = None,
+        flops_per_image: float | None = None,
+        sampler: GpuSampler | None = None,
+        reduce_max: Callable[[float], float] | None = None,
+    ) -> None:
+        self.precision, self.gpus, self.peak = precision, gpus, peak
+        self.flops_per_image = flops_per_image
+        self.sampler, self.reduce_max = sampler, reduce_max
+        self.waited = 0.0  # input wait of the steps timed so far this epoch
+
+    def add_wait(self, seconds: float) -> None:
+        self.waited += seconds
+
+    def begin_epoch(self) -> None:
+        """A new epoch: forget the GPU samples of the previous one (validation included)."""
+        self.waited = 0.0
+        if self.sampler is not None:
+            self.sampler.take()
+
+    def start_timing(self) -> None:
+        """The warm-up batches are over: input wait counts from here, as images/s does."""
+        self.waited = 0.0
+
+    @property
+    def peak_tflops(self) -> float | None:
+        """The dense peak of all GPUs of the run at its precision (None on a CPU)."""
+        one = self.peak.tflops(self.precision) if self.peak and self.gpus else None
+        return one * self.gpus if one else None
+
+    def epoch_fields(self, samples_per_sec: float, timed_seconds: float) -> dict:
+        """The epoch's telemetry fields of the metrics event. ``timed_seconds`` is this
+        process's steady-state training time (the denominator of images/s). Every process
+        of a run calls this together (the input wait is the slowest process's)."""
+        waited = self.reduce_max(self.waited) if self.reduce_max else self.waited
+        fraction = min(waited / timed_seconds, 1.0) if timed_seconds > 0 else None
+        achieved = None
+        if self.flops_per_image and samples_per_sec > 0:
+            achieved = self.flops_per_image * samples_per_sec / 1e12
+        peak = self.peak_tflops
+        util, mem = self.sampler.take() if self.sampler else (None, None)
+        return {
+            "gpu_util_pct": util,
+            "gpu_mem_gib": mem,
+            "input_wait_fraction": fraction,
+            "data_bound": None if fraction is None else fraction > DATA_BOUND,
+            "achieved_tflops": achieved,
+            "peak_tflops": peak,
+            "pct_of_peak": 100 * achieved / peak if achieved is not None and peak else None,
+        }
+
+    def close(self) -> None:
+        if self.sampler is not None:
+            self.sampler.close()
+
+
+def summary_line(epoch: int, fields: dict) -> str:
+    """'finetune-telemetry epoch=0 gpu_util_pct=n/a ... verdict=compute-bound' for people
+    (the metrics line leaves out what was not measured; this one says so)."""
+
+    def show(key: str, fmt: str) -> str:
+        value = fields.get(key)
+        return "n/a" if value is None else format(value, fmt)
+
+    verdict = {True: "data-bound", False: "not-data-bound"}.get(fields.get("data_bound"), "n/a")
+    return (
+        f"finetune-telemetry epoch={epoch} gpu_util_pct={show('gpu_util_pct', '.1f')} "
+        f"gpu_mem_gib={show('gpu_mem_gib', '.2f')} "
+        f"input_wait_fraction={show('input_wait_fraction', '.3f')} verdict={verdict} "
+        f"(threshold {DATA_BOUND:g}) achieved_tflops={show('achieved_tflops', '.4g')} "
+        f"peak_tflops={show('peak_tflops', '.4g')} pct_of_peak={show('pct_of_peak', '.1f')}"
+    )
