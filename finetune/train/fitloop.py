@@ -176,11 +176,13 @@ def _shared(run: _Run) -> bool:
     return getattr(run.session, "ranks", 1) > 1
 
 
-def _agree(run: _Run, save_due: bool) -> bool:
-    """Whether to checkpoint now; with several processes, one decision for all (and a stop
-    any of them got reaches run.stop in all of them)."""
+def _agree(run: _Run, save_due: bool = False) -> tuple[bool, bool]:
+    """(stop, checkpoint now): with several processes, one decision for all, taken in a
+    collective every process reaches at the same point. A signal lands at any moment, so
+    the live flag (run.stop) may differ between processes; only the agreed answer decides
+    whether they leave a loop, or they would wait for each other forever."""
     agree = getattr(run.session, "agree", None)
-    return agree(run.stop, save_due) if agree else save_due
+    return agree(run.stop, save_due) if agree else (bool(run.stop), save_due)
 
 
 def _epochs(run: _Run, progress: Progress) -> None:
@@ -188,12 +190,12 @@ def _epochs(run: _Run, progress: Progress) -> None:
     while progress.epoch < run.hp.epochs:
         run.epoch_started = time.monotonic()
         _train_epoch(run, progress)
-        if run.stop:
+        if _agree(run)[0]:
             return
         val = None
         if run.session.is_first_host or _shared(run):
             val = _evaluate(run, "val", run.files.val_rec, run.files.val_idx, run.val_labels)
-            if run.stop:  # stopped during validation: it runs again after a restart
+            if _agree(run)[0]:  # stopped during validation: it runs again after a restart
                 return
         best = val is not None and progress.improves(val.accuracy)
         if val is not None:
@@ -242,8 +244,8 @@ def _train_epoch(run: _Run, progress: Progress) -> None:
         if done % log_every == 0 or due:
             _print_progress(run, progress)
             last_print = time.monotonic()
-        save = _agree(run, time.monotonic() - run.last_save >= run.hp.checkpoint_interval_s)
-        if run.stop:
+        stop, save = _agree(run, time.monotonic() - run.last_save >= run.hp.checkpoint_interval_s)
+        if stop:
             break
         if save:
             _tally(run, progress)

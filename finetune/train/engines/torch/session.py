@@ -257,14 +257,15 @@ class TorchSession:
         self._seen = 0
         return loss, int(hits), int(seen)
 
-    def agree(self, stop: StopRequest, save_due: bool) -> bool:
-        """After every step: a stop any process got reaches all of them (all end after
-        this same step), and whether to checkpoint now (one clock for all)."""
+    def agree(self, stop: StopRequest, save_due: bool) -> tuple[bool, bool]:
+        """After every step: (stop, checkpoint now), one answer for every process. A stop any
+        process got reaches all of them (all end after this same step); the caller must act
+        on the returned stop, not on its own flag, which a signal may set just after this."""
         mine = signal.Signals[stop.signal_name].value if stop else 0
         signum, save = self.group.agree(mine, save_due)
         if signum:
             stop.request(ddp.signal_name(signum))
-        return save
+        return bool(signum), save
 
     # ---- input wait -------------------------------------------------------------------
     def _clock(self):

@@ -28,8 +28,8 @@ def evaluate(session, split: str, evaluator: Evaluator | None, stop: StopRequest
     records, real = ddp.shard(count, g.rank, g.world)
     done = 0
     for x, y in session._eval_batches(split, records):
-        session.agree(stop, False)  # a stop reaches every process within one batch
-        if stop:
+        halt, _ = session.agree(stop, False)  # a stop reaches every process within one batch
+        if halt:
             return False
         n = len(y)
         flags = torch.tensor(real[done : done + n], dtype=torch.float32)[:, None]
