@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
-from finetune.errors import ConfigError, did_you_mean
+from finetune.errors import ConfigError
 
 ENV_FILE = "FINETUNE_CONFIG"
 ENV_PREFIX = "FINETUNE_"
@@ -57,47 +56,7 @@ def read() -> dict[str, str]:
     return {k: str(v) for k, v in data.items()}
 
 
-def keys() -> list[str]:
-    """Every key the file (and the environment) may set."""
-    from finetune.settings import Settings
-
-    return list(Settings.model_fields)
-
-
-def check_key(key: str) -> str:
-    """``key`` normalised (dashes and case) if it is a setting, else a ConfigError."""
-    name = key.strip().lower().replace("-", "_").removeprefix("finetune_")
-    if name not in keys():
-        raise ConfigError(
-            f"unknown setting {key!r}.{did_you_mean(name, keys())}",
-            f"use one of: {', '.join(keys())}.",
-        )
-    return name
-
-
-def set_value(key: str, value: str | None) -> Path:
-    """Set (or, with None, remove) one key in the file, after checking the value; returns
-    the file's path."""
-    from pydantic import ValidationError
-
-    from finetune.settings import Settings
-
-    name = check_key(key)
-    data = read()
-    if value is None:
-        data.pop(name, None)
-    else:
-        try:  # the value must be one the settings accept (a path for data_dir, ...)
-            Settings.model_validate({name: value})
-        except ValidationError as exc:
-            msg = exc.errors()[0]["msg"]
-            raise ConfigError(f"{name}={value!r}: {msg}", f"give a valid {name}.") from None
-        data[name] = value
-    _write(path(), data)
-    return path()
-
-
-def _write(file: Path, data: dict[str, str]) -> None:
+def write(file: Path, data: dict[str, str]) -> None:
     """Plain ``key = "value"`` lines (TOML basic strings share JSON's escapes)."""
     file.parent.mkdir(parents=True, exist_ok=True)
     lines = ["# finetune settings: `finetune config show` explains them; env FINETUNE_* wins."]
@@ -105,32 +64,3 @@ def _write(file: Path, data: dict[str, str]) -> None:
     tmp = file.with_name(f".{file.name}.tmp-{os.getpid()}")
     tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
     os.replace(tmp, file)
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One setting as it applies now, and where its value came from."""
-
-    key: str
-    value: str | None
-    source: str  # "environment (FINETUNE_X)", "config file", or "default"
-
-
-def show() -> list[Entry]:
-    """Every setting's value in effect and its source."""
-    from finetune.settings import Settings
-
-    current = Settings()
-    from_file = read()
-    out = []
-    for key in keys():
-        env = next((n for n in os.environ if n.upper() == ENV_PREFIX + key.upper()), None)
-        if env:
-            source = f"environment ({env})"
-        elif key in from_file:
-            source = "config file"
-        else:
-            source = "default"
-        value = getattr(current, key)
-        out.append(Entry(key, None if value is None else str(value), source))
-    return out

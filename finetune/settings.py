@@ -6,11 +6,15 @@ config set KEY VALUE`), then the defaults below.
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from finetune.errors import ConfigError, did_you_mean
 
 
 def _user_dir(kind: str) -> Path:
@@ -88,3 +92,71 @@ def resolve_dataset(name_or_path: str) -> tuple[Path, str | None]:
             )
         return prepared, note
     return (p if p.exists() else prepared), None
+
+
+# -- the config file's keys (`finetune config show|set|unset`) ----------------------------
+def keys() -> list[str]:
+    """Every key the file (and the environment) may set."""
+    return list(Settings.model_fields)
+
+
+def check_key(key: str) -> str:
+    """``key`` normalised (dashes and case) if it is a setting, else a ConfigError."""
+    name = key.strip().lower().replace("-", "_").removeprefix("finetune_")
+    if name not in keys():
+        raise ConfigError(
+            f"unknown setting {key!r}.{did_you_mean(name, keys())}",
+            f"use one of: {', '.join(keys())}.",
+        )
+    return name
+
+
+def set_value(key: str, value: str | None) -> Path:
+    """Set (or, with None, remove) one key in the config file, after checking the value; returns
+    the file's path."""
+    from pydantic import ValidationError
+
+    from finetune import config
+
+    name = check_key(key)
+    data = config.read()
+    if value is None:
+        data.pop(name, None)
+    else:
+        try:  # the value must be one the settings accept (a path for data_dir, ...)
+            Settings.model_validate({name: value})
+        except ValidationError as exc:
+            msg = exc.errors()[0]["msg"]
+            raise ConfigError(f"{name}={value!r}: {msg}", f"give a valid {name}.") from None
+        data[name] = value
+    config.write(config.path(), data)
+    return config.path()
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One setting as it applies now, and where its value came from."""
+
+    key: str
+    value: str | None
+    source: str  # "environment (FINETUNE_X)", "config file", or "default"
+
+
+def show() -> list[Entry]:
+    """Every setting's value in effect and its source."""
+    from finetune import config
+
+    current = Settings()
+    from_file = config.read()
+    out = []
+    for key in keys():
+        env = next((n for n in os.environ if n.upper() == "FINETUNE_" + key.upper()), None)
+        if env:
+            source = f"environment ({env})"
+        elif key in from_file:
+            source = "config file"
+        else:
+            source = "default"
+        value = getattr(current, key)
+        out.append(Entry(key, None if value is None else str(value), source))
+    return out

@@ -22,9 +22,9 @@ from pathlib import Path
 
 from finetune.aws import retries
 from finetune.aws.errors import aws_errors
+from finetune.data.channels import CHANNELS, channel_files
 from finetune.data.manifest import MANIFEST
 from finetune.errors import DataError, UsageError
-from finetune.train.mltree import CHANNELS, channel_files
 
 DATASETS_ROOT = "finetune/datasets/"
 PART_SIZE = 64 * 1024 * 1024  # S3 needs >= 5 MiB for every part but the last

@@ -15,10 +15,10 @@ app = typer.Typer(
 @app.command("show")
 def show(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")):
     """Every setting, its value and where it came from (environment, config file, default)."""
-    from finetune import config
+    from finetune import config, settings
     from finetune.cli._render import echo_json, info, rich_table
 
-    entries = config.show()
+    entries = settings.show()
     if as_json:
         echo_json({"config_file": str(config.path()), "settings": [e.__dict__ for e in entries]})
         return
@@ -33,18 +33,18 @@ def set_(
     value: str = typer.Argument(..., help="Its value (checked before the file is written)."),
 ) -> None:
     """Write KEY = VALUE into the config file (created if needed)."""
-    from finetune import config
+    from finetune import settings
     from finetune.cli._render import info
 
-    file = config.set_value(key, value)
-    info(f"Set {config.check_key(key)} in {file}.")
+    file = settings.set_value(key, value)
+    info(f"Set {settings.check_key(key)} in {file}.")
 
 
 @app.command("unset")
 def unset(key: str = typer.Argument(..., help="The setting to remove from the config file.")):
     """Remove KEY from the config file (its default, or the environment, applies again)."""
-    from finetune import config
+    from finetune import settings
     from finetune.cli._render import info
 
-    file = config.set_value(key, None)
-    info(f"Removed {config.check_key(key)} from {file}.")
+    file = settings.set_value(key, None)
+    info(f"Removed {settings.check_key(key)} from {file}.")

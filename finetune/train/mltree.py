@@ -13,19 +13,10 @@ import json
 import os
 from pathlib import Path
 
-from finetune.data.manifest import MANIFEST, write_atomic
+from finetune.data.channels import CHANNELS, RECORDIO, channel_files
+from finetune.data.manifest import write_atomic
 
-CHANNELS = {"train": "train", "validation": "val"}
-RECORDIO = "application/x-recordio"
-
-
-def channel_files(dataset_name: str, split: str, with_test: bool = False) -> list[str]:
-    """The files of one channel. A held-out test split travels in the validation channel
-    (the trainer scores it once, at the end)."""
-    files = [f"{dataset_name}_{split}.rec", f"{dataset_name}_{split}.idx", MANIFEST]
-    if with_test and split == "val":
-        files += [f"{dataset_name}_test.rec", f"{dataset_name}_test.idx"]
-    return files
+__all__ = ["CHANNELS", "RECORDIO", "channel_files", "layout"]
 
 
 def layout(root: Path, plan, hosts: list[str] | None = None, current: str = "algo-1") -> Path:

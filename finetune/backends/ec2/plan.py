@@ -65,8 +65,8 @@ def resources(request: base.ResourceRequest):
 
 
 def dataset_summary(uri: str):
-    from finetune.aws import s3dataset
     from finetune.aws.session import configured_region
+    from finetune.backends import s3dataset
 
     return s3dataset.summarize(uri, configured_region(None))
 

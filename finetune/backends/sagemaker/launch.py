@@ -76,8 +76,8 @@ def resources(request: base.ResourceRequest, opts: rq.JobOptions):
 
 def dataset_summary(uri: str, opts: rq.JobOptions):
     """The summary of a dataset finetune uploaded to ``uri`` (its manifest is read there)."""
-    from finetune.aws import s3dataset
     from finetune.aws.session import configured_region
+    from finetune.backends import s3dataset
 
     return s3dataset.summarize(uri, configured_region(opts.region))
 

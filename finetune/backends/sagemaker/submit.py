@@ -159,7 +159,7 @@ def dataset_location(plan, bucket: str, read_prefixes: tuple[str, ...] = ()):
 
 def expected_files(plan, channel: str) -> list[str]:
     """The files the trainer opens in ``channel`` (train or validation)."""
-    from finetune.train.mltree import CHANNELS, channel_files
+    from finetune.data.channels import CHANNELS, channel_files
 
     return channel_files(plan.dataset.name, CHANNELS[channel], plan.dataset.test_count > 0)
 

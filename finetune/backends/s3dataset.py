@@ -14,9 +14,9 @@ from finetune.errors import DataError
 def summarize(uri: str, region: str | None = None):
     """The DatasetSummary of the dataset under ``uri`` (path = the prefix, ending in '/')."""
     from finetune.aws.session import connect
+    from finetune.data.channels import CHANNELS, channel_files
     from finetune.data.manifest import MANIFEST, parse
     from finetune.plan import DatasetSummary
-    from finetune.train.mltree import CHANNELS, channel_files
 
     root = as_prefix(uri)
     bucket, prefix = parse_s3_uri(root)
