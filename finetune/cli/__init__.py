@@ -45,6 +45,7 @@ def _register() -> None:
         prices,
         recipes,
         runs,
+        sweep,
         testio,
     )
 
@@ -53,6 +54,7 @@ def _register() -> None:
     app.command("test-io")(testio.test_io)
     app.add_typer(recipes.app, name="recipes")
     app.command("launch")(launch.launch)
+    app.command("sweep")(sweep.sweep)
     app.add_typer(runs.app, name="runs")
     app.command("cost-report")(cost_report.cost_report)
     app.add_typer(prices.app, name="prices")

@@ -45,3 +45,30 @@ def finished_facts(ledger, run_ids=(), recipe=None, since=None) -> list[RunFacts
     else:
         runs = [r for r in ledger.list(recipe=recipe, since=since) if r.ended_at is not None]
     return [run_facts(r, ledger.epochs(r.id)) for r in runs]
+
+
+def measured_history() -> list:
+    """The ledger's finished runs with throughput, as report.estimate history (estimates learn
+    from what was measured here). An unreadable ledger is no history, never a failed plan."""
+    from finetune.errors import FinetuneError
+    from finetune.report.estimate import measurements
+    from finetune.runs.ledger import open_default
+
+    try:
+        with open_default() as ledger:
+            runs = [r for r in ledger.list() if r.status == "completed"]
+            return measurements(_facts_or_skip(ledger, runs))
+    except FinetuneError:
+        return []
+
+
+def _facts_or_skip(ledger, runs) -> list[RunFacts]:
+    from finetune.errors import FinetuneError
+
+    out = []
+    for r in runs:
+        try:
+            out.append(run_facts(r, ledger.epochs(r.id)))
+        except FinetuneError:
+            continue  # a run that cannot be costed can still not teach throughput: skip it
+    return out

@@ -44,12 +44,16 @@ def new_run(plan, backend_name: str, run_id: str, run_dir: Path) -> Run:
     )
 
 
-def launch(plan, backend: Backend, ledger: Ledger) -> Run:
-    """Record a new run, then submit it; a failed submit is recorded as failed."""
+def launch(plan, backend: Backend, ledger: Ledger, columns: dict | None = None) -> Run:
+    """Record a new run, then submit it; a failed submit is recorded as failed. ``columns``
+    are more Run fields to record with it from the start (a sweep's id and cell), so even a
+    submit that fails is found again by them."""
+    from dataclasses import replace
+
     run_id = new_run_id()
     run_dir = runs_dir() / run_id
     run_dir.mkdir(parents=True)
-    run = ledger.create(new_run(plan, backend.name, run_id, run_dir))
+    run = ledger.create(replace(new_run(plan, backend.name, run_id, run_dir), **(columns or {})))
     return _submit(plan, backend, ledger, run)
 
 

@@ -50,12 +50,14 @@ def build_plan(recipe, dataset: str | None, res, overrides, region: str | None =
     return with_estimate(plan, region)
 
 
-def with_estimate(plan, region: str | None, backend: str = "sagemaker"):
+def with_estimate(plan, region: str | None, backend: str = "sagemaker", history=None):
     """The plan with report.estimate's figures for ``backend`` (sagemaker: ml.* prices, ec2:
-    EC2 prices); unchanged where no region is known."""
+    EC2 prices); unchanged where no region is known. ``history``: measured runs (default:
+    the ledger's), which replace the reference throughput when they match."""
     if not region:
         return plan
     from finetune.report.estimate import estimate_run
+    from finetune.runs.facts import measured_history
 
     res = plan.resources
     try:
@@ -68,6 +70,7 @@ def with_estimate(plan, region: str | None, backend: str = "sagemaker"):
             instance_count=res.hosts,
             backend=backend,
             use_spot=res.spot,
+            history=measured_history() if history is None else history,
         )
     except FinetuneError as exc:
         return plan.with_estimate({"summary": f"no estimate: {exc.what}"})
