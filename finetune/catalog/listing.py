@@ -1,4 +1,6 @@
-"""The rows of `finetune prices`: instances with GPUs and their hourly price in euros."""
+"""The rows of `finetune prices`: instances with GPUs and their hourly price in euros, each
+with where its price and rate came from and how old they are -- and the instances that have no
+sourced price (retired P2, ml.* before a refresh), said so instead of left out silently."""
 
 from __future__ import annotations
 
@@ -44,7 +46,8 @@ class Offer:
             "memory_gib": i.memory_gib,
             "usd_per_hour": p.usd_per_hour,
             "eur_per_hour": round(self.eur_per_hour, 4),
-            "price_as_of": p.as_of.isoformat(),
+            "price_as_of": p.as_of_iso,
+            "price_age": p.age,
             "price_source": p.source,
             "spot_usd_per_hour": round(s.usd_per_hour, 4),
             "spot_eur_per_hour": round(self.spot_eur_per_hour, 4),
@@ -52,19 +55,47 @@ class Offer:
             "spot_source": s.source,
             "usd_per_eur": self.rate.usd_per_eur,
             "rate_date": self.rate.on.isoformat(),
+            "rate_source": self.rate.source,
             "retired": i.retired,
             "successor": i.successor,
         }
 
 
+@dataclass(frozen=True)
+class Unpriced:
+    """An instance type (in a region, on a backend) for which no sourced price exists."""
+
+    instance: instances.InstanceType
+    region: str  # "-" where no region has a price at all
+    backend: str
+    why: str
+
+    def as_dict(self) -> dict:
+        name = self.instance.sagemaker_name() if self.backend == "sagemaker" else None
+        return {
+            "instance_type": name or self.instance.name,
+            "region": self.region,
+            "backend": self.backend,
+            "gpu_model": self.instance.gpu_model,
+            "gpu_count": self.instance.gpu_count,
+            "usd_per_hour": None,
+            "eur_per_hour": None,
+            "price_source": self.why,
+            "retired": self.instance.retired,
+            "successor": self.instance.successor,
+        }
+
+
 @dataclass
 class Listing:
-    """Offers plus the provenance a reader needs: rate, sources, cache age, warnings."""
+    """Offers plus the provenance a reader needs: rate, sources, cache age, warnings, and
+    the instance types without a sourced price."""
 
     offers: list[Offer]
     rate: fx.Rate
     cache_age: str
     warnings: list[str] = field(default_factory=list)
+    unpriced: list[Unpriced] = field(default_factory=list)
 
     def sources(self) -> list[str]:
         """Distinct price sources, in order of first appearance (for footnotes)."""
@@ -90,4 +121,24 @@ def list_offers(
     spots = spot.spot_prices(rows, live=live_spot, client_for=client_for)
     known = instances.all_instances()
     offers = [Offer(known[p.instance_type], p, spots[p.key], rate) for p in rows]
-    return Listing(offers, rate, cache.cache_age(), book.warnings + rate_warnings)
+    missing = unpriced(book, gpu, region, backend)
+    return Listing(offers, rate, cache.cache_age(), book.warnings + rate_warnings, missing)
+
+
+def unpriced(book: prices.PriceBook, gpu=None, region=None, backend=None) -> list[Unpriced]:
+    """GPU types with no EC2 price in any region (e.g. retired P2: not in the snapshot), and,
+    when SageMaker is asked for, the priced EC2 types whose ml.* price was never refreshed."""
+    out = []
+    have = {(i, b) for (i, _, b) in book.prices}
+    for inst in instances.with_gpu(gpu):
+        if backend in (None, "ec2") and (inst.name, "ec2") not in have:
+            why = "no sourced price (not in the catalog snapshot; `finetune prices refresh`)"
+            out.append(Unpriced(inst, region or "-", "ec2", why))
+    if backend != "sagemaker":
+        return out
+    ec2 = {(i, r) for (i, r, b) in book.prices if b == "ec2" and region in (None, r)}
+    for inst in instances.with_gpu(gpu):
+        for i, r in sorted(k for k in ec2 if k[0] == inst.name):
+            if (i, r, "sagemaker") not in book.prices:
+                out.append(Unpriced(inst, r, "sagemaker", prices.NO_SAGEMAKER_PRICE))
+    return out

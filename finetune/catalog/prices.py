@@ -1,9 +1,12 @@
-"""Hourly on-demand prices in USD per instance type, region and backend, with date and source.
+"""Hourly on-demand prices in USD per instance type, region and backend, with age and source.
 
-Bundled data (prices.csv, SkyPilot-style rows) is overlaid by the user cache that
-``finetune prices refresh`` writes to <cache dir>/prices/prices.csv: a cached row replaces the
-bundled row with the same (instance, region, backend). A corrupt cache is ignored with a
-warning, never silently: the bundled snapshot still answers.
+EC2 prices come from the bundled catalog snapshot (catalog/snapshot.py: SkyPilot's public AWS
+catalog at a named commit, labelled "catalog snapshot (2025 or later)"), overlaid by the user
+cache that ``finetune prices refresh`` writes to <cache dir>/prices/prices.csv (rows dated by
+their fetch). No dated public table of SageMaker training prices exists, so ml.* prices come
+from a refresh only; until then ``quote`` estimates them as the EC2 price times the
+SageMaker markup setting, labelled an estimate, never listed as a price. A corrupt cache is
+ignored with a warning, never silently: the bundled snapshot still answers.
 """
 
 from __future__ import annotations
@@ -12,13 +15,15 @@ from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
-from finetune.catalog import instances
-from finetune.catalog._files import bundled_text, cache_dir, read_rows, rows_to_csv
+from finetune.catalog import instances, snapshot
+from finetune.catalog._files import cache_dir, read_rows, rows_to_csv
 from finetune.errors import DataError, FinetuneError, UsageError, did_you_mean
 
 HEADER = ("InstanceType", "Region", "Backend", "PriceUSD", "AsOf", "Source")
 BACKENDS = ("ec2", "sagemaker")
 CACHE_FILE = "prices.csv"
+DEFAULT_SAGEMAKER_MARKUP = 0.25  # ml.* training runs 15-25 % above EC2: the dear end, on purpose
+NO_SAGEMAKER_PRICE = "no sourced price: run `finetune prices refresh`"
 
 
 @dataclass(frozen=True)
@@ -29,8 +34,20 @@ class Price:
     region: str
     backend: str  # ec2 | sagemaker
     usd_per_hour: float
-    as_of: date
+    as_of: date | None  # the fetch date of a refreshed row; None for the undated snapshot
     source: str
+    estimate: bool = False  # True: derived (SageMaker = EC2 x markup), not a published price
+
+    @property
+    def as_of_iso(self) -> str | None:
+        return self.as_of.isoformat() if self.as_of else None
+
+    @property
+    def age(self) -> str:
+        """How old the figure is: 'fetched 2026-03-02', or the snapshot's label."""
+        if self.as_of is not None:
+            return f"fetched {self.as_of.isoformat()}"
+        return snapshot.provenance().label
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -72,7 +89,7 @@ def parse_csv(text: str, origin: str) -> list[Price]:
 def to_csv(prices: list[Price]) -> str:
     """Catalog CSV text for ``prices``, sorted so diffs of the cache stay readable."""
     rows = [
-        (p.instance_type, p.region, p.backend, f"{p.usd_per_hour:g}", p.as_of.isoformat(), p.source)
+        (p.instance_type, p.region, p.backend, f"{p.usd_per_hour:g}", p.as_of_iso, p.source)
         for p in sorted(prices, key=lambda p: (p.backend, p.region, p.instance_type))
     ]
     return rows_to_csv(HEADER, rows)
@@ -108,6 +125,21 @@ class PriceBook:
             return found
         where = sorted(r for (i, r, b) in self.prices if i == inst.name and b == backend)
         known = f" Known regions for it: {', '.join(where)}." if where else ""
+        if backend == "sagemaker" and not where:
+            raise DataError(
+                f"ml.{inst.name} in {region}: {NO_SAGEMAKER_PRICE} (no dated public table of "
+                "SageMaker training prices exists).",
+                f"run `finetune prices refresh --region {region} --backend sagemaker` "
+                "(AWS Pricing API).",
+            )
+        if backend == "ec2" and not any(i == inst.name for (i, _, _) in self.prices):
+            raise DataError(
+                f"No sourced price for {inst.name}: it is not in the bundled catalog snapshot "
+                f"({snapshot.provenance().source()})"
+                + (" and AWS has retired it." if inst.retired else "."),
+                f"run `finetune prices refresh --region {region}` (AWS Pricing API)"
+                + (f", or use its successor {inst.successor}." if inst.successor else "."),
+            )
         hint = "" if region in self.regions() else did_you_mean(region, self.regions())
         raise DataError(
             f"No {backend} price for {inst.name} in {region}.{hint}{known}",
@@ -137,6 +169,49 @@ class PriceBook:
         ]
         return sorted(rows, key=lambda p: (order[p.instance_type], p.region, p.backend))
 
+    def quote(self, instance: str, region: str, backend: str = "ec2") -> Price:
+        """Like ``get``, but a SageMaker type without a refreshed price is estimated as its EC2
+        price times the SageMaker markup setting -- marked ``estimate`` and labelled so."""
+        try:
+            return self.get(instance, region, backend)
+        except DataError:
+            if backend != "sagemaker":
+                raise
+        ec2 = self.get(instance, region, "ec2")
+        markup = sagemaker_markup()
+        return Price(
+            instance_type=ec2.instance_type,
+            region=region,
+            backend="sagemaker",
+            usd_per_hour=ec2.usd_per_hour * (1 + markup),
+            as_of=ec2.as_of,
+            source=(
+                f"estimate: EC2 on-demand x {1 + markup:.2f} (SageMaker markup "
+                f"FINETUNE_SAGEMAKER_MARKUP={markup:g}, default {DEFAULT_SAGEMAKER_MARKUP:g}; "
+                f"{NO_SAGEMAKER_PRICE}); EC2: {ec2.source}"
+            ),
+            estimate=True,
+        )
+
+
+def sagemaker_markup() -> float:
+    """The SageMaker-over-EC2 markup estimates use (setting FINETUNE_SAGEMAKER_MARKUP)."""
+    from finetune import settings
+
+    return settings.get().sagemaker_markup
+
+
+def snapshot_prices() -> list[Price]:
+    """On-demand EC2 prices from the bundled catalog snapshot, for catalog instance types
+    (rows whose source has no on-demand price are left out: no price, not a zero)."""
+    known = instances.all_instances()
+    source = snapshot.provenance().source()
+    return [
+        Price(itype, region, "ec2", row.on_demand, None, source)
+        for (itype, region), row in sorted(snapshot.rows().items())
+        if itype in known and row.on_demand
+    ]
+
 
 def check_backend(backend: str) -> None:
     """UsageError (with a suggestion) unless ``backend`` is ec2 or sagemaker."""
@@ -148,8 +223,8 @@ def check_backend(backend: str) -> None:
 
 
 def load(directory: Path | None = None) -> PriceBook:
-    """Bundled prices overlaid by the user cache (``directory`` defaults to the settings')."""
-    bundled = parse_csv(bundled_text("prices.csv"), "prices.csv (bundled)")
+    """The catalog snapshot overlaid by the user cache (``directory``: the settings')."""
+    bundled = snapshot_prices()
     cached, warnings = read_cache(directory)
     merged = {p.key: p for p in bundled}
     known = instances.all_instances()
@@ -158,5 +233,5 @@ def load(directory: Path | None = None) -> PriceBook:
 
 
 def price(instance: str, region: str, backend: str = "ec2") -> Price:
-    """Convenience: ``load().get(...)`` for one lookup."""
-    return load().get(instance, region, backend)
+    """Convenience: ``load().quote(...)`` for one lookup (SageMaker may be an estimate)."""
+    return load().quote(instance, region, backend)

@@ -1,10 +1,14 @@
 """Spot prices: the current EC2 price when asked, otherwise an estimate -- always labelled.
 
-The default estimate is on-demand x (1 - DEFAULT_SPOT_DISCOUNT). AWS advertises spot discounts
-of "up to 90 %"; GPU spot prices move by region, zone and hour, and 60 % off is a middle figure,
-deliberately not the best case, so estimates err on the expensive side. SageMaker managed spot
-is billed as BillableTimeInSeconds at the on-demand ml.* price (savings = 1 - billable /
-training time), so for SageMaker the same estimate describes the expected saving.
+For EC2 the estimate is the catalog snapshot's spot price: the median over the region's zones
+when the catalog was built (catalog/snapshot.py), labelled a snapshot. Where the snapshot has
+no spot price (and for SageMaker managed spot) it is on-demand x (1 - DEFAULT_SPOT_DISCOUNT).
+DescribeSpotPriceHistory, asked at launch or by `prices --spot`, always wins. AWS advertises
+spot discounts of "up to 90 %"; GPU spot prices move by region, zone and hour, and 60 % off
+is a middle figure, deliberately not the best case, so estimates err on the expensive side.
+SageMaker managed spot is billed as BillableTimeInSeconds at the on-demand ml.* price
+(savings = 1 - billable / training time), so for SageMaker the same estimate describes the
+expected saving.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 
+from finetune.catalog import snapshot
 from finetune.catalog.prices import Price
 
 DEFAULT_SPOT_DISCOUNT = 0.60
@@ -30,12 +35,27 @@ class SpotPrice:
     usd_per_hour: float
     estimate: bool
     source: str
-    as_of: date
+    as_of: date | None  # None: the undated catalog snapshot (its source says so)
     zone: str = ""
+
+    @property
+    def as_of_iso(self) -> str | None:
+        return self.as_of.isoformat() if self.as_of else None
 
 
 def estimated(on_demand: Price, discount: float = DEFAULT_SPOT_DISCOUNT) -> SpotPrice:
-    """The default-discount estimate for ``on_demand`` (labelled as an estimate)."""
+    """The spot estimate for ``on_demand``: the snapshot's regional median for EC2 where it
+    has one, else the default discount (both labelled as estimates)."""
+    row = snapshot.rows().get((on_demand.instance_type, on_demand.region))
+    if on_demand.backend == "ec2" and row is not None and row.spot_median is not None:
+        return SpotPrice(
+            instance_type=on_demand.instance_type,
+            region=on_demand.region,
+            usd_per_hour=row.spot_median,
+            estimate=True,
+            source=snapshot.spot_source(row),
+            as_of=None,
+        )
     return SpotPrice(
         instance_type=on_demand.instance_type,
         region=on_demand.region,

@@ -47,6 +47,7 @@ def _register() -> None:
         prices,
         recipes,
         runs,
+        sweep,
         testio,
     )
 
@@ -55,6 +56,7 @@ def _register() -> None:
     app.command("test-io")(testio.test_io)
     app.add_typer(recipes.app, name="recipes")
     app.command("launch")(launch.launch)
+    app.command("sweep")(sweep.sweep)
     app.add_typer(runs.app, name="runs")
     app.command("predict")(predict.predict)
     app.command("export")(predict.export)

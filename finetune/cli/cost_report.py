@@ -12,17 +12,24 @@ def cost_report(
     runs: list[str] = typer.Argument(None, help="Run ids (default: every finished run)."),
     recipe: str = typer.Option(None, help="Only runs of this recipe."),
     since: str = typer.Option(None, help="Only runs created on or after this date (YYYY-MM-DD)."),
+    sweep: str = typer.Option(
+        None, help="The seeds' table of one `finetune sweep` (its id), with the physical limit."
+    ),
     fmt: str = typer.Option("table", "--format", help="table, json, csv or markdown (md)."),
     plot: Path = typer.Option(
         None, help="Also draw speedup vs ideal and cost vs time into this .png or .svg."
     ),
     target_accuracy: float = typer.Option(
-        None, help="Also show time and EUR to reach this validation accuracy (e.g. 0.85)."
+        None,
+        help="Also show time and EUR to reach this validation accuracy (e.g. 0.85); with "
+        "--sweep the default is the best accuracy every cell reached.",
     ),
 ) -> None:
-    """Per run: backend, instance, GPUs, spot, wall and billable time, images/s (per run and
-    per GPU), speedup and efficiency against the 1-GPU run of the same recipe and dataset,
-    best validation accuracy, EUR total and per epoch; then totals and the price provenance."""
+    """Per run: recipe, dataset, status, backend, engine, instance, devices, spot, wall and
+    billable time, images/s (per run and per device), speedup and efficiency (N > 1 devices,
+    against a different 1-device run of the same recipe, dataset, model, engine, GPU model,
+    batch and image size), best validation accuracy, EUR total and per epoch; then totals,
+    notes (runs skipped and why) and the price and rate provenance."""
     from finetune.errors import UsageError
     from finetune.report.render import build_report, check_format, render
     from finetune.runs.facts import finished_facts
@@ -33,22 +40,36 @@ def cost_report(
         from finetune.report.plot import check_path
 
         check_path(plot)
-    since_ts = None
-    if since:
-        try:
-            since_ts = datetime.fromisoformat(since).timestamp()
-        except ValueError:
-            raise UsageError(f"--since {since!r} is not a date", "use YYYY-MM-DD.") from None
+    since_ts = _since(since)
+    skipped: list[str] = []
     with open_default() as ledger:
-        facts = finished_facts(ledger, runs or (), recipe, since_ts)
+        facts = finished_facts(ledger, runs or (), recipe, since_ts, sweep, skipped)
+        # a run reported alone keeps its speedup: its baseline may be anywhere in the ledger
+        pool = finished_facts(ledger, skipped=[]) if runs else []
     if not facts:
-        raise UsageError(
-            "no finished runs match", "launch one with `finetune launch`, or widen the filters."
-        )
-    report = build_report(facts, target_accuracy)
-    text = render(report, fmt)
+        what = f"no finished runs of sweep {sweep}" if sweep else "no finished runs match"
+        raise UsageError(what, "launch one with `finetune launch`, or widen the filters.")
+    if sweep:
+        from finetune.report import sweep as sweep_view
+
+        report, rows = sweep_view.build(facts, target_accuracy, skipped)
+        text = sweep_view.render_sweep(report, rows, fmt)
+    else:
+        report = build_report(facts, target_accuracy, pool, skipped)
+        text = render(report, fmt)
     typer.echo(text if text.endswith("\n") else text + "\n", nl=False)
     if plot:
         from finetune.report.plot import plot_report
 
         typer.echo(f"Plot written to {plot_report(report, plot)}", err=True)
+
+
+def _since(since: str | None) -> float | None:
+    from finetune.errors import UsageError
+
+    if not since:
+        return None
+    try:
+        return datetime.fromisoformat(since).timestamp()
+    except ValueError:
+        raise UsageError(f"--since {since!r} is not a date", "use YYYY-MM-DD.") from None

@@ -8,8 +8,9 @@ import typer
 
 app = typer.Typer(
     help="GPU instances with their hourly price in EUR, on-demand and spot, like "
-    "`sky gpus list`. Prices are a dated bundled snapshot unless `finetune prices refresh` "
-    "cached newer ones.",
+    "`sky gpus list`. EC2 prices come from a bundled catalog snapshot (2025 or later) and EUR "
+    "from the ECB's history, unless `finetune prices refresh` cached newer ones; SageMaker "
+    "ml.* prices only from a refresh.",
     invoke_without_command=True,
 )
 
@@ -28,7 +29,7 @@ def list_prices(
         False,
         "--spot/--no-spot",
         help="Ask EC2 for current spot prices (needs AWS credentials). Without it, spot prices "
-        "are estimated with the default discount and marked '~'.",
+        "are the catalog snapshot's regional median (else a default discount), marked '~'.",
     ),
     fmt: str = typer.Option("table", "--format", help="table, json or csv."),
 ) -> None:
@@ -79,15 +80,17 @@ def _render(listing, fmt: str) -> str:
     from finetune.report.text import csv_text
 
     dicts = [o.as_dict() for o in listing.offers]
+    missing = [u.as_dict() for u in listing.unpriced]
     if fmt == "json":
         rate = {"usd_per_eur": listing.rate.usd_per_eur, "date": listing.rate.on.isoformat()}
-        doc = {"offers": dicts, "rate": rate | {"source": listing.rate.source}}
+        doc = {"offers": dicts, "unpriced": missing, "rate": rate | {"source": listing.rate.source}}
         return json.dumps(
-            doc | {"cache": listing.cache_age, "spot_estimate": DEFAULT_SOURCE}, indent=2
+            doc | {"cache": listing.cache_age, "spot_fallback": DEFAULT_SOURCE}, indent=2
         )
     if fmt == "csv":
-        names = list(dicts[0]) if dicts else []
-        return csv_text(names, [list(d.values()) for d in dicts]).rstrip("\n")
+        names = list(dict.fromkeys(k for d in dicts + missing for k in d))
+        rows = [[d.get(n) for n in names] for d in dicts + missing]
+        return csv_text(names, [["" if v is None else v for v in r] for r in rows]).rstrip("\n")
     return _table(listing, DEFAULT_SOURCE)
 
 
@@ -96,20 +99,30 @@ def _table(listing, spot_note: str) -> str:
 
     sources = listing.sources()
     headers = ["instance", "GPUs", "GPU mem", "vCPUs", "RAM", "region", "backend"]
-    headers += ["EUR/h", "spot EUR/h", "price as of", "note"]
+    headers += ["EUR/h", "spot EUR/h", "price age [source]", "note"]
     rows = []
     for o in listing.offers:
         i, p = o.instance, o.price
         spot = f"{'~' if o.spot.estimate else ''}{o.spot_eur_per_hour:.3f}"
-        as_of = f"{p.as_of.isoformat()} [{sources.index(p.source) + 1}]"
+        age = f"{p.age} [{sources.index(p.source) + 1}]"
         rows.append(
             [p.display_name, f"{i.gpu_count}x {i.gpu_model}", f"{i.gpu_memory_gib:g} GiB",
              str(i.vcpus), f"{i.memory_gib:g} GiB", p.region, p.backend,
-             f"{o.eur_per_hour:.3f}", spot, as_of, o.note()]
+             f"{o.eur_per_hour:.3f}", spot, age, o.note()]
+        )  # fmt: skip
+    for u in listing.unpriced:
+        i, d = u.instance, u.as_dict()
+        note = "; ".join(x for x in (u.why, "retired" if i.retired else "") if x)
+        rows.append(
+            [d["instance_type"], f"{i.gpu_count}x {i.gpu_model}", f"{i.gpu_memory_gib:g} GiB",
+             str(i.vcpus), f"{i.memory_gib:g} GiB", u.region, u.backend, "-", "-", "-", note]
         )  # fmt: skip
     if not rows:
         return "No instances match."
     lines = [f"[{n}] {s}" for n, s in enumerate(sources, start=1)]
-    lines.append(f"~ spot {spot_note}.")
+    lines.append(
+        f"~ spot: an estimate -- the catalog snapshot's median over the region's zones where it "
+        f"has one, else {spot_note}."
+    )
     lines.append(f"EUR: {listing.rate.describe()}. Price cache: {listing.cache_age}.")
     return table_text(headers, rows) + "\n\n" + "\n".join(wrap_text(line) for line in lines)

@@ -3,7 +3,9 @@
 It joins the catalog (instance, price, EUR rate, spot estimate, throughput) into a planned
 ``money.Charge`` billed by ``money.euros`` (the function finished runs are costed with) and
 returns a plain dict that ``Plan.with_estimate`` stores; its ``summary`` lines
-are what `launch --dry-run` shows.
+are what `launch --dry-run` shows. Estimates learn: callers pass the ledger's measured runs as
+``history`` (runs.facts.measured_history) and a measured run of the same network and GPU model
+replaces the reference table -- the summary says which runs it came from.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ def estimate_run(
     price. When no throughput figure exists, time and euros are None and the summary says why.
     """
     inst = instances.get(instance_type)
-    price = prices.price(inst.name, region, backend)
+    price = prices.price(inst.name, region, backend)  # SageMaker: EC2 x markup until a refresh
     rate = fx.eur_rate()
     quote = spot.estimated(price) if use_spot else price
     charge = money.Charge(
@@ -57,7 +59,7 @@ def estimate_run(
         seconds=0,
         usd_per_hour=quote.usd_per_hour,
         price_source=quote.source,
-        price_as_of=quote.as_of.isoformat(),
+        price_as_of=quote.as_of_iso,
         market="spot" if use_spot else "on-demand",
     )
     gpus = inst.gpu_count * instance_count
@@ -67,8 +69,10 @@ def estimate_run(
         "gpus": gpus,
         "hourly_usd": quote.usd_per_hour,
         "eur_per_hour": money.eur_per_hour(charge, rate),
-        "price_as_of": price.as_of.isoformat(),
+        "price_as_of": price.as_of_iso,
+        "price_age": price.age,
         "price_source": price.source,
+        "price_is_estimate": price.estimate,
         "charge": charge.to_dict(),
         "spot_estimate": use_spot,
         "usd_per_eur": rate.usd_per_eur,
@@ -78,8 +82,10 @@ def estimate_run(
         "eur": None,
         "images_per_sec": None,
         "throughput_source": None,
+        "throughput_measured": False,
     }
-    lines = [f"{out['eur_per_hour']:.2f} EUR/h for {gpus}x {inst.gpu_model}" + _spot(use_spot)]
+    head = f"{out['eur_per_hour']:.2f} EUR/h for {gpus}x {inst.gpu_model}"
+    lines = [head + _spot(quote if use_spot else None)]
     tp = throughput.estimate(model, inst.gpu_model, gpus, history)
     if tp is None:
         lines.append(
@@ -88,7 +94,8 @@ def estimate_run(
         )
     else:
         lines += _time_and_money(out, tp, images_per_epoch, epochs, charge, rate, overhead_seconds)
-    lines.append(f"price: {price.source}, as of {price.as_of}; EUR: {rate.describe()}")
+    kind = "estimated price" if price.estimate else "price"
+    lines.append(f"{kind}: {price.source} ({price.age}); EUR: {rate.describe()}")
     warning = instances.retirement_warning(inst)
     out["summary"] = [*lines, warning] if warning else lines
     return out
@@ -110,15 +117,15 @@ def _time_and_money(out: dict, tp, images_per_epoch, epochs, charge, rate, overh
         eur=est.eur,
         images_per_sec=tp.images_per_sec,
         throughput_source=tp.source,
+        throughput_measured=tp.measured,
     )
+    learned = " (learned from your ledger, not the reference table)" if tp.measured else ""
     return [
         f"~{est.billable_seconds / 60:.0f} min ({epochs} epochs at {tp.images_per_sec:.0f} img/s "
         f"+ {overhead:.0f} s start-up): ~{est.eur:.2f} EUR",
-        f"throughput: {tp.source}",
+        f"throughput: {tp.source}{learned}",
     ]
 
 
-def _spot(use_spot: bool) -> str:
-    return (
-        f" (spot: estimated {spot.DEFAULT_SPOT_DISCOUNT:.0%} below on-demand)" if use_spot else ""
-    )
+def _spot(quote) -> str:
+    return f" (spot, estimated: {quote.source})" if quote is not None else ""

@@ -35,10 +35,17 @@ class RunFacts:
     epochs: tuple[EpochMetrics, ...]
     money: Money
     gpu_model: str = ""  # filled from the catalog when empty (unknown types keep the family)
+    status: str = "completed"
+    engine: str = ""  # mxnet | torch ("" when the record does not say)
+    batch_per_device: int | None = None
+    image_size: int | None = None
+    device_kind: str = "gpu"  # gpu | cpu: a CPU run is never counted in GPU-hours
+    sweep_values: tuple[tuple[str, str], ...] = ()  # the `finetune sweep` cell's grid values
 
     def __post_init__(self) -> None:
         # Ledgers hand over lists; a frozen record keeps an immutable tuple.
         object.__setattr__(self, "epochs", tuple(self.epochs))
+        object.__setattr__(self, "sweep_values", tuple(tuple(v) for v in self.sweep_values))
         if not self.gpu_model:
             object.__setattr__(self, "gpu_model", _gpu_model(self.instance_type))
 

@@ -65,50 +65,81 @@ def _save(fig, plt, path: Path, provenance: str) -> Path:
     return path
 
 
+def _done(report: Report) -> list:
+    """The rows worth plotting: completed runs (failed ones are left out)."""
+    return [r for r in report.rows if r.status == "completed"]
+
+
 def _scaling_rows(report: Report) -> list:
-    return [r for r in report.rows if r.speedup is not None]
+    return [r for r in _done(report) if r.speedup is not None]
+
+
+def _series(r) -> str:
+    family = r.instance_type.removeprefix("ml.").split(".")[0]
+    engine = f" / {r.engine}" if r.engine else ""
+    return f"{r.recipe}{engine} / {family}"
 
 
 def _draw_scaling(ax, rows) -> None:
+    """Speedup against devices per series, each from its baseline (1, 1); integer axis."""
+    from matplotlib.ticker import MaxNLocator
+
     top = max(r.gpus for r in rows)
     ax.plot([1, top], [1, top], linestyle="--", color="0.5", label="ideal (linear)")
     groups: dict[str, list] = {}
     for r in rows:
-        family = r.instance_type.removeprefix("ml.").split(".")[0]
-        groups.setdefault(f"{r.recipe} / {r.dataset} / {family}", []).append(r)
+        groups.setdefault(_series(r), []).append(r)
     for label, group in groups.items():
         group.sort(key=lambda r: r.gpus)
-        ax.plot([r.gpus for r in group], [r.speedup for r in group], marker="o", label=label)
-        for r in group:
-            ax.annotate(
-                f"{r.efficiency:.0%}",
-                (r.gpus, r.speedup),
-                textcoords="offset points",
-                xytext=(4, -10),
-                fontsize=7,
-            )
-    ax.set(xlabel="GPUs", ylabel="speedup vs 1 GPU", title="Scaling (labels: efficiency)")
+        effs = ", ".join(f"{r.gpus}: {r.efficiency:.0%}" for r in group)
+        xs, ys = [1] + [r.gpus for r in group], [1.0] + [r.speedup for r in group]
+        ax.plot(xs, ys, marker="o", label=f"{label} (efficiency {effs})")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set(xlabel="devices", ylabel="speedup vs 1 device", title="Scaling")
+    ax.set_xlim(left=0.5, right=top + 0.5)
+    ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=8, loc="upper left")
+
+
+def pareto_front(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The (time, euros) points no other point beats on both, fastest first."""
+    front, cheapest = [], float("inf")
+    for t, e in sorted(points):
+        if e < cheapest:
+            front.append((t, e))
+            cheapest = e
+    return front
 
 
 def _draw_cost(ax, rows) -> None:
-    for r in (r for r in rows if r.eur is not None):  # a run without a price has no point
-        ax.scatter(r.wall_seconds / 60, r.eur, marker="s" if r.spot else "o")
-        label = (
-            f"{r.instance_type} x{r.instance_count}" if r.instance_count > 1 else r.instance_type
+    """Each completed run with a price: wall minutes against euros, one legend entry per
+    instance and engine (squares: spot), and the Pareto front of time and money."""
+    priced = [r for r in rows if r.eur is not None and r.status == "completed"]
+    markers: dict[str, list] = {}
+    for r in priced:
+        name = f"{r.instance_count}x {r.instance_type}" if r.instance_count > 1 else r.instance_type
+        label = f"{name}{' ' + r.engine if r.engine else ''}{' spot' if r.spot else ''}"
+        markers.setdefault(label, []).append(r)
+    for label, group in markers.items():
+        ax.scatter(
+            [r.wall_seconds / 60 for r in group],
+            [r.eur for r in group],
+            marker="s" if group[0].spot else "o",
+            s=40,
+            label=label,
         )
-        ax.annotate(
-            f"{label} ({r.gpus} GPU)",
-            (r.wall_seconds / 60, r.eur),
-            textcoords="offset points",
-            xytext=(4, 4),
-            fontsize=7,
+    front = pareto_front([(r.wall_seconds / 60, r.eur) for r in priced])
+    if len(front) > 1:
+        ax.step(
+            *zip(*front, strict=True), where="post", color="0.3", linewidth=1, label="Pareto front"
         )
-    ax.set(xlabel="wall time (minutes)", ylabel="cost (EUR)", title="Cost vs time (squares: spot)")
+    ax.set(xlabel="wall time (minutes)", ylabel="cost (EUR)", title="Cost vs time")
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)  # from zero, so distances between runs read as real differences
     ax.grid(alpha=0.3)
+    if priced:
+        ax.legend(fontsize=8, loc="best")
 
 
 def _no_speedup() -> UsageError:
@@ -129,7 +160,7 @@ def plot_scaling(report: Report, path: str | Path) -> Path:
     if not rows:
         raise _no_speedup()
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6, 4.5))
+    fig, ax = plt.subplots(figsize=(7, 5))
     _draw_scaling(ax, rows)
     return _save(fig, plt, path, report.provenance)
 
@@ -137,11 +168,11 @@ def plot_scaling(report: Report, path: str | Path) -> Path:
 def plot_cost_vs_time(report: Report, path: str | Path) -> Path:
     """Each run as a point: wall time (minutes) against euros, labelled by instance and GPUs."""
     path = _check_path(path)
-    if not report.rows:
+    if not _done(report):
         raise _no_runs()
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6, 4.5))
-    _draw_cost(ax, report.rows)
+    fig, ax = plt.subplots(figsize=(7, 5))
+    _draw_cost(ax, _done(report))
     return _save(fig, plt, path, report.provenance)
 
 
@@ -149,12 +180,12 @@ def plot_report(report: Report, path: str | Path) -> Path:
     """Both views in one figure: scaling on the left (when any run has a 1-GPU baseline),
     cost against time on the right. What `cost-report --plot` writes."""
     path = _check_path(path)
-    if not report.rows:
+    if not _done(report):
         raise _no_runs()
     rows = _scaling_rows(report)
     plt = _pyplot()
-    fig, axes = plt.subplots(1, 2 if rows else 1, figsize=(12 if rows else 6, 4.8), squeeze=False)
+    fig, axes = plt.subplots(1, 2 if rows else 1, figsize=(14 if rows else 7, 5.5), squeeze=False)
     if rows:
         _draw_scaling(axes[0][0], rows)
-    _draw_cost(axes[0][-1], report.rows)
+    _draw_cost(axes[0][-1], _done(report))
     return _save(fig, plt, path, report.provenance)

@@ -38,7 +38,7 @@ class ReportRow:
     instance_type: str
     region: str
     instance_count: int
-    gpus: int
+    gpus: int  # devices: GPUs, or CPU contexts for a CPU run (see device_kind)
     spot: bool
     wall_seconds: float
     billable_seconds: float  # per instance, as billed (0 for runs that cost nothing)
@@ -54,6 +54,10 @@ class ReportRow:
     spot_savings: float | None
     time_to_target_seconds: float | None
     eur_to_target: float | None
+    status: str = "completed"
+    engine: str = ""
+    device_kind: str = "gpu"
+    sweep_values: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,10 @@ def _row(run: RunFacts, sc: scaling.Scaling, target: float | None) -> ReportRow:
         spot_savings=cost.run_spot_savings(run),
         time_to_target_seconds=scaling.time_to_accuracy(run.epochs, target) if target else None,
         eur_to_target=scaling.eur_to_accuracy(run, target) if target else None,
+        status=run.status,
+        engine=run.engine,
+        device_kind=run.device_kind,
+        sweep_values=run.sweep_values,
     )
 
 
@@ -107,27 +115,37 @@ def provenance(runs: list[RunFacts]) -> str:
     return f"Prices: {'; '.join(priced) or 'none'}. EUR: {'; '.join(rates) or 'none'}."
 
 
-def build_report(runs: list[RunFacts], target_acc: float | None = None) -> Report:
-    """Per-run figures, totals, notes on what could not be computed, and the provenance."""
+def build_report(
+    runs: list[RunFacts],
+    target_acc: float | None = None,
+    pool: list[RunFacts] = (),
+    skipped: list[str] = (),
+) -> Report:
+    """Per-run figures, totals, notes on what could not be computed (and on ``skipped`` rows),
+    and the provenance. ``pool``: more runs that may serve as 1-device baselines."""
     if target_acc is not None:
         scaling.check_target(target_acc)
-    rows = [_row(r, s, target_acc) for r, s in zip(runs, scaling.scaling(runs), strict=True)]
-    notes = [
+    figures = scaling.scaling(runs, [p for p in pool if p.run_id not in {r.run_id for r in runs}])
+    rows = [_row(r, s, target_acc) for r, s in zip(runs, figures, strict=True)]
+    notes = list(skipped)
+    notes += [
         f"{r.run_id}: no throughput metrics, so no speedup or efficiency."
         for r in rows
         if not r.images_per_sec
     ]
     notes += [f"{r.run_id}: a price is unknown, so no euros." for r in rows if r.eur is None]
     notes += [
-        f"{r.run_id}: no 1-GPU baseline of the same recipe, dataset and GPU model."
+        f"{r.run_id}: no efficiency: no other 1-device run with the same recipe, dataset, "
+        "model, engine, GPU model, batch per device and image size."
         for r in rows
-        if r.images_per_sec and r.speedup is None
+        if r.images_per_sec and r.speedup is None and r.gpus > 1
     ]
     totals = {
         "runs": len(rows),
         "eur": sum(r.eur for r in rows if r.eur is not None),
         "wall_seconds": sum(r.wall_seconds for r in rows),
-        "gpu_hours": sum(r.billable_seconds * r.gpus for r in rows) / 3600,
+        "gpu_hours": sum(r.billable_seconds * r.gpus for r in rows if r.device_kind == "gpu")
+        / 3600,
     }
     return Report(rows, totals, provenance(runs), target_acc, notes)
 
@@ -172,9 +190,13 @@ def render(report: Report, fmt: str = "table", width: int | None = None) -> str:
 
 HEADERS = [
     "run",
+    "recipe",
+    "dataset",
+    "status",
     "backend",
+    "engine",
     "instance",
-    "GPUs",
+    "devices",
     "spot",
     "wall",
     "billable",
@@ -196,9 +218,13 @@ def _human(report: Report) -> tuple[list[str], list[list[str]]]:
     for r in report.rows:
         cells = [
             r.run_id,
+            r.recipe,
+            r.dataset,
+            r.status,
             r.backend,
+            r.engine or "-",
             f"{r.instance_count}x {r.instance_type}" if r.instance_count > 1 else r.instance_type,
-            str(r.gpus),
+            f"{r.gpus} {r.device_kind.upper()}",
             "yes" if r.spot else "no",
             duration(r.wall_seconds),
             duration(r.billable_seconds),
@@ -218,13 +244,14 @@ def _human(report: Report) -> tuple[list[str], list[list[str]]]:
 
 def _totals_line(report: Report) -> str:
     t = report.totals
+    billed = f", {t['gpu_hours']:.2f} GPU-hours billed" if t["gpu_hours"] else ""
     return (
-        f"Total: {t['runs']} run(s), {euros(t['eur'])} EUR, {duration(t['wall_seconds'])} wall, "
-        f"{t['gpu_hours']:.2f} GPU-hours billed."
+        f"Total: {t['runs']} run(s), {euros(t['eur'])} EUR, {duration(t['wall_seconds'])} "
+        f"wall{billed}."
     )
 
 
 def _csv_value(value):
     if isinstance(value, tuple):
-        return " ".join(value)
+        return " ".join("=".join(v) if isinstance(v, tuple) else v for v in value)
     return "" if value is None else value

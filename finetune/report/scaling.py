@@ -1,8 +1,10 @@
 """Scaling: speedup and efficiency against the 1-GPU baseline, and time/euros to an accuracy.
 
-speedup(N) = throughput(N) / throughput(1 GPU) and efficiency(N) = speedup(N) / N, both on
-steady-state throughput (warm-up excluded). A baseline is a 1-GPU run of the same recipe and
-dataset on the same GPU model: comparing 8 K80s with one V100 would say nothing about scaling.
+speedup(N) = throughput(N) / throughput(1 device) and efficiency(N) = speedup(N) / N, both on
+steady-state throughput (warm-up excluded), for N > 1 only: a 1-device run is a baseline, not
+a measurement of scaling (compared with itself it would read 1.00x, 100 %). A baseline is a
+1-device run of the same recipe, dataset, model, engine, GPU model, batch per device and image
+size: comparing 8 K80s with one V100, or batch 32 with batch 16, says nothing about scaling.
 """
 
 from __future__ import annotations
@@ -33,16 +35,26 @@ def efficiency(speedup_n: float, n: int) -> float:
     return speedup_n / n
 
 
-def baseline_key(run: RunFacts) -> tuple[str, str, str]:
-    """Runs comparable for scaling: same recipe, dataset and GPU model."""
-    return (run.recipe, run.dataset, run.gpu_model)
+def baseline_key(run: RunFacts) -> tuple:
+    """Runs comparable for scaling: same recipe, dataset, model, engine, GPU model, batch per
+    device and image size."""
+    return (
+        run.recipe,
+        run.dataset,
+        run.model,
+        run.engine,
+        run.gpu_model,
+        run.batch_per_device,
+        run.image_size,
+    )
 
 
-def baselines(runs: list[RunFacts]) -> dict[tuple[str, str, str], tuple[float, list[str]]]:
-    """Median 1-GPU throughput (and the run ids behind it) per recipe, dataset and GPU model."""
-    groups: dict[tuple[str, str, str], list[RunFacts]] = {}
+def baselines(runs: list[RunFacts]) -> dict[tuple, tuple[float, list[str]]]:
+    """Median 1-device throughput (and the run ids behind it) per comparable group, over
+    completed runs."""
+    groups: dict[tuple, list[RunFacts]] = {}
     for run in runs:
-        if run.gpus == 1 and run.images_per_sec:
+        if run.gpus == 1 and run.images_per_sec and run.status == "completed":
             groups.setdefault(baseline_key(run), []).append(run)
     return {
         key: (statistics.median(r.images_per_sec for r in group), [r.run_id for r in group])
@@ -63,13 +75,17 @@ class Scaling:
     efficiency: float | None
 
 
-def scaling(runs: list[RunFacts]) -> list[Scaling]:
-    """Speedup and efficiency of every run against its 1-GPU baseline, in input order."""
-    base = baselines(runs)
+def scaling(runs: list[RunFacts], pool: list[RunFacts] = ()) -> list[Scaling]:
+    """Speedup and efficiency of every run with N > 1 devices against its 1-device baseline
+    (from ``runs`` and ``pool``: e.g. the whole ledger when one run is reported), in input
+    order; 1-device runs get none."""
+    base = baselines([*runs, *pool])
     out = []
     for run in runs:
         ips = run.images_per_sec
         b_ips, b_ids = base.get(baseline_key(run), (None, []))
+        if run.gpus <= 1:
+            b_ips, b_ids = None, []
         s = speedup(ips, b_ips) if ips and b_ips else None
         e = efficiency(s, run.gpus) if s is not None else None
         out.append(Scaling(run.run_id, run.gpus, ips, b_ips, tuple(b_ids), s, e))

@@ -120,4 +120,4 @@ def _catalog_price(run: Run, rule: str) -> tuple[float | None, str, str | None]:
         p = prices.price(run.instance_type, run.region or "us-east-1", rule)
     except FinetuneError as exc:
         return None, f"no price: {exc.what}", None
-    return p.usd_per_hour, f"{p.source} (catalog; none was recorded)", p.as_of.isoformat()
+    return p.usd_per_hour, f"{p.source} (catalog; none was recorded)", p.as_of_iso

@@ -16,8 +16,18 @@ from finetune.runs.ledger import Run
 
 
 def run_facts(run: Run, epochs: list[EpochMetrics]) -> RunFacts:
-    """The report's view of one run from the ledger."""
+    """The report's view of one run from the ledger; DataError for a row that makes no sense
+    (it ends before it starts: another clock than ours, e.g. SageMaker's)."""
+    from finetune.errors import DataError
+
+    if run.started_at is not None and run.ended_at is not None and run.ended_at < run.started_at:
+        raise DataError(
+            f"run {run.id} ends {run.started_at - run.ended_at:.0f} s before it starts "
+            "(its clocks disagree), so its time and euros cannot be computed",
+            f"check `finetune runs show {run.id}`; the rest of the report is unaffected.",
+        )
     local = not run.instance_type
+    hp = run.plan.get("hyperparameters", {})
     return RunFacts(
         run_id=run.id,
         recipe=run.recipe,
@@ -35,13 +45,61 @@ def run_facts(run: Run, epochs: list[EpochMetrics]) -> RunFacts:
         epochs=tuple(epochs),
         money=run_money(run),
         gpu_model=f"{run.device_kind.upper()}" if local else "",
+        status=run.status,
+        engine=hp.get("engine", ""),
+        batch_per_device=hp.get("batch_size_per_device"),
+        image_size=hp.get("image_size"),
+        device_kind=run.device_kind,
+        sweep_values=tuple(sorted((run.sweep or {}).items())),
     )
 
 
-def finished_facts(ledger, run_ids=(), recipe=None, since=None) -> list[RunFacts]:
-    """RunFacts of the runs asked for (or all ended runs matching the filters)."""
+def finished_facts(
+    ledger, run_ids=(), recipe=None, since=None, sweep=None, skipped: list | None = None
+) -> list[RunFacts]:
+    """RunFacts of the runs asked for (or all ended runs matching the filters). With a
+    ``skipped`` list, a run that cannot be reported is skipped and its reason appended there
+    (one bad row must not hide the rest); without one it raises."""
+    from finetune.errors import FinetuneError
+
     if run_ids:
         runs = [ledger.get(r) for r in run_ids]
     else:
-        runs = [r for r in ledger.list(recipe=recipe, since=since) if r.ended_at is not None]
-    return [run_facts(r, ledger.epochs(r.id)) for r in runs]
+        found = ledger.list(recipe=recipe, since=since, sweep=sweep)
+        runs = [r for r in found if r.ended_at is not None]
+    out = []
+    for r in runs:
+        try:
+            out.append(run_facts(r, ledger.epochs(r.id)))
+        except FinetuneError as exc:
+            if skipped is None:
+                raise
+            skipped.append(f"{r.id}: skipped: {exc.what}")
+    return out
+
+
+def measured_history() -> list:
+    """The ledger's finished runs with throughput, as report.estimate history (estimates learn
+    from what was measured here). An unreadable ledger is no history, never a failed plan."""
+    from finetune.errors import FinetuneError
+    from finetune.report.estimate import measurements
+    from finetune.runs.ledger import open_default
+
+    try:
+        with open_default() as ledger:
+            runs = [r for r in ledger.list() if r.status == "completed"]
+            return measurements(_facts_or_skip(ledger, runs))
+    except FinetuneError:
+        return []
+
+
+def _facts_or_skip(ledger, runs) -> list[RunFacts]:
+    from finetune.errors import FinetuneError
+
+    out = []
+    for r in runs:
+        try:
+            out.append(run_facts(r, ledger.epochs(r.id)))
+        except FinetuneError:
+            continue  # a run that cannot be costed can still not teach throughput: skip it
+    return out

@@ -54,6 +54,9 @@ class Run:
     cost: dict = field(default_factory=dict)  # the same: older cost records (runs/charges.py)
     charges: list = field(default_factory=list)  # report.money.Charge dicts from the backend
     record: dict = field(default_factory=dict)  # finetune.record.launch_record()
+    sweep_id: str | None = None  # the `finetune sweep` that launched it (schema 5)
+    sweep_cell: str | None = None  # its cell's identity in that sweep
+    sweep: dict = field(default_factory=dict)  # the cell's grid values
     updated_at: float = 0.0
 
     @property
@@ -183,13 +186,18 @@ class Ledger:
             raise self._unknown(run_id)
         return _run(row)
 
-    def list(self, recipe: str | None = None, since: float | None = None) -> list[Run]:
-        """Runs, oldest first, optionally of one recipe and/or created after ``since``."""
+    def list(
+        self, recipe: str | None = None, since: float | None = None, sweep: str | None = None
+    ) -> list[Run]:
+        """Runs, oldest first, optionally of one recipe, created after ``since``, or launched
+        by one sweep."""
         q, args = "SELECT * FROM runs WHERE 1=1", []
         if recipe:
             q, args = q + " AND recipe = ?", [*args, recipe]
         if since:
             q, args = q + " AND created_at >= ?", [*args, since]
+        if sweep:
+            q, args = q + " AND sweep_id = ?", [*args, sweep]
         return [_run(r) for r in self._conn.execute(q + " ORDER BY created_at, id", args)]
 
     def delete(self, run_id: str) -> None:
@@ -252,6 +260,7 @@ _JSON_COLUMNS = {
     "cost": "cost_json",
     "record": "record_json",
     "charges": "charges_json",
+    "sweep": "sweep_json",
 }
 _COLUMNS = {f.name for f in fields(Run) if f.name not in _JSON_COLUMNS} | set(
     _JSON_COLUMNS.values()
@@ -273,6 +282,7 @@ def _run(row: sqlite3.Row) -> Run:
     d["cost"] = json.loads(d.pop("cost_json") or "{}")
     d["record"] = json.loads(d.pop("record_json", None) or "{}")
     d["charges"] = json.loads(d.pop("charges_json", None) or "[]")
+    d["sweep"] = json.loads(d.pop("sweep_json", None) or "{}")
     d["spot"] = bool(d["spot"])
     return Run(**d)
 

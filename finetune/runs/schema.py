@@ -73,6 +73,14 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE runs ADD COLUMN charges_json TEXT;
     """,
+    # v5: which sweep launched a run (`finetune sweep`), and its cell: the cell's identity
+    # (recipe, dataset hash, engine, backend, grid values; finetune/sweep/grid.py) and values
+    """
+    ALTER TABLE runs ADD COLUMN sweep_id TEXT;
+    ALTER TABLE runs ADD COLUMN sweep_cell TEXT;
+    ALTER TABLE runs ADD COLUMN sweep_json TEXT;
+    CREATE INDEX runs_sweep ON runs(sweep_id, sweep_cell);
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -113,15 +113,18 @@ def new_run(plan, backend_name: str, run_id: str, run_dir: Path) -> Run:
     )
 
 
-def launch(plan, backend: Backend, ledger: Ledger) -> Run:
+def launch(plan, backend: Backend, ledger: Ledger, columns: dict | None = None) -> Run:
     """Record a new run and submit it. The row exists while the backend works (so a launch
     killed half-way is found again: see service.cleanup), but a submit the backend refused
-    takes it away again: the ledger holds only runs a backend accepted or may have."""
+    takes it away again: the ledger holds only runs a backend accepted or may have.
+    ``columns``: more Run fields recorded from the start (a sweep's id and cell)."""
+    from dataclasses import replace
+
     check_features(backend, _needs(plan.resources))
     run_id = new_run_id()
     run_dir = runs_dir() / run_id
     run_dir.mkdir(parents=True)
-    run = ledger.create(new_run(plan, backend.name, run_id, run_dir))
+    run = ledger.create(replace(new_run(plan, backend.name, run_id, run_dir), **(columns or {})))
     ledger.add_event(run.id, "submitting", json.dumps(launcher()))
     try:
         ref = backend.submit(plan, run)

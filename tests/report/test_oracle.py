@@ -75,7 +75,8 @@ def test_sweep_of_1_4_8_gpus():
         ),
     ]
     result = {s.run_id: s for s in scaling.scaling(runs)}
-    assert result["g1"].speedup == 1.0 and result["g1"].efficiency == 1.0
+    # the 1-GPU run is the baseline, not a scaling measurement: no "1.00x 100 %" for it
+    assert result["g1"].speedup is None and result["g1"].efficiency is None
     assert result["g4"].speedup == pytest.approx(3.8) and result["g4"].efficiency == pytest.approx(
         0.95
     )
@@ -119,3 +120,36 @@ def test_time_and_euros_to_a_target_accuracy():
     assert scaling.eur_to_accuracy(make_run(), 0.5) is None  # a run without metrics
     with pytest.raises(UsageError, match="fraction"):
         scaling.time_to_accuracy(run.epochs, 86.5)
+
+
+def test_efficiency_only_for_n_above_1_against_a_different_1_device_run():
+    # two single-device runs used to read 97 % and 103 % (each against a median including
+    # itself): a 1-device run has no efficiency, and one run alone has none either
+    pair = [
+        make_run(run_id="a", steady_images_per_sec=291.0),
+        make_run(run_id="b", steady_images_per_sec=309.0),
+    ]
+    assert [(s.speedup, s.efficiency) for s in scaling.scaling(pair)] == [(None, None)] * 2
+    assert (
+        scaling.scaling([make_run(run_id="alone", steady_images_per_sec=300.0)])[0].speedup is None
+    )
+    # a run reported alone keeps its speedup when a baseline exists elsewhere (the ledger)
+    g4 = make_run(
+        run_id="g4", instance_type="p3.8xlarge", gpus_per_instance=4, steady_images_per_sec=1140.0
+    )
+    (alone,) = scaling.scaling([g4], pool=pair)
+    assert alone.speedup == pytest.approx(1140 / 300) and alone.baseline_runs == ("a", "b")
+
+
+def test_baseline_needs_the_same_engine_batch_and_image_size():
+    one = make_run(run_id="one", engine="mxnet", batch_per_device=16, steady_images_per_sec=300.0)
+    four = dict(instance_type="p3.8xlarge", gpus_per_instance=4, steady_images_per_sec=1140.0)
+    runs = [
+        one,
+        make_run(run_id="same", engine="mxnet", batch_per_device=16, **four),
+        make_run(run_id="torch", engine="torch", batch_per_device=16, **four),
+        make_run(run_id="b32", engine="mxnet", batch_per_device=32, **four),
+    ]
+    result = {s.run_id: s for s in scaling.scaling(runs)}
+    assert result["same"].efficiency == pytest.approx(0.95)
+    assert result["torch"].speedup is None and result["b32"].speedup is None

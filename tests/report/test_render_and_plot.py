@@ -54,15 +54,22 @@ def test_table_and_markdown_are_human_readable():
     report = render.build_report(sweep(), target_acc=0.865)
     table = render.render(report, "table", width=250)  # wide enough for one line per run
     lines = table.splitlines()
-    assert lines[0].split()[:4] == ["run", "backend", "instance", "GPUs"]
+    assert lines[0].split()[:8] == [
+        "run", "recipe", "dataset", "status", "backend", "engine", "instance", "devices"
+    ]  # fmt: skip
     g8 = next(line for line in lines if line.startswith("g8 "))
-    for cell in ("p3.16xlarge", "yes", "9m 50s", "10m 00s", "7.20x", "90.0 %", "3.40", "1m 15s"):
+    for cell in ("p3.16xlarge", "8 GPU", "completed", "yes", "9m 50s", "10m 00s", "7.20x",
+                 "90.0 %", "3.40", "1m 15s"):  # fmt: skip
         assert cell in g8
     assert "Total: 3 run(s), 6.04 EUR" in table
     # the footer wraps at the table width: compare the words
     assert " ".join(table.split()).endswith(" ".join(report.provenance.split()))
     md = render.render(report, "markdown")
-    assert md.startswith("| run | backend |") and "| --- |" in md and report.provenance in md
+    assert (
+        md.startswith("| run | recipe | dataset | status | backend |")
+        and "| --- |" in md
+        and report.provenance in md
+    )
 
 
 @pytest.mark.parametrize("width", [80, 120])

@@ -37,10 +37,10 @@ def hourly_price(instance_type: str, region: str, spot: bool, ec2=None, zone: st
             found = spot_prices.current([instance_type], region, ec2, zone=zone)
             if instance_type in found:
                 s = found[instance_type]
-                return Quote(s.usd_per_hour, f"{s.source}, at launch", s.as_of.isoformat())
+                return Quote(s.usd_per_hour, f"{s.source}, at launch", s.as_of_iso)
         price = prices.price(instance_type, region, "ec2")
         quote = spot_prices.estimated(price) if spot else price
-        return Quote(quote.usd_per_hour, quote.source, quote.as_of.isoformat())
+        return Quote(quote.usd_per_hour, quote.source, quote.as_of_iso)
     except FinetuneError as exc:
         return Quote(None, f"no price: {exc.what}")
 

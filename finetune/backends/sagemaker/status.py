@@ -165,7 +165,7 @@ def charge_facts(job: dict, region: str, spot: bool) -> dict:
     rc = job.get("ResourceConfig", {})
     try:
         price = prices.price(rc.get("InstanceType", ""), region, "sagemaker")
-        usd, source, as_of = price.usd_per_hour, price.source, price.as_of.isoformat()
+        usd, source, as_of = price.usd_per_hour, price.source, price.as_of_iso
     except FinetuneError as exc:
         usd, source, as_of = None, f"no price: {exc.what}", None
     charge = money.Charge(

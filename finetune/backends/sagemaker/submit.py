@@ -123,7 +123,7 @@ def fit_budget(opts, plan, region: str):
         seconds=0,
         usd_per_hour=price.usd_per_hour,  # managed spot too: it bills fewer seconds, not less
         price_source=price.source,
-        price_as_of=price.as_of.isoformat(),
+        price_as_of=price.as_of_iso,
     )
     rate = fx.eur_rate()
     if opts.max_runtime_s is None:

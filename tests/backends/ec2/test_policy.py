@@ -78,13 +78,14 @@ def test_imds_that_does_not_answer_is_reported_not_fatal():
 
 
 def test_max_eur_shortens_the_dead_man_switch(ec2_aws, tiny_dataset, tmp_path):
-    """g5.xlarge on demand in us-east-1 is 1.006 USD/h (bundled catalog), about 0.86 EUR/h:
-    0.5 EUR buys about 35 minutes, so the instance ends itself then (plus the margin)."""
+    """g5.xlarge on demand in us-east-1 is 1.006 USD/h (catalog snapshot), 0.9005 EUR/h at the
+    ECB's 1.1172 of 2026-10-30: 0.5 EUR buys 33.3 minutes, so the instance ends itself then
+    (plus the margin)."""
     opts = Ec2Options(max_eur=0.5, max_runtime_s=6 * 3600)
     run, backend, ledger = launch(tmp_path, tiny_dataset, opts, spot=False)
     script = base64.b64decode(ec2_aws.sent("RunInstances")[0]["UserData"]).decode()
     deadman = int(re.search(r"DEADMAN_SECONDS=(\d+)", script)[1])
-    assert 34 * 60 + 900 <= deadman <= 36 * 60 + 900
+    assert 33 * 60 + 900 <= deadman <= 34 * 60 + 900
     backend.stop(ledger.get(run.id))
     run, status, _ = sync(run, backend, ledger)
     assert status.state == "stopped" and run_money(run).eur > 0  # stopped by us: billed

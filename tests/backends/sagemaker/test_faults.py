@@ -164,10 +164,11 @@ def test_secrets_and_bad_times_are_all_reported(cloud, tiny_dataset, tmp_path):
 
 
 def test_max_eur_caps_the_runtime_or_refuses(cloud, tiny_dataset, tmp_path):
-    # ml.p3.2xlarge in eu-west-1: 4.131 USD/h = 3.525 EUR/h at 1.172 USD/EUR
+    # ml.p3.2xlarge in eu-west-1, estimated (no sourced ml.* price): EC2 3.305 USD/h x 1.25
+    # = 4.13125 USD/h = 3.6979 EUR/h at 1.1172 USD/EUR (ECB, 2026-10-30)
     _submit(tmp_path, tiny_dataset, JobOptions(max_eur=1.0), instance="p3.2xlarge")
     sent = cloud.requests("CreateTrainingJob")[0].json
-    assert sent["StoppingCondition"]["MaxRuntimeInSeconds"] == int(1.0 / (4.131 / 1.172) * 3600)
+    assert sent["StoppingCondition"]["MaxRuntimeInSeconds"] == int(1.0 / (4.13125 / 1.1172) * 3600)
     with pytest.raises(PreflightError, match="more than --max-eur 1") as err:
         _submit(
             tmp_path,
@@ -175,4 +176,4 @@ def test_max_eur_caps_the_runtime_or_refuses(cloud, tiny_dataset, tmp_path):
             JobOptions(max_eur=1.0, max_runtime_s=3600),
             instance="p3.2xlarge",
         )
-    assert "lower --max-runtime to 17 minutes" in str(err.value)
+    assert "lower --max-runtime to 16 minutes" in str(err.value)  # 1 / 3.6979 h = 16.2 min

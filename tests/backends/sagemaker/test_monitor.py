@@ -41,12 +41,15 @@ def test_on_demand_sequence_ends_completed_with_cost(cloud, tiny_dataset, tmp_pa
     assert run.status == "completed" and run.exit_reason is None
     assert (run.training_seconds, run.billable_seconds, run.interrupted_seconds) == (620, 620, 0)
     assert run.region == "eu-west-1" and run.instance_count == 1
-    # 620 s x 1 x ml.p3.2xlarge eu-west-1 (4.131 USD/h) at the bundled 1.172 USD/EUR
+    # 620 s x 1 x ml.p3.2xlarge eu-west-1 with no sourced ml.* price: the estimate EC2 3.305
+    # USD/h (catalog snapshot) x 1.25 (default markup) = 4.13125 USD/h, at the ECB history's
+    # latest rate 1.1172 USD/EUR (2026-10-30)
     (charge,) = run.charges
-    assert charge["instance_type"] == "ml.p3.2xlarge" and charge["price_as_of"]
-    assert (charge["seconds"], charge["instances"], charge["usd_per_hour"]) == (620, 1, 4.131)
+    assert charge["instance_type"] == "ml.p3.2xlarge" and "estimate: EC2" in charge["price_source"]
+    assert (charge["seconds"], charge["instances"]) == (620, 1)
+    assert charge["usd_per_hour"] == pytest.approx(4.13125)
     m = run_money(run)
-    assert m.eur == pytest.approx(620 * 4.131 / 3600 / 1.172)
+    assert m.eur == pytest.approx(620 * 4.13125 / 3600 / 1.1172)
     assert spot_savings(m) is None
 
 
@@ -62,7 +65,7 @@ def test_spot_interrupted_once_counts_lost_time(cloud, tiny_dataset, tmp_path):
     assert (run.training_seconds, run.billable_seconds) == (920, 320)
     m = run_money(run)  # managed spot: the on-demand price for the billable seconds
     assert spot_savings(m) == pytest.approx(1 - 320 / 920)
-    assert m.eur == pytest.approx(320 * 4.131 / 3600 / 1.172)
+    assert m.eur == pytest.approx(320 * 4.13125 / 3600 / 1.1172)
 
 
 def test_max_wait_exceeded_is_interrupted_and_resumable(cloud, tiny_dataset, tmp_path):
