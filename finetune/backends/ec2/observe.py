@@ -111,7 +111,7 @@ def download_model(clients, state: Ec2State, folder: Path) -> None:
     where = f"s3://{state.bucket}/{state.prefix}{p.MODEL}"
     store = RunStore(clients("s3", state.region), state.bucket, state.prefix)
     try:
-        count = ec2_infra.call(store.download_tree, p.MODEL, folder)
+        count = ec2_infra.call(lambda: store.download_tree(p.MODEL, folder))
     except UnsafeKey as exc:
         raise DataError(
             f"{where}: {exc}",
