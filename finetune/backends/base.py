@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
@@ -167,6 +168,11 @@ class Backend(Protocol):
 
     def stop(self, run: Run) -> None:
         """Ask the run to checkpoint and stop."""
+
+    def fetch_model(self, run: Run, dest: Path) -> Path:
+        """The completed run's model folder (classes.json, preprocessing.json,
+        hyperparameters.json and the engine's files): where it already is on this machine,
+        or downloaded from the cloud into ``dest`` (beside it first, then renamed)."""
 
     def orphans(self, live_runs: set[str], older_than_s: float) -> list[Orphan]:
         """What this backend left in the cloud that no live run owns."""

@@ -71,19 +71,23 @@ def locate(run_or_folder: str) -> ModelFolder:
 
 
 def run_model_dir(run) -> Path:
-    """Where a run's trainer wrote its model on this machine; a DataError when it has none
-    (still running, failed, or trained in the cloud)."""
+    """Where a run's model is on this machine: the folder its trainer wrote here, else (a
+    completed cloud run) a copy its backend downloads once into the cache. A DataError when
+    it has none yet (still running, failed)."""
     folder = Path(run.run_dir or ".") / "ml" / "model"
     if (folder / PREPROCESSING).is_file():
         return folder
     if run.status != "completed":
         raise DataError(
-            f"run {run.id} is {run.status}: it has no model yet",
+            f"run {run.id} is {run.status}: it has no model",
             "wait until `finetune runs show RUN` says completed, or resume it with "
             "`finetune launch --resume RUN`.",
         )
-    raise DataError(
-        f"run {run.id} ran on {run.backend}; its model is not on this machine",
-        "download its model folder (the model.tar.gz of its output, unpacked) and pass "
-        "that folder instead of the run id.",
-    )
+    from finetune import settings
+
+    cached = settings.get().cache_dir / "models" / run.id
+    if all((cached / n).is_file() for n in DESCRIPTION):
+        return cached  # downloaded before (folders are renamed into place only when whole)
+    from finetune.backends import get_backend
+
+    return get_backend(run.backend).fetch_model(run, cached)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from finetune.aws.datasetscope import read_prefixes
 from finetune.aws.infra import boundary_arn
-from finetune.backends import base
+from finetune.backends import base, modelfiles
 from finetune.backends.base import Capabilities, Hooks, Status
 from finetune.backends.ec2 import ami as ec2_ami
 from finetune.backends.ec2 import cost as ec2_cost
@@ -305,6 +305,18 @@ class Ec2Backend:
             ec2_infra.terminate(ec2, live)  # found by tag: also what a killed launch made
         else:  # no instance was ever started: the run ends here
             self._release(run, state)
+
+    def fetch_model(self, run, dest: Path) -> Path:
+        """The model/ files the agent uploaded under the run's prefix, into ``dest``."""
+        state = Ec2State.load(run.run_dir) if run.run_dir else None
+        if state is None or state.current is None or state.current.outcome != "completed":
+            raise UsageError(
+                f"run {run.id} did not complete on EC2: it has no model",
+                f"see `finetune runs show {run.id}`; only a completed run has a model.",
+            )
+        return modelfiles.into_place(
+            dest, lambda tmp: ec2_observe.download_model(self._clients, state, tmp)
+        )
 
     # -- helpers --------------------------------------------------------------------------
     def _record(self, run, **fields) -> None:

@@ -1,14 +1,16 @@
 """Where an EC2 attempt stands, from the agent's status.json and the instance's state, and
-what the agent wrote to the run's S3 prefix (status, metrics, log)."""
+what the agent wrote to the run's S3 prefix (status, metrics, log, the final model)."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from finetune.backends.base import Status
 from finetune.backends.ec2 import infra as ec2_infra
 from finetune.backends.ec2.agent import protocol as p
 from finetune.backends.ec2.state import Ec2State
+from finetune.errors import DataError
 from finetune.metrics import EpochMetrics
 
 ENDED = ("shutting-down", "terminated", "stopping", "stopped")
@@ -99,3 +101,28 @@ def _read(clients, state: Ec2State, name: str) -> str | None:
             return None
         raise ec2_infra.cloud_error(exc, f"reading s3://{state.bucket}/{key}") from None
     return body.read().decode("utf-8", "replace")
+
+
+def download_model(clients, state: Ec2State, folder: Path) -> None:
+    """The model/ files the agent uploaded once training succeeded, into ``folder`` (every
+    key checked to stay inside it before anything is written)."""
+    from finetune.backends.ec2.agent.sync import RunStore, UnsafeKey
+
+    where = f"s3://{state.bucket}/{state.prefix}{p.MODEL}"
+    store = RunStore(clients("s3", state.region), state.bucket, state.prefix)
+    try:
+        count = ec2_infra.call(lambda: store.download_tree(p.MODEL, folder))
+    except UnsafeKey as exc:
+        raise DataError(
+            f"{where}: {exc}",
+            "someone else wrote to the run's prefix: delete the odd key, or pass a trusted "
+            "model folder instead of the run id.",
+        ) from None
+    except Exception as exc:
+        raise ec2_infra.cloud_error(exc, f"downloading {where}") from None
+    if count == 0:
+        raise DataError(
+            f"no model under {where} (the agent uploads it when training succeeds)",
+            "check `finetune runs logs RUN` for the upload; if it was deleted, pass a model "
+            "folder instead of the run id, or train again.",
+        )

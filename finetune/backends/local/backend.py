@@ -155,6 +155,10 @@ class LocalBackend:
             return
         raise UsageError(f"run {run.id} is not running", "nothing to stop.")
 
+    def fetch_model(self, run, dest: Path) -> Path:
+        """The model folder the trainer wrote in the run's folder (nothing to download)."""
+        return Path(run.run_dir or ".") / "ml" / "model"
+
 
 # what the trainer leaves in output/data beside the metrics, kept in the ledger when it ends
 _OUTPUT_FACTS = {

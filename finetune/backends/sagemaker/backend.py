@@ -20,13 +20,13 @@ from finetune.aws import retries, sdk
 from finetune.aws.errors import aws_errors
 from finetune.aws.logs import JobLog, refresh
 from finetune.aws.session import Aws, connect, parse_arn
-from finetune.backends import base
+from finetune.backends import base, modelfiles
 from finetune.backends.base import Capabilities, Hooks, Status
 from finetune.backends.sagemaker import launch, preflight
 from finetune.backends.sagemaker import request as rq
 from finetune.backends.sagemaker import status as st
 from finetune.backends.sagemaker import submit as sub
-from finetune.errors import UsageError
+from finetune.errors import DataError, UsageError
 
 
 class SageMakerBackend:
@@ -153,6 +153,19 @@ class SageMakerBackend:
                 _check_running(run, self._describe(run))  # it ended meanwhile: say so
                 raise
 
+    def fetch_model(self, run, dest: Path) -> Path:
+        """The job's model.tar.gz (ModelArtifacts.S3ModelArtifacts), unpacked into ``dest``."""
+        name, region = self._where(run)
+        job = self._describe(run)
+        uri = (job.get("ModelArtifacts") or {}).get("S3ModelArtifacts")
+        if st.state_of(job) != "completed" or not uri:
+            raise DataError(
+                f"SageMaker job {name} is {job.get('TrainingJobStatus')}: it left no model",
+                f"see `finetune runs show {run.id}`; only a completed run has a model.",
+            )
+        s3 = self._aws(region).client("s3")
+        return modelfiles.into_place(dest, lambda tmp: _download_model(s3, uri, tmp))
+
     # -- helpers --------------------------------------------------------------------------
     def _aws(self, region: str | None) -> Aws:
         key = region or ""
@@ -256,3 +269,26 @@ def _read_output_metrics(s3, job: dict) -> str | None:
             if Path(member.name).name == mt.METRICS_FILE and member.isfile():
                 return tar.extractfile(member).read().decode("utf-8", "replace")
     return None
+
+
+def _download_model(s3, uri: str, folder: Path) -> None:
+    """model.tar.gz at ``uri`` unpacked into ``folder`` (the archive kept beside it)."""
+    from finetune.aws.s3upload import parse_s3_uri
+
+    bucket, key = parse_s3_uri(uri)
+    archive = folder.with_name(folder.name + ".tar.gz")
+    try:
+        with aws_errors("GetObject", resource=uri):
+            try:
+                retries.call(s3.download_file, Bucket=bucket, Key=key, Filename=str(archive))
+            except Exception as exc:
+                if retries.error_code(exc) in ("NoSuchKey", "404"):
+                    raise DataError(
+                        f"the job's model {uri} is not in S3 (deleted, or never written)",
+                        "pass a model folder instead of the run id if you kept a copy; "
+                        "otherwise train again.",
+                    ) from None
+                raise
+        modelfiles.extract(archive, folder, uri)
+    finally:
+        archive.unlink(missing_ok=True)

@@ -1,0 +1,83 @@
+"""`finetune predict` with a completed EC2 run's id: the model/ files the agent uploaded under
+the run's prefix are downloaded once (keys checked to stay inside the folder) and give the
+same classes as the model folder they came from."""
+
+from __future__ import annotations
+
+import json
+
+import boto3
+import pytest
+from typer.testing import CliRunner
+
+from finetune import service, settings
+from finetune.backends.ec2.agent import protocol as p
+from finetune.backends.ec2.agent.sync import RunStore
+from finetune.backends.ec2.backend import Ec2Backend
+from finetune.backends.ec2.state import Ec2Options
+from finetune.cli import app
+from finetune.plan import Resources, build_plan
+from finetune.runs.ledger import open_default
+from tests.modelfolder import make_torch_model
+
+from .conftest import BUCKET, REGION
+from .control import agent_says, sync
+
+pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return make_torch_model(tmp_path_factory.mktemp("model") / "model")
+
+
+def _completed_run(dataset):
+    """A run the agent reported completed, in the default ledger (what `predict` reads)."""
+    resources = Resources(backend="ec2", instance_type="g5.xlarge", device="gpu", spot=True)
+    plan = build_plan("smoke-resnet18", dataset, resources)
+    with open_default() as ledger:
+        backend = Ec2Backend(Ec2Options(), ledger=ledger)
+        run = service.launch(plan, backend, ledger)
+        agent_says(run.id, "completed", 1)
+        run, status, _ = sync(run, backend, ledger)
+    assert status.state == "completed"
+    return run
+
+
+def _store(run_id: str) -> RunStore:
+    """The run's prefix as the agent writes it."""
+    return RunStore(boto3.client("s3", region_name=REGION), BUCKET, p.run_prefix(run_id))
+
+
+def _top1(model: str, images) -> list[tuple[str, str]]:
+    res = CliRunner().invoke(app, ["predict", model, str(images), "--format", "json"])
+    assert res.exit_code == 0, res.output
+    return [(x["image"], x["top"][0]["class"]) for x in json.loads(res.output)["predictions"]]
+
+
+def test_predict_downloads_the_agents_model(ec2_aws, tiny_dataset, image_folder, model_dir):
+    run = _completed_run(tiny_dataset)
+    _store(run.id).upload_tree(model_dir, p.MODEL)  # as the agent does when training succeeds
+    images = sorted(f for f in image_folder.iterdir() if f.is_dir())[0]
+    assert _top1(run.id, images) == _top1(str(model_dir), images)
+    fetched = settings.get().cache_dir / "models" / run.id
+    assert sorted(f.name for f in fetched.iterdir()) == sorted(f.name for f in model_dir.iterdir())
+
+
+def test_a_key_climbing_out_is_refused(ec2_aws, tiny_dataset, model_dir):
+    run = _completed_run(tiny_dataset)
+    store = _store(run.id)
+    for name in ("classes.json", "preprocessing.json", "hyperparameters.json"):
+        store.upload_file(model_dir / name, p.MODEL + name)
+    store.write_text(p.MODEL + "../escaped.txt", "gotcha")
+    res = CliRunner().invoke(app, ["predict", run.id, str(model_dir)])
+    assert res.exit_code != 0
+    assert "refusing S3 key" in res.output and "To fix:" in res.output
+    assert list((settings.get().cache_dir / "models").iterdir()) == []
+
+
+def test_no_model_uploaded_says_so(ec2_aws, tiny_dataset, model_dir):
+    run = _completed_run(tiny_dataset)
+    res = CliRunner().invoke(app, ["predict", run.id, str(model_dir)])
+    assert res.exit_code != 0
+    assert "no model under s3://" in res.output and "To fix:" in res.output
