@@ -83,9 +83,14 @@ def run_model_dir(run) -> Path:
             "wait until `finetune runs show RUN` says completed, or resume it with "
             "`finetune launch --resume RUN`.",
         )
+    # one copy per job (the backend's reference): a run resumed and completed again by a
+    # new job (SageMaker JOB-r1, a new EC2 attempt) gets its new model, not the old copy
+    import hashlib
+
     from finetune import settings
 
-    cached = settings.get().cache_dir / "models" / run.id
+    job = hashlib.sha256((run.backend_ref or "").encode()).hexdigest()[:12]
+    cached = settings.get().cache_dir / "models" / run.id / job
     if all((cached / n).is_file() for n in DESCRIPTION):
         return cached  # downloaded before (folders are renamed into place only when whole)
     from finetune.backends import get_backend
