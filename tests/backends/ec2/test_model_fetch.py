@@ -81,3 +81,18 @@ def test_no_model_uploaded_says_so(ec2_aws, tiny_dataset, model_dir):
     res = CliRunner().invoke(app, ["predict", run.id, str(model_dir)])
     assert res.exit_code != 0
     assert "no model under s3://" in res.output and "To fix:" in res.output
+
+
+def test_a_new_job_of_the_run_brings_its_own_model(ec2_aws, tiny_dataset, model_dir):
+    """The cache holds one copy per job: once the run's reference changes (a resumed run
+    completed by a new attempt), the model is fetched again, not served from the old copy."""
+    from finetune.models import artifact
+
+    run = _completed_run(tiny_dataset)
+    _store(run.id).upload_tree(model_dir, p.MODEL)
+    first = artifact.locate(run.id).path
+    assert artifact.locate(run.id).path == first  # the same job: the cached copy
+    with open_default() as ledger:
+        ledger.update(run.id, backend_ref="i-0newattempt0000000")
+    second = artifact.locate(run.id).path
+    assert second != first and (second / "classes.json").is_file()
