@@ -22,7 +22,7 @@ def parse_duration(text: str, option: str) -> int:
     parts = _PART.findall(s)
     if not s or "".join(n + u for n, u in parts) != s:
         raise UsageError(
-            f"{option} {text!r} is not a duration", "write it like 90s, 45m, 2h or 1h30m."
+            f"{option} {text!r} is not a duration", "write it like 90s, 45m, 2h, 1h30m or 30d."
         )
     return int(sum(float(n) * _UNIT[u] for n, u in parts))
 

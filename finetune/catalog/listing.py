@@ -71,7 +71,7 @@ class Unpriced:
     why: str
 
     def as_dict(self) -> dict:
-        name = self.instance.sagemaker_name() if self.backend == "sagemaker" else None
+        name = self.instance.sagemaker_name() if self.backend == prices.SAGEMAKER else None
         return {
             "instance_type": name or self.instance.name,
             "region": self.region,
@@ -131,14 +131,14 @@ def unpriced(book: prices.PriceBook, gpu=None, region=None, backend=None) -> lis
     out = []
     have = {(i, b) for (i, _, b) in book.prices}
     for inst in instances.with_gpu(gpu):
-        if backend in (None, "ec2") and (inst.name, "ec2") not in have:
+        if backend in (None, prices.EC2) and (inst.name, prices.EC2) not in have:
             why = "no sourced price (not in the catalog snapshot; `finetune prices refresh`)"
-            out.append(Unpriced(inst, region or "-", "ec2", why))
-    if backend != "sagemaker":
+            out.append(Unpriced(inst, region or "-", prices.EC2, why))
+    if backend != prices.SAGEMAKER:
         return out
-    ec2 = {(i, r) for (i, r, b) in book.prices if b == "ec2" and region in (None, r)}
+    ec2 = {(i, r) for (i, r, b) in book.prices if b == prices.EC2 and region in (None, r)}
     for inst in instances.with_gpu(gpu):
         for i, r in sorted(k for k in ec2 if k[0] == inst.name):
-            if (i, r, "sagemaker") not in book.prices:
-                out.append(Unpriced(inst, r, "sagemaker", prices.NO_SAGEMAKER_PRICE))
+            if (i, r, prices.SAGEMAKER) not in book.prices:
+                out.append(Unpriced(inst, r, prices.SAGEMAKER, prices.NO_SAGEMAKER_PRICE))
     return out

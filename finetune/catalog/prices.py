@@ -20,7 +20,10 @@ from finetune.catalog._files import cache_dir, read_rows, rows_to_csv
 from finetune.errors import DataError, FinetuneError, UsageError, did_you_mean
 
 HEADER = ("InstanceType", "Region", "Backend", "PriceUSD", "AsOf", "Source")
-BACKENDS = ("ec2", "sagemaker")
+# The AWS price lists a price comes from (the Pricing API's AmazonEC2 / AmazonSageMaker);
+# the CSV column and the field keep the name "backend" (a file and JSON format in use).
+EC2, SAGEMAKER = "ec2", "sagemaker"
+BACKENDS = (EC2, SAGEMAKER)
 CACHE_FILE = "prices.csv"
 DEFAULT_SAGEMAKER_MARKUP = 0.25  # ml.* training runs 15-25 % above EC2: the dear end, on purpose
 NO_SAGEMAKER_PRICE = "no sourced price: run `finetune prices refresh`"
@@ -56,7 +59,7 @@ class Price:
     @property
     def display_name(self) -> str:
         """The name AWS bills under: 'ml.p3.2xlarge' on SageMaker, 'p3.2xlarge' on EC2."""
-        return f"ml.{self.instance_type}" if self.backend == "sagemaker" else self.instance_type
+        return f"ml.{self.instance_type}" if self.backend == SAGEMAKER else self.instance_type
 
 
 def parse_csv(text: str, origin: str) -> list[Price]:
@@ -116,7 +119,7 @@ class PriceBook:
     def regions(self, backend: str | None = None) -> list[str]:
         return sorted({p.region for p in self.prices.values() if backend in (None, p.backend)})
 
-    def get(self, instance: str, region: str, backend: str = "ec2") -> Price:
+    def get(self, instance: str, region: str, backend: str = EC2) -> Price:
         """The price of ``instance`` in ``region`` on ``backend``, or an error saying what to do."""
         check_backend(backend)
         inst = instances.get(instance)  # UsageError with did-you-mean for unknown names
@@ -125,14 +128,14 @@ class PriceBook:
             return found
         where = sorted(r for (i, r, b) in self.prices if i == inst.name and b == backend)
         known = f" Known regions for it: {', '.join(where)}." if where else ""
-        if backend == "sagemaker" and not where:
+        if backend == SAGEMAKER and not where:
             raise DataError(
                 f"ml.{inst.name} in {region}: {NO_SAGEMAKER_PRICE} (no dated public table of "
                 "SageMaker training prices exists).",
                 f"run `finetune prices refresh --region {region} --backend sagemaker` "
                 "(AWS Pricing API).",
             )
-        if backend == "ec2" and not any(i == inst.name for (i, _, _) in self.prices):
+        if backend == EC2 and not any(i == inst.name for (i, _, _) in self.prices):
             raise DataError(
                 f"No sourced price for {inst.name}: it is not in the bundled catalog snapshot "
                 f"({snapshot.provenance().source()})"
@@ -169,20 +172,20 @@ class PriceBook:
         ]
         return sorted(rows, key=lambda p: (order[p.instance_type], p.region, p.backend))
 
-    def quote(self, instance: str, region: str, backend: str = "ec2") -> Price:
+    def quote(self, instance: str, region: str, backend: str = EC2) -> Price:
         """Like ``get``, but a SageMaker type without a refreshed price is estimated as its EC2
         price times the SageMaker markup setting -- marked ``estimate`` and labelled so."""
         try:
             return self.get(instance, region, backend)
         except DataError:
-            if backend != "sagemaker":
+            if backend != SAGEMAKER:
                 raise
-        ec2 = self.get(instance, region, "ec2")
+        ec2 = self.get(instance, region, EC2)
         markup = sagemaker_markup()
         return Price(
             instance_type=ec2.instance_type,
             region=region,
-            backend="sagemaker",
+            backend=SAGEMAKER,
             usd_per_hour=ec2.usd_per_hour * (1 + markup),
             as_of=ec2.as_of,
             source=(
@@ -207,7 +210,7 @@ def snapshot_prices() -> list[Price]:
     known = instances.all_instances()
     source = snapshot.provenance().source()
     return [
-        Price(itype, region, "ec2", row.on_demand, None, source)
+        Price(itype, region, EC2, row.on_demand, None, source)
         for (itype, region), row in sorted(snapshot.rows().items())
         if itype in known and row.on_demand
     ]
@@ -232,6 +235,6 @@ def load(directory: Path | None = None) -> PriceBook:
     return PriceBook(merged, warnings)
 
 
-def price(instance: str, region: str, backend: str = "ec2") -> Price:
+def price(instance: str, region: str, backend: str = EC2) -> Price:
     """Convenience: ``load().quote(...)`` for one lookup (SageMaker may be an estimate)."""
     return load().quote(instance, region, backend)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timezone
 
 from finetune.catalog import snapshot
-from finetune.catalog.prices import Price
+from finetune.catalog.prices import EC2, Price
 
 DEFAULT_SPOT_DISCOUNT = 0.60
 DEFAULT_SOURCE = (
@@ -47,7 +47,7 @@ def estimated(on_demand: Price, discount: float = DEFAULT_SPOT_DISCOUNT) -> Spot
     """The spot estimate for ``on_demand``: the snapshot's regional median for EC2 where it
     has one, else the default discount (both labelled as estimates)."""
     row = snapshot.rows().get((on_demand.instance_type, on_demand.region))
-    if on_demand.backend == "ec2" and row is not None and row.spot_median is not None:
+    if on_demand.backend == EC2 and row is not None and row.spot_median is not None:
         return SpotPrice(
             instance_type=on_demand.instance_type,
             region=on_demand.region,
@@ -137,7 +137,7 @@ def spot_prices(
         return out
     by_region: dict[str, list[Price]] = {}
     for p in on_demand:
-        if p.backend == "ec2":
+        if p.backend == EC2:
             by_region.setdefault(p.region, []).append(p)
     for region, rows in by_region.items():
         client = client_for(region) if client_for else None

@@ -10,7 +10,6 @@ event) is gone from this host for longer than the grace period: that launch was 
 from __future__ import annotations
 
 import json
-import os
 import socket
 import time
 from dataclasses import dataclass, field
@@ -68,7 +67,9 @@ def is_abandoned(ledger: Ledger, run: Run, grace_s: float = GRACE_S, now=None) -
     launcher = _launcher(ledger, run)
     if not launcher or launcher.get("host") != socket.gethostname():
         return False  # launched elsewhere (or before launches were recorded): cannot tell
-    return not pid_alive(int(launcher.get("pid", 0)))
+    from finetune.processes import alive
+
+    return not alive(int(launcher.get("pid", 0)))
 
 
 def _launcher(ledger: Ledger, run: Run) -> dict:
@@ -79,15 +80,3 @@ def _launcher(ledger: Ledger, run: Run) -> dict:
             except ValueError:
                 return {}
     return {}
-
-
-def pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

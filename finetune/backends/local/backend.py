@@ -16,6 +16,7 @@ from finetune.backends import base
 from finetune.backends.base import Capabilities, Feature, Hooks, Preflight, Status
 from finetune.backends.local.runner import LOCK_FILE, lock_held
 from finetune.errors import UsageError
+from finetune.processes import alive
 from finetune.train import mltree
 
 
@@ -115,7 +116,7 @@ class LocalBackend:
             return _final(run_dir, json.loads(exit_file.read_text()))
         runner = _read_json(run_dir / "runner.json")
         pid = int(run.backend_ref or 0)
-        if _alive(pid):
+        if alive(pid):
             return Status("running" if runner else "submitted", started_at=runner.get("started_at"))
         if _read_json(exit_file):  # finished between the two checks
             return self.status(run)
@@ -146,11 +147,11 @@ class LocalBackend:
 
     def stop(self, run) -> None:
         pid = int(run.backend_ref or 0)
-        if _alive(pid):
+        if alive(pid):
             os.kill(pid, signal.SIGTERM)  # the runner forwards it; the trainer checkpoints
             return
         trainer = int(_read_json(Path(run.run_dir) / "runner.json").get("trainer_pid") or 0)
-        if lock_held(Path(run.run_dir)) and _alive(trainer):  # its supervisor was killed
+        if lock_held(Path(run.run_dir)) and alive(trainer):  # its supervisor was killed
             os.kill(trainer, signal.SIGTERM)
             return
         raise UsageError(f"run {run.id} is not running", "nothing to stop.")
@@ -213,19 +214,3 @@ def _reap(pid: int, wait_s: float = 5.0) -> None:
         except (ChildProcessError, OSError):
             return
         time.sleep(0.02)
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie child of this very process counts as ended
-    try:
-        return os.waitpid(pid, os.WNOHANG) == (0, 0)
-    except ChildProcessError:
-        return True

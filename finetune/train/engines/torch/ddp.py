@@ -96,7 +96,9 @@ def join(device_type: str) -> Group:
     if device_type == "cuda":
         torch.cuda.set_device(local_rank)
     dist.init_process_group(backend, timeout=timeout)
-    control = dist.new_group(backend="gloo", timeout=timeout) if backend == "nccl" else None
+    # NCCL (GPUs) carries the gradients; control messages go over gloo on CPU tensors
+    cuda = device_type == "cuda"
+    control = dist.new_group(backend="gloo", timeout=timeout) if cuda else None
     log.info("process %d of %d (local %d of %d), %s", rank, world, local_rank, local_world,
              backend)  # fmt: skip
     return Group(rank, world, local_rank, local_world, control)
