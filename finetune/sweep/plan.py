@@ -41,8 +41,11 @@ class SweepPlan:
         return sum(c.eur for c in self.cells)
 
     def check_budget(self, max_eur: float | None) -> None:
-        """UsageError when the total estimate exceeds ``max_eur`` (or cannot be known)."""
-        if max_eur is None:
+        """UsageError when the total estimate exceeds ``max_eur`` (or cannot be known), or
+        when ``max_eur`` is no usable cap (zero, negative: finetune.eurocap)."""
+        from finetune.eurocap import check_max_eur
+
+        if check_max_eur(max_eur) is None:
             return
         total = self.total_eur
         if total is None:

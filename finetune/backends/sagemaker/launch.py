@@ -15,6 +15,7 @@ from finetune.backends.sagemaker import request as rq
 from finetune.backends.sagemaker import submit as sub
 from finetune.durations import Duration
 from finetune.errors import UsageError
+from finetune.eurocap import EuroCap
 
 ROLE_PLACEHOLDER = "arn:aws:iam::000000000000:role/unset"  # valid shape, for the offline checks
 SAMPLE_RUN_ID = "ft-YYYYMMDD-HHMMSS-xxxx"
@@ -26,7 +27,7 @@ class SageMakerOptions(base.Options):
     region: str | None = None
     max_runtime: Duration | None = Field(None, gt=0)
     max_wait: Duration | None = Field(None, gt=0)  # spot only; default twice the runtime
-    max_eur: float | None = Field(None, gt=0)
+    max_eur: EuroCap = None
     image: str | None = None
     subnet: tuple[str, ...] = ()
     security_group: tuple[str, ...] = ()
