@@ -79,6 +79,10 @@ def plan_sweep(
     anything runs)."""
     from finetune.backends import on_this_machine
 
+    if region:  # priced per cell: a typo must not price every cell as "no price"
+        from finetune.aws.names import check_region
+
+        check_region(region, "--region")
     grid = g.parse_grid(grid_specs)
     local = on_this_machine(backend)
     _check_keys(grid, local, instance)

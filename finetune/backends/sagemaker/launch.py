@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from pydantic import Field
 
+from finetune.aws.names import Region
 from finetune.backends import base
 from finetune.backends.sagemaker import preflight
 from finetune.backends.sagemaker import request as rq
@@ -24,7 +25,7 @@ SAMPLE_RUN_ID = "ft-YYYYMMDD-HHMMSS-xxxx"
 class SageMakerOptions(base.Options):
     """The SageMaker backend's launch flags (settings fill the rest at submit time)."""
 
-    region: str | None = None
+    region: Region = None
     max_runtime: Duration | None = Field(None, gt=0)
     max_wait: Duration | None = Field(None, gt=0)  # spot only; default twice the runtime
     max_eur: EuroCap = None
