@@ -2,9 +2,8 @@
 (`config set`, FINETUNE_REGION / FINETUNE_BUCKET, the config file, --region / --bucket), so
 a typo is refused where it is typed -- not shown by a dry run as if valid, nor sent to AWS.
 
-Regions: the catalog's regions, then every region botocore knows for EC2 and SageMaker in
-any partition (read offline from its bundled endpoint data, only when the catalog does not
-know the name). Buckets: S3's general-purpose naming rules
+Regions: the catalog's regions, then every region of every partition botocore knows (read
+offline from its bundled partitions.json, only when the catalog does not know the name). Buckets: S3's general-purpose naming rules
 (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html).
 """
 
@@ -42,17 +41,21 @@ def _catalog_regions() -> frozenset[str]:
 
 @lru_cache(maxsize=1)
 def _botocore_regions() -> frozenset[str]:
-    try:
-        import botocore.session
-    except ImportError:  # no AWS extra: the catalog's regions are all we know
+    """Every region of every partition in botocore's bundled partitions.json, read as a
+    file (importing botocore.session costs most of a second on every command)."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("botocore")
+    if spec is None or spec.origin is None:  # no AWS extra: the catalog's regions are all
         return frozenset()
-    session = botocore.session.get_session()
-    return frozenset(
-        region
-        for partition in session.get_available_partitions()
-        for service in ("ec2", "sagemaker")
-        for region in session.get_available_regions(service, partition)
-    )
+    try:
+        doc = json.loads((Path(spec.origin).parent / "data" / "partitions.json").read_text())
+        found = {r for part in doc["partitions"] for r in part.get("regions", {})}
+    except (OSError, ValueError, KeyError, TypeError):
+        return frozenset()
+    return frozenset(r for r in found if _REGION.fullmatch(r))  # not "aws-global"
 
 
 def known_regions() -> frozenset[str]:
