@@ -2,8 +2,8 @@
 (`config set`, FINETUNE_REGION / FINETUNE_BUCKET, the config file, --region / --bucket), so
 a typo is refused where it is typed -- not shown by a dry run as if valid, nor sent to AWS.
 
-Regions: the catalog's regions, then every region of every partition botocore knows (read
-offline from its bundled partitions.json, only when the catalog does not know the name). Buckets: S3's general-purpose naming rules
+Regions: every region of every partition botocore knows (its bundled partitions.json, read
+offline as a file), then the catalog's. Buckets: S3's general-purpose naming rules
 (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html).
 """
 
@@ -66,7 +66,7 @@ def known_regions() -> frozenset[str]:
 def check_region(value: str, where: str) -> str:
     """``value`` if it is a known AWS region name; else a ConfigError naming ``where`` the
     value came from (e.g. "FINETUNE_REGION", "--region") with a did-you-mean."""
-    if value in _catalog_regions() or value in _botocore_regions():
+    if value in _botocore_regions() or value in _catalog_regions():  # the cheaper first
         return value
     guess = value.strip().lower().replace("_", "-")[:MAX_REGION]
     hint = did_you_mean(guess, known_regions()) if guess else ""
