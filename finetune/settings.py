@@ -54,9 +54,12 @@ class Settings(BaseSettings):
     @field_validator("region", "bucket")
     @classmethod
     def _aws_name(cls, value, info):
-        """A region or bucket from the environment or the config file (finetune.aws.names)."""
+        """A region or bucket from the environment or the config file (finetune.aws.names);
+        an empty one is unset, as it always was (`FINETUNE_REGION= finetune ...`)."""
         from finetune.aws import names
 
+        if value == "":
+            return None
         return names.check_setting(info.field_name, value, _origin(info.field_name))
 
     @classmethod

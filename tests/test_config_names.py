@@ -137,3 +137,11 @@ def test_a_region_flag_takes_the_same_check(tiny_dataset, args):
 def test_a_bucket_flag_takes_the_same_check():
     res = cli("infra", "print", "--policy", "caller", "--bucket", "Bad_Bucket..Name")
     assert res.exit_code == 4 and "--bucket 'Bad_Bucket..Name' is not a valid" in res.output
+
+
+def test_an_empty_variable_still_means_unset_but_config_set_refuses_it(monkeypatch):
+    monkeypatch.setenv("FINETUNE_REGION", "")
+    res = CliRunner().invoke(app, ["config", "show", "--json"])
+    assert res.exit_code == 0, res.output
+    res = cli("config", "set", "region", "")
+    assert res.exit_code == 4 and "'' is not a region name" in res.output and _stored() == {}
