@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from finetune.errors import ConfigError, did_you_mean
@@ -51,6 +51,17 @@ class Settings(BaseSettings):
     # real ml.* prices (0.25 = 25 % dearer; ml.* training runs 15-25 % above EC2).
     sagemaker_markup: float = Field(0.25, ge=0, le=5)
 
+    @field_validator("region", "bucket")
+    @classmethod
+    def _aws_name(cls, value, info):
+        """A region or bucket from the environment or the config file (finetune.aws.names);
+        an empty one is unset, as it always was (`FINETUNE_REGION= finetune ...`)."""
+        from finetune.aws import names
+
+        if value == "":
+            return None
+        return names.check_setting(info.field_name, value, _origin(info.field_name))
+
     @classmethod
     def settings_customise_sources(
         cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings
@@ -65,6 +76,12 @@ class Settings(BaseSettings):
     @property
     def downloads_dir(self) -> Path:
         return self.cache_dir / "downloads"
+
+
+def _origin(key: str) -> str:
+    """Where a setting's value comes from, for a message: its variable, else the file."""
+    env = next((n for n in os.environ if n.upper() == "FINETUNE_" + key.upper()), None)
+    return env or f"the config file's {key}"
 
 
 @lru_cache(maxsize=1)
@@ -126,14 +143,28 @@ def set_value(key: str, value: str | None) -> Path:
     if value is None:
         data.pop(name, None)
     else:
+        from finetune.aws import names
+
+        names.check_setting(name, value, f"`config set {name}`")
         try:  # the value must be one the settings accept (a path for data_dir, ...)
-            Settings.model_validate({name: value})
+            _one_field(name).validate_python(value)  # not Settings(): no other source
         except ValidationError as exc:
             msg = exc.errors()[0]["msg"]
             raise ConfigError(f"{name}={value!r}: {msg}", f"give a valid {name}.") from None
         data[name] = value
     config.write(config.path(), data)
     return config.path()
+
+
+def _one_field(name: str):
+    """A validator of setting ``name`` alone (type and constraints), reading no environment
+    or config file: a bad value elsewhere must not block fixing this one."""
+    from typing import Annotated
+
+    from pydantic import TypeAdapter
+
+    f = Settings.model_fields[name]
+    return TypeAdapter(Annotated[(f.annotation, *f.metadata)] if f.metadata else f.annotation)
 
 
 @dataclass(frozen=True)

@@ -71,6 +71,15 @@ class Names:
     role_arn: str = ""
     extra: dict = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        """A region or bucket given (not a placeholder) is checked as FINETUNE_* are."""
+        from finetune.aws.names import check_bucket, check_region
+
+        if self.region != "REGION":
+            check_region(self.region, "--region")
+        if self.bucket != "BUCKET":
+            check_bucket(self.bucket, "--bucket")
+
     def values(self) -> dict[str, str]:
         from finetune.aws.session import partition_of
 

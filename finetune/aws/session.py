@@ -67,6 +67,7 @@ def connect(region: str | None = None, profile: str | None = None) -> Aws:
     from finetune import settings
 
     boto3 = require_module("boto3", extra="aws")
+    _check_flag(region)
     conf = settings.get()
     with aws_errors("opening an AWS session"):
         session = boto3.Session(profile_name=profile or conf.profile or None)
@@ -83,6 +84,7 @@ def configured_region(region: str | None = None) -> str | None:
     """The region a command would use, found without credentials or network (for --dry-run)."""
     from finetune import settings
 
+    _check_flag(region)
     conf = settings.get()
     if region or conf.region:
         return region or conf.region
@@ -92,6 +94,14 @@ def configured_region(region: str | None = None) -> str | None:
         return boto3.Session(profile_name=conf.profile or None).region_name
     except Exception:  # no boto3, unknown profile: a dry run just says it does not know
         return None
+
+
+def _check_flag(region: str | None) -> None:
+    """A --region flag is checked like FINETUNE_REGION (finetune.aws.names)."""
+    if region:
+        from finetune.aws.names import check_region
+
+        check_region(region, "--region")
 
 
 def partition_of(region: str) -> str:

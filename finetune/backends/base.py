@@ -187,5 +187,11 @@ def flag(name: str) -> str:
 
 
 def given(options: dict[str, Any]) -> dict[str, Any]:
-    """The options a user actually gave (None, False and empty lists mean 'not given')."""
-    return {k: v for k, v in options.items() if v not in (None, False, (), [])}
+    """The options a user actually gave (None, False and empty lists mean 'not given'). A
+    zero is given: ``0 == False``, so the test is by identity (--max-eur 0 is a cap, and
+    --max-restarts 0 means none, never the default)."""
+    return {k: v for k, v in options.items() if not _absent(v)}
+
+
+def _absent(value: Any) -> bool:
+    return value is None or value is False or (isinstance(value, tuple | list) and not value)

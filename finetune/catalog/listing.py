@@ -114,6 +114,10 @@ def list_offers(
     ``live_spot`` asks EC2 for current spot prices (needs credentials); otherwise spot prices
     are the documented default-discount estimate.
     """
+    if region:  # a typo is refused, not answered with an empty table
+        from finetune.aws.names import check_region
+
+        check_region(region, "--region")
     book = prices.load()
     rates, rate_warnings = fx.load()
     rate = fx.rate_from(rates)

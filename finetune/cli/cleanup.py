@@ -20,7 +20,7 @@ def cleanup(
     from finetune.runs.ledger import open_default
     from finetune.service import cleanup as service_cleanup
 
-    limit = parse_duration(older_than, "--older-than")
+    limit = parse_duration(older_than, "--older-than", minimum=0)  # 0s: whatever age
     with open_default() as ledger:
         found = service_cleanup.find(ledger, limit)
         if not found:

@@ -77,13 +77,17 @@ def list_images(
             f"{root} has no class folders",
             "lay the images out as ROOT/<class name>/<image files>, one folder per class.",
         )
-    samples = {cls: walk.images(cls) for cls in classes}
+    walk.own(classes)
+    # real folders first: a class folder that is a link to another is the one left empty
+    found = {cls: walk.images(cls) for cls in sorted(classes, key=lambda c: walk.is_link(c))}
+    samples = {cls: found[cls] for cls in classes}
     empty = [c for c in classes if not samples[c]]
     if empty:
         shown = ", ".join(empty[:10]) + (" ..." if len(empty) > 10 else "")
+        why = "".join(f"\n  {line}" for c in empty[:10] if (line := walk.why_empty(c)))
         raise DataError(
-            f"{len(empty)} class folder(s) hold no images: {shown}",
-            "add images to them, delete them, or leave them out with --exclude NAME.",
+            f"{len(empty)} class folder(s) hold no images: {shown}{why}",
+            "add images to them, delete them (or the link), or leave them out with --exclude NAME.",
         )
     _check_names([rel for cls in classes for rel in samples[cls]])
     return Listing(root, classes, samples, walk.ignored)
@@ -116,6 +120,39 @@ class _Walk:
         self.walked: set[str] = set()
         self.files: dict[str, str] = {}  # real path -> the relative path listed for it
         self.ignored: list[tuple[str, str]] = []
+        self.owners: dict[str, str] = {}  # real path of a class folder -> its class
+
+    def own(self, classes: list[str]) -> None:
+        """Every class folder owns its images: a link inside another class that leads into it
+        is not followed (its images would be listed under the wrong label)."""
+        for cls in classes:
+            if not self.is_link(cls):
+                self.owners[os.path.realpath(self.root / cls)] = cls
+
+    def is_link(self, cls: str) -> bool:
+        return os.path.islink(self.root / cls)
+
+    def why_empty(self, cls: str) -> str:
+        """Why class ``cls`` was found empty, when a link is the reason ('' otherwise)."""
+        if self.is_link(cls):
+            target = os.path.realpath(self.root / cls)
+            owner = self._owner(target)
+            where = f"the class folder {owner}" if owner else target
+            return f"{cls} is a link to {where}, whose images are listed there"
+        links = [(rel, why) for rel, why in self.ignored if rel.startswith(cls + "/")]
+        return "; ".join(f"{rel}: {why}" for rel, why in links[:3] if "link" in why)
+
+    def _foreign(self, real: str, cls: str | None) -> str | None:
+        """The other class whose folder holds ``real``, reached from inside class ``cls``
+        (None: none, or ``cls`` is itself a link: its own images are all duplicates)."""
+        if cls is None or self.is_link(cls):
+            return None
+        owner = self._owner(real)
+        return owner if owner != cls else None
+
+    def _owner(self, real: str) -> str | None:
+        """The class whose folder holds ``real`` (None: no class folder does)."""
+        return next((c for folder, c in self.owners.items() if _inside(real, folder)), None)
 
     def class_dirs(self) -> list[str]:
         """Names of the class folders; unreadable ones (a symlink loop) are an error."""
@@ -137,14 +174,18 @@ class _Walk:
             )
         return dirs
 
-    def _followable(self, path: str, rel: str) -> bool:
-        """Whether to walk the folder at ``path``; records why not in ``ignored``."""
+    def _followable(self, path: str, rel: str, cls: str | None = None) -> bool:
+        """Whether to walk the folder at ``path`` (inside class ``cls``); records why not in
+        ``ignored``."""
         real = os.path.realpath(path)
         why = None
+        owner = self._foreign(real, cls)
         if real in self.skip:
             why = "the output folder (inside the image folder)"
         elif not _inside(real, self.real_root) or real == self.real_root:
             why = "a link to a folder outside the image folder (or to the image folder itself)"
+        elif owner:
+            why = f"a link into the class folder {owner} (its images are labelled {owner})"
         elif real in self.walked:  # a loop, or a second way to the same folder
             why = "a link to a folder that is already listed"
         if why:
@@ -159,20 +200,24 @@ class _Walk:
             rel_dir = Path(dirpath).relative_to(self.root).as_posix()
             keep = []
             for d in sorted(x for x in dirnames if not x.startswith(".")):
-                if self._followable(os.path.join(dirpath, d), f"{rel_dir}/{d}"):
+                if self._followable(os.path.join(dirpath, d), f"{rel_dir}/{d}", cls):
                     keep.append(d)
                     self.walked.add(os.path.realpath(os.path.join(dirpath, d)))
             dirnames[:] = keep
             for name in filenames:
                 if not name.startswith("."):
-                    self._file(os.path.join(dirpath, name), f"{rel_dir}/{name}", found)
+                    self._file(os.path.join(dirpath, name), f"{rel_dir}/{name}", found, cls)
         return sorted(found, key=natural_key)
 
-    def _file(self, path: str, rel: str, found: list[str]) -> None:
+    def _file(self, path: str, rel: str, found: list[str], cls: str) -> None:
         if os.path.splitext(path)[1].lower() not in IMAGE_EXTENSIONS:
             self.ignored.append((rel, "not an image file extension"))
             return
         real = os.path.realpath(path)
+        owner = self._foreign(real, cls)
+        if owner:  # one image, two labels: it is the class whose folder holds it
+            self.ignored.append((rel, f"a link to an image of the class folder {owner}"))
+            return
         if real in self.files:
             self.ignored.append((rel, f"the same file as {self.files[real]} (listed once)"))
             return

@@ -41,7 +41,9 @@ def summary_lines(m: DatasetManifest, out: Path, reused: bool = False) -> list[s
         if len(m.skipped) > 5:
             lines.append(f"    ... and {len(m.skipped) - 5} more")
     if m.ignored:
-        lines.append(f"  ignored  {len(m.ignored)} non-image file(s), e.g. {m.ignored[0].path}")
+        lines.append(f"  ignored  {len(m.ignored)} file(s) or link(s), e.g. {m.ignored[0].path}")
+        links = [i for i in m.ignored if "link" in i.reason]  # what a user may have meant
+        lines += [f"    {i.path}: {i.reason}" for i in links[:5]]
     total = sum(f.bytes for f in m.files.values())
     lines.append(f"  files    {len(m.files)} + manifest.json, {_size(total)}")
     return lines

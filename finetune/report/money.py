@@ -220,3 +220,13 @@ def affordable_seconds(max_eur: float, charge: Charge, rate: Rate) -> int | None
     if not per_hour:
         return None
     return int(max(max_eur, 0.0) / per_hour * 3600)
+
+
+def smallest_cap(charge: Charge, rate: Rate, seconds: float) -> float | None:
+    """The smallest --max-eur, in whole cents (rounded up), that pays for ``seconds`` of
+    ``charge``'s instances under its billing rule (None: no price). What a refusal of a cap
+    too small to run at all offers instead."""
+    from dataclasses import replace
+
+    eur = euros([replace(charge, seconds=seconds, interrupted_by_ec2=False)], rate).eur
+    return None if eur is None else math.ceil(eur * 100 - 1e-9) / 100

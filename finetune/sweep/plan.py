@@ -41,8 +41,11 @@ class SweepPlan:
         return sum(c.eur for c in self.cells)
 
     def check_budget(self, max_eur: float | None) -> None:
-        """UsageError when the total estimate exceeds ``max_eur`` (or cannot be known)."""
-        if max_eur is None:
+        """UsageError when the total estimate exceeds ``max_eur`` (or cannot be known), or
+        when ``max_eur`` is no usable cap (zero, negative: finetune.eurocap)."""
+        from finetune.eurocap import check_max_eur
+
+        if check_max_eur(max_eur) is None:
             return
         total = self.total_eur
         if total is None:
@@ -76,6 +79,10 @@ def plan_sweep(
     anything runs)."""
     from finetune.backends import on_this_machine
 
+    if region:  # priced per cell: a typo must not price every cell as "no price"
+        from finetune.aws.names import check_region
+
+        check_region(region, "--region")
     grid = g.parse_grid(grid_specs)
     local = on_this_machine(backend)
     _check_keys(grid, local, instance)

@@ -86,8 +86,10 @@ def test_json_and_csv_carry_sources_dates_and_the_estimate_flag():
 def test_bad_input_gets_a_message_and_a_non_zero_exit():
     result = invoke("--gpu", "v10")
     assert result.exit_code == 2 and 'Did you mean "V100"?' in result.output
-    result = invoke("--region", "eu-west-9")
-    assert result.exit_code == 3 and "finetune prices refresh --region eu-west-9" in result.output
+    result = invoke("--region", "ap-south-2")  # a region with no price cached yet
+    assert result.exit_code == 3 and "finetune prices refresh --region ap-south-2" in result.output
+    result = invoke("--region", "eu-west-9")  # no such region: refreshing it would not help
+    assert result.exit_code == 4 and "'eu-west-9' is not a known AWS region" in result.output
     result = invoke("--backend", "batch")
     assert result.exit_code == 2 and "--backend ec2" in result.output
     result = invoke("--format", "yaml")

@@ -125,6 +125,12 @@ def runtime_cap(state: Ec2State, planned: money.Charge | None) -> int:
         raise UsageError(
             f"--max-eur {opts.max_eur:g} leaves {max(left, 0):.2f} EUR: under 10 minutes "
             f"at {per_hour:.2f} EUR/h",
-            "raise --max-eur or pick a cheaper instance.",
+            f"raise --max-eur to {_least(state, planned, rate):.2f} or more (10 minutes), "
+            "or pick a cheaper instance.",
         )
     return int(cap)
+
+
+def _least(state: Ec2State, planned: money.Charge, rate) -> float:
+    """The smallest --max-eur that leaves 10 minutes of ``planned`` after what was spent."""
+    return (eur_spent(state) or 0.0) + (money.smallest_cap(planned, rate, 600) or 0.0)

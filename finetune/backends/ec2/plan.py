@@ -13,6 +13,7 @@ from finetune.backends.ec2 import quota as ec2_quota
 from finetune.backends.ec2.state import DEFAULT_MAX_RUNTIME_S, Ec2Options, Ec2State
 from finetune.durations import Duration
 from finetune.errors import CloudError, ConfigError, UsageError
+from finetune.eurocap import EuroCap
 
 
 class Ec2LaunchOptions(base.Options):
@@ -22,7 +23,7 @@ class Ec2LaunchOptions(base.Options):
     subnet: tuple[str, ...] = ()
     az: tuple[str, ...] = ()
     max_runtime: Duration = Field(DEFAULT_MAX_RUNTIME_S, gt=0)
-    max_eur: float | None = Field(None, gt=0)
+    max_eur: EuroCap = None
     max_restarts: int = Field(3, ge=0)
     allow_on_demand_fallback: bool = False
     fallback_instance: tuple[str, ...] = ()

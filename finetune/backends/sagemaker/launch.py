@@ -9,12 +9,14 @@ from dataclasses import replace
 
 from pydantic import Field
 
+from finetune.aws.names import Region
 from finetune.backends import base
 from finetune.backends.sagemaker import preflight
 from finetune.backends.sagemaker import request as rq
 from finetune.backends.sagemaker import submit as sub
 from finetune.durations import Duration
 from finetune.errors import UsageError
+from finetune.eurocap import EuroCap
 
 ROLE_PLACEHOLDER = "arn:aws:iam::000000000000:role/unset"  # valid shape, for the offline checks
 SAMPLE_RUN_ID = "ft-YYYYMMDD-HHMMSS-xxxx"
@@ -23,10 +25,10 @@ SAMPLE_RUN_ID = "ft-YYYYMMDD-HHMMSS-xxxx"
 class SageMakerOptions(base.Options):
     """The SageMaker backend's launch flags (settings fill the rest at submit time)."""
 
-    region: str | None = None
+    region: Region = None
     max_runtime: Duration | None = Field(None, gt=0)
     max_wait: Duration | None = Field(None, gt=0)  # spot only; default twice the runtime
-    max_eur: float | None = Field(None, gt=0)
+    max_eur: EuroCap = None
     image: str | None = None
     subnet: tuple[str, ...] = ()
     security_group: tuple[str, ...] = ()

@@ -17,6 +17,9 @@ ECR_IMAGE = re.compile(
     r"^(\d{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?/[a-z0-9._/-]+(:[\w.-]+|@sha256:[0-9a-f]{64})$"
 )
 MAX_RUNTIME_LIMIT_S = 28 * 24 * 3600  # SageMaker's ceiling for MaxRuntimeInSeconds
+# The shortest runtime --max-eur may shrink a job to: SageMaker bills per second with no
+# minimum, but a job under a minute has not left its container's start-up (report.money).
+MIN_RUNTIME_S = 60
 
 
 @dataclass(frozen=True)
@@ -194,6 +197,17 @@ def check_budget(charge, rate, seconds: int, max_eur: float) -> list[Problem]:
         return []
     affordable = money.affordable_seconds(max_eur, charge, rate) or 0
     per_hour = money.eur_per_hour(replace(charge, instances=1), rate)
+    if affordable < MIN_RUNTIME_S:  # "lower --max-runtime to 0 minutes" helps nobody
+        least = money.smallest_cap(charge, rate, MIN_RUNTIME_S)
+        return [
+            Problem(
+                f"--max-eur {max_eur:g} pays for {affordable} s of {charge.instances} x "
+                f"{charge.instance_type} (EUR {per_hour:.2f}/h each); a job needs at least "
+                f"{MIN_RUNTIME_S} s",
+                f"raise --max-eur to {least:.2f} or more (what {MIN_RUNTIME_S} s costs), "
+                "use fewer instances, or pick a cheaper instance type.",
+            )
+        ]
     return [
         Problem(
             f"the worst case costs EUR {worst:.2f} ({charge.instances} x EUR {per_hour:.2f}/h "

@@ -128,7 +128,8 @@ def fit_budget(opts, plan, region: str):
     rate = fx.eur_rate()
     if opts.max_runtime_s is None:
         affordable = money.affordable_seconds(opts.max_eur, charge, rate)
-        opts = replace(opts, max_runtime_s=max(60, min(rq.DEFAULT_MAX_RUNTIME_S, affordable)))
+        runtime = max(preflight.MIN_RUNTIME_S, min(rq.DEFAULT_MAX_RUNTIME_S, affordable))
+        opts = replace(opts, max_runtime_s=runtime)
     preflight.raise_if(preflight.check_budget(charge, rate, opts.runtime_seconds(), opts.max_eur))
     return opts
 

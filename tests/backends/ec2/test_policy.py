@@ -60,13 +60,14 @@ def test_how_an_attempt_ended():
 
 
 @pytest.mark.parametrize(
-    ("text", "seconds"), [("90", 90), ("90s", 90), ("45m", 2700), ("2h", 7200), ("1h30m", 5400)]
+    ("text", "seconds"),
+    [("90s", 90), ("45m", 2700), ("2h", 7200), ("1h30m", 5400), ("2w", 14 * 86400)],
 )
 def test_durations(text, seconds):
     assert parse_duration(text, "--max-runtime") == seconds
 
 
-@pytest.mark.parametrize("text", ["", "2x", "h2", "1h 2"])
+@pytest.mark.parametrize("text", ["", "2x", "h2", "1h 2", "90", "0s", "-2h"])  # 90: no unit
 def test_bad_durations_say_how_to_write_one(text):
     with pytest.raises(UsageError, match="2h"):
         parse_duration(text, "--max-runtime")
