@@ -175,32 +175,43 @@ def _cell(row: calibration.Row):
 def learned_mfu(setup: Setup, exclude: frozenset[str] = frozenset()):
     """(mfu, low, high, level, basis lines) for ``setup``; None without any usable row."""
     tuned = setup.kind in calibration.TUNED
-    what = "tuned (record/reference)" if tuned else "plain-loop"
     got = _learn(setup, exclude, tuned)
-    if got is None and not tuned:  # level 5: no plain row at this precision anywhere
-        got = _learn(setup, exclude, True)
-        if got is None:
-            return None
-        share, cells = plain_share(exclude)
-        point, low, high, level, rows = got
-        margin = MARGIN[5]
-        got = (point * share, low * share * (1 - margin), high * share * (1 + margin), 5, rows)
-        what = (
-            f"tuned x {share:.2f} (a plain loop's share of a tuned rate, "
-            + (f"median of {cells} cell(s) measured both ways)" if cells else "assumed)")
-            + f"; no plain-loop row at {gpus.precision_class(setup.precision)} precision:"
-        )
+    if got is None and not tuned:
+        return _from_tuned(setup, exclude)
     if got is None:
         return None
     point, low, high, level, rows = got
-    ids = ", ".join(r.id for r, _ in rows[:6]) + (", ..." if len(rows) > 6 else "")
+    what = "tuned (record/reference)" if tuned else "plain-loop"
     basis = [
         f"MFU {point:.1%} (band {low:.1%}-{high:.1%}): median of {len(rows)} {what} "
-        f"calibration row(s), {LEVEL[min(level, 4)]}: {ids}"
+        f"calibration row(s), {LEVEL[level]}: {_ids(rows)}"
     ]
     if not tuned:
         point, low, high = _tuned_bound(setup, exclude, (point, low, high), basis)
     return point, low, high, level, basis
+
+
+def _from_tuned(setup: Setup, exclude: frozenset[str]):
+    """Level 5: no plain-loop row at this precision class: tuned MFU x the plain share."""
+    got = _learn(setup, exclude, True)
+    if got is None:
+        return None
+    point, low, high, level, rows = got
+    share, cells = plain_share(exclude)
+    margin = MARGIN[5]
+    point, low, high = point * share, low * share * (1 - margin), high * share * (1 + margin)
+    how = f"median of {cells} cell(s) measured both ways" if cells else "assumed"
+    basis = [
+        f"MFU {point:.1%} (band {low:.1%}-{high:.1%}): no plain-loop row at "
+        f"{gpus.precision_class(setup.precision)} precision, so tuned rows ({len(rows)}, "
+        f"{LEVEL[level]}: {_ids(rows)}) x {share:.2f}, a plain loop's share of a tuned rate "
+        f"({how}); band +-{margin:.0%}"
+    ]
+    return point, low, high, 5, basis
+
+
+def _ids(rows) -> str:
+    return ", ".join(r.id for r, _ in rows[:6]) + (", ..." if len(rows) > 6 else "")
 
 
 def _tuned_bound(setup: Setup, exclude, mfus, basis: list[str]):
@@ -263,3 +274,15 @@ def predict(setup: Setup, exclude: frozenset[str] = frozenset()) -> Prediction |
         level=level,
         basis=tuple(lines),
     )
+
+
+def scaled(setup: Setup, per_device: float) -> tuple[float, str] | None:
+    """(efficiency, basis line) for ``setup``'s devices at ``per_device`` images/s each (a
+    measured rate); None for a network without a FLOP/parameter count."""
+    count = flops.lookup(setup.network, setup.image_size)
+    if count is None or per_device <= 0 or setup.batch_per_device < 1:
+        return None
+    eff = _efficiency(per_device, count, setup.gpus_per_host, setup.hosts, setup, frozenset())
+    jitter, fitted = scaling.fitted_jitter(frozenset())
+    link = scaling.link_for(setup.family, setup.gpu_model)
+    return eff, scaling.describe(eff, setup.gpus_per_host, setup.hosts, link, jitter, fitted)
