@@ -1,39 +1,17 @@
 """``predict``: training images/s for a setup, with a band and the basis it used.
 
-Compute-bound rate per device = peak(GPU, precision) x MFU / training FLOPs per image. The
-MFU (model FLOP utilisation: achieved / peak) is learned from calibration rows of the kind
-class predicted -- ``plain`` (a plain training loop on real data: what finetune's own engine
-is) or tuned (``record`` and ``reference``) -- at the same precision class, nearest first:
-
-1. the same GPU and network; 2. the same GPU; 3. the same architecture (transfer between GPUs
-of one generation by their peak ratio: the MFU carries over); 4. across generations, the
-stated rule: the MFU of the nearest architecture(s) that have rows, with a band of +-40 %
-(the basis says no row exists in this GPU's generation); 5. no plain-loop row at this
-precision anywhere: the tuned rows' MFU (levels 1-4) x the plain share (``plain_share``:
-plain / tuned MFU where a cell was measured both ways), band +-50 %.
-
-The point is the median of that level's MFUs; the band spans their range widened by the
-level's margin. For plain predictions, tuned rows of the GPU (else its architecture) bound the
-MFU from above: a plain loop does not beat a tuned record. Then the data pipeline may cap the
-rate (pipeline.py) and devices scale by the communication model (scaling.py).
+Compute-bound rate per device = peak(GPU, precision) x MFU / training FLOPs per image, the
+MFU learned from sourced calibration rows of the kind class predicted (mfu.py: a plain
+PyTorch loop, as finetune's own engine is, unless a tuned kind is asked). Then the data
+pipeline may cap the rate (pipeline.py: "data-bound") and devices scale by the communication
+model (scaling.py). Measured history is not here: report.estimate prefers it over this.
 """
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 
-from finetune.catalog.perf import calibration, flops, gpus, pipeline, scaling
-
-MARGIN = {1: 0.15, 2: 0.20, 3: 0.25, 4: 0.40, 5: 0.50}  # +- band around the MFU range
-# A plain loop's share of a tuned rate where no cell was measured both ways: an assumption.
-DEFAULT_PLAIN_SHARE = 0.5
-LEVEL = {
-    1: "same GPU and network",
-    2: "same GPU, other networks",
-    3: "same architecture, other GPUs (by peak ratio)",
-    4: "no calibration in this GPU's generation: nearest architecture's MFU, band widened",
-}
+from finetune.catalog.perf import calibration, flops, gpus, mfu, pipeline, scaling
 
 
 @dataclass(frozen=True)
@@ -68,7 +46,7 @@ class Prediction:
     efficiency: float
     mfu: float
     bound: str  # "compute" or "data"
-    level: int  # 1-4, see LEVEL
+    level: int  # 1-5, see mfu.LEVEL
     basis: tuple[str, ...] = field(default=())
 
     @property
@@ -77,157 +55,7 @@ class Prediction:
 
     @property
     def wider_band(self) -> bool:
-        return self.level == 4
-
-
-def row_mfu(row: calibration.Row, exclude: frozenset[str] = frozenset()) -> float | None:
-    """The MFU a calibration row implies (per device, after its scaling efficiency)."""
-    count = flops.lookup(row.network, row.image_size)
-    peak = gpus.peak_tflops(row.gpu_model, row.precision)
-    if count is None or peak is None or row.images_per_sec <= 0:
-        return None
-    per_device = row.images_per_sec / row.devices
-    if row.devices > 1 and row.batch_per_device > 0:
-        eff = _efficiency(per_device, count, row.gpus_per_host, row.hosts, row, exclude)
-        per_device /= eff
-    return per_device * count.gflops * 1e9 / (peak[0] * 1e12)
-
-
-def _efficiency(per_device, count, per_host, hosts, s, exclude) -> float:
-    jitter, _ = scaling.fitted_jitter(exclude)
-    link = scaling.link_for(getattr(s, "family", None), s.gpu_model)
-    step = s.batch_per_device / per_device
-    return scaling.efficiency(step, count.parameters, per_host, hosts, link, jitter)
-
-
-def _same_class(row: calibration.Row, kind: str) -> bool:
-    return row.tuned == (kind in calibration.TUNED)
-
-
-def _candidates(setup: Setup, exclude: frozenset[str], tuned: bool):
-    """[(row, mfu)] of the kind class and precision class asked, not excluded."""
-    want = gpus.precision_class(setup.precision)
-    out = []
-    for row in calibration.rows():
-        if row.id in exclude or row.tuned != tuned:
-            continue
-        if gpus.precision_class(row.precision) != want:
-            continue
-        mfu = row_mfu(row, exclude)
-        if mfu is not None:
-            out.append((row, mfu))
-    return out
-
-
-def _level_rows(setup: Setup, found) -> tuple[int, list]:
-    """The nearest level with rows, and those rows."""
-    peak, arch = gpus.peak(setup.gpu_model), gpus.architecture(setup.gpu_model)
-    net = flops.network_key(setup.network)
-    same_gpu = [(r, m) for r, m in found if gpus.peak(r.gpu_model) == peak]
-    if same := [(r, m) for r, m in same_gpu if flops.network_key(r.network) == net]:
-        return 1, same
-    if same_gpu:
-        return 2, same_gpu
-    if same_arch := [(r, m) for r, m in found if gpus.architecture(r.gpu_model) == arch]:
-        return 3, same_arch
-    if not found:
-        return 0, []
-    nearest = min(gpus.generation_distance(arch, gpus.architecture(r.gpu_model)) for r, _ in found)
-    near = [
-        (r, m) for r, m in found
-        if gpus.generation_distance(arch, gpus.architecture(r.gpu_model)) == nearest
-    ]  # fmt: skip
-    return 4, near
-
-
-def _learn(setup: Setup, exclude: frozenset[str], tuned: bool):
-    """(median MFU, low, high, level, rows) from one kind class; None without rows."""
-    level, rows = _level_rows(setup, _candidates(setup, exclude, tuned))
-    if not rows:
-        return None
-    mfus = [m for _, m in rows]
-    margin = MARGIN[level]
-    return statistics.median(mfus), min(mfus) * (1 - margin), max(mfus) * (1 + margin), level, rows
-
-
-def plain_share(exclude: frozenset[str] = frozenset()) -> tuple[float, int]:
-    """(median plain-loop MFU / tuned MFU over cells measured both ways, how many cells):
-    what a plain loop keeps of a tuned benchmark on the same GPU, network and precision."""
-    tuned = {}
-    for row in calibration.rows():
-        if row.tuned and row.id not in exclude and (m := row_mfu(row, exclude)) is not None:
-            tuned.setdefault(_cell(row), []).append(m)
-    ratios = [
-        m / statistics.median(tuned[_cell(row)])
-        for row in calibration.rows()
-        if not row.tuned and row.id not in exclude and _cell(row) in tuned
-        if (m := row_mfu(row, exclude)) is not None
-    ]
-    return (statistics.median(ratios), len(ratios)) if ratios else (DEFAULT_PLAIN_SHARE, 0)
-
-
-def _cell(row: calibration.Row):
-    peak = gpus.peak(row.gpu_model)
-    net = flops.network_key(row.network)
-    return peak.model if peak else row.gpu_model, net, gpus.precision_class(row.precision)
-
-
-def learned_mfu(setup: Setup, exclude: frozenset[str] = frozenset()):
-    """(mfu, low, high, level, basis lines) for ``setup``; None without any usable row."""
-    tuned = setup.kind in calibration.TUNED
-    got = _learn(setup, exclude, tuned)
-    if got is None and not tuned:
-        return _from_tuned(setup, exclude)
-    if got is None:
-        return None
-    point, low, high, level, rows = got
-    what = "tuned (record/reference)" if tuned else "plain-loop"
-    basis = [
-        f"MFU {point:.1%} (band {low:.1%}-{high:.1%}): median of {len(rows)} {what} "
-        f"calibration row(s), {LEVEL[level]}: {_ids(rows)}"
-    ]
-    if not tuned:
-        point, low, high = _tuned_bound(setup, exclude, (point, low, high), basis)
-    return point, low, high, level, basis
-
-
-def _from_tuned(setup: Setup, exclude: frozenset[str]):
-    """Level 5: no plain-loop row at this precision class: tuned MFU x the plain share."""
-    got = _learn(setup, exclude, True)
-    if got is None:
-        return None
-    point, low, high, level, rows = got
-    share, cells = plain_share(exclude)
-    margin = MARGIN[5]
-    point, low, high = point * share, low * share * (1 - margin), high * share * (1 + margin)
-    how = f"median of {cells} cell(s) measured both ways" if cells else "assumed"
-    basis = [
-        f"MFU {point:.1%} (band {low:.1%}-{high:.1%}): no plain-loop row at "
-        f"{gpus.precision_class(setup.precision)} precision, so tuned rows ({len(rows)}, "
-        f"{LEVEL[level]}: {_ids(rows)}) x {share:.2f}, a plain loop's share of a tuned rate "
-        f"({how}); band +-{margin:.0%}"
-    ]
-    return point, low, high, 5, basis
-
-
-def _ids(rows) -> str:
-    return ", ".join(r.id for r, _ in rows[:6]) + (", ..." if len(rows) > 6 else "")
-
-
-def _tuned_bound(setup: Setup, exclude, mfus, basis: list[str]):
-    """A plain loop does not beat a tuned record of the same network on the same GPU (or
-    architecture): cap the MFU and its band there."""
-    net = flops.network_key(setup.network)
-    same_net = [
-        (r, m) for r, m in _candidates(setup, exclude, True) if flops.network_key(r.network) == net
-    ]
-    level, bound = _level_rows(setup, same_net)
-    if not bound or level > 3:
-        return mfus
-    row, top = max(bound, key=lambda rm: rm[1])
-    if top < mfus[2]:
-        basis.append(f"tuned rows bound the MFU at {top:.1%} ({row.cite()})")
-    return tuple(min(m, top) for m in mfus)
+        return self.level >= 4
 
 
 def predict(setup: Setup, exclude: frozenset[str] = frozenset()) -> Prediction | None:
@@ -235,12 +63,12 @@ def predict(setup: Setup, exclude: frozenset[str] = frozenset()) -> Prediction |
     when the network's FLOPs, the GPU's peak or every calibration row is missing."""
     count = flops.lookup(setup.network, setup.image_size)
     peak = gpus.peak_tflops(setup.gpu_model, setup.precision)
-    learned = learned_mfu(setup, exclude)
+    learned = mfu.learned(setup, exclude)
     if count is None or peak is None or learned is None or setup.batch_per_device < 1:
         return None
-    mfu, low, high, level, basis = learned
+    point, low, high, level, basis = learned
     per_tflop = 1e12 / (count.gflops * 1e9)  # images/s per TFLOP/s achieved
-    rates = [m * peak[0] * per_tflop for m in (mfu, low, high)]
+    rates = [m * peak[0] * per_tflop for m in (point, low, high)]
     kind = "tuned-record" if setup.kind in calibration.TUNED else "plain PyTorch-loop"
     lines = [
         f"{kind} prediction: {peak[0]:g} TFLOP/s ({setup.gpu_model} {peak[1]} peak) x MFU / "
@@ -258,7 +86,7 @@ def predict(setup: Setup, exclude: frozenset[str] = frozenset()) -> Prediction |
             f"per GPU, {setup.decoder.source})"
         )
         rates = [min(r, cap) for r in rates]
-    effs = [_efficiency(r, count, setup.gpus_per_host, setup.hosts, setup, exclude) for r in rates]
+    effs = [mfu.efficiency(r, count, setup, exclude, setup.batch_per_device) for r in rates]
     jitter, fitted = scaling.fitted_jitter(exclude)
     link = scaling.link_for(setup.family, setup.gpu_model)
     lines.append(scaling.describe(effs[0], setup.gpus_per_host, setup.hosts, link, jitter, fitted))
@@ -269,7 +97,7 @@ def predict(setup: Setup, exclude: frozenset[str] = frozenset()) -> Prediction |
         high=max(total),
         per_device=rates[0],
         efficiency=effs[0],
-        mfu=mfu,
+        mfu=point,
         bound=bound,
         level=level,
         basis=tuple(lines),
@@ -282,7 +110,7 @@ def scaled(setup: Setup, per_device: float) -> tuple[float, str] | None:
     count = flops.lookup(setup.network, setup.image_size)
     if count is None or per_device <= 0 or setup.batch_per_device < 1:
         return None
-    eff = _efficiency(per_device, count, setup.gpus_per_host, setup.hosts, setup, frozenset())
+    eff = mfu.efficiency(per_device, count, setup, frozenset(), setup.batch_per_device)
     jitter, fitted = scaling.fitted_jitter(frozenset())
     link = scaling.link_for(setup.family, setup.gpu_model)
     return eff, scaling.describe(eff, setup.gpus_per_host, setup.hosts, link, jitter, fitted)
