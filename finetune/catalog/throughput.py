@@ -48,9 +48,10 @@ class Measured:
         return f"measured: median of {len(self.run_ids)} run(s) {ids}"
 
 
-def _matches(m: Measurement, net, gpu_model, engine, batch, image_size) -> bool:
+def _matches(m: Measurement, model, gpu_model, engine, batch, image_size) -> bool:
+    net = network_key(model)  # a network the FLOP table lacks matches by its exact name
     return (
-        network_key(m.model) == net
+        (network_key(m.model) == net if net else m.model == model)
         and m.gpu_model == gpu_model
         and m.images_per_sec > 0
         and (not m.engine or not engine or m.engine == engine)
