@@ -72,8 +72,9 @@ def from_history(
 ) -> Measured | None:
     """The ledger's figure for this cell at ``gpus`` devices (exact), else per device from
     its runs on the fewest devices (the caller scales it); None when no run matches."""
-    net = network_key(model)
-    same = [m for m in history if _matches(m, net, gpu_model, engine, batch_per_device, image_size)]
+    same = [
+        m for m in history if _matches(m, model, gpu_model, engine, batch_per_device, image_size)
+    ]
     if not same:
         return None
     exact = [m for m in same if m.gpus == gpus]
