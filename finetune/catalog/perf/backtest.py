@@ -46,17 +46,21 @@ def setup_of(row: calibration.Row) -> model.Setup:
     )
 
 
-def predict_row(row: calibration.Row) -> Result:
-    """The row predicted with itself left out."""
-    p = model.predict(setup_of(row), exclude=frozenset({row.id}))
+def predict_row(row: calibration.Row, leave_gpu_out: bool = False) -> Result:
+    """The row predicted with itself left out (``leave_gpu_out``: with every row of its GPU
+    model left out, a harder test of the transfer between GPUs)."""
+    gone = {row.id}
+    if leave_gpu_out:
+        gone |= {r.id for r in calibration.rows() if r.gpu_model == row.gpu_model}
+    p = model.predict(setup_of(row), exclude=frozenset(gone))
     if p is None:
         return Result(row, None)
     return Result(row, p.images_per_sec, p.low, p.high)
 
 
-def run() -> list[Result]:
+def run(leave_gpu_out: bool = False) -> list[Result]:
     """Every calibration row, left out in turn."""
-    return [predict_row(row) for row in calibration.rows()]
+    return [predict_row(row, leave_gpu_out) for row in calibration.rows()]
 
 
 def summary(results: list[Result]) -> dict:
