@@ -92,6 +92,7 @@ def setup_for(work: Workload, inst, hosts: int, images: int) -> perf.Setup:
         family=inst.family,
         vcpus=inst.vcpus,
         decoder=decoder,
+        engine=work.engine,
     )
 
 

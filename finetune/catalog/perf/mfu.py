@@ -24,6 +24,7 @@ tuned record.
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 
@@ -66,14 +67,18 @@ def efficiency(per_device, count, s, exclude, batch: int) -> float:
 
 def candidates(precision: str, exclude: frozenset[str], tuned: bool) -> list:
     """[(row, mfu)] of one kind class at ``precision``'s class, rows in ``exclude`` left out."""
-    want = gpus.precision_class(precision)
+    return list(_candidates(gpus.precision_class(precision), exclude, tuned))
+
+
+@functools.cache  # a plan prices hundreds of setups from the same rows
+def _candidates(want: str, exclude: frozenset[str], tuned: bool) -> tuple:
     out = []
     for row in calibration.rows():
         if row.id in exclude or row.tuned != tuned:
             continue
         if gpus.precision_class(row.precision) == want and (m := row_mfu(row, exclude)):
             out.append((row, m))
-    return out
+    return tuple(out)
 
 
 def _near_batch(rows: list, batch: int) -> list:

@@ -29,10 +29,19 @@ class Setup:
     family: str | None = None  # instance family, for the interconnect
     vcpus: int | None = None  # per host; None: no CPU cap known
     decoder: pipeline.Decoder | None = None  # None: nothing decoded per epoch on the CPU
+    engine: str = "torch"  # finetune's engine the prediction is for (named in the basis)
 
     @property
     def devices(self) -> int:
         return self.gpus_per_host * self.hosts
+
+
+# what finetune's engines are: plain training loops, not tuned records (no DALI, no fused
+# kernels beyond the framework's own), so the model predicts the plain kind for them
+_PLAIN = {
+    "torch": "plain PyTorch-loop (finetune's torch engine)",
+    "mxnet": "plain MXNet-loop (finetune's mxnet engine: Gluon + ImageRecordIter)",
+}
 
 
 @dataclass(frozen=True)
@@ -69,7 +78,11 @@ def predict(setup: Setup, exclude: frozenset[str] = frozenset()) -> Prediction |
     point, low, high, level, basis = learned
     per_tflop = 1e12 / (count.gflops * 1e9)  # images/s per TFLOP/s achieved
     rates = [m * peak[0] * per_tflop for m in (point, low, high)]
-    kind = "tuned-record" if setup.kind in calibration.TUNED else "plain PyTorch-loop"
+    kind = (
+        "tuned-record"
+        if setup.kind in calibration.TUNED
+        else _PLAIN.get(setup.engine, "plain-loop")
+    )
     lines = [
         f"{kind} prediction: {peak[0]:g} TFLOP/s ({setup.gpu_model} {peak[1]} peak) x MFU / "
         f"{count.describe()}",

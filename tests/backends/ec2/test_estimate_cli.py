@@ -61,7 +61,7 @@ def test_every_gpu_family_gets_time_euros_band_and_basis(ec2_aws, wide_dataset, 
     assert "no throughput figure" not in out
     minutes, eur, low, high = _figures(out)
     assert minutes >= 5 and low <= eur <= high  # 300 s start-up at least; euros in the band
-    assert "plain PyTorch-loop prediction" in out and "MFU" in out  # the basis, named
+    assert "plain PyTorch-loop (finetune's torch engine) prediction" in out and "MFU" in out
     assert ec2_aws.sent("RunInstances") == []
 
 
@@ -72,4 +72,4 @@ def test_mxnet_recipes_are_estimated_where_mxnet_runs(ec2_aws, wide_dataset, gpu
         assert code == 0, out
         _figures(out)
         # MXNet's ImageRecordIter decodes every epoch: the CPU cap is part of the basis
-        assert "CPU decode cap" in out
+        assert "CPU decode cap" in out and "plain MXNet-loop" in out
