@@ -36,6 +36,7 @@ def test_every_row_has_a_source_and_dense_figures_below_the_sparse_ones():
         ("NVIDIA GeForce RTX 4090", "RTX 4090", 165.2),
         ("NVIDIA RTX A6000", "RTX A6000", 154.8),
         ("NVIDIA RTX 6000 Ada Generation", "RTX 6000 Ada", 364.2),
+        ("Quadro RTX 8000", "Quadro RTX 8000", None),
     ],
 )
 def test_cuda_device_names_resolve(cuda_name, model, bf16):
