@@ -211,7 +211,7 @@ def _time_and_money(fields: dict, tp: Throughput, run: dict, overhead: float) ->
     )  # fmt: skip
     learned = " (learned from your ledger, not the model)" if tp.measured else ""
     bound = "; data-bound: the CPUs' decode rate sets the pace" if tp.data_bound else ""
-    wide = "; wider band: no calibration in this GPU's generation" if tp.wider_band else ""
+    wide = "; wider band: no plain-loop row in this GPU's generation" if tp.wider_band else ""
     return [
         f"~{point.billable_seconds / 60:.0f} min ({run['epochs']} epochs at "
         f"{tp.images_per_sec:.0f} img/s, band {tp.low:.0f}-{tp.high:.0f}, + {overhead:.0f} s "

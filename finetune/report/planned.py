@@ -44,7 +44,7 @@ class Estimate(BaseModel):
     precision: str | None = None
     efficiency: float | None = None  # scaling efficiency over the devices
     data_bound: bool = False  # the CPUs' decode rate, not the GPUs, sets the pace
-    wider_band: bool = False  # no calibration in this GPU's generation
+    wider_band: bool = False  # no row of the predicted kind in this GPU's generation
     basis: tuple[str, ...] = ()
     summary: tuple[str, ...] = ()  # what `launch --dry-run` shows
 
