@@ -18,6 +18,7 @@ from finetune.errors import ConfigError, DataError, UsageError
 from finetune.hparams import TrainHyperparameters
 from finetune.recipes import scaling
 from finetune.recipes.model import Recipe
+from finetune.report.planned import Estimate
 
 SCHEMA_VERSION = 1
 
@@ -92,16 +93,17 @@ class Plan(_Frozen):
     resources: Resources
     derived: Derived
     hyperparameters: TrainHyperparameters
-    estimate: dict[str, Any] | None = None  # filled by the cost estimator, see with_estimate
+    estimate: Estimate | None = None  # filled by the cost estimator, see with_estimate
     # what runs the engine there (image or AMI, its framework, what it needs): by the backend
     runtime: dict[str, str] | None = None
     image: str | None = None  # cloud runs: the training image by digest, set at launch
 
-    def with_estimate(self, estimate: Mapping[str, Any] | BaseModel) -> Plan:
-        """A copy carrying a cost estimate. A ``summary`` entry (a string or a list of strings)
-        is what ``summary_lines`` shows; otherwise its scalar entries are listed."""
-        data = estimate.model_dump(mode="json") if isinstance(estimate, BaseModel) else estimate
-        return self.model_copy(update={"estimate": dict(data)})
+    def with_estimate(self, estimate: Estimate | Mapping[str, Any]) -> Plan:
+        """A copy carrying a cost estimate (report.estimate's, or its JSON as stored); its
+        ``summary`` lines are what ``summary_lines`` shows."""
+        if not isinstance(estimate, Estimate):
+            estimate = Estimate.model_validate(dict(estimate))
+        return self.model_copy(update={"estimate": estimate})
 
     def with_runtime(self, runtime: Mapping[str, str]) -> Plan:
         """A copy recording what runs the engine (a backend's image or AMI choice)."""

@@ -3,7 +3,7 @@ nothing of this module: the summary reads the plan, never the other way round.)"
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from finetune.plan import Plan
@@ -90,15 +90,11 @@ def _schedule(r: Recipe) -> str:
     return {"cosine": "cosine to 0", "step": "constant (no steps)"}.get(s.kind, s.kind)
 
 
-def _estimate_rows(estimate: dict[str, Any] | None) -> list[tuple[str, str]]:
-    if not estimate:
+def _estimate_rows(estimate) -> list[tuple[str, str]]:
+    """The estimate's summary lines (report.planned.Estimate), the first one labelled."""
+    if estimate is None:
         return []
-    summary = estimate.get("summary")
-    if summary:
-        lines = [summary] if isinstance(summary, str) else list(summary)
-    else:
-        lines = [f"{k} {v}" for k, v in estimate.items() if isinstance(v, str | int | float)]
-    return [("estimate" if i == 0 else "", line) for i, line in enumerate(lines)]
+    return [("estimate" if i == 0 else "", line) for i, line in enumerate(estimate.summary)]
 
 
 def _split_counts(ds) -> str:

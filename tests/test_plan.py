@@ -66,7 +66,7 @@ def test_plan_json_round_trip_and_estimate_hook(tiny_dataset):
     plan = build_plan(load_recipe("smoke-resnet18"), tiny_dataset)
     assert Plan.from_json(plan.to_json()) == plan
     priced = plan.with_estimate({"eur": 0.42, "summary": ["0.42 EUR (on-demand, as of X)"]})
-    assert plan.estimate is None and priced.estimate["eur"] == 0.42
+    assert plan.estimate is None and priced.estimate.eur == 0.42
     assert Plan.from_json(priced.to_json()) == priced
     assert any(line.startswith("estimate") and "0.42 EUR" in line for line in summary_lines(priced))
     with pytest.raises(ConfigError, match="not a valid plan"):

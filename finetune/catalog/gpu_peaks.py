@@ -3,7 +3,9 @@
 ``gpu_peaks.csv`` holds one row per GPU model: a regular expression matched (case
 insensitive, first row that matches wins, so specific rows come first) against the name
 ``torch.cuda.get_device_name`` reports, the dense bf16 and fp16 Tensor Core peaks and the
-fp32 (non-Tensor) peak, and the datasheet each comes from. Datasheets quote Tensor Core
+fp32 (non-Tensor) peak, the dense TF32 Tensor Core peak (Ampere and newer: what cuDNN runs
+fp32 convolutions on by default), the architecture (for the performance model's transfer
+between GPUs, catalog/perf), and the datasheet each comes from. Datasheets quote Tensor Core
 figures "with sparsity"; the table holds half of those (dense). A figure the GPU lacks (bf16
 before Ampere) is empty. The trainer divides its achieved TFLOP/s by these.
 """
@@ -19,9 +21,12 @@ from finetune.catalog._files import bundled_text, read_rows
 FILE = "gpu_peaks.csv"
 HEADER = (
     "GpuModel", "DeviceNamePattern", "DenseBf16Tflops", "DenseFp16Tflops", "Fp32Tflops",
-    "Source", "Notes",
+    "Source", "Notes", "DenseTf32Tflops", "Architecture",
 )  # fmt: skip
-_COLUMN = {"bf16": "DenseBf16Tflops", "fp16": "DenseFp16Tflops", "fp32": "Fp32Tflops"}
+_COLUMN = {
+    "bf16": "DenseBf16Tflops", "fp16": "DenseFp16Tflops", "fp32": "Fp32Tflops",
+    "tf32": "DenseTf32Tflops",
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -34,9 +39,11 @@ class GpuPeak:
     fp16: float | None
     fp32: float | None
     source: str
+    tf32: float | None = None
+    architecture: str = ""  # e.g. "Ampere", as instances.csv's GpuArchitecture
 
     def tflops(self, precision: str) -> float | None:
-        """The peak for a training precision (bf16, fp16, fp32)."""
+        """The peak for a training precision (bf16, fp16, fp32; tf32 where the GPU has it)."""
         return getattr(self, precision, None) if precision in _COLUMN else None
 
 
@@ -46,10 +53,11 @@ def peaks() -> tuple[GpuPeak, ...]:
     rows = read_rows(bundled_text(FILE), HEADER, FILE)
     return tuple(
         GpuPeak(
-            r["GpuModel"],
-            r["DeviceNamePattern"],
-            *(_number(r[_COLUMN[p]]) for p in _COLUMN),
-            r["Source"],
+            model=r["GpuModel"],
+            pattern=r["DeviceNamePattern"],
+            **{p: _number(r[column]) for p, column in _COLUMN.items()},
+            source=r["Source"],
+            architecture=r["Architecture"],
         )
         for r in rows
     )

@@ -1,33 +1,131 @@
 """The pre-launch estimate: time and euros for a planned cloud run, with every source named.
 
-It joins the catalog (instance, price, EUR rate, spot estimate, throughput) into a planned
-``money.Charge`` billed by ``money.euros`` (the function finished runs are costed with) and
-returns a plain dict that ``Plan.with_estimate`` stores; its ``summary`` lines
-are what `launch --dry-run` shows. Estimates learn: callers pass the ledger's measured runs as
-``history`` (runs.facts.measured_history) and a measured run of the same network and GPU model
-replaces the reference table -- the summary says which runs it came from.
+ONE estimator for launch, --dry-run, sweep, plan and the --max-eur guards. It joins the
+catalog -- instance, price, EUR rate, spot estimate, and throughput: the ledger's measured
+runs of the same cell when there are any (runs.facts.measured_history, passed in as
+``history``), else the performance model (catalog/perf: MFU from sourced calibration rows,
+scaling, the CPU decode cap) -- into a planned ``money.Charge`` billed by ``money.euros``
+(the function finished runs are costed with) and returns a typed ``Estimate``
+(report/planned.py) with a band (low/high) and its basis; ``summary`` is what
+`launch --dry-run` shows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, replace
 
 from finetune.catalog import fx, instances, prices, spot, throughput
+from finetune.catalog.perf import gpus as perf_gpus
+from finetune.catalog.perf import model as perf
+from finetune.catalog.perf import pipeline
 from finetune.report import cost, money
 from finetune.report.model import RunFacts
+from finetune.report.planned import Estimate
 
 # Instance start, image pull and data download before the first batch. An assumption, not a
 # measurement: measured runs in the ledger show the real figure for a given setup.
 DEFAULT_OVERHEAD_SECONDS = 300.0
 
 
+@dataclass(frozen=True)
+class Workload:
+    """What is trained: the recipe's network, engine, precision, batch and image size."""
+
+    model: str
+    engine: str = "torch"
+    precision: str = "auto"  # a recipe's train.precision; MXNet trains in fp32
+    batch_per_device: int = 32
+    image_size: int = 224
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """Images/s of all devices with its band, and how it was reached."""
+
+    images_per_sec: float
+    low: float
+    high: float
+    basis: tuple[str, ...]
+    measured: bool
+    efficiency: float | None = None
+    data_bound: bool = False
+    wider_band: bool = False
+
+
 def measurements(runs: Iterable[RunFacts]) -> list[throughput.Measurement]:
     """Finished runs as throughput history for ``estimate_run`` (runs without metrics drop out)."""
     return [
-        throughput.Measurement(r.model, r.gpu_model, r.gpus, r.images_per_sec, r.run_id)
+        throughput.Measurement(
+            r.model,
+            r.gpu_model,
+            r.gpus,
+            r.images_per_sec,
+            r.run_id,
+            r.engine,
+            r.batch_per_device,
+            r.image_size,
+        )
         for r in runs
         if r.images_per_sec
     ]
+
+
+def precision_for(work: Workload, gpu_model: str) -> str:
+    """The precision the engine trains at on this GPU (MXNet: fp32; torch: as it resolves)."""
+    if work.engine == "mxnet":
+        return "fp32"
+    return perf_gpus.resolve_precision(work.precision, gpu_model)
+
+
+def setup_for(work: Workload, inst, hosts: int, images: int) -> perf.Setup:
+    """The performance model's Setup for ``work`` on ``hosts`` x ``inst``."""
+    decoder = pipeline.per_epoch_decoder(work.engine, images, work.image_size, inst.gpu_memory_gib)
+    return perf.Setup(
+        network=work.model,
+        gpu_model=inst.gpu_model,
+        precision=precision_for(work, inst.gpu_model),
+        batch_per_device=work.batch_per_device,
+        image_size=work.image_size,
+        gpus_per_host=inst.gpu_count,
+        hosts=hosts,
+        family=inst.family,
+        vcpus=inst.vcpus,
+        decoder=decoder,
+        engine=work.engine,
+    )
+
+
+def throughput_for(
+    setup: perf.Setup, engine: str, history: Iterable[throughput.Measurement] = ()
+) -> Throughput | None:
+    """Measured history of this cell if any (it wins), else the model; None: neither."""
+    found = throughput.from_history(
+        setup.network, setup.gpu_model, setup.devices, history, engine=engine,
+        batch_per_device=setup.batch_per_device, image_size=setup.image_size,
+    )  # fmt: skip
+    if found is not None and found.exact:
+        return Throughput(found.images_per_sec, found.low, found.high, (found.describe(),), True)
+    if found is not None:
+        return _scaled_history(setup, found)
+    p = perf.predict(setup)
+    if p is None:
+        return None
+    return Throughput(
+        p.images_per_sec, p.low, p.high, p.basis, False, p.efficiency, p.data_bound, p.wider_band
+    )
+
+
+def _scaled_history(setup: perf.Setup, found: throughput.Measured) -> Throughput:
+    """Runs measured on fewer devices: their per-device rate, scaled by the model."""
+    at_runs = replace(setup, gpus_per_host=found.devices, hosts=1)
+    before = perf.scaled(at_runs, found.images_per_sec)
+    per_device = found.images_per_sec / (before[0] if before else 1.0)
+    after = perf.scaled(setup, per_device)
+    eff, line = after if after else (1.0, "scaling unknown: counted at 100 %")
+    k = setup.devices * eff / (before[0] if before else 1.0)
+    basis = (f"{found.describe()} on {found.devices} device(s), scaled to {setup.devices}", line)
+    return Throughput(found.images_per_sec * k, found.low * k, found.high * k, basis, True, eff)
 
 
 def estimate_run(
@@ -42,12 +140,17 @@ def estimate_run(
     use_spot: bool = False,
     history: Iterable[throughput.Measurement] = (),
     overhead_seconds: float = DEFAULT_OVERHEAD_SECONDS,
-) -> dict:
-    """Estimated seconds and EUR for ``epochs`` over ``images_per_epoch`` images.
+    work: Workload | None = None,
+    other_images: int = 0,
+) -> Estimate:
+    """Estimated seconds and EUR for ``epochs`` over ``images_per_epoch`` images of ``work``
+    (default: ``model`` with the torch engine's defaults) on ``instance_count`` instances.
+    ``other_images`` (validation, test) count towards what the engine keeps decoded.
 
     Raises the catalog's UsageError/DataError for an unknown instance or a region without a
-    price. When no throughput figure exists, time and euros are None and the summary says why.
+    price. When no throughput can be had, time and euros are None and the summary says why.
     """
+    work = work or Workload(model)
     inst = instances.get(instance_type)
     price = prices.price(inst.name, region, backend)  # SageMaker: EC2 x markup until a refresh
     rate = fx.eur_rate()
@@ -63,68 +166,59 @@ def estimate_run(
         market="spot" if use_spot else "on-demand",
     )
     gpus = inst.gpu_count * instance_count
-    out = {
-        "instance_type": price.display_name,
-        "instance_count": instance_count,
-        "gpus": gpus,
-        "hourly_usd": quote.usd_per_hour,
-        "eur_per_hour": money.eur_per_hour(charge, rate),
-        "price_as_of": price.as_of_iso,
-        "price_age": price.age,
-        "price_source": price.source,
-        "price_is_estimate": price.estimate,
-        "charge": charge.to_dict(),
-        "spot_estimate": use_spot,
-        "usd_per_eur": rate.usd_per_eur,
-        "rate_date": rate.on.isoformat(),
-        "rate_source": rate.source,
-        "seconds": None,
-        "eur": None,
-        "images_per_sec": None,
-        "throughput_source": None,
-        "throughput_measured": False,
-    }
-    head = f"{out['eur_per_hour']:.2f} EUR/h for {gpus}x {inst.gpu_model}"
+    fields = dict(
+        instance_type=price.display_name, instance_count=instance_count, gpus=gpus,
+        hourly_usd=quote.usd_per_hour, eur_per_hour=money.eur_per_hour(charge, rate),
+        price_as_of=price.as_of_iso, price_age=price.age, price_source=price.source,
+        price_is_estimate=price.estimate, charge=charge.to_dict(), spot_estimate=use_spot,
+        usd_per_eur=rate.usd_per_eur, rate_date=rate.on.isoformat(), rate_source=rate.source,
+        precision=precision_for(work, inst.gpu_model),
+    )  # fmt: skip
+    head = f"{fields['eur_per_hour']:.2f} EUR/h for {gpus}x {inst.gpu_model}"
     lines = [head + _spot(quote if use_spot else None)]
-    tp = throughput.estimate(model, inst.gpu_model, gpus, history)
+    setup = setup_for(work, inst, instance_count, images_per_epoch + other_images)
+    tp = throughput_for(setup, work.engine, history)
     if tp is None:
         lines.append(
-            f"no throughput figure for {model} on {inst.gpu_model}: time and EUR unknown "
+            f"no throughput figure for {work.model} on {inst.gpu_model}: time and EUR unknown "
             "until a run is measured"
         )
     else:
-        lines += _time_and_money(out, tp, images_per_epoch, epochs, charge, rate, overhead_seconds)
+        run = dict(images_per_epoch=images_per_epoch, epochs=epochs, charge=charge, rate=rate)
+        lines += _time_and_money(fields, tp, run, overhead_seconds)
     kind = "estimated price" if price.estimate else "price"
     lines.append(f"{kind}: {price.source} ({price.age}); EUR: {rate.describe()}")
     warning = instances.retirement_warning(inst)
-    out["summary"] = [*lines, warning] if warning else lines
-    return out
+    return Estimate(**fields, summary=(*lines, warning) if warning else tuple(lines))
 
 
-def _time_and_money(out: dict, tp, images_per_epoch, epochs, charge, rate, overhead) -> list[str]:
-    """Fill seconds and euros into ``out`` from throughput ``tp``; return the summary lines."""
-    est = cost.estimate(
-        images_per_epoch=images_per_epoch,
-        epochs=epochs,
-        images_per_sec=tp.images_per_sec,
-        throughput_source=tp.source,
-        charge=charge,
-        rate=rate,
-        overhead_seconds=overhead,
-    )
-    out.update(
-        seconds=est.billable_seconds,
-        eur=est.eur,
-        images_per_sec=tp.images_per_sec,
-        throughput_source=tp.source,
-        throughput_measured=tp.measured,
-    )
-    learned = " (learned from your ledger, not the reference table)" if tp.measured else ""
+def _time_and_money(fields: dict, tp: Throughput, run: dict, overhead: float) -> list[str]:
+    """Fill seconds and euros (point and band) into ``fields``; return the summary lines."""
+    est = {
+        name: cost.estimate(
+            **run, images_per_sec=rate, throughput_source=tp.basis[0], overhead_seconds=overhead
+        )
+        for name, rate in (("point", tp.images_per_sec), ("fast", tp.high), ("slow", tp.low))
+    }
+    point, fast, slow = est["point"], est["fast"], est["slow"]
+    fields.update(
+        seconds=point.billable_seconds, eur=point.eur, images_per_sec=tp.images_per_sec,
+        throughput_source=tp.basis[0], throughput_measured=tp.measured,
+        images_per_sec_low=tp.low, images_per_sec_high=tp.high,
+        seconds_low=fast.billable_seconds, seconds_high=slow.billable_seconds,
+        eur_low=fast.eur, eur_high=slow.eur, efficiency=tp.efficiency,
+        data_bound=tp.data_bound, wider_band=tp.wider_band, basis=tp.basis,
+    )  # fmt: skip
+    learned = " (learned from your ledger, not the model)" if tp.measured else ""
+    bound = "; data-bound: the CPUs' decode rate sets the pace" if tp.data_bound else ""
+    wide = "; wider band: no plain-loop row in this GPU's generation" if tp.wider_band else ""
     return [
-        f"~{est.billable_seconds / 60:.0f} min ({epochs} epochs at {tp.images_per_sec:.0f} img/s "
-        f"+ {overhead:.0f} s start-up): ~{est.eur:.2f} EUR",
-        f"throughput: {tp.source}{learned}",
-    ]
+        f"~{point.billable_seconds / 60:.0f} min ({run['epochs']} epochs at "
+        f"{tp.images_per_sec:.0f} img/s, band {tp.low:.0f}-{tp.high:.0f}, + {overhead:.0f} s "
+        f"start-up): ~{point.eur:.2f} EUR (band {fast.eur:.2f}-{slow.eur:.2f}){bound}{wide}",
+        *(f"throughput: {line}{learned}" if i == 0 else f"  {line}"
+          for i, line in enumerate(tp.basis)),
+    ]  # fmt: skip
 
 
 def _spot(quote) -> str:

@@ -90,11 +90,12 @@ def _legacy_estimate(run: Run) -> money.Charge:
     """A cloud run without a cost record: its billable seconds (else wall time) per instance,
     at the price recorded in its plan at launch, else the catalog's on-demand price."""
     from finetune.catalog import prices
+    from finetune.report.planned import Estimate
 
     rule = run.backend if run.backend in prices.BACKENDS else money.SAGEMAKER
-    est = run.plan.get("estimate") or {}
-    if est.get("hourly_usd") is not None:
-        usd, source, as_of = est["hourly_usd"], est.get("price_source", ""), est.get("price_as_of")
+    est = Estimate.model_validate(run.plan.get("estimate") or {})  # the plan as stored
+    if est.hourly_usd is not None:
+        usd, source, as_of = est.hourly_usd, est.price_source or "", est.price_as_of
     else:
         usd, source, as_of = _catalog_price(run, rule)
     seconds = run.billable_seconds if run.billable_seconds is not None else run.wall_seconds

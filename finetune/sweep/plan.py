@@ -162,10 +162,9 @@ def _estimate(plan, backend: str, region: str | None, history):
     from finetune.backends.pricing import with_estimate
 
     plan = with_estimate(plan, region or "us-east-1", backend, history)
-    est = plan.estimate or {}
-    summary = est.get("summary") or ["no estimate"]
-    lines = [summary] if isinstance(summary, str) else summary
-    return plan, est.get("eur"), "; ".join(lines[:2])
+    est = plan.estimate
+    lines = (est.summary if est is not None else ()) or ("no estimate",)
+    return plan, est.eur if est is not None else None, "; ".join(lines[:2])
 
 
 HEADERS = ["cell", "engine", "resources", "devices", "global batch", "lr", "est. EUR", "estimate"]
@@ -202,7 +201,7 @@ def as_dict(sp: SweepPlan) -> dict:
                 "global_batch": c.plan.derived.global_batch,
                 "lr": c.plan.derived.lr,
                 "eur": c.eur,
-                "estimate": c.plan.estimate,
+                "estimate": c.plan.estimate.model_dump(mode="json") if c.plan.estimate else None,
                 "note": c.note,
             }
             for c in sp.cells

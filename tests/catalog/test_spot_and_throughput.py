@@ -53,22 +53,9 @@ def test_live_spot_prices_come_from_ec2_and_sagemaker_keeps_the_estimate(aws_env
     assert out[sm.key].estimate is True
 
 
-def test_reference_throughput_cites_its_source():
-    t = throughput.estimate("resnet50_v1", "V100", 1)
-    assert t.images_per_sec == 298.51 and not t.measured
-    assert "MXNet" in t.source and "batch 32" in t.source
-    for ref in throughput.REFERENCES:
-        assert ref.citation and ref.images_per_sec > 0
-
-
-def test_beeva_k80_figures_give_the_published_8_gpu_throughput():
-    t = throughput.estimate("imagenet11k-resnet-152", "K80", 8)
-    assert t.per_gpu == 20.0
-    assert t.images_per_sec == pytest.approx(150.0)  # 8 x 20 x 0.9375
-    assert "BEEVA" in t.source
-
-
-def test_measured_history_wins_over_references():
+def test_measured_history_wins_for_its_cell():
+    """The reference table is gone (calibration rows feed the model, tests/catalog/
+    test_perf_model.py); what stays here: the ledger's runs of the same cell."""
     history = [
         Measurement("resnet50_v1", "V100", 1, 300.0, "r1"),
         Measurement("resnet50_v1", "V100", 1, 320.0, "r2"),
@@ -76,18 +63,17 @@ def test_measured_history_wins_over_references():
         Measurement("resnet152_v1", "V100", 1, 120.0, "other-net"),
         Measurement("resnet50_v1", "K80", 1, 50.0, "other-gpu"),
     ]
-    same = throughput.estimate("resnet50_v1b", "V100", 1, history)
-    assert same.measured and same.images_per_sec == 310.0
-    assert "r1, r2, r3" in same.source
-    scaled = throughput.estimate("resnet50_v1", "V100", 4, history)
-    assert scaled.per_gpu == 310.0
-    assert scaled.images_per_sec == pytest.approx(310.0 * 4 * throughput.MULTI_GPU_EFFICIENCY)
+    same = throughput.from_history("resnet50_v1b", "V100", 1, history)
+    assert same.exact and same.images_per_sec == 310.0 and (same.low, same.high) == (300, 320)
+    assert "r1, r2, r3" in same.describe()
+    scaled = throughput.from_history("resnet50_v1", "V100", 4, history)
+    assert not scaled.exact and scaled.images_per_sec == 310.0 and scaled.devices == 1
 
 
-def test_derived_and_unknown_throughputs():
-    derived = throughput.estimate("resnet152_v1", "V100", 1)
-    assert derived.source.startswith("derived:")
-    assert derived.per_gpu == pytest.approx(298.51 * 20 / 49.48)
-    assert throughput.estimate("resnet50_v1", "L4", 1) is None  # no published figure we cite
-    assert throughput.estimate("vgg16", "V100", 1) is None
+def test_unknown_networks_and_names():
+    vgg = [Measurement("vgg16", "V100", 1, 9.0, "v")]  # not in the FLOP table: by exact name
+    assert throughput.from_history("vgg19", "V100", 1, vgg) is None
+    assert throughput.from_history("vgg16", "V100", 1, vgg).images_per_sec == 9.0
     assert throughput.network_key("imagenet11k-resnet-152") == "resnet152"
+    assert throughput.network_key("resnet50_v1") == "resnet50"
+    assert throughput.network_key("vgg16") is None
