@@ -42,7 +42,7 @@ def cost_report(
         check_path(plot)
     since_ts = _since(since)
     skipped: list[str] = []
-    with open_default() as ledger:
+    with open_default(read_only_ok=True) as ledger:
         facts = finished_facts(ledger, runs or (), recipe, since_ts, sweep, skipped)
         # a run reported alone keeps its speedup: its baseline may be anywhere in the ledger
         pool = finished_facts(ledger, skipped=[]) if runs else []

@@ -88,7 +88,8 @@ def follow(run: Run, backend: Backend, ledger: Ledger, on_update: Update, opts=F
 def refreshed(ledger: Ledger, run_id: str) -> Run:
     """The run, synced with its backend if it may still be moving (`runs show`)."""
     run = ledger.get(run_id)
-    if run.status in ACTIVE:
+    if run.status in ACTIVE and not getattr(ledger, "read_only", False):
+        # (a ledger opened read-only, on a disk that cannot be written, is shown as it is)
         run, _, _ = sync(run, get_backend(run.backend), ledger)
     return run
 
