@@ -11,6 +11,16 @@ app = typer.Typer(
 _JSON = typer.Option(False, "--json", help="Print JSON instead of text.")
 
 
+def note_read_only(ledger) -> None:
+    """Say (on stderr) that the ledger was only read, and why, when its disk refused more."""
+    if ledger.read_only:
+        typer.echo(
+            f"Note: {ledger.read_only}. The ledger was read without writing to it "
+            "(live runs are shown as last recorded).",
+            err=True,
+        )
+
+
 def render_run(run, ledger) -> None:
     from finetune.runs.views import final_facts, show_lines
 
@@ -35,6 +45,7 @@ def list_runs(
     from finetune.runs.views import list_rows, remarks, run_dict
 
     with open_default(read_only_ok=not refresh) as ledger:
+        note_read_only(ledger)
         runs = service.listing(ledger, recipe=recipe, refresh=refresh)
         # one damaged row is listed with its problem (below the table), never fatal
         data = [run_dict(r, ledger.epochs(r.id, r.problems)) for r in runs]
@@ -62,6 +73,7 @@ def show(
     from finetune.runs.views import final_facts, run_dict
 
     with open_default(read_only_ok=True) as ledger:
+        note_read_only(ledger)
         run = service.refreshed(ledger, run_id)
         if as_json:
             final = final_facts(ledger.events(run.id))

@@ -89,14 +89,14 @@ class Ledger:
         """``read_only_ok``: the caller only reads, so a ledger on a read-only (or full) disk
         is opened read-only rather than refused (``self.read_only`` then says so)."""
         self.path = Path(path)
-        self.read_only = False
+        self.read_only: str | None = None  # why it was opened read-only
         try:
             self._conn = _open(self.path)
         except DataError as exc:
             if not (read_only_ok and isinstance(exc, StorageError) and self.path.is_file()):
                 raise
             self._conn = open_read_only(self.path, exc)
-            self.read_only = True
+            self.read_only = exc.what
 
     def close(self) -> None:
         self._conn.close()

@@ -32,8 +32,8 @@ def storage_error(path: Path, exc: BaseException) -> StorageError | None:
     io_error = name.startswith("SQLITE_IOERR") or "disk i/o error" in text
     if full or (io_error and _no_room(path)):
         return StorageError(
-            f"the disk holding the run ledger {path} is full (ENOSPC: {exc}); nothing was "
-            "half-written and the ledger itself is not damaged",
+            f"the disk holding the run ledger {path} is full (ENOSPC; SQLite said: {exc}); "
+            "nothing was half-written and the ledger itself is not damaged",
             "free some space on that disk, or point FINETUNE_DATA_DIR (or FINETUNE_LEDGER) "
             "at another disk, then run the command again.",
             full=True,
