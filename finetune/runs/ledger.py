@@ -18,8 +18,14 @@ from pathlib import Path
 
 from finetune.errors import DataError, did_you_mean
 from finetune.metrics import EpochMetrics
-from finetune.runs.schema import migrate
-from finetune.runs.storage import StorageError, open_read_only, storage_error
+from finetune.runs.storage import (
+    StorageError,
+    decode_json_columns,
+    default_path,
+    open_read_only,
+    open_read_write,
+    storage_error,
+)
 
 LEDGER_FILE = "ledger.sqlite"
 ACTIVE = ("submitted", "running", "stopping")
@@ -91,7 +97,7 @@ class Ledger:
         self.path = Path(path)
         self.read_only: str | None = None  # why it was opened read-only
         try:
-            self._conn = _open(self.path)
+            self._conn = open_read_write(self.path)
         except DataError as exc:
             if not (read_only_ok and isinstance(exc, StorageError) and self.path.is_file()):
                 raise
@@ -282,60 +288,14 @@ def _row(run: Run) -> dict:
 
 
 def _run(row: sqlite3.Row) -> Run:
-    """The row as a Run. A JSON column that does not decode (to the type it holds) is read as
-    empty and named in ``problems``: one damaged row must not hide the others."""
+    """The row as a Run; a damaged JSON column is read as empty and named in ``problems``."""
     d = dict(row)
-    problems = []
-    for attr, col in _JSON_COLUMNS.items():
-        empty = [] if attr == "charges" else {}
-        text = d.pop(col, None)
-        try:
-            value = json.loads(text or json.dumps(empty))
-        except (ValueError, TypeError) as exc:
-            value, why = empty, f"not JSON ({exc})"
-        else:
-            why = None if isinstance(value, type(empty)) else f"a {type(value).__name__}"
-            value = value if why is None else empty
-        if why:
-            problems.append(f"its {col} column is damaged ({why}); read as empty")
-        d[attr] = value
+    problems = decode_json_columns(d, _JSON_COLUMNS)
     d["spot"] = bool(d["spot"])
     return Run(**d, problems=problems)
-
-
-def _open(path: Path) -> sqlite3.Connection:
-    """A read-write connection to the ledger at ``path`` (created or migrated); a DataError
-    that says what is wrong (a read-only or full disk, a file that is no database)."""
-    conn = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(path, timeout=30, isolation_level=None)
-        conn.row_factory = sqlite3.Row
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA foreign_keys=ON")
-        migrate(conn)
-        return conn
-    except BaseException as exc:
-        if conn is not None:
-            conn.close()  # a refused ledger keeps no file open (nor its locks)
-        if isinstance(exc, OSError | sqlite3.Error):
-            storage = storage_error(path, exc)
-            if storage is not None:
-                raise storage from None
-        if isinstance(exc, sqlite3.DatabaseError):
-            raise DataError(
-                f"the run ledger {path} cannot be opened: {exc}",
-                "move the file aside (it may be corrupt) and launch again; a new one is created.",
-            ) from None
-        raise
 
 
 def open_default(read_only_ok: bool = False) -> Ledger:
     """The ledger in the data directory (FINETUNE_DATA_DIR, or FINETUNE_LEDGER for a file);
     ``read_only_ok`` for commands that only read (see Ledger)."""
-    import os
-
-    from finetune import settings
-
-    path = os.environ.get("FINETUNE_LEDGER") or settings.get().data_dir / LEDGER_FILE
-    return Ledger(path, read_only_ok)
+    return Ledger(default_path(LEDGER_FILE), read_only_ok)

@@ -1,6 +1,6 @@
 """The disk under the run ledger: a read-only or full disk said as such (never "the ledger may
-be corrupt", whose advice -- move the file aside -- would lose it), and a read-only connection
-for commands that only read."""
+be corrupt", whose advice -- move the file aside -- would lose it), a read-only connection for
+commands that only read, and rows read back whatever a damaged column holds."""
 
 from __future__ import annotations
 
@@ -58,6 +58,74 @@ def _no_room(path: Path) -> bool:
     except OSError:
         return False
     return st.f_bavail * st.f_frsize < 64 * 1024
+
+
+def open_read_write(path: Path) -> sqlite3.Connection:
+    """A read-write connection to the ledger at ``path`` (created or migrated); a DataError
+    that says what is wrong (a read-only or full disk, a file that is no database)."""
+    from finetune.runs.schema import migrate
+
+    conn = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        migrate(conn)
+        return conn
+    except BaseException as exc:
+        if conn is not None:
+            conn.close()  # a refused ledger keeps no file open (nor its locks)
+        if isinstance(exc, OSError | sqlite3.Error):
+            storage = storage_error(path, exc)
+            if storage is not None:
+                raise storage from None
+        if isinstance(exc, sqlite3.DatabaseError):
+            raise DataError(
+                f"the run ledger {path} cannot be opened: {exc}",
+                "move the file aside (it may be corrupt) and launch again; a new one is created.",
+            ) from None
+        raise
+
+
+def decode_json_columns(row: dict, columns: dict[str, str]) -> list[str]:
+    """Replace each JSON column of ``row`` ({attribute: column}) by its decoded value, in
+    place; one that does not decode to its type (a hand edit, a damaged page) becomes empty,
+    and the returned problems name it: one damaged row must not hide the others."""
+    import json
+
+    problems = []
+    for attr, col in columns.items():
+        empty = [] if attr == "charges" else {}
+        text = row.pop(col, None)
+        try:
+            value = json.loads(text or json.dumps(empty))
+        except (ValueError, TypeError) as exc:
+            value, why = empty, f"not JSON ({exc})"
+        else:
+            why = None if isinstance(value, type(empty)) else f"a {type(value).__name__}"
+            value = value if why is None else empty
+        if why:
+            problems.append(f"its {col} column is damaged ({why}); read as empty")
+        row[attr] = value
+    return problems
+
+
+def default_path(file_name: str) -> Path:
+    """FINETUNE_LEDGER (a file), else ``file_name`` in the data directory."""
+    from finetune import settings
+    from finetune.errors import ConfigError
+
+    named = os.environ.get("FINETUNE_LEDGER")
+    if named is not None and (not named.strip() or Path(named).expanduser().is_dir()):
+        raise ConfigError(
+            f"the environment variable FINETUNE_LEDGER={named!r} is invalid: "
+            + ("it is empty" if not named.strip() else "it names a folder, not a file"),
+            "set FINETUNE_LEDGER to the ledger's file path (e.g. DIR/ledger.sqlite), or unset "
+            "it to use the data directory's.",
+        )
+    return Path(named).expanduser() if named else settings.get().data_dir / file_name
 
 
 def open_read_only(path: Path, refused: StorageError) -> sqlite3.Connection:
