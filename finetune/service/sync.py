@@ -97,16 +97,29 @@ def refreshed(ledger: Ledger, run_id: str) -> Run:
 def listing(ledger: Ledger, recipe: str | None = None, refresh: bool = False) -> list[Run]:
     """Runs, oldest first. Live runs are synced where that needs no network, all of them
     with ``refresh`` (`runs list --refresh`): a listing works with the cloud unreachable."""
-    from finetune.backends import backend_class
+    from finetune.errors import FinetuneError
 
     runs = []
     for run in ledger.list(recipe=recipe):
-        if run.status in ACTIVE and (
-            refresh or backend_class(run.backend).capabilities.offline_status
-        ):
-            run = refreshed(ledger, run.id)
+        if run.status in ACTIVE:
+            try:
+                run = _listed(ledger, run, refresh)
+            except FinetuneError as exc:
+                if refresh:
+                    raise  # asked to ask the cloud: say why it could not
+                # a listing from the ledger: one run's backend (unknown to this version, its
+                # files unreadable) must not hide the others
+                run.problems.append(f"its backend could not say where it is: {exc.what}")
         runs.append(run)
     return runs
+
+
+def _listed(ledger: Ledger, run: Run, refresh: bool) -> Run:
+    from finetune.backends import backend_class
+
+    if refresh or backend_class(run.backend).capabilities.offline_status:
+        return refreshed(ledger, run.id)
+    return run
 
 
 def stop(ledger: Ledger, run_id: str) -> Run:

@@ -121,3 +121,23 @@ def test_prune_and_estimates_read_past_a_damaged_row(bad_ledger, tiny_dataset):
                 "--grid", "instance=g5.xlarge", "--dry-run")  # fmt: skip
     assert plan.exit_code == 0, plan.output
     assert "g5.xlarge" in plan.output
+
+
+def test_a_run_of_an_unknown_backend_is_listed_with_its_problem(bad_ledger):
+    with open_default() as led:  # e.g. written by a newer finetune with another backend
+        led.create(_run("ft-alien", 9, backend="quantum", status="running"))
+    res = _cli("runs", "list")
+    assert res.exit_code == 0, res.output
+    assert "ft-good" in res.output and "ft-alien" in res.output
+    assert "ft-alien: its backend could not say where it is: unknown backend 'quantum'" in (
+        res.output
+    )
+
+
+def test_a_damaged_run_is_not_resumed(bad_ledger):
+    with open_default() as led:
+        led.update("ft-broken", status="interrupted")
+    res = _cli("launch", "--resume", "ft-broken")
+    assert res.exit_code == 3, res.output
+    assert "cannot be resumed" in res.output and "plan_json column is damaged" in res.output
+    assert "To fix:" in res.output
