@@ -98,18 +98,20 @@ def listing(ledger: Ledger, recipe: str | None = None, refresh: bool = False) ->
     """Runs, oldest first. Live runs are synced where that needs no network, all of them
     with ``refresh`` (`runs list --refresh`): a listing works with the cloud unreachable."""
     from finetune.errors import FinetuneError
+    from finetune.runs.charges import DAMAGED
 
     runs = []
     for run in ledger.list(recipe=recipe):
         if run.status in ACTIVE:
             try:
                 run = _listed(ledger, run, refresh)
-            except FinetuneError as exc:
-                if refresh:
+            except (FinetuneError, OSError, *DAMAGED) as exc:
+                if refresh and isinstance(exc, FinetuneError):
                     raise  # asked to ask the cloud: say why it could not
                 # a listing from the ledger: one run's backend (unknown to this version, its
-                # files unreadable) must not hide the others
-                run.problems.append(f"its backend could not say where it is: {exc.what}")
+                # files damaged or unreadable) must not hide the others
+                why = getattr(exc, "what", None) or f"{type(exc).__name__}: {exc}"
+                run.problems.append(f"its backend could not say where it is: {why}")
         runs.append(run)
     return runs
 

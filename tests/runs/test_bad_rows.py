@@ -141,3 +141,16 @@ def test_a_damaged_run_is_not_resumed(bad_ledger):
     assert res.exit_code == 3, res.output
     assert "cannot be resumed" in res.output and "plan_json column is damaged" in res.output
     assert "To fix:" in res.output
+
+
+def test_a_live_local_run_with_a_damaged_exit_file_is_listed(bad_ledger, tmp_path):
+    run_dir = tmp_path / "ft-cut"
+    run_dir.mkdir()
+    (run_dir / "exit.json").write_text('{"code": 0, "sta')  # cut short by a crash
+    with open_default() as led:
+        led.create(_run("ft-cut", 9, status="running", run_dir=str(run_dir), backend_ref="1"))
+    res = _cli("runs", "list")
+    assert res.exit_code == 0, res.output
+    assert "ft-good" in res.output and "ft-cut: its backend could not say where it is" in (
+        res.output
+    )
