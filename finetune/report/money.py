@@ -174,7 +174,7 @@ def elapsed(start: float, end: float, what: str = "the run") -> tuple[float, str
     if seconds >= 0:
         return seconds, ""
     if -seconds <= MAX_CLOCK_SKEW:
-        return 0.0, f"clock skew of {-seconds:.3g} s clamped (its end is before its start)"
+        return 0.0, f"clock skew of {-seconds:.3g} s clamped: its end time is before its start"
     raise DataError(
         f"{what} ends {-seconds:.0f} s before it starts: more than the {MAX_CLOCK_SKEW:.0f} s "
         "two clocks may disagree by, so its time and euros cannot be computed",

@@ -79,8 +79,9 @@ def test_runs_list_shows_every_row_and_each_problem(bad_ledger):
     rows = {r["id"]: r for r in json.loads(_cli("runs", "list", "--json").stdout)}
     assert rows["ft-good"]["problems"] == [] and rows["ft-good"]["cost_eur"] == 0
     assert rows["ft-skew"]["cost_eur"] == 0 and rows["ft-skew"]["wall_seconds"] == 0
-    assert rows["ft-skew"]["notes"] == [f"clock skew of {SKEW} s clamped (its end is before "
-                                        "its start)"]  # fmt: skip
+    assert rows["ft-skew"]["notes"] == [
+        f"clock skew of {SKEW} s clamped: its end time is before its start"
+    ]
     assert rows["ft-neg"]["money"] is None and rows["ft-neg"]["problems"]
     assert len(rows["ft-broken"]["epochs"]) == 1  # the damaged epoch is left out, and named
 
