@@ -155,3 +155,13 @@ def test_a_live_local_run_with_a_damaged_exit_file_is_listed(bad_ledger, tmp_pat
     assert "ft-good" in res.output and "ft-cut: its backend could not say where it is" in (
         res.output
     )
+
+
+def test_cleanup_reads_past_damaged_rows(bad_ledger, aws, monkeypatch):
+    monkeypatch.setenv("FINETUNE_REGION", "us-east-1")
+    with open_default() as led:  # a launch long ago whose launcher record is damaged
+        led.create(_run("ft-launch", 9, status="submitted", started_at=None, ended_at=None))
+        led.add_event("ft-launch", "submitting", "[1, 2]")
+    res = _cli("cleanup", "--older-than", "1h")
+    assert res.exit_code == 0, res.output
+    assert "Nothing to clean up" in res.output
