@@ -41,7 +41,7 @@ def read() -> dict[str, str]:
         data = tomllib.loads(file.read_text("utf-8"))
     except FileNotFoundError:
         return {}
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, RecursionError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(
             f"the config file {file} cannot be read: {exc}",
             "fix or delete it (`finetune config set KEY VALUE` writes a valid one).",

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from finetune.errors import ConfigError, did_you_mean
@@ -62,6 +62,22 @@ class Settings(BaseSettings):
             return None
         return names.check_setting(info.field_name, value, _origin(info.field_name))
 
+    @field_validator("data_dir", "cache_dir", mode="before")
+    @classmethod
+    def _a_folder(cls, value):
+        """A folder finetune can make its own: never '' (it would silently mean the current
+        folder), never an existing file."""
+        text = str(value)
+        if not text.strip():
+            raise ValueError("an empty value is not a folder (it would mean the current folder)")
+        folder = Path(text).expanduser()
+        if folder.exists() and not folder.is_dir():
+            raise ValueError(f"{folder} exists and is not a folder (a regular file?)")
+        above = next((p for p in folder.absolute().parents if p.exists()), None)
+        if above is not None and not above.is_dir():  # it could never be made
+            raise ValueError(f"{folder} is inside {above}, which is not a folder")
+        return folder
+
     @classmethod
     def settings_customise_sources(
         cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings
@@ -78,15 +94,59 @@ class Settings(BaseSettings):
         return self.cache_dir / "downloads"
 
 
+def _env_name(key: str) -> str | None:
+    """The FINETUNE_* variable that sets ``key`` (any case), if one is set."""
+    return next((n for n in os.environ if n.upper() == "FINETUNE_" + key.upper()), None)
+
+
 def _origin(key: str) -> str:
     """Where a setting's value comes from, for a message: its variable, else the file."""
-    env = next((n for n in os.environ if n.upper() == "FINETUNE_" + key.upper()), None)
-    return env or f"the config file's {key}"
+    return _env_name(key) or f"the config file's {key}"
 
 
 @lru_cache(maxsize=1)
 def get() -> Settings:
-    return Settings()
+    """The settings in effect; a ConfigError naming the variable (or the config file's key),
+    its value and what was expected when one is invalid."""
+    return load()
+
+
+def load() -> Settings:
+    """Settings() read afresh, with an invalid value said as a ConfigError (see get)."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise _invalid(exc) from None
+
+
+def _invalid(exc: ValidationError) -> ConfigError:
+    from finetune import config
+
+    err = exc.errors()[0]
+    name = str(err["loc"][0]) if err.get("loc") else "?"
+    value = str(err.get("input"))
+    shown = repr(value if len(value) <= 80 else value[:77] + "...")
+    why = err["msg"].removeprefix("Value error, ")
+    kind = _EXPECTED.get(name, "a valid value")
+    env = _env_name(name)
+    if env:
+        return ConfigError(
+            f"the environment variable {env}={shown} is invalid: {why} (expected {kind})",
+            f"set {env} to {kind}, or unset it.",
+        )
+    return ConfigError(
+        f"the setting {name}={shown} in the config file {config.path()} is invalid: {why} "
+        f"(expected {kind})",
+        f"set it to {kind} with `finetune config set {name} VALUE`, or remove it with "
+        f"`finetune config unset {name}`.",
+    )
+
+
+_EXPECTED = {
+    "data_dir": "a folder path, made if missing",
+    "cache_dir": "a folder path, made if missing",
+    "sagemaker_markup": "a number from 0 to 5, e.g. 0.25 for 25 %",
+}
 
 
 def dataset_path(name_or_path: str) -> Path:
@@ -180,7 +240,7 @@ def show() -> list[Entry]:
     """Every setting's value in effect and its source."""
     from finetune import config
 
-    current = Settings()
+    current = load()
     from_file = config.read()
     out = []
     for key in keys():

@@ -30,6 +30,7 @@ def cost_report(
     against a different 1-device run of the same recipe, dataset, model, engine, GPU model,
     batch and image size), best validation accuracy, EUR total and per epoch; then totals,
     notes (runs skipped and why) and the price and rate provenance."""
+    from finetune.cli.runs import note_read_only
     from finetune.errors import UsageError
     from finetune.report.render import build_report, check_format, render
     from finetune.runs.facts import finished_facts
@@ -42,7 +43,8 @@ def cost_report(
         check_path(plot)
     since_ts = _since(since)
     skipped: list[str] = []
-    with open_default() as ledger:
+    with open_default(read_only_ok=True) as ledger:
+        note_read_only(ledger)
         facts = finished_facts(ledger, runs or (), recipe, since_ts, sweep, skipped)
         # a run reported alone keeps its speedup: its baseline may be anywhere in the ledger
         pool = finished_facts(ledger, skipped=[]) if runs else []

@@ -11,10 +11,21 @@ app = typer.Typer(
 _JSON = typer.Option(False, "--json", help="Print JSON instead of text.")
 
 
+def note_read_only(ledger) -> None:
+    """Say (on stderr) that the ledger was only read, and why, when its disk refused more."""
+    if ledger.read_only:
+        typer.echo(
+            f"Note: {ledger.read_only}. The ledger was read without writing to it "
+            "(live runs are shown as last recorded).",
+            err=True,
+        )
+
+
 def render_run(run, ledger) -> None:
     from finetune.runs.views import final_facts, show_lines
 
-    for line in show_lines(run, ledger.epochs(run.id), final_facts(ledger.events(run.id))):
+    epochs = ledger.epochs(run.id, run.problems)  # a damaged epoch is named, not fatal
+    for line in show_lines(run, epochs, final_facts(ledger.events(run.id))):
         typer.echo(line)
 
 
@@ -31,11 +42,13 @@ def list_runs(
     from finetune import service
     from finetune.cli._render import echo_json, table
     from finetune.runs.ledger import open_default
-    from finetune.runs.views import list_rows, run_dict
+    from finetune.runs.views import list_rows, remarks, run_dict
 
-    with open_default() as ledger:
+    with open_default(read_only_ok=not refresh) as ledger:
+        note_read_only(ledger)
         runs = service.listing(ledger, recipe=recipe, refresh=refresh)
-        data = [run_dict(r, ledger.epochs(r.id)) for r in runs]
+        # one damaged row is listed with its problem (below the table), never fatal
+        data = [run_dict(r, ledger.epochs(r.id, r.problems)) for r in runs]
     if as_json:
         echo_json(data)
         return
@@ -43,6 +56,9 @@ def list_runs(
         typer.echo("No runs yet. Start one with `finetune launch RECIPE --dataset DIR`.")
         return
     table(list_rows(runs, {d["id"]: d["best_val_acc"] for d in data}))
+    for run, d in zip(runs, data, strict=True):
+        for line in remarks(run, d):
+            typer.echo(line)
 
 
 @app.command("show")
@@ -56,11 +72,12 @@ def show(
     from finetune.runs.ledger import open_default
     from finetune.runs.views import final_facts, run_dict
 
-    with open_default() as ledger:
+    with open_default(read_only_ok=True) as ledger:
+        note_read_only(ledger)
         run = service.refreshed(ledger, run_id)
         if as_json:
             final = final_facts(ledger.events(run.id))
-            echo_json(run_dict(run, ledger.epochs(run.id), final))
+            echo_json(run_dict(run, ledger.epochs(run.id, run.problems), final))
         else:
             render_run(run, ledger)
 

@@ -110,6 +110,11 @@ def parse(raw: bytes | str, where: str) -> DatasetManifest:
     field this version does not know is named."""
     try:
         doc = json.loads(raw)
+    except RecursionError:  # json nests recursively: 100k brackets are no manifest
+        raise DataError(
+            f"{where} is not a valid dataset manifest: JSON nested too deeply",
+            "re-create the dataset with `finetune prepare`.",
+        ) from None
     except ValueError as exc:
         raise DataError(
             f"{where} is not a valid dataset manifest: not JSON ({exc})",

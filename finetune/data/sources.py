@@ -75,8 +75,8 @@ def cached_digests(path: Path, progress: Progress | None = None) -> Digests:
         saved = json.loads(sidecar.read_text())
         if saved.get("key") == key:
             return Digests(saved["md5"], saved["sha256"], saved["sha512"])
-    except (OSError, ValueError, KeyError):
-        pass
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        pass  # a damaged sidecar (not our JSON object): hash again
     d = digests(path, progress("verify", st.st_size) if progress else None)
     # a read-only archive location just means hashing again next time
     with contextlib.suppress(OSError):

@@ -49,7 +49,7 @@ def verify_checksums(directory: str | Path, manifest: mf.DatasetManifest) -> lis
 def _load(path: Path) -> dict:
     try:
         data = json.loads(path.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
 

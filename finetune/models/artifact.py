@@ -43,16 +43,17 @@ class ModelFolder:
         try:
             classes = json.loads((path / CLASSES).read_text("utf-8"))
             hp = json.loads((path / HYPERPARAMETERS).read_text("utf-8"))
-        except (OSError, ValueError) as exc:
-            raise DataError(f"{path}: unreadable model description ({exc})", _AGAIN) from None
-        return cls(
-            path=path,
-            engine=hp.get("engine", "mxnet"),  # runs before the torch engine were MXNet runs
-            model=hp.get("model", "?"),
-            classes=list(classes["classes"]),
-            image_size=int(classes["image_size"]),
-            run_id=run_id,
-        )
+            return cls(
+                path=path,
+                engine=hp.get("engine", "mxnet"),  # runs before the torch engine were MXNet's
+                model=hp.get("model", "?"),
+                classes=list(classes["classes"]),
+                image_size=int(classes["image_size"]),
+                run_id=run_id,
+            )
+        except (OSError, ValueError, RecursionError, KeyError, TypeError, AttributeError) as exc:
+            why = f"{type(exc).__name__}: {exc}" if not isinstance(exc, OSError) else exc
+            raise DataError(f"{path}: unreadable model description ({why})", _AGAIN) from None
 
 
 _AGAIN = "use the model folder of a completed run (or download it again)."

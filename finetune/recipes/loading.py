@@ -93,7 +93,7 @@ def read_mapping(path: Path) -> dict:
     import yaml
 
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.safe_load(_text(path))
     except OSError as exc:
         raise ConfigError(f"cannot read recipe {path}: {exc.strerror}", "check the path.") from None
     except yaml.YAMLError as exc:
@@ -101,12 +101,46 @@ def read_mapping(path: Path) -> dict:
             f"{path} is not valid YAML: {' '.join(str(exc).split())}",
             "fix the YAML syntax at the position shown (indentation, a missing colon).",
         ) from None
+    except RecursionError:  # PyYAML composes nested collections recursively
+        raise ConfigError(
+            f"{path} nests lists or mappings too deeply to be a recipe",
+            "a recipe is a few sections of plain keys: start from `finetune recipes show "
+            "caltech256-resnet50` and edit it.",
+        ) from None
     if not isinstance(data, dict):
         raise ConfigError(
             f"{path}: a recipe must be a mapping of sections, got {type(data).__name__}",
             "start from `finetune recipes show caltech256-resnet50` and edit it.",
         )
     return data
+
+
+def _text(path: Path) -> str:
+    """The file's text: UTF-8 (a BOM is dropped), or UTF-16/32 with a BOM as YAML allows; a
+    ConfigError for anything else (a binary file, another encoding)."""
+    import codecs
+
+    raw = path.read_bytes()
+    boms = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+            (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))  # fmt: skip
+    encoding = next((enc for bom, enc in boms if raw.startswith(bom)), "utf-8-sig")
+    try:
+        text = raw.decode(encoding)
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path} is not a text file in {encoding.removesuffix('-sig').upper()} (byte "
+            f"{exc.start} cannot be decoded: {raw[exc.start : exc.start + 1]!r}); a recipe is "
+            "YAML text",
+            "give the recipe's .yaml file (save it as UTF-8), or start from `finetune recipes "
+            "show caltech256-resnet50`.",
+        ) from None
+    if "\x00" in text:
+        raise ConfigError(
+            f"{path} holds NUL characters: a binary file, or UTF-16/32 text without a "
+            "byte-order mark -- not a YAML recipe",
+            "give the recipe's .yaml file (save it as UTF-8).",
+        )
+    return text
 
 
 def validate_many(names_or_paths: Iterable[str | Path]) -> list[tuple[str, Recipe | ConfigError]]:

@@ -112,6 +112,11 @@ def _typed(path: str, raw: str) -> object:
             f"override {path}={raw!r}: not a YAML value ({str(exc).splitlines()[0]})",
             "quote text and write lists as [1, 2].",
         ) from None
+    except RecursionError:  # PyYAML composes nested lists recursively
+        raise ConfigError(
+            f"override {path}={raw[:40]!r}...: nested too deeply to be a recipe value",
+            "write lists as [1, 2].",
+        ) from None
 
 
 @lru_cache(maxsize=1)

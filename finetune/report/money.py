@@ -34,6 +34,10 @@ EC2, SAGEMAKER, FREE = "ec2", "sagemaker", "free"
 RULES = (EC2, SAGEMAKER, FREE)
 EC2_MINIMUM_SECONDS = 60
 FIRST_HOUR = 3600
+# Seconds by which two clocks (ours, read just after a submit returns; AWS's for a job that
+# ended at once) may disagree: an end up to this much before its start is skew, billed as 0 s
+# with a note; further is a row whose times make no sense (NTP keeps clocks well within it).
+MAX_CLOCK_SKEW = 10.0
 SPOT_BILLING_URL = "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/billing-for-interrupted-spot-instances.html"
 
 
@@ -59,6 +63,7 @@ class Charge:
     ended_at: float | None = None
     training_seconds: float | None = None  # SageMaker TrainingTimeInSeconds (managed spot)
     label: str = ""  # e.g. "attempt 2 (i-0abc, i-0def)"
+    note: str = ""  # e.g. "clock skew of 4.2 s clamped" (shown with the line's billing rule)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -160,8 +165,31 @@ def ec2_billed_seconds(seconds: float, interrupted_by_ec2: bool = False) -> tupl
     return billed, "per second, 60 s minimum"
 
 
+def elapsed(start: float, end: float, what: str = "the run") -> tuple[float, str]:
+    """(seconds from ``start`` to ``end``, note). The two times often come from two clocks
+    (ours at submit, AWS's at the end; moto's are milliseconds apart): an end up to
+    MAX_CLOCK_SKEW before the start is skew, clamped to 0 s with a note that says so. An end
+    further before its start is a DataError (the row cannot be costed)."""
+    seconds = float(end) - float(start)
+    if seconds >= 0:
+        return seconds, ""
+    if -seconds <= MAX_CLOCK_SKEW:
+        return 0.0, f"clock skew of {-seconds:.3g} s clamped: its end time is before its start"
+    raise DataError(
+        f"{what} ends {-seconds:.0f} s before it starts: more than the {MAX_CLOCK_SKEW:.0f} s "
+        "two clocks may disagree by, so its time and euros cannot be computed",
+        "check the run's times (`finetune runs show RUN --json`); the other runs are unaffected.",
+    )
+
+
 def billed_seconds(charge: Charge) -> tuple[float, str]:
-    """(seconds billed per instance, why) under the charge's rule."""
+    """(seconds billed per instance, why) under the charge's rule; the charge's note (clock
+    skew clamped) is part of the why."""
+    billed, why = _rule_seconds(charge)
+    return billed, f"{why}; {charge.note}" if charge.note else why
+
+
+def _rule_seconds(charge: Charge) -> tuple[float, str]:
     if charge.rule == EC2:
         return ec2_billed_seconds(charge.seconds, charge.interrupted_by_ec2)
     if charge.rule == SAGEMAKER:
@@ -189,7 +217,8 @@ def euros(charges: Iterable[Charge], rate: Rate, estimate: bool = False) -> Mone
             raise DataError(
                 "Billed seconds, instance count and hourly price cannot be negative "
                 f"(got {c.seconds}, {c.instances}, {c.usd_per_hour}).",
-                "check the run record; the ledger may be corrupt.",
+                "check this run's record (`finetune runs show RUN --json`); the other runs "
+                "are unaffected.",
             )
         billed, why = billed_seconds(c)
         price = 0.0 if c.rule == FREE else c.usd_per_hour

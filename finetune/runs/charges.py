@@ -29,6 +29,23 @@ def run_money(run: Run) -> money.Money:
     return money.euros(charges, rate)
 
 
+# What a hand-damaged record (a wrong type where a number belongs) raises past our checks.
+DAMAGED = (ValueError, TypeError, KeyError, AttributeError, OverflowError)
+
+
+def money_or_problem(run: Run) -> tuple[money.Money | None, str | None]:
+    """(run_money(run), None), or (None, why it cannot be costed): a reader of the whole
+    ledger shows the problem on that row and goes on with the others."""
+    from finetune.errors import FinetuneError
+
+    try:
+        return run_money(run), None
+    except FinetuneError as exc:
+        return None, f"cannot be costed: {exc.what}"
+    except DAMAGED as exc:
+        return None, f"cannot be costed: its record is damaged ({type(exc).__name__}: {exc})"
+
+
 def rate_for(day: date):
     """The ECB rate that applies on ``day`` (the latest published on or before it)."""
     from finetune.catalog import fx
@@ -98,7 +115,10 @@ def _legacy_estimate(run: Run) -> money.Charge:
         usd, source, as_of = est.hourly_usd, est.price_source or "", est.price_as_of
     else:
         usd, source, as_of = _catalog_price(run, rule)
-    seconds = run.billable_seconds if run.billable_seconds is not None else run.wall_seconds
+    seconds, note = run.billable_seconds, ""
+    if seconds is None and run.started_at is not None:  # wall time: our clock and AWS's
+        end = run.ended_at if run.ended_at is not None else time.time()
+        seconds, note = money.elapsed(run.started_at, end, f"run {run.id}")
     return money.Charge(
         rule=rule,
         instance_type=run.instance_type,
@@ -110,6 +130,7 @@ def _legacy_estimate(run: Run) -> money.Charge:
         market="spot" if run.spot else "on-demand",
         ended_at=run.ended_at,
         training_seconds=run.training_seconds,
+        note=note,
     )
 
 

@@ -11,21 +11,24 @@ from datetime import datetime, timezone
 
 from finetune.metrics import EpochMetrics
 from finetune.report.model import RunFacts
-from finetune.runs.charges import run_money
+from finetune.runs.charges import DAMAGED, run_money
 from finetune.runs.ledger import Run
+
+
+def clock_note(run: Run) -> str:
+    """'clock skew of 0.011 s clamped ...' when the run ends a little before it starts (its end
+    from AWS's clock, its start from ours), else ''; a DataError when it ends far before."""
+    from finetune.report.money import elapsed
+
+    if run.started_at is None or run.ended_at is None:
+        return ""
+    return elapsed(run.started_at, run.ended_at, f"run {run.id}")[1]
 
 
 def run_facts(run: Run, epochs: list[EpochMetrics]) -> RunFacts:
     """The report's view of one run from the ledger; DataError for a row that makes no sense
-    (it ends before it starts: another clock than ours, e.g. SageMaker's)."""
-    from finetune.errors import DataError
-
-    if run.started_at is not None and run.ended_at is not None and run.ended_at < run.started_at:
-        raise DataError(
-            f"run {run.id} ends {run.started_at - run.ended_at:.0f} s before it starts "
-            "(its clocks disagree), so its time and euros cannot be computed",
-            f"check `finetune runs show {run.id}`; the rest of the report is unaffected.",
-        )
+    (it ends far before it starts; a little before is clock skew, clamped)."""
+    clock_note(run)
     local = not run.instance_type
     hp = run.plan.get("hyperparameters", {})
     return RunFacts(
@@ -71,11 +74,19 @@ def finished_facts(
     for r in runs:
         try:
             out.append(run_facts(r, ledger.epochs(r.id)))
-        except FinetuneError as exc:
+            note = clock_note(r)
+        except (FinetuneError, *DAMAGED) as exc:
             if skipped is None:
                 raise
-            skipped.append(f"{r.id}: skipped: {exc.what}")
+            skipped.append(f"{r.id}: skipped: {getattr(exc, 'what', None) or _damaged(exc)}")
+            continue
+        if note and skipped is not None:
+            skipped.append(f"{r.id}: {note}")
     return out
+
+
+def _damaged(exc: BaseException) -> str:
+    return f"its record is damaged ({type(exc).__name__}: {exc})"
 
 
 def measured_history() -> list:
@@ -86,10 +97,10 @@ def measured_history() -> list:
     from finetune.runs.ledger import open_default
 
     try:
-        with open_default() as ledger:
+        with open_default(read_only_ok=True) as ledger:
             runs = [r for r in ledger.list() if r.status == "completed"]
             return measurements(_facts_or_skip(ledger, runs))
-    except FinetuneError:
+    except (FinetuneError, *DAMAGED):
         return []
 
 
@@ -100,6 +111,6 @@ def _facts_or_skip(ledger, runs) -> list[RunFacts]:
     for r in runs:
         try:
             out.append(run_facts(r, ledger.epochs(r.id)))
-        except FinetuneError:
+        except (FinetuneError, *DAMAGED):
             continue  # a run that cannot be costed can still not teach throughput: skip it
     return out

@@ -18,7 +18,14 @@ from pathlib import Path
 
 from finetune.errors import DataError, did_you_mean
 from finetune.metrics import EpochMetrics
-from finetune.runs.schema import migrate
+from finetune.runs.storage import (
+    StorageError,
+    decode_json_columns,
+    default_path,
+    open_read_only,
+    open_read_write,
+    storage_error,
+)
 
 LEDGER_FILE = "ledger.sqlite"
 ACTIVE = ("submitted", "running", "stopping")
@@ -58,6 +65,9 @@ class Run:
     sweep_cell: str | None = None  # its cell's identity in that sweep
     sweep: dict = field(default_factory=dict)  # the cell's grid values
     updated_at: float = 0.0
+    # not a column: what could not be decoded from the row (a hand-damaged JSON column); the
+    # row is still listed, with its problems, rather than hiding the rest of the ledger
+    problems: list = field(default_factory=list, compare=False)
 
     @property
     def gpus(self) -> int:
@@ -65,9 +75,11 @@ class Run:
 
     @property
     def wall_seconds(self) -> float | None:
+        """Seconds from start to end (or now); never negative: an end a little before the
+        start is another clock's skew (see durations.elapsed, which says so)."""
         if self.started_at is None:
             return None
-        return (self.ended_at or time.time()) - self.started_at
+        return max(0.0, (self.ended_at or time.time()) - self.started_at)
 
 
 def new_run_id(now: float | None = None) -> str:
@@ -79,31 +91,18 @@ def new_run_id(now: float | None = None) -> str:
 class Ledger:
     """Open (creating or migrating) the ledger at ``path``."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, read_only_ok: bool = False) -> None:
+        """``read_only_ok``: the caller only reads, so a ledger on a read-only (or full) disk
+        is opened read-only rather than refused (``self.read_only`` then says so)."""
         self.path = Path(path)
-        conn = None
+        self.read_only: str | None = None  # why it was opened read-only
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            conn.row_factory = sqlite3.Row
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA foreign_keys=ON")
-            migrate(conn)
-        except BaseException as exc:
-            if conn is not None:
-                conn.close()  # a refused ledger keeps no file open (nor its locks)
-            if isinstance(exc, OSError | sqlite3.Error):
-                storage = storage_error(self.path, exc)
-                if storage is not None:
-                    raise storage from None
-            if isinstance(exc, sqlite3.DatabaseError):
-                raise DataError(
-                    f"the run ledger {self.path} cannot be opened: {exc}",
-                    "move the file aside (it may be corrupt) and launch again; a new one is "
-                    "created.",
-                ) from None
-            raise
-        self._conn = conn
+            self._conn = open_read_write(self.path)
+        except DataError as exc:
+            if not (read_only_ok and isinstance(exc, StorageError) and self.path.is_file()):
+                raise
+            self._conn = open_read_only(self.path, exc)
+            self.read_only = exc.what
 
     def close(self) -> None:
         self._conn.close()
@@ -224,11 +223,22 @@ class Ledger:
                     ),
                 )
 
-    def epochs(self, run_id: str) -> list[EpochMetrics]:
+    def epochs(self, run_id: str, problems: list | None = None) -> list[EpochMetrics]:
+        """The run's epoch metrics. With a ``problems`` list, an epoch row that does not decode
+        (hand-damaged) is left out and named there; without one it raises."""
         rows = self._conn.execute(
-            "SELECT metrics_json FROM epochs WHERE run_id = ? ORDER BY epoch", (run_id,)
+            "SELECT epoch, metrics_json FROM epochs WHERE run_id = ? ORDER BY epoch", (run_id,)
         )
-        return [EpochMetrics.model_validate_json(r[0]) for r in rows]
+        out = []
+        for epoch, text in rows:
+            try:
+                out.append(EpochMetrics.model_validate_json(text or ""))
+            except ValueError as exc:
+                if problems is None:
+                    raise
+                why = str(exc).splitlines()[0]
+                problems.append(f"its metrics of epoch {epoch} are damaged ({why}); left out")
+        return out
 
     def add_event(self, run_id: str, kind: str, message: str) -> None:
         with self._write() as c:
@@ -262,14 +272,15 @@ _JSON_COLUMNS = {
     "charges": "charges_json",
     "sweep": "sweep_json",
 }
-_COLUMNS = {f.name for f in fields(Run) if f.name not in _JSON_COLUMNS} | set(
+_NOT_COLUMNS = {"problems"}
+_COLUMNS = {f.name for f in fields(Run) if f.name not in _JSON_COLUMNS.keys() | _NOT_COLUMNS} | set(
     _JSON_COLUMNS.values()
 )
 
 
 def _row(run: Run) -> dict:
     d = dict(run.__dict__)
-    out = {k: v for k, v in d.items() if k not in _JSON_COLUMNS}
+    out = {k: v for k, v in d.items() if k not in _JSON_COLUMNS and k not in _NOT_COLUMNS}
     for attr, col in _JSON_COLUMNS.items():
         out[col] = json.dumps(d[attr])
     out["spot"] = int(run.spot)
@@ -277,45 +288,14 @@ def _row(run: Run) -> dict:
 
 
 def _run(row: sqlite3.Row) -> Run:
+    """The row as a Run; a damaged JSON column is read as empty and named in ``problems``."""
     d = dict(row)
-    d["plan"] = json.loads(d.pop("plan_json") or "{}")
-    d["cost"] = json.loads(d.pop("cost_json") or "{}")
-    d["record"] = json.loads(d.pop("record_json", None) or "{}")
-    d["charges"] = json.loads(d.pop("charges_json", None) or "[]")
-    d["sweep"] = json.loads(d.pop("sweep_json", None) or "{}")
+    problems = decode_json_columns(d, _JSON_COLUMNS)
     d["spot"] = bool(d["spot"])
-    return Run(**d)
+    return Run(**d, problems=problems)
 
 
-def storage_error(path: Path, exc: BaseException) -> DataError | None:
-    """A DataError for a read-only or full disk under the ledger, else None."""
-    import errno
-
-    code = getattr(exc, "errno", None) if isinstance(exc, OSError) else None
-    name = getattr(exc, "sqlite_errorname", "") or ""
-    text = str(exc).lower()
-    if code == errno.ENOSPC or name.startswith("SQLITE_FULL") or "disk is full" in text:
-        return DataError(
-            f"the disk holding the run ledger {path} is full ({exc}); nothing was half-written",
-            "free some space there, or point FINETUNE_DATA_DIR (or FINETUNE_LEDGER) at "
-            "another disk, then run the command again.",
-        )
-    readonly = code in (errno.EROFS, errno.EACCES, errno.EPERM)
-    if readonly or name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM")):
-        return DataError(
-            f"the run ledger {path} cannot be written: {exc} (a read-only file system, or "
-            "no permission to write there)",
-            "make that folder writable, or point FINETUNE_DATA_DIR (or FINETUNE_LEDGER) at a "
-            "writable folder.",
-        )
-    return None
-
-
-def open_default() -> Ledger:
-    """The ledger in the data directory (FINETUNE_DATA_DIR, or FINETUNE_LEDGER for a file)."""
-    import os
-
-    from finetune import settings
-
-    path = os.environ.get("FINETUNE_LEDGER") or settings.get().data_dir / LEDGER_FILE
-    return Ledger(path)
+def open_default(read_only_ok: bool = False) -> Ledger:
+    """The ledger in the data directory (FINETUNE_DATA_DIR, or FINETUNE_LEDGER for a file);
+    ``read_only_ok`` for commands that only read (see Ledger)."""
+    return Ledger(default_path(LEDGER_FILE), read_only_ok)

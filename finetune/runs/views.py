@@ -61,18 +61,38 @@ def run_dict(run: Run, epochs: list[EpochMetrics], final: dict | None = None) ->
     d["test_acc"] = last.test_acc if last else None
     for key in ("summary", "val_report", "test_report", "run_record"):
         d[key] = (final or {}).get(key)
-    d["money"] = _money_dict(run)
-    d["cost_eur"] = d["money"]["eur"]  # what report.money says, whatever an old record held
+    m, problem = _money(run)
+    d["money"] = m.to_dict() if m else None
+    d["cost_eur"] = m.eur if m else None  # what report.money says, whatever an old record held
+    d["problems"] = [*run.problems, *([problem] if problem else [])]
+    d["notes"] = notes(run)
     d["hyperparameters"] = run.plan.get("hyperparameters", {})
     d["derived"] = run.plan.get("derived", {})
     return d
 
 
-def _money_dict(run: Run) -> dict:
-    """The run's euros with every billed line, price and the EUR rate (report.money)."""
-    from finetune.runs.charges import run_money
+def _money(run: Run):
+    """(report.money's Money for the run, None) or (None, why it cannot be costed)."""
+    from finetune.runs.charges import money_or_problem
 
-    return run_money(run).to_dict()
+    return money_or_problem(run)
+
+
+def notes(run: Run) -> list[str]:
+    """What a reader should know about the row's figures (a clock skew clamped)."""
+    from finetune.errors import FinetuneError
+    from finetune.runs.facts import clock_note
+
+    try:
+        note = clock_note(run)
+    except FinetuneError:
+        return []  # beyond skew: the money's problem says it
+    return [note] if note else []
+
+
+def remarks(run: Run, data: dict) -> list[str]:
+    """The row's problems and notes as lines under a listing: '<run>: <what>'."""
+    return [f"{run.id}: {text}" for text in [*data["problems"], *data["notes"]]]
 
 
 def list_rows(runs: list[Run], best: dict[str, float | None]) -> list[tuple[str, ...]]:
@@ -107,8 +127,10 @@ def show_lines(run: Run, epochs: list[EpochMetrics], final: dict | None = None) 
         + (f", {run.instance_count} x {run.instance_type}" if run.instance_type else "")
         + (" (spot)" if run.spot else ""),
         f"  batch/lr   global batch {d.get('global_batch', '?')}, lr {d.get('lr', '?')}",
-        f"  started    {_when(run.started_at)}; wall {duration(run.wall_seconds)}",
+        f"  started    {_when(run.started_at)}; wall {duration(run.wall_seconds)}"
+        + "".join(f" ({n})" for n in notes(run)),
     ]
+    lines += [f"  problem    {p}" for p in run.problems]
     lines += _billing_lines(run)
     if tp:
         lines.append(
@@ -174,9 +196,10 @@ def _billing_lines(run: Run) -> list[str]:
     """What the cloud measured and charged: training, billable and interrupted time, then the
     euros (report.money through runs.charges, as `cost-report` computes them) line by line."""
     from finetune.report.cost import spot_savings
-    from finetune.runs.charges import run_money
 
-    m = run_money(run)
+    m, problem = _money(run)
+    if m is None:
+        return [f"  cost       {problem}"]
     parts = []
     if run.training_seconds is not None:
         parts.append(f"training {duration(run.training_seconds)}")

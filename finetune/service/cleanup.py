@@ -69,14 +69,19 @@ def is_abandoned(ledger: Ledger, run: Run, grace_s: float = GRACE_S, now=None) -
         return False  # launched elsewhere (or before launches were recorded): cannot tell
     from finetune.processes import alive
 
-    return not alive(int(launcher.get("pid", 0)))
+    try:
+        pid = int(launcher.get("pid", 0))
+    except (TypeError, ValueError):
+        return False  # a damaged launch record: cannot tell, so never called abandoned
+    return not alive(pid)
 
 
 def _launcher(ledger: Ledger, run: Run) -> dict:
     for _, kind, message in reversed(ledger.events(run.id)):
         if kind == "submitting":
             try:
-                return json.loads(message)
-            except ValueError:
+                found = json.loads(message)
+            except (ValueError, RecursionError):
                 return {}
+            return found if isinstance(found, dict) else {}
     return {}

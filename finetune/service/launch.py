@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from finetune.backends import get_backend
 from finetune.backends.base import Backend, Feature, Hooks, Preflight, ResourceRequest
-from finetune.errors import FinetuneError, UsageError
+from finetune.errors import DataError, FinetuneError, UsageError
 from finetune.runs.ledger import ACTIVE, Ledger, Run, new_run_id
 
 REMOTE_SCHEMES = ("s3://",)  # a dataset already uploaded: the backend reads its summary
@@ -146,6 +146,13 @@ def resume(ledger: Ledger, run_id: str, hooks: Hooks | None = None):
     from finetune.plan import Plan
 
     run = ledger.get(run_id)
+    if run.problems:
+        raise DataError(
+            f"run {run.id} cannot be resumed: its record in the ledger is damaged "
+            f"({'; '.join(run.problems)})",
+            "launch a new run of the same recipe instead (`finetune runs show` lists what "
+            "could be read).",
+        )
     backend = get_backend(run.backend, hooks=hooks)
     # the backend's word, not the ledger's: a run recorded as interrupted may still have a
     # live process (a trainer whose supervisor was killed, checkpointing on its way out)

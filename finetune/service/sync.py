@@ -88,7 +88,8 @@ def follow(run: Run, backend: Backend, ledger: Ledger, on_update: Update, opts=F
 def refreshed(ledger: Ledger, run_id: str) -> Run:
     """The run, synced with its backend if it may still be moving (`runs show`)."""
     run = ledger.get(run_id)
-    if run.status in ACTIVE:
+    if run.status in ACTIVE and not getattr(ledger, "read_only", False):
+        # (a ledger opened read-only, on a disk that cannot be written, is shown as it is)
         run, _, _ = sync(run, get_backend(run.backend), ledger)
     return run
 
@@ -96,16 +97,31 @@ def refreshed(ledger: Ledger, run_id: str) -> Run:
 def listing(ledger: Ledger, recipe: str | None = None, refresh: bool = False) -> list[Run]:
     """Runs, oldest first. Live runs are synced where that needs no network, all of them
     with ``refresh`` (`runs list --refresh`): a listing works with the cloud unreachable."""
-    from finetune.backends import backend_class
+    from finetune.errors import FinetuneError
+    from finetune.runs.charges import DAMAGED
 
     runs = []
     for run in ledger.list(recipe=recipe):
-        if run.status in ACTIVE and (
-            refresh or backend_class(run.backend).capabilities.offline_status
-        ):
-            run = refreshed(ledger, run.id)
+        if run.status in ACTIVE:
+            try:
+                run = _listed(ledger, run, refresh)
+            except (FinetuneError, OSError, *DAMAGED) as exc:
+                if refresh and isinstance(exc, FinetuneError):
+                    raise  # asked to ask the cloud: say why it could not
+                # a listing from the ledger: one run's backend (unknown to this version, its
+                # files damaged or unreadable) must not hide the others
+                why = getattr(exc, "what", None) or f"{type(exc).__name__}: {exc}"
+                run.problems.append(f"its backend could not say where it is: {why}")
         runs.append(run)
     return runs
+
+
+def _listed(ledger: Ledger, run: Run, refresh: bool) -> Run:
+    from finetune.backends import backend_class
+
+    if refresh or backend_class(run.backend).capabilities.offline_status:
+        return refreshed(ledger, run.id)
+    return run
 
 
 def stop(ledger: Ledger, run_id: str) -> Run:

@@ -1,0 +1,158 @@
+"""The disk under the run ledger: a read-only or full disk said as such (never "the ledger may
+be corrupt", whose advice -- move the file aside -- would lose it), a read-only connection for
+commands that only read, and rows read back whatever a damaged column holds."""
+
+from __future__ import annotations
+
+import errno
+import os
+import sqlite3
+from pathlib import Path
+from urllib.parse import quote
+
+from finetune.errors import DataError
+
+
+class StorageError(DataError):
+    """The ledger's disk is read-only or full (the file itself may be fine)."""
+
+    def __init__(self, what: str, fix: str, full: bool) -> None:
+        super().__init__(what, fix)
+        self.full = full
+
+
+def storage_error(path: Path, exc: BaseException) -> StorageError | None:
+    """A StorageError for a read-only or full disk under the ledger, else None."""
+    code = getattr(exc, "errno", None) if isinstance(exc, OSError) else None
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    text = str(exc).lower()
+    full = code == errno.ENOSPC or name.startswith("SQLITE_FULL") or "disk is full" in text
+    # SQLite reports a full disk met while growing its shared-memory or WAL file as a plain
+    # I/O error: ask the file system whether it has room left
+    io_error = name.startswith("SQLITE_IOERR") or "disk i/o error" in text
+    if full or (io_error and _no_room(path)):
+        return StorageError(
+            f"the disk holding the run ledger {path} is full (ENOSPC; SQLite said: {exc}); "
+            "nothing was half-written and the ledger itself is not damaged",
+            "free some space on that disk, or point FINETUNE_DATA_DIR (or FINETUNE_LEDGER) "
+            "at another disk, then run the command again.",
+            full=True,
+        )
+    readonly = code in (errno.EROFS, errno.EACCES, errno.EPERM)
+    if readonly or name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM")):
+        return StorageError(
+            f"the run ledger {path} cannot be written: {exc} (a read-only file system, or "
+            "no permission to write there)",
+            "make that folder writable, or point FINETUNE_DATA_DIR (or FINETUNE_LEDGER) at a "
+            "writable folder.",
+            full=False,
+        )
+    return None
+
+
+def _no_room(path: Path) -> bool:
+    """Whether the file system holding ``path`` has (next to) no free blocks left."""
+    folder = path if path.is_dir() else path.parent
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 64 * 1024
+
+
+def open_read_write(path: Path) -> sqlite3.Connection:
+    """A read-write connection to the ledger at ``path`` (created or migrated); a DataError
+    that says what is wrong (a read-only or full disk, a file that is no database)."""
+    from finetune.runs.schema import migrate
+
+    conn = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        migrate(conn)
+        return conn
+    except BaseException as exc:
+        if conn is not None:
+            conn.close()  # a refused ledger keeps no file open (nor its locks)
+        if isinstance(exc, OSError | sqlite3.Error):
+            storage = storage_error(path, exc)
+            if storage is not None:
+                raise storage from None
+        if isinstance(exc, sqlite3.DatabaseError):
+            raise DataError(
+                f"the run ledger {path} cannot be opened: {exc}",
+                "move the file aside (it may be corrupt) and launch again; a new one is created.",
+            ) from None
+        raise
+
+
+def decode_json_columns(row: dict, columns: dict[str, str]) -> list[str]:
+    """Replace each JSON column of ``row`` ({attribute: column}) by its decoded value, in
+    place; one that does not decode to its type (a hand edit, a damaged page) becomes empty,
+    and the returned problems name it: one damaged row must not hide the others."""
+    import json
+
+    problems = []
+    for attr, col in columns.items():
+        empty = [] if attr == "charges" else {}
+        text = row.pop(col, None)
+        try:
+            value = json.loads(text or json.dumps(empty))
+        except (ValueError, TypeError) as exc:
+            value, why = empty, f"not JSON ({exc})"
+        else:
+            why = None if isinstance(value, type(empty)) else f"a {type(value).__name__}"
+            value = value if why is None else empty
+        if why:
+            problems.append(f"its {col} column is damaged ({why}); read as empty")
+        row[attr] = value
+    return problems
+
+
+def default_path(file_name: str) -> Path:
+    """FINETUNE_LEDGER (a file), else ``file_name`` in the data directory."""
+    from finetune import settings
+    from finetune.errors import ConfigError
+
+    named = os.environ.get("FINETUNE_LEDGER")
+    if named is not None and (not named.strip() or Path(named).expanduser().is_dir()):
+        raise ConfigError(
+            f"the environment variable FINETUNE_LEDGER={named!r} is invalid: "
+            + ("it is empty" if not named.strip() else "it names a folder, not a file"),
+            "set FINETUNE_LEDGER to the ledger's file path (e.g. DIR/ledger.sqlite), or unset "
+            "it to use the data directory's.",
+        )
+    return Path(named).expanduser() if named else settings.get().data_dir / file_name
+
+
+def open_read_only(path: Path, refused: StorageError) -> sqlite3.Connection:
+    """The ledger at ``path`` opened read-only (for a command that only reads, on a disk it
+    cannot write). SQLite reads a WAL database read-only when it can make its shared-memory
+    file; where it cannot (a read-only file system), the file is read as immutable -- safe,
+    as nothing can write to it there. ``refused`` is raised if neither works."""
+    from finetune.runs.schema import SCHEMA_VERSION
+
+    uri = "file:" + quote(str(path.resolve()))
+    for mode in ("?mode=ro", "?mode=ro&immutable=1"):
+        conn = None
+        try:
+            conn = sqlite3.connect(uri + mode, uri=True, timeout=30, isolation_level=None)
+            conn.row_factory = sqlite3.Row
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            conn.execute("SELECT count(*) FROM runs").fetchone()
+        except sqlite3.Error:
+            if conn is not None:
+                conn.close()
+            continue
+        if version > SCHEMA_VERSION:
+            conn.close()
+            raise DataError(
+                f"the run ledger has schema version {version}, newer than this finetune "
+                f"understands ({SCHEMA_VERSION})",
+                "upgrade finetune, or point FINETUNE_DATA_DIR at another data directory.",
+            )
+        return conn
+    raise refused
