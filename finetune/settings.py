@@ -125,7 +125,7 @@ def _invalid(exc: ValidationError) -> ConfigError:
     err = exc.errors()[0]
     name = str(err["loc"][0]) if err.get("loc") else "?"
     value = str(err.get("input"))
-    shown = repr(value if len(value) <= 80 else value[:77] + "...")
+    shown = repr(value if len(value) <= 300 else value[:297] + "...")  # a whole path
     why = err["msg"].removeprefix("Value error, ")
     kind = _EXPECTED.get(name, "a valid value")
     env = _env_name(name)
