@@ -1,7 +1,7 @@
 """The EC2 backend: self-terminating GPU instances (one per host) per attempt, spot-resilient.
 
 launch   options model, resources and the dry run's pre-flight (region, price, runtime and
-         euro caps, vCPU quota): ec2_plan.
+         euro caps, vCPU quota): ec2_options.
 submit   preflight, dataset + plan to S3, a per-run instance profile, the intent noted
          (ec2_intent), RunInstances with capacity fallback (ec2_launch); idempotent: a live
          attempt (or one a killed launch made, found by its tags) is adopted, not doubled.
@@ -21,17 +21,17 @@ from finetune.aws.datasetscope import read_prefixes
 from finetune.aws.infra import boundary_arn
 from finetune.backends import base, modelfiles
 from finetune.backends.base import Capabilities, Hooks, Status
-from finetune.backends.ec2 import ami as ec2_ami
+from finetune.backends.ec2 import checks as ec2_checks
 from finetune.backends.ec2 import cost as ec2_cost
-from finetune.backends.ec2 import hosts as ec2_hosts
-from finetune.backends.ec2 import infra as ec2_infra
-from finetune.backends.ec2 import intent as ec2_intent
-from finetune.backends.ec2 import launch as ec2_launch
-from finetune.backends.ec2 import observe as ec2_observe
-from finetune.backends.ec2 import plan as ec2_plan
-from finetune.backends.ec2 import prepare as ec2_prepare
-from finetune.backends.ec2 import relaunch as ec2_relaunch
+from finetune.backends.ec2 import options as ec2_options
+from finetune.backends.ec2.instances import hosts as ec2_hosts
+from finetune.backends.ec2.instances import intent as ec2_intent
+from finetune.backends.ec2.instances import observe as ec2_observe
+from finetune.backends.ec2.instances import relaunch as ec2_relaunch
+from finetune.backends.ec2.instances import run_instances as ec2_launch
 from finetune.backends.ec2.request import instance_policy
+from finetune.backends.ec2.setup import ami as ec2_ami
+from finetune.backends.ec2.setup import infra as ec2_infra
 from finetune.backends.ec2.state import AttemptRecord, Ec2Options, Ec2State
 from finetune.errors import FinetuneError, UsageError
 from finetune.metrics import EpochMetrics
@@ -40,12 +40,12 @@ from finetune.metrics import EpochMetrics
 class Ec2Backend:
     name = "ec2"
     capabilities = Capabilities()  # spot (with relaunch), several hosts, GPUs, terminate
-    Options = ec2_plan.Ec2LaunchOptions
+    Options = ec2_options.Ec2LaunchOptions
     poll_seconds = 1.0
     stream_logs = False  # the agent's status detail (img/s, relaunches) is shown instead
 
     def __init__(self, options=None, hooks: Hooks | None = None, ledger=None) -> None:
-        if isinstance(options, ec2_plan.Ec2LaunchOptions):
+        if isinstance(options, ec2_options.Ec2LaunchOptions):
             options = options.state_options()
         self.options: Ec2Options | None = options  # None: the options stored with the run
         self._ledger = ledger
@@ -53,21 +53,21 @@ class Ec2Backend:
 
     # -- launch ---------------------------------------------------------------------------
     def resources(self, request: base.ResourceRequest):
-        return ec2_plan.resources(request)
+        return ec2_options.resources(request)
 
     def dataset_summary(self, uri: str):
-        return ec2_plan.dataset_summary(uri)
+        return ec2_options.dataset_summary(uri)
 
     def preflight(self, plan) -> base.Preflight:
-        return ec2_plan.check(plan, self.options or Ec2Options(), self._clients)
+        return ec2_options.check(plan, self.options or Ec2Options(), self._clients)
 
     def orphans(self, live_runs: set[str], older_than_s: float) -> list[base.Orphan]:
-        from finetune.backends.ec2 import cleanup as ec2_cleanup
+        from finetune.backends.ec2.setup import cleanup as ec2_cleanup
 
         return ec2_cleanup.find_orphans(self._clients, live_runs, older_than_s)
 
     def remove(self, orphans: list[base.Orphan]) -> list[str]:
-        from finetune.backends.ec2 import cleanup as ec2_cleanup
+        from finetune.backends.ec2.setup import cleanup as ec2_cleanup
 
         return ec2_cleanup.remove(self._clients, orphans)
 
@@ -78,7 +78,7 @@ class Ec2Backend:
             return self._submit(plan, run)
 
     def _submit(self, plan, run) -> str:
-        state = ec2_prepare.state_for(plan, run, self.options, self._clients)
+        state = ec2_checks.state_for(plan, run, self.options, self._clients)
         if state.intent:  # an earlier launch of this run may have started instances
             self._adopt(run, state)
         cur = state.current
@@ -98,7 +98,7 @@ class Ec2Backend:
         opts, region = state.options, state.region
         ec2 = self._clients("ec2", region)
         plan = _plan(run)
-        arch = ec2_prepare.preflight(plan, opts)
+        arch = ec2_checks.preflight(plan, opts)
         engine = plan.hyperparameters.engine
         image = ec2_ami.resolve(self._clients("ssm", region), ec2, arch, engine, opts.ami)
         ami, root = image.ami_id, image.root_device

@@ -87,7 +87,7 @@ class Ec2State:
     done: bool = False  # the run's last attempt ended and no relaunch follows
     restarts: int = 0
     tried: list[str] = field(default_factory=list)  # capacity tries of the latest launch
-    intent: dict | None = None  # an attempt about to be launched (see ec2/intent.py)
+    intent: dict | None = None  # an attempt about to be launched (see ec2/instances/intent.py)
 
     @property
     def current(self) -> AttemptRecord | None:

@@ -13,8 +13,8 @@ import boto3
 import pytest
 
 from finetune import service
-from finetune.backends.ec2 import ami as ec2_ami
 from finetune.backends.ec2.backend import Ec2Backend
+from finetune.backends.ec2.setup import ami as ec2_ami
 from finetune.backends.ec2.state import Ec2Options
 from finetune.errors import ConfigError, UsageError
 from finetune.plan import Resources, build_plan

@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from finetune.backends.ec2 import relaunch as rl
 from finetune.backends.ec2.agent.imds import Imds, ImdsUnavailable
-from finetune.backends.ec2.observe import observe
+from finetune.backends.ec2.instances import relaunch as rl
+from finetune.backends.ec2.instances.observe import observe
 from finetune.backends.ec2.state import Ec2Options
 from finetune.durations import parse_duration
 from finetune.errors import UsageError

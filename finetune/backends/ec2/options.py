@@ -8,8 +8,8 @@ from __future__ import annotations
 from pydantic import Field
 
 from finetune.backends import base
-from finetune.backends.ec2 import prepare as ec2_prepare
-from finetune.backends.ec2 import quota as ec2_quota
+from finetune.backends.ec2 import checks as ec2_checks
+from finetune.backends.ec2.setup import quota as ec2_quota
 from finetune.backends.ec2.state import DEFAULT_MAX_RUNTIME_S, Ec2Options, Ec2State
 from finetune.durations import Duration
 from finetune.errors import CloudError, ConfigError, UsageError
@@ -75,12 +75,12 @@ def check(plan, options: Ec2Options, clients) -> base.Preflight:
     """Preflight (bucket, image, runtime, fallbacks), the region, the runtime --max-eur
     affords at the price the launch would pay, and the family's vCPU quota."""
     from finetune.aws.session import configured_region
-    from finetune.backends.ec2 import ami as ec2_ami
     from finetune.backends.ec2 import cost as ec2_cost
+    from finetune.backends.ec2.setup import ami as ec2_ami
     from finetune.backends.pricing import with_estimate
     from finetune.catalog import instances
 
-    arch = ec2_prepare.preflight(plan, options)  # the engine on these GPUs, fallbacks, image
+    arch = ec2_checks.preflight(plan, options)  # the engine on these GPUs, fallbacks, image
     engine = plan.hyperparameters.engine
     plan = plan.with_runtime(ec2_ami.runtime(engine, arch, options.ami))
     region = configured_region(None)
@@ -91,7 +91,7 @@ def check(plan, options: Ec2Options, clients) -> base.Preflight:
         )
     plan = with_estimate(plan, region, "ec2")
     res = plan.resources
-    from finetune.backends.ec2.relaunch import Candidate
+    from finetune.backends.ec2.instances.relaunch import Candidate
 
     quote = ec2_cost.hourly_price(res.instance_type, region, res.spot, clients("ec2", region))
     usd, source = quote.usd_per_hour, quote.source
@@ -109,10 +109,10 @@ def check(plan, options: Ec2Options, clients) -> base.Preflight:
         ("runtime cap", _hours(cap) + _why_cap(cap, options)),
         ("euro cap", f"EUR {options.max_eur:g}" if options.max_eur else "none (--max-eur)"),
         ("quota", _quota_row(found, needed)),
-        ("bucket", ec2_prepare.bucket()),
+        ("bucket", ec2_checks.bucket()),
     ]
     if engine != "torch":  # torch runs on AWS's PyTorch AMI: no image of ours
-        rows.insert(-1, ("image", ec2_prepare.image(options)))
+        rows.insert(-1, ("image", ec2_checks.image(options)))
     why = ec2_quota.problem(found, needed, region)
     error = CloudError(why, ec2_quota.how_to_raise(found, needed, region)) if why else None
     return base.Preflight(plan, rows, title="EC2 instances", error=error)

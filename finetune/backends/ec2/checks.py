@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 
-from finetune.backends.ec2 import infra as ec2_infra
 from finetune.backends.ec2.agent import protocol as p
+from finetune.backends.ec2.setup import infra as ec2_infra
 from finetune.backends.ec2.state import Ec2Options, Ec2State
 from finetune.errors import ConfigError, UsageError
 
