@@ -71,9 +71,10 @@ def dataset_summary(uri: str):
     return s3dataset.summarize(uri, configured_region(None))
 
 
-def check(plan, options: Ec2Options, clients) -> base.Preflight:
+def check(plan, options: Ec2Options, clients):
     """Preflight (bucket, image, runtime, fallbacks), the region, the runtime --max-eur
-    affords at the price the launch would pay, and the family's vCPU quota."""
+    affords at the price the launch would pay, and the family's vCPU quota; returns the
+    base.Preflight and the prices asked (ec2.cost.Quotes: the launch right after uses them)."""
     from finetune.aws.session import configured_region
     from finetune.backends.ec2 import cost as ec2_cost
     from finetune.backends.ec2.setup import ami as ec2_ami
@@ -93,11 +94,12 @@ def check(plan, options: Ec2Options, clients) -> base.Preflight:
     res = plan.resources
     from finetune.backends.ec2.instances.relaunch import Candidate
 
-    quote = ec2_cost.hourly_price(res.instance_type, region, res.spot, clients("ec2", region))
+    choice = Candidate(res.instance_type, res.spot)
+    quotes = ec2_cost.quotes([choice], region, clients("ec2", region))  # the launch's, too
+    quote = quotes.of(choice)
     usd, source = quote.usd_per_hour, quote.source
     state = Ec2State(region, "", "", "", "", "", options)  # a new run: nothing spent yet
     # the same guard as the launch: the dearest choice (here the only one), all its hosts
-    choice = Candidate(res.instance_type, res.spot)
     cap = ec2_cost.runtime_cap(state, ec2_cost.dearest({choice: quote}, res.hosts))
     inst = instances.get(res.instance_type)
     needed = inst.vcpus * res.hosts
@@ -115,7 +117,7 @@ def check(plan, options: Ec2Options, clients) -> base.Preflight:
         rows.insert(-1, ("image", ec2_checks.image(options)))
     why = ec2_quota.problem(found, needed, region)
     error = CloudError(why, ec2_quota.how_to_raise(found, needed, region)) if why else None
-    return base.Preflight(plan, rows, title="EC2 instances", error=error)
+    return base.Preflight(plan, rows, title="EC2 instances", error=error), quotes
 
 
 def _hours(seconds: int) -> str:

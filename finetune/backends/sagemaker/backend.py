@@ -67,7 +67,7 @@ class SageMakerBackend:
         return []
 
     # -- submit ---------------------------------------------------------------------------
-    def submit(self, plan, run) -> str:
+    def submit(self, plan, run, journal=None) -> str:
         """Check, upload, create the job; returns its ARN. Nothing is spent before the end."""
         from finetune.catalog import instances
 

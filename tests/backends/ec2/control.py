@@ -28,7 +28,7 @@ def launch(
     plan = build_plan("smoke-resnet18", dataset, resources, kw.pop("overrides", ()))
     ledger = Ledger(tmp_path / "ledger.sqlite")
     OPEN_LEDGERS.append(ledger)
-    backend = Ec2Backend(options or Ec2Options(), ledger=ledger)
+    backend = Ec2Backend(options or Ec2Options())
     run = service.launch(plan, backend, ledger)
     return run, backend, ledger
 

@@ -104,7 +104,7 @@ def _launch(tmp_path, dataset, recipe: str, instance: str):
     plan = build_plan(recipe, dataset, res)
     ledger = Ledger(tmp_path / "ledger.sqlite")
     OPEN_LEDGERS.append(ledger)
-    backend = Ec2Backend(Ec2Options(max_runtime_s=3600), ledger=ledger)
+    backend = Ec2Backend(Ec2Options(max_runtime_s=3600))
     return service.launch(plan, backend, ledger), backend, ledger
 
 

@@ -36,7 +36,7 @@ def _completed_run(dataset):
     resources = Resources(backend="ec2", instance_type="g5.xlarge", device="gpu", spot=True)
     plan = build_plan("smoke-resnet18", dataset, resources)
     with open_default() as ledger:
-        backend = Ec2Backend(Ec2Options(), ledger=ledger)
+        backend = Ec2Backend(Ec2Options())
         run = service.launch(plan, backend, ledger)
         agent_says(run.id, "completed", 1)
         run, status, _ = sync(run, backend, ledger)
