@@ -27,8 +27,9 @@ from finetune.backends.ec2.instances import attempt as ec2_attempt
 from finetune.backends.ec2.instances import lifecycle
 from finetune.backends.ec2.instances import observe as ec2_observe
 from finetune.backends.ec2.instances import relaunch as ec2_relaunch
+from finetune.backends.ec2.options import Ec2Options
 from finetune.backends.ec2.setup import infra as ec2_infra
-from finetune.backends.ec2.state import Ec2Options, Ec2State
+from finetune.backends.ec2.state import Ec2State
 from finetune.errors import UsageError
 from finetune.metrics import EpochMetrics
 
@@ -36,13 +37,11 @@ from finetune.metrics import EpochMetrics
 class Ec2Backend:
     name = "ec2"
     capabilities = Capabilities()  # spot (with relaunch), several hosts, GPUs, terminate
-    Options = ec2_options.Ec2LaunchOptions
+    Options = ec2_options.Ec2Options
     POLL_SECONDS = 1.0
     stream_logs = False  # the agent's status detail (img/s, relaunches) is shown instead
 
     def __init__(self, options=None, hooks: Hooks | None = None, poll_seconds=None) -> None:
-        if isinstance(options, ec2_options.Ec2LaunchOptions):
-            options = options.state_options()
         self.options: Ec2Options | None = options  # None: the options stored with the run
         self.poll_seconds = self.POLL_SECONDS if poll_seconds is None else poll_seconds
         self._clients = ec2_infra.Clients()
@@ -56,7 +55,8 @@ class Ec2Backend:
         return ec2_options.dataset_summary(uri)
 
     def preflight(self, plan) -> base.Preflight:
-        checked, self._quotes = ec2_options.check(plan, self.options or Ec2Options(), self._clients)
+        options = self.options or Ec2Options()
+        checked, self._quotes = ec2_checks.dry_run(plan, options, self._clients)
         return checked
 
     def orphans(self, live_runs: set[str], older_than_s: float) -> list[base.Orphan]:

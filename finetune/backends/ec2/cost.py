@@ -159,7 +159,7 @@ def runtime_cap(state: Ec2State, planned: money.Charge | None) -> int:
     from finetune.catalog import fx
 
     opts = state.options
-    cap = opts.max_runtime_s
+    cap = opts.max_runtime
     if opts.max_eur is None or planned is None:
         return int(cap)
     rate = fx.eur_rate()

@@ -10,7 +10,7 @@ import boto3
 from finetune import service
 from finetune.backends.ec2.agent import protocol as p
 from finetune.backends.ec2.backend import Ec2Backend
-from finetune.backends.ec2.state import Ec2Options
+from finetune.backends.ec2.options import Ec2Options
 from finetune.runs.ledger import Ledger
 
 from .conftest import BUCKET, REGION

@@ -9,7 +9,8 @@ import base64
 import boto3
 import pytest
 
-from finetune.backends.ec2.state import Ec2Options, Ec2State
+from finetune.backends.ec2.options import Ec2Options
+from finetune.backends.ec2.state import Ec2State
 from finetune.errors import CloudError
 from finetune.runs.charges import run_money
 
@@ -25,7 +26,7 @@ def _user_data(params: dict) -> str:
 
 
 def test_run_instances_request_as_sent(ec2_aws, tiny_dataset, tmp_path):
-    run, backend, ledger = launch(tmp_path, tiny_dataset, Ec2Options(max_runtime_s=3600))
+    run, backend, ledger = launch(tmp_path, tiny_dataset, Ec2Options(max_runtime=3600))
     [sent] = ec2_aws.sent("RunInstances")
     assert sent["MetadataOptions.HttpTokens"] == "required"
     assert sent["MetadataOptions.HttpPutResponseHopLimit"] == "2"
@@ -77,7 +78,7 @@ def test_capacity_errors_move_on_to_other_zones(ec2_aws, tiny_dataset, tmp_path)
 def test_no_capacity_anywhere_says_what_was_tried(ec2_aws, tiny_dataset, tmp_path):
     ec2_aws.add(Fault("RunInstances", "InsufficientInstanceCapacity", times=99))
     with pytest.raises(CloudError) as err:
-        launch(tmp_path, tiny_dataset, Ec2Options(azs=("us-east-1a", "us-east-1b")))
+        launch(tmp_path, tiny_dataset, Ec2Options(az=("us-east-1a", "us-east-1b")))
     text = str(err.value)
     assert "us-east-1a" in text and "us-east-1b" in text and "To fix:" in text
     assert len(ec2_aws.sent("RunInstances")) == 2
@@ -178,7 +179,7 @@ def test_restart_budget_ends_the_run_as_interrupted(ec2_aws, tiny_dataset, tmp_p
 
 
 def test_relaunch_falls_back_to_on_demand_when_allowed(ec2_aws, tiny_dataset, tmp_path):
-    opts = Ec2Options(max_restarts=1, allow_on_demand_fallback=True, azs=("us-east-1a",))
+    opts = Ec2Options(max_restarts=1, allow_on_demand_fallback=True, az=("us-east-1a",))
     run, backend, ledger = launch(tmp_path, tiny_dataset, opts)
     ec2_aws.add(
         Fault(

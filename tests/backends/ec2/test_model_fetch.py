@@ -14,7 +14,7 @@ from finetune import service, settings
 from finetune.backends.ec2.agent import protocol as p
 from finetune.backends.ec2.agent.sync import RunStore
 from finetune.backends.ec2.backend import Ec2Backend
-from finetune.backends.ec2.state import Ec2Options
+from finetune.backends.ec2.options import Ec2Options
 from finetune.cli import app
 from finetune.plan import Resources, build_plan
 from finetune.runs.ledger import open_default

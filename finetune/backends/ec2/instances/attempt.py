@@ -83,7 +83,7 @@ def _placement(ec2, state: Ec2State, count: int, prefer_subnet: str | None):
     """The subnets to try (the interrupted one first) and each VPC's security group (the
     self-only cluster group where several hosts talk to each other)."""
     opts = state.options
-    found = ec2_infra.subnets(ec2, opts.subnets, opts.azs)
+    found = ec2_infra.subnets(ec2, opts.subnet, opts.az)
     subnets = ec2_relaunch.subnet_order(found, prefer_subnet)
     group = ec2_hosts.cluster_group if count > 1 else ec2_infra.security_group
     return subnets, {s["VpcId"]: group(ec2, s["VpcId"]) for s in subnets}
@@ -91,7 +91,7 @@ def _placement(ec2, state: Ec2State, count: int, prefer_subnet: str | None):
 
 def _role(clients, run_id: str, state: Ec2State) -> str:
     """The run's own instance profile: its S3 prefix, its dataset, its image; no more."""
-    reads = read_prefixes(state.dataset_uri, state.bucket, state.options.read_prefixes)
+    reads = read_prefixes(state.dataset_uri, state.bucket, state.options.read_prefix)
     policy = instance_policy(state.bucket, state.prefix, reads, state.image)
     boundary = boundary_arn(ec2_infra.account(clients("sts", state.region)), state.region)
     return ec2_infra.ensure_instance_profile(clients("iam", state.region), run_id, policy, boundary)

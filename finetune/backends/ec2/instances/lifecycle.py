@@ -93,7 +93,7 @@ def relaunch(clients, run, state: Ec2State, journal: Journal) -> Status:
     if decision.relaunch:
         res = Plan.model_validate(run.plan).resources
         choices = ec2_relaunch.candidates(
-            res.instance_type, res.spot, opts.fallback_instances, opts.allow_on_demand_fallback
+            res.instance_type, res.spot, opts.fallback_instance, opts.allow_on_demand_fallback
         )
         state.restarts += 1
         try:
