@@ -79,7 +79,7 @@ class SageMakerBackend:
         opts = sub.with_defaults(replace(opts, region=aws.region), plan, aws)
         opts = sub.with_run_role(opts, aws, run.id)
         name = rq.job_name(run.id, sub.next_attempt(run.backend_ref))
-        upload, channels, size = sub.dataset_location(plan, opts.bucket, opts.read_prefixes)
+        upload, channels, size = sub.dataset_location(plan, opts.bucket, opts.read_prefix)
         code = sub.source_dir(plan, opts, run.id)
         toolkit = code.hyperparameters(aws.region, plan.resources.hosts) if code else None
         request = rq.training_request(plan, run.id, name, channels, opts, size, toolkit)
