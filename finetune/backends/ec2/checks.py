@@ -15,7 +15,7 @@ from finetune.backends.ec2.agent import protocol as p
 from finetune.backends.ec2.options import Ec2Options
 from finetune.backends.ec2.setup import infra as ec2_infra
 from finetune.backends.ec2.setup import quota as ec2_quota
-from finetune.backends.ec2.state import Ec2State
+from finetune.backends.ec2.state import Candidate, Ec2State
 from finetune.errors import CloudError, ConfigError, UsageError
 
 IMAGE_ENVS = ("FINETUNE_EC2_IMAGE", "FINETUNE_IMAGE")
@@ -177,8 +177,6 @@ def dry_run(plan, options: Ec2Options, clients):
         )
     plan = with_estimate(plan, region, "ec2")
     res = plan.resources
-    from finetune.backends.ec2.instances.relaunch import Candidate
-
     choice = Candidate(res.instance_type, res.spot)
     quotes = ec2_cost.quotes([choice], region, clients("ec2", region))  # the launch's, too
     quote = quotes.of(choice)

@@ -13,8 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from finetune.backends.ec2.instances.relaunch import Candidate
-from finetune.backends.ec2.state import AttemptRecord, Ec2State
+from finetune.backends.ec2.state import AttemptRecord, Candidate, Ec2State
 from finetune.catalog import prices
 from finetune.catalog import spot as spot_prices
 from finetune.errors import FinetuneError, UsageError
@@ -40,7 +39,7 @@ class Quotes:
     zones: dict[tuple[str, str], Quote] = field(default_factory=dict)  # (type, zone) -> spot
 
     def of(self, choice) -> Quote:
-        """The price of ``choice`` (a relaunch.Candidate) before it lands."""
+        """The price of ``choice`` (a state.Candidate) before it lands."""
         return self.choices[(choice.instance_type, choice.spot)]
 
     def covers(self, choices, region: str) -> bool:
@@ -56,7 +55,7 @@ class Quotes:
 
 
 def quotes(choices, region: str, ec2=None) -> Quotes:
-    """Every choice (relaunch.Candidate) priced with one question to EC2: the spot prices of
+    """Every choice (state.Candidate) priced with one question to EC2: the spot prices of
     every spot type in every zone (DescribeSpotPriceHistory; before landing, the region's
     lowest), else the catalog's spot estimate; the catalog's on-demand price otherwise."""
     keys = list(dict.fromkeys((c.instance_type, c.spot) for c in choices))
@@ -135,7 +134,7 @@ def eur_spent(state: Ec2State, now: float | None = None) -> float | None:
 
 
 def dearest(quotes: dict, count: int) -> money.Charge | None:
-    """The dearest priced choice of ``quotes`` ({relaunch.Candidate: Quote}) as a charge of
+    """The dearest priced choice of ``quotes`` ({state.Candidate: Quote}) as a charge of
     ``count`` hosts (None: none has a price), so --max-eur holds whichever launches."""
     priced = [(q.usd_per_hour, c, q) for c, q in quotes.items() if q.usd_per_hour is not None]
     if not priced:

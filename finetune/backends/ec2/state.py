@@ -18,6 +18,17 @@ from finetune.data.manifest import write_atomic
 STATE_FILE = "ec2.json"
 
 
+@dataclass(frozen=True)
+class Candidate:
+    """An instance type on a market: what an attempt may launch (priced by ec2/cost.py)."""
+
+    instance_type: str
+    spot: bool
+
+    def describe(self) -> str:
+        return f"{self.instance_type} ({'spot' if self.spot else 'on-demand'})"
+
+
 @dataclass
 class AttemptRecord:
     """One instance's life for a run."""

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from finetune.backends.ec2.instances.relaunch import Candidate
 from finetune.backends.ec2.request import LaunchSpec, run_instances_kwargs
 from finetune.backends.ec2.setup import infra as ec2_infra
+from finetune.backends.ec2.state import Candidate
 from finetune.errors import CloudError
 
 CAPACITY_CODES = {
