@@ -26,10 +26,9 @@ from finetune.backends.ec2 import options as ec2_options
 from finetune.backends.ec2.instances import attempt as ec2_attempt
 from finetune.backends.ec2.instances import lifecycle
 from finetune.backends.ec2.instances import observe as ec2_observe
-from finetune.backends.ec2.instances import relaunch as ec2_relaunch
 from finetune.backends.ec2.options import Ec2Options
 from finetune.backends.ec2.setup import infra as ec2_infra
-from finetune.backends.ec2.state import Ec2State
+from finetune.backends.ec2.state import Candidate, Ec2State
 from finetune.errors import UsageError
 from finetune.metrics import EpochMetrics
 
@@ -85,7 +84,7 @@ class Ec2Backend:
                     return cur.instance_id  # still alive: a retried launch adopts it
             state.stop_requested, state.done, state.restarts = False, False, 0
             res = plan.resources
-            choice = [ec2_relaunch.Candidate(res.instance_type, res.spot)]
+            choice = [Candidate(res.instance_type, res.spot)]
             quotes, self._quotes = self._quotes, None  # used once: prices move
             ec2_attempt.launch(self._clients, run, state, choice, None, journal, quotes)
             journal.update(region=state.region)
@@ -100,8 +99,8 @@ class Ec2Backend:
         journal = Journal()
         with _locked(run):
             status = lifecycle.status(self._clients, run, journal)
-        facts = {**(status.facts or {}), **journal.columns} if status.facts else journal.columns
-        return replace(status, facts=facts or None, events=tuple(journal.events))
+        facts = {**(status.facts or {}), **journal.columns} or None  # columns it changed, too
+        return replace(status, facts=facts, events=tuple(journal.events))
 
     # -- metrics, logs, stop --------------------------------------------------------------
     def metrics(self, run) -> list[EpochMetrics]:
