@@ -76,8 +76,7 @@ def options_for(name: str | None, flags: dict[str, Any]):
 def on_this_machine(name: str) -> bool:
     """True for a backend that trains on this machine: runs there share its processors, so
     they must not run side by side where throughput is measured (a sweep runs one at a time)."""
-    backend_class(name)  # an unknown name: UsageError with a suggestion
-    return name == "local"
+    return backend_class(name).capabilities.on_this_machine  # unknown name: UsageError
 
 
 def check_name(name: str) -> None:

@@ -37,10 +37,12 @@ class Feature(enum.Enum):
 @dataclass(frozen=True)
 class Capabilities:
     """Declared abilities: each missing feature maps to the reason a user is shown.
-    ``offline_status``: status needs no network (a listing may refresh such runs freely)."""
+    ``offline_status``: status needs no network (a listing may refresh such runs freely).
+    ``on_this_machine``: it trains on this machine, so its runs share these processors."""
 
     missing: dict[Feature, str] = field(default_factory=dict)
     offline_status: bool = False
+    on_this_machine: bool = False
 
     def supports(self, feature: Feature) -> bool:
         return feature not in self.missing
@@ -106,8 +108,41 @@ class Preflight:
 
 
 @dataclass(frozen=True)
+class Event:
+    """One line of a run's event log (``kind``: intent, image, attempt, relaunch, ...)."""
+
+    kind: str
+    message: str
+
+
+@dataclass
+class Journal:
+    """What a backend has to tell the ledger about one run while it works: events, in order,
+    and ledger columns it changed (backend_ref, the plan as submitted, region). Backends only
+    note here; service/ is the one ledger writer. ``write`` (service's, at submit) takes each
+    note as it comes, for what must be in the ledger before the backend's next step (EC2's
+    launch intent, before RunInstances); without it the notes collect, and a status carries
+    them back (Status.events, Status.facts)."""
+
+    write: Callable[[Event | None, dict[str, Any]], None] | None = None
+    events: list[Event] = field(default_factory=list)
+    columns: dict[str, Any] = field(default_factory=dict)
+
+    def event(self, kind: str, message: str) -> None:
+        self.events.append(Event(kind, message))
+        if self.write is not None:
+            self.write(self.events[-1], {})
+
+    def update(self, **columns: Any) -> None:
+        self.columns.update(columns)
+        if self.write is not None:
+            self.write(None, columns)
+
+
+@dataclass(frozen=True)
 class Status:
-    """A backend's view of a run: state is one of the ledger's statuses."""
+    """A backend's view of a run: state is one of the ledger's statuses. service/ writes
+    what it carries into the ledger (backends never open it)."""
 
     state: str  # submitted | running | stopping | completed | failed | stopped | interrupted
     reason: str | None = None
@@ -119,6 +154,9 @@ class Status:
     # seconds, instances, prices paid and their sources, never euros) plus anything else
     # worth one "final" event (e.g. final_metrics). None: nothing beyond the state.
     facts: dict | None = None
+    # What happened since the last look, in order (an attempt ended, a relaunch, instances
+    # adopted); written once each, by whoever asked for the status.
+    events: tuple[Event, ...] = ()
 
     @property
     def final(self) -> bool:
@@ -154,8 +192,15 @@ class Backend(Protocol):
         """Every check of a real launch that writes nothing (region, image, quota, budget);
         the plan as it will be submitted and rows for --dry-run. Raises what would fail."""
 
-    def submit(self, plan: Plan, run: Run) -> str:
-        """Start the run; returns the backend's reference (pid, job name, instance ids)."""
+    def __init__(
+        self, options: Options | None = None, hooks: Hooks | None = None, poll_seconds=None
+    ) -> None:
+        """``options``: the launch flags (None: what the run stored); ``poll_seconds``: how
+        often following asks for status (None: the backend's own default)."""
+
+    def submit(self, plan: Plan, run: Run, journal: Journal | None = None) -> str:
+        """Start the run; returns the backend's reference (pid, job name, instance ids).
+        What the ledger should keep besides goes into ``journal`` (service/ writes it)."""
 
     def status(self, run: Run) -> Status:
         """Where the run is now."""

@@ -13,7 +13,7 @@ expected saving.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime, timezone
 
 from finetune.catalog import snapshot
@@ -70,7 +70,16 @@ def current(
     instance_types: list[str], region: str, client=None, zone: str = ""
 ) -> dict[str, SpotPrice]:
     """The lowest current Linux spot price per instance type across the region's zones (only
-    in ``zone`` when given: the price an instance there pays).
+    in ``zone`` when given: the price an instance there pays)."""
+    found = zone_prices(instance_types, region, client, zone)
+    return lowest(found, relabel=not zone)
+
+
+def zone_prices(
+    instance_types: list[str], region: str, client=None, zone: str = ""
+) -> dict[tuple[str, str], SpotPrice]:
+    """The current Linux spot price of each instance type in each of the region's zones (only
+    ``zone`` when given), keyed (instance type, zone): what an instance there pays.
 
     Uses EC2 DescribeSpotPriceHistory with StartTime=now, which returns the price in force in
     each zone; types EC2 does not price (retired ones) are simply absent from the result.
@@ -84,21 +93,33 @@ def current(
             key = (item["InstanceType"], item["AvailabilityZone"])
             if key not in latest or item["Timestamp"] > latest[key]["Timestamp"]:
                 latest[key] = item
+    return {
+        (itype, az): SpotPrice(
+            instance_type=itype,
+            region=region,
+            usd_per_hour=float(item["SpotPrice"]),
+            estimate=False,
+            source=f"EC2 spot price history, price in the instance's zone ({az})",
+            as_of=item["Timestamp"].date(),
+            zone=az,
+        )
+        for (itype, az), item in latest.items()
+    }
+
+
+def lowest(zoned: dict[tuple[str, str], SpotPrice], relabel: bool = True) -> dict[str, SpotPrice]:
+    """The lowest zone price per instance type of ``zoned`` (zone_prices), labelled as the
+    region's lowest unless ``relabel`` is False."""
     best: dict[str, SpotPrice] = {}
-    where = "price in the instance's zone" if zone else "lowest current zone price"
-    for (itype, az), item in latest.items():
-        usd = float(item["SpotPrice"])
-        if itype not in best or usd < best[itype].usd_per_hour:
-            best[itype] = SpotPrice(
-                instance_type=itype,
-                region=region,
-                usd_per_hour=usd,
-                estimate=False,
-                source=f"EC2 spot price history, {where} ({az})",
-                as_of=item["Timestamp"].date(),
-                zone=az,
-            )
-    return best
+    for (itype, _), price in zoned.items():
+        if itype not in best or price.usd_per_hour < best[itype].usd_per_hour:
+            best[itype] = price
+    if not relabel:
+        return best
+    return {
+        t: replace(p, source=f"EC2 spot price history, lowest current zone price ({p.zone})")
+        for t, p in best.items()
+    }
 
 
 def _history(client, instance_types: list[str], zone: str = ""):

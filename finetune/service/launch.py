@@ -23,6 +23,7 @@ from finetune.backends import get_backend
 from finetune.backends.base import Backend, Feature, Hooks, Preflight, ResourceRequest
 from finetune.errors import DataError, FinetuneError, UsageError
 from finetune.runs.ledger import ACTIVE, Ledger, Run, new_run_id
+from finetune.service.sync import journal, keep
 
 REMOTE_SCHEMES = ("s3://",)  # a dataset already uploaded: the backend reads its summary
 
@@ -127,7 +128,7 @@ def launch(plan, backend: Backend, ledger: Ledger, columns: dict | None = None) 
     run = ledger.create(replace(new_run(plan, backend.name, run_id, run_dir), **(columns or {})))
     ledger.add_event(run.id, "submitting", json.dumps(launcher()))
     try:
-        ref = backend.submit(plan, run)
+        ref = backend.submit(plan, run, journal(ledger, run.id))
     except FinetuneError:
         ledger.delete(run.id)
         shutil.rmtree(run_dir, ignore_errors=True)
@@ -156,7 +157,11 @@ def resume(ledger: Ledger, run_id: str, hooks: Hooks | None = None):
     backend = get_backend(run.backend, hooks=hooks)
     # the backend's word, not the ledger's: a run recorded as interrupted may still have a
     # live process (a trainer whose supervisor was killed, checkpointing on its way out)
-    state = backend.status(run).state if run.backend_ref else run.status
+    state = run.status
+    if run.backend_ref:
+        status = backend.status(run)
+        keep(ledger, run, status)
+        state = status.state
     if state in ACTIVE:
         raise UsageError(f"run {run.id} is still {state}", "wait for it, or stop it first.")
     if run.status == "completed":
@@ -171,7 +176,7 @@ def resume(ledger: Ledger, run_id: str, hooks: Hooks | None = None):
 def submit(plan, backend: Backend, ledger: Ledger, run: Run) -> Run:
     """Submit a run already in the ledger (a resume); a refused submit is recorded as failed."""
     try:
-        ref = backend.submit(plan, run)
+        ref = backend.submit(plan, run, journal(ledger, run.id))
     except FinetuneError as exc:
         ledger.update(run.id, status="failed", exit_reason=str(exc), ended_at=time.time())
         raise

@@ -1,6 +1,8 @@
 """Syncing, following, listing and stopping runs: the ledger kept true to what the backends
 report. Only these calls ask a backend where a run is; a plain listing asks only backends
-whose status needs no network (Capabilities.offline_status)."""
+whose status needs no network (Capabilities.offline_status). service/ is the one ledger
+writer: a backend's events and facts come back in its Status (or, at submit, its Journal)
+and are written here."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from finetune.backends import get_backend
-from finetune.backends.base import Backend, Feature, Status
+from finetune.backends.base import Backend, Event, Feature, Journal, Status
 from finetune.metrics import EpochMetrics
 from finetune.runs.ledger import ACTIVE, Ledger, Run
 
@@ -21,6 +23,7 @@ def sync(run: Run, backend: Backend, ledger: Ledger) -> tuple[Run, Status, list[
     epochs = backend.metrics(run)
     if epochs:
         ledger.record_epochs(run.id, epochs)
+    keep_events(ledger, run, status)
     changes: dict = {}
     if status.state != run.status:
         changes["status"] = status.state
@@ -37,8 +40,36 @@ def sync(run: Run, backend: Backend, ledger: Ledger) -> tuple[Run, Status, list[
     return run, status, epochs
 
 
-# Ledger columns a backend may report in Status.facts (what the cloud measured, the money).
+def keep(ledger: Ledger, run: Run, status: Status) -> Run:
+    """Write what a status carries besides its state (events, changed fact columns): for a
+    status asked outside `sync` (resume, stop), so nothing a backend reported is lost."""
+    keep_events(ledger, run, status)
+    columns, _ = _facts(run, status)
+    return ledger.update(run.id, **columns) if columns else run
+
+
+def keep_events(ledger: Ledger, run: Run, status: Status) -> None:
+    for event in status.events:
+        ledger.add_event(run.id, event.kind, event.message)
+
+
+def journal(ledger: Ledger, run_id: str) -> Journal:
+    """A journal that writes each of a backend's notes into the ledger as it comes."""
+
+    def write(event: Event | None, columns: dict) -> None:
+        if event is not None:
+            ledger.add_event(run_id, event.kind, event.message)
+        if columns:
+            ledger.update(run_id, **columns)
+
+    return Journal(write)
+
+
+# Ledger columns a backend may report in Status.facts (what the cloud measured, the money,
+# and a new backend reference or plan after a relaunch).
 FACT_COLUMNS = (
+    "backend_ref",
+    "plan",
     "training_seconds",
     "billable_seconds",
     "interrupted_seconds",
@@ -131,6 +162,8 @@ def stop(ledger: Ledger, run_id: str) -> Run:
     backend = get_backend(run.backend)
     backend.capabilities.check(backend.name, {Feature.STOP})
     backend.stop(run)
-    if backend.status(run).final:  # nothing was left running: record how it ended
+    status = backend.status(run)
+    run = keep(ledger, run, status)
+    if status.final:  # nothing was left running: record how it ended
         return sync(run, backend, ledger)[0]
     return ledger.update(run.id, status="stopping")

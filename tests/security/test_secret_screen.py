@@ -96,7 +96,7 @@ def test_ec2_refuses_a_plan_with_a_secret_before_sending_anything(
     plan = build_plan("smoke-resnet18", tiny_dataset, resources, [f"description=use {token}"])
     refused = pytest.raises(secretscan.SecretFound, match=r"plan\.json at recipe\.description")
     with Ledger(tmp_path / "ledger.sqlite") as ledger, refused as err:
-        service.launch(plan, Ec2Backend(ledger=ledger), ledger)
+        service.launch(plan, Ec2Backend(), ledger)
     assert token not in str(err.value)
     assert s3.list_objects_v2(Bucket="finetune-test-bucket").get("KeyCount") == 0
 

@@ -3,17 +3,17 @@ the hourly USD price recorded at launch and where it came from, and whether EC2 
 interrupted it. Never euros: report.money bills these (per second, 60 s minimum, AWS's rules
 for interrupted spot instances) for `runs show`, `cost-report` and the --max-eur guards alike.
 
-The price is fixed at launch: for spot, EC2's current spot price (DescribeSpotPriceHistory) in
-the zone the attempt landed in, else the region's lowest zone price, else the catalog's
-estimate; for on-demand, the catalog's price.
+The price is fixed at launch, asked once per launch for every choice (`quotes`): for spot,
+EC2's current spot price (DescribeSpotPriceHistory) in the zone the attempt landed in, else
+the region's lowest zone price, else the catalog's estimate; for on-demand, the catalog's price.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from finetune.backends.ec2.state import AttemptRecord, Ec2State
+from finetune.backends.ec2.state import AttemptRecord, Candidate, Ec2State
 from finetune.catalog import prices
 from finetune.catalog import spot as spot_prices
 from finetune.errors import FinetuneError, UsageError
@@ -29,15 +29,62 @@ class Quote:
     as_of: str | None = None
 
 
-def hourly_price(instance_type: str, region: str, spot: bool, ec2=None, zone: str = "") -> Quote:
-    """The price to record for an attempt: EC2's spot price (in ``zone`` when given), else the
-    catalog's spot estimate, for spot; the catalog's on-demand price otherwise."""
+@dataclass(frozen=True)
+class Quotes:
+    """A launch's prices, asked once: each choice's hourly price before it lands (what the
+    runtime cap is set from) and, for spot, every zone's (the one paid where it lands)."""
+
+    region: str
+    choices: dict[tuple[str, bool], Quote]  # (instance type, spot) -> price
+    zones: dict[tuple[str, str], Quote] = field(default_factory=dict)  # (type, zone) -> spot
+
+    def of(self, choice) -> Quote:
+        """The price of ``choice`` (a state.Candidate) before it lands."""
+        return self.choices[(choice.instance_type, choice.spot)]
+
+    def covers(self, choices, region: str) -> bool:
+        return region == self.region and all(
+            (c.instance_type, c.spot) in self.choices for c in choices
+        )
+
+    def paid(self, choice, zone: str) -> Quote:
+        """The price recorded for ``choice`` landed in ``zone``: that zone's spot price where
+        EC2 gave one, else the choice's price."""
+        zoned = self.zones.get((choice.instance_type, zone)) if choice.spot else None
+        return zoned or self.of(choice)
+
+
+def quotes(choices, region: str, ec2=None) -> Quotes:
+    """Every choice (state.Candidate) priced with one question to EC2: the spot prices of
+    every spot type in every zone (DescribeSpotPriceHistory; before landing, the region's
+    lowest), else the catalog's spot estimate; the catalog's on-demand price otherwise."""
+    keys = list(dict.fromkeys((c.instance_type, c.spot) for c in choices))
+    spot_types = sorted({t for t, spot in keys if spot})
+    zoned, failed = {}, None
     try:
-        if spot:
-            found = spot_prices.current([instance_type], region, ec2, zone=zone)
-            if instance_type in found:
-                s = found[instance_type]
-                return Quote(s.usd_per_hour, f"{s.source}, at launch", s.as_of_iso)
+        zoned = spot_prices.zone_prices(spot_types, region, ec2) if spot_types else {}
+    except FinetuneError as exc:
+        failed = exc
+    zones = {k: _live(p) for k, p in zoned.items()}
+    lowest = spot_prices.lowest(zoned)
+    return Quotes(region, {k: _quote(*k, region, lowest, failed) for k in keys}, zones)
+
+
+def hourly_price(instance_type: str, region: str, spot: bool, ec2=None) -> Quote:
+    """The price to record for one instance type and market (see `quotes`)."""
+    return quotes([Candidate(instance_type, spot)], region, ec2).choices[(instance_type, spot)]
+
+
+def _live(s: spot_prices.SpotPrice) -> Quote:
+    return Quote(s.usd_per_hour, f"{s.source}, at launch", s.as_of_iso)
+
+
+def _quote(instance_type: str, spot: bool, region: str, lowest: dict, failed) -> Quote:
+    try:
+        if spot and failed is not None:
+            raise failed
+        if spot and instance_type in lowest:
+            return _live(lowest[instance_type])
         price = prices.price(instance_type, region, "ec2")
         quote = spot_prices.estimated(price) if spot else price
         return Quote(quote.usd_per_hour, quote.source, quote.as_of_iso)
@@ -87,7 +134,7 @@ def eur_spent(state: Ec2State, now: float | None = None) -> float | None:
 
 
 def dearest(quotes: dict, count: int) -> money.Charge | None:
-    """The dearest priced choice of ``quotes`` ({relaunch.Candidate: Quote}) as a charge of
+    """The dearest priced choice of ``quotes`` ({state.Candidate: Quote}) as a charge of
     ``count`` hosts (None: none has a price), so --max-eur holds whichever launches."""
     priced = [(q.usd_per_hour, c, q) for c, q in quotes.items() if q.usd_per_hour is not None]
     if not priced:
@@ -111,7 +158,7 @@ def runtime_cap(state: Ec2State, planned: money.Charge | None) -> int:
     from finetune.catalog import fx
 
     opts = state.options
-    cap = opts.max_runtime_s
+    cap = opts.max_runtime
     if opts.max_eur is None or planned is None:
         return int(cap)
     rate = fx.eur_rate()

@@ -56,7 +56,7 @@ class LaunchSpec:
     count: int = 1  # instances of this attempt (one RunInstances, all or nothing)
     engine: str = "mxnet"  # picks the user data's body (BODIES)
     wheel_uri: str = ""  # torch: our wheel in the run's S3 prefix
-    python: str = ""  # torch: the AMI's PyTorch interpreter (finetune.backends.ec2.ami)
+    python: str = ""  # torch: the AMI's PyTorch interpreter (finetune.backends.ec2.setup.ami)
 
     @property
     def deadman_s(self) -> int:

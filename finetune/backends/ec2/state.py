@@ -12,35 +12,21 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from finetune.backends.ec2.options import Ec2Options
 from finetune.data.manifest import write_atomic
 
 STATE_FILE = "ec2.json"
-DEFAULT_MAX_RUNTIME_S = 6 * 3600
 
 
 @dataclass(frozen=True)
-class Ec2Options:
-    """The ec2-only launch options."""
+class Candidate:
+    """An instance type on a market: what an attempt may launch (priced by ec2/cost.py)."""
 
-    ami: str | None = None
-    subnets: tuple[str, ...] = ()
-    azs: tuple[str, ...] = ()
-    max_runtime_s: int = DEFAULT_MAX_RUNTIME_S
-    max_eur: float | None = None
-    max_restarts: int = 3
-    allow_on_demand_fallback: bool = False
-    fallback_instances: tuple[str, ...] = ()  # other types a relaunch may use
-    volume_gib: int = 100
-    upload_interval_s: int = 30
-    image: str | None = None
-    read_prefixes: tuple[str, ...] = ()  # --read-prefix: s3:// prefixes the run may read
+    instance_type: str
+    spot: bool
 
-    @classmethod
-    def from_dict(cls, d: dict) -> Ec2Options:
-        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
-        for k in ("subnets", "azs", "fallback_instances", "read_prefixes"):
-            known[k] = tuple(known.get(k) or ())
-        return cls(**known)
+    def describe(self) -> str:
+        return f"{self.instance_type} ({'spot' if self.spot else 'on-demand'})"
 
 
 @dataclass
@@ -87,14 +73,14 @@ class Ec2State:
     done: bool = False  # the run's last attempt ended and no relaunch follows
     restarts: int = 0
     tried: list[str] = field(default_factory=list)  # capacity tries of the latest launch
-    intent: dict | None = None  # an attempt about to be launched (see ec2/intent.py)
+    intent: dict | None = None  # an attempt about to be launched (see ec2/instances/intent.py)
 
     @property
     def current(self) -> AttemptRecord | None:
         return self.attempts[-1] if self.attempts else None
 
     def save(self, run_dir: str | Path) -> None:
-        d = asdict(self)
+        d = {**asdict(self), "options": self.options.model_dump(mode="json")}  # as given
         write_atomic(Path(run_dir) / STATE_FILE, json.dumps(d, indent=1))
 
     @classmethod
@@ -103,6 +89,6 @@ class Ec2State:
         if not path.is_file():
             return None
         d = json.loads(path.read_text(encoding="utf-8"))
-        d["options"] = Ec2Options.from_dict(d.get("options", {}))
+        d["options"] = Ec2Options.stored(d.get("options", {}))
         d["attempts"] = [AttemptRecord(**a) for a in d.get("attempts", [])]
         return cls(**d)

@@ -35,13 +35,17 @@ class LocalBackend:
             Feature.MULTI_NODE: "it runs on one host, this machine",
         },
         offline_status=True,  # status reads the run directory
+        on_this_machine=True,
     )
     Options = LocalOptions
     poll_seconds = 1.0
     stream_logs = False  # the epoch lines say it all; train.log is one `runs logs` away
 
-    def __init__(self, options: LocalOptions | None = None, hooks: Hooks | None = None) -> None:
+    def __init__(
+        self, options: LocalOptions | None = None, hooks: Hooks | None = None, poll_seconds=None
+    ) -> None:
         self.options = options or LocalOptions()
+        self.poll_seconds = self.poll_seconds if poll_seconds is None else poll_seconds
         self.gpu_ids: tuple[int, ...] = ()  # becomes CUDA_VISIBLE_DEVICES (set by resources)
 
     def resources(self, request: base.ResourceRequest):
@@ -80,7 +84,7 @@ class LocalBackend:
     def remove(self, orphans: list) -> list[str]:
         return []
 
-    def submit(self, plan, run) -> str:
+    def submit(self, plan, run, journal=None) -> str:
         """Lay out RUN_DIR/ml, then start the supervisor detached; returns its pid. Refused
         while a process of the run (a trainer whose supervisor was killed) is still alive."""
         run_dir = Path(run.run_dir)

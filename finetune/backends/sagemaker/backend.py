@@ -22,7 +22,8 @@ from finetune.aws.logs import JobLog, refresh
 from finetune.aws.session import Aws, connect, parse_arn
 from finetune.backends import base, modelfiles
 from finetune.backends.base import Capabilities, Hooks, Status
-from finetune.backends.sagemaker import launch, preflight
+from finetune.backends.sagemaker import options as sm_options
+from finetune.backends.sagemaker import preflight
 from finetune.backends.sagemaker import request as rq
 from finetune.backends.sagemaker import status as st
 from finetune.backends.sagemaker import submit as sub
@@ -32,12 +33,12 @@ from finetune.errors import DataError, UsageError
 class SageMakerBackend:
     name = "sagemaker"
     capabilities = Capabilities()  # spot (managed), several hosts, GPUs, StopTrainingJob
-    Options = launch.SageMakerOptions
+    Options = sm_options.SageMakerOptions
     stream_logs = True  # `launch` prints the job's log while following it
     POLL_SECONDS = 20.0  # DescribeTrainingJob is rate limited, and jobs take minutes anyway
 
     def __init__(self, options=None, hooks: Hooks | None = None, poll_seconds=None):
-        if isinstance(options, launch.SageMakerOptions):
+        if isinstance(options, sm_options.SageMakerOptions):
             options = options.job_options()
         self.options = options or rq.JobOptions()
         hooks = hooks or Hooks()
@@ -51,13 +52,13 @@ class SageMakerBackend:
 
     # -- launch ---------------------------------------------------------------------------
     def resources(self, request: base.ResourceRequest):
-        return launch.resources(request, self.options)
+        return sm_options.resources(request, self.options)
 
     def dataset_summary(self, uri: str):
-        return launch.dataset_summary(uri, self.options)
+        return sm_options.dataset_summary(uri, self.options)
 
     def preflight(self, plan) -> base.Preflight:
-        return launch.check(plan, self.options)
+        return sm_options.check(plan, self.options)
 
     def orphans(self, live_runs: set[str], older_than_s: float) -> list[base.Orphan]:
         return []  # a job ends itself (MaxRuntime); nothing of ours outlives it
@@ -66,7 +67,7 @@ class SageMakerBackend:
         return []
 
     # -- submit ---------------------------------------------------------------------------
-    def submit(self, plan, run) -> str:
+    def submit(self, plan, run, journal=None) -> str:
         """Check, upload, create the job; returns its ARN. Nothing is spent before the end."""
         from finetune.catalog import instances
 
@@ -78,7 +79,7 @@ class SageMakerBackend:
         opts = sub.with_defaults(replace(opts, region=aws.region), plan, aws)
         opts = sub.with_run_role(opts, aws, run.id)
         name = rq.job_name(run.id, sub.next_attempt(run.backend_ref))
-        upload, channels, size = sub.dataset_location(plan, opts.bucket, opts.read_prefixes)
+        upload, channels, size = sub.dataset_location(plan, opts.bucket, opts.read_prefix)
         code = sub.source_dir(plan, opts, run.id)
         toolkit = code.hyperparameters(aws.region, plan.resources.hosts) if code else None
         request = rq.training_request(plan, run.id, name, channels, opts, size, toolkit)

@@ -22,27 +22,37 @@ CHECKPOINT_LOCAL = "/opt/ml/checkpoints"
 JOB_PREFIX = "finetune-"  # the caller policy allows training-job/finetune-* only
 DEFAULT_MAX_RUNTIME_S = 2 * 3600
 DEFAULT_RETRIES = 2  # SageMaker restarts a job after an internal error (not our bugs)
+# options.json rows written before the stored names were the flags': old name -> flag name
+_STORED_NAMES = {
+    "max_runtime_s": "max_runtime",
+    "max_wait_s": "max_wait",
+    "kms_key_id": "kms_key",
+    "subnets": "subnet",
+    "security_group_ids": "security_group",
+    "read_prefixes": "read_prefix",
+}
 
 
 @dataclass(frozen=True)
 class JobOptions:
-    """What a SageMaker job needs beyond the Plan. Stored with the run, so a resumed run
-    starts the same way."""
+    """What a SageMaker job needs beyond the Plan: the launch flags (options.SageMakerOptions,
+    under the same names) and what submit resolves (bucket, role, the image's digest). Stored
+    with the run, so a resumed run starts the same way."""
 
     region: str | None = None
     bucket: str | None = None
     role_arn: str | None = None
     image: str | None = None
-    max_runtime_s: int | None = None  # None: DEFAULT_MAX_RUNTIME_S, or what --max-eur affords
-    max_wait_s: int | None = None  # spot only; default twice the runtime
+    max_runtime: int | None = None  # s; None: DEFAULT_MAX_RUNTIME_S, or what --max-eur affords
+    max_wait: int | None = None  # seconds, spot only; default twice the runtime
     max_eur: float | None = None
     volume_gb: int | None = None  # default: from the dataset size
-    kms_key_id: str | None = None
-    subnets: tuple[str, ...] = ()
-    security_group_ids: tuple[str, ...] = ()
+    kms_key: str | None = None
+    subnet: tuple[str, ...] = ()
+    security_group: tuple[str, ...] = ()
     retry_attempts: int = DEFAULT_RETRIES
     environment: dict[str, str] = field(default_factory=dict)
-    read_prefixes: tuple[str, ...] = ()  # --read-prefix (finetune.aws.datasetscope)
+    read_prefix: tuple[str, ...] = ()  # s3:// prefixes the run may read (aws.datasetscope)
     run_role: bool = False  # role_arn is this run's own role (runrole), made at submit
 
     def to_dict(self) -> dict:
@@ -50,16 +60,17 @@ class JobOptions:
 
     @classmethod
     def from_dict(cls, data: dict) -> JobOptions:
+        data = {_STORED_NAMES.get(k, k): v for k, v in data.items()}  # older options.json
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        for key in ("subnets", "security_group_ids", "read_prefixes"):
+        for key in ("subnet", "security_group", "read_prefix"):
             known[key] = tuple(known.get(key) or ())
         return cls(**known)
 
     def runtime_seconds(self) -> int:
-        return self.max_runtime_s or DEFAULT_MAX_RUNTIME_S
+        return self.max_runtime or DEFAULT_MAX_RUNTIME_S
 
     def wait_seconds(self) -> int:
-        return self.max_wait_s or 2 * self.runtime_seconds()
+        return self.max_wait or 2 * self.runtime_seconds()
 
 
 def job_name(run_id: str, attempt: int = 0) -> str:
@@ -123,13 +134,13 @@ def training_request(
     }
     if res.spot:
         req["StoppingCondition"]["MaxWaitTimeInSeconds"] = opts.wait_seconds()
-    if opts.kms_key_id:
-        req["OutputDataConfig"]["KmsKeyId"] = opts.kms_key_id
-        req["ResourceConfig"]["VolumeKmsKeyId"] = opts.kms_key_id
-    if opts.subnets or opts.security_group_ids:
+    if opts.kms_key:
+        req["OutputDataConfig"]["KmsKeyId"] = opts.kms_key
+        req["ResourceConfig"]["VolumeKmsKeyId"] = opts.kms_key
+    if opts.subnet or opts.security_group:
         req["VpcConfig"] = {
-            "Subnets": list(opts.subnets),
-            "SecurityGroupIds": list(opts.security_group_ids),
+            "Subnets": list(opts.subnet),
+            "SecurityGroupIds": list(opts.security_group),
         }
     return req
 

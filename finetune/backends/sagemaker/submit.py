@@ -87,7 +87,7 @@ def ensure_run_role(aws: Aws, opts, run_id: str, dataset_root: str) -> None:
     from finetune.aws.infra import boundary_arn
     from finetune.backends.sagemaker import runrole
 
-    reads = read_prefixes(dataset_root, opts.bucket, opts.read_prefixes)
+    reads = read_prefixes(dataset_root, opts.bucket, opts.read_prefix)
     doc = runrole.policy(run_id, opts.bucket, reads, opts.image, aws.region, aws.account_id)
     boundary = boundary_arn(aws.account_id, aws.region)
     with aws_errors("CreateRole", resource=runrole.role_name(run_id), region=aws.region):
@@ -126,10 +126,10 @@ def fit_budget(opts, plan, region: str):
         price_as_of=price.as_of_iso,
     )
     rate = fx.eur_rate()
-    if opts.max_runtime_s is None:
+    if opts.max_runtime is None:
         affordable = money.affordable_seconds(opts.max_eur, charge, rate)
         runtime = max(preflight.MIN_RUNTIME_S, min(rq.DEFAULT_MAX_RUNTIME_S, affordable))
-        opts = replace(opts, max_runtime_s=runtime)
+        opts = replace(opts, max_runtime=runtime)
     preflight.raise_if(preflight.check_budget(charge, rate, opts.runtime_seconds(), opts.max_eur))
     return opts
 

@@ -90,7 +90,7 @@ def ec2_aws(aws, fault_server, monkeypatch):
     import boto3
 
     from finetune.aws import retries
-    from finetune.backends.ec2 import infra as ec2_infra
+    from finetune.backends.ec2.setup import infra as ec2_infra
 
     layer = fault_server.layer
     layer.requests.clear()

@@ -10,7 +10,7 @@ import boto3
 from finetune import service
 from finetune.backends.ec2.agent import protocol as p
 from finetune.backends.ec2.backend import Ec2Backend
-from finetune.backends.ec2.state import Ec2Options
+from finetune.backends.ec2.options import Ec2Options
 from finetune.runs.ledger import Ledger
 
 from .conftest import BUCKET, REGION
@@ -28,7 +28,7 @@ def launch(
     plan = build_plan("smoke-resnet18", dataset, resources, kw.pop("overrides", ()))
     ledger = Ledger(tmp_path / "ledger.sqlite")
     OPEN_LEDGERS.append(ledger)
-    backend = Ec2Backend(options or Ec2Options(), ledger=ledger)
+    backend = Ec2Backend(options or Ec2Options())
     run = service.launch(plan, backend, ledger)
     return run, backend, ledger
 

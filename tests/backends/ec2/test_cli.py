@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import time
+from pathlib import Path
 
 import boto3
 from typer.testing import CliRunner
@@ -336,3 +338,24 @@ def test_a_newer_manifest_in_s3_is_refused_as_such(ec2_aws, tiny_dataset):
     res = _launch(upload.uri, "--instance", "g5.xlarge", "--detach")
     assert res.exit_code != 0 and "manifest schema version 99" in res.output
     assert "To fix:" in res.output and ec2_aws.sent("RunInstances") == []
+
+
+def test_a_spot_launch_asks_the_price_once_and_records_its_zone(ec2_aws, tiny_dataset):
+    """The dry run's pre-flight prices the choice; the launch right after uses that answer,
+    which has every zone's price, for the runtime cap and the zone it lands in."""
+    res = _launch(
+        tiny_dataset, "--instance", "g5.xlarge", "--spot", "--az", "us-east-1b", "--detach"
+    )
+    assert res.exit_code == 0, res.output
+    run_id = _run_id(res.output)
+    assert len(ec2_aws.sent("DescribeSpotPriceHistory")) == 1
+    with open_default() as ledger:
+        run = ledger.get(run_id)
+        kinds = [kind for _, kind, _ in ledger.events(run_id)]
+    (attempt,) = json.loads((Path(run.run_dir) / "ec2.json").read_text())["attempts"]
+    assert attempt["az"] == "us-east-1b"
+    assert "price in the instance's zone (us-east-1b)" in attempt["price_source"]
+    assert kinds.count("intent") == 1 and kinds.count("image") == 1  # written once, by service/
+    assert run.plan["runtime"]["ami"] and run.region == REGION
+    res = CliRunner().invoke(app, ["runs", "stop", run_id])
+    assert res.exit_code == 0, res.output

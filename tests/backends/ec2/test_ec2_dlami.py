@@ -13,9 +13,9 @@ import boto3
 import pytest
 
 from finetune import service
-from finetune.backends.ec2 import ami as ec2_ami
 from finetune.backends.ec2.backend import Ec2Backend
-from finetune.backends.ec2.state import Ec2Options
+from finetune.backends.ec2.options import Ec2Options
+from finetune.backends.ec2.setup import ami as ec2_ami
 from finetune.errors import ConfigError, UsageError
 from finetune.plan import Resources, build_plan
 from finetune.runs.ledger import Ledger
@@ -104,7 +104,7 @@ def _launch(tmp_path, dataset, recipe: str, instance: str):
     plan = build_plan(recipe, dataset, res)
     ledger = Ledger(tmp_path / "ledger.sqlite")
     OPEN_LEDGERS.append(ledger)
-    backend = Ec2Backend(Ec2Options(max_runtime_s=3600), ledger=ledger)
+    backend = Ec2Backend(Ec2Options(max_runtime=3600))
     return service.launch(plan, backend, ledger), backend, ledger
 
 

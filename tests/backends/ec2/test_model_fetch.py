@@ -14,7 +14,7 @@ from finetune import service, settings
 from finetune.backends.ec2.agent import protocol as p
 from finetune.backends.ec2.agent.sync import RunStore
 from finetune.backends.ec2.backend import Ec2Backend
-from finetune.backends.ec2.state import Ec2Options
+from finetune.backends.ec2.options import Ec2Options
 from finetune.cli import app
 from finetune.plan import Resources, build_plan
 from finetune.runs.ledger import open_default
@@ -36,7 +36,7 @@ def _completed_run(dataset):
     resources = Resources(backend="ec2", instance_type="g5.xlarge", device="gpu", spot=True)
     plan = build_plan("smoke-resnet18", dataset, resources)
     with open_default() as ledger:
-        backend = Ec2Backend(Ec2Options(), ledger=ledger)
+        backend = Ec2Backend(Ec2Options())
         run = service.launch(plan, backend, ledger)
         agent_says(run.id, "completed", 1)
         run, status, _ = sync(run, backend, ledger)

@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from finetune.backends.ec2 import relaunch as rl
 from finetune.backends.ec2.agent.imds import Imds, ImdsUnavailable
-from finetune.backends.ec2.observe import observe
-from finetune.backends.ec2.state import Ec2Options
+from finetune.backends.ec2.instances import relaunch as rl
+from finetune.backends.ec2.instances.observe import observe
+from finetune.backends.ec2.options import Ec2Options
 from finetune.durations import parse_duration
 from finetune.errors import UsageError
 from finetune.runs.charges import run_money
@@ -82,7 +82,7 @@ def test_max_eur_shortens_the_dead_man_switch(ec2_aws, tiny_dataset, tmp_path):
     """g5.xlarge on demand in us-east-1 is 1.006 USD/h (catalog snapshot), 0.9005 EUR/h at the
     ECB's 1.1172 of 2026-10-30: 0.5 EUR buys 33.3 minutes, so the instance ends itself then
     (plus the margin)."""
-    opts = Ec2Options(max_eur=0.5, max_runtime_s=6 * 3600)
+    opts = Ec2Options(max_eur=0.5, max_runtime=6 * 3600)
     run, backend, ledger = launch(tmp_path, tiny_dataset, opts, spot=False)
     script = base64.b64decode(ec2_aws.sent("RunInstances")[0]["UserData"]).decode()
     deadman = int(re.search(r"DEADMAN_SECONDS=(\d+)", script)[1])

@@ -9,7 +9,8 @@ import importlib.util
 import pytest
 
 from finetune.backends.ec2.agent import protocol as p
-from finetune.backends.ec2.state import Ec2Options, Ec2State
+from finetune.backends.ec2.options import Ec2Options
+from finetune.backends.ec2.state import Ec2State
 
 from .agent_env import checkpoint_seqs, s3_keys, start_agent, wait_for
 from .control import instances_of, launch, sync, terminate

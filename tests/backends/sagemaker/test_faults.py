@@ -151,8 +151,8 @@ def test_image_not_pushed(cloud, tiny_dataset, tmp_path):
 
 def test_secrets_and_bad_times_are_all_reported(cloud, tiny_dataset, tmp_path):
     opts = JobOptions(
-        max_runtime_s=7200,
-        max_wait_s=3600,
+        max_runtime=7200,
+        max_wait=3600,
         environment={"HF_TOKEN": "hf_abc", "X": "AKIAABCDEFGHIJKLMNOP"},
     )
     with pytest.raises(PreflightError) as err:
@@ -173,7 +173,7 @@ def test_max_eur_caps_the_runtime_or_refuses(cloud, tiny_dataset, tmp_path):
         _submit(
             tmp_path,
             tiny_dataset,
-            JobOptions(max_eur=1.0, max_runtime_s=3600),
+            JobOptions(max_eur=1.0, max_runtime=3600),
             instance="p3.2xlarge",
         )
     assert "lower --max-runtime to 16 minutes" in str(err.value)  # 1 / 3.6979 h = 16.2 min

@@ -7,6 +7,7 @@ import pytest
 
 from finetune.aws.image import default_image
 from finetune.backends.sagemaker import request as rq
+from finetune.backends.sagemaker.options import SageMakerOptions
 from finetune.metrics import METRIC_REGEXES
 from finetune.plan import Resources, build_plan
 
@@ -48,12 +49,12 @@ def _validate(req: dict) -> None:
 
 @pytest.mark.parametrize(("hosts", "spot"), [(1, False), (2, True)])
 def test_request_is_valid_for_the_api(tiny_dataset, hosts, spot):
-    vpc = dict(subnets=("subnet-1",), security_group_ids=("sg-1",))
-    _validate(request(tiny_dataset, hosts, spot, kms_key_id="alias/k", **vpc))
+    vpc = dict(subnet=("subnet-1",), security_group=("sg-1",))
+    _validate(request(tiny_dataset, hosts, spot, kms_key="alias/k", **vpc))
 
 
 def test_request_fields(tiny_dataset):
-    req = request(tiny_dataset, hosts=2, spot=True, max_runtime_s=3600)
+    req = request(tiny_dataset, hosts=2, spot=True, max_runtime=3600)
     assert req["ResourceConfig"] == {
         "InstanceType": "ml.p3.8xlarge",
         "InstanceCount": 2,
@@ -70,9 +71,7 @@ def test_request_fields(tiny_dataset):
 
 
 def test_optional_vpc_and_kms(tiny_dataset):
-    req = request(
-        tiny_dataset, kms_key_id="alias/k", subnets=("s-1",), security_group_ids=("sg-1",)
-    )
+    req = request(tiny_dataset, kms_key="alias/k", subnet=("s-1",), security_group=("sg-1",))
     assert req["VpcConfig"] == {"Subnets": ["s-1"], "SecurityGroupIds": ["sg-1"]}
     assert req["OutputDataConfig"]["KmsKeyId"] == "alias/k"
     assert req["ResourceConfig"]["VolumeKmsKeyId"] == "alias/k"
@@ -96,7 +95,7 @@ def test_names_images_and_volumes():
 
 
 def test_options_round_trip():
-    opts = rq.JobOptions(region="r", subnets=("a",), environment={"K": "v"}, max_eur=2.5)
+    opts = rq.JobOptions(region="r", subnet=("a",), environment={"K": "v"}, max_eur=2.5)
     assert rq.JobOptions.from_dict(opts.to_dict()) == opts
     assert rq.JobOptions.from_dict({**opts.to_dict(), "from_the_future": 1}) == opts
     assert opts.runtime_seconds() == rq.DEFAULT_MAX_RUNTIME_S
@@ -128,3 +127,18 @@ def test_metric_definitions_match_the_trainers_log_lines(tiny_dataset):
     for metric in request(tiny_dataset)["AlgorithmSpecification"]["MetricDefinitions"]:
         found = re.search(metric["Regex"], line)
         assert found and float(found.group(1)) == getattr(event, metric["Name"]), metric
+
+
+def test_an_old_options_json_reads_under_the_flag_names():
+    """options.json rows written when the stored names differed from the flags' still read."""
+    old = {"region": "r", "max_runtime_s": 3600, "max_wait_s": 7200, "kms_key_id": "alias/k",
+           "subnets": ["s-1"], "security_group_ids": ["sg-1"], "read_prefixes": ["s3://b/x/"],
+           "run_role": True}  # fmt: skip
+    opts = rq.JobOptions.from_dict(old)
+    assert opts == rq.JobOptions(
+        region="r", max_runtime=3600, max_wait=7200, kms_key="alias/k", subnet=("s-1",),
+        security_group=("sg-1",), read_prefix=("s3://b/x/",), run_role=True,
+    )  # fmt: skip
+    flags = SageMakerOptions(max_runtime="1h", subnet=("s-1",), kms_key="alias/k")
+    given = rq.JobOptions(max_runtime=3600, subnet=("s-1",), kms_key="alias/k")
+    assert flags.job_options() == given

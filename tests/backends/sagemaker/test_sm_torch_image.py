@@ -125,7 +125,7 @@ def _plan(dataset, recipe, instance):
 
 
 def test_dry_run_shows_the_image_and_the_source_dir_and_refuses_mxnet_on_hopper(tiny_dataset):
-    from finetune.backends.sagemaker.launch import check
+    from finetune.backends.sagemaker.options import check
     from finetune.errors import UsageError
 
     opts = rq.JobOptions(region="eu-west-1")
@@ -138,7 +138,7 @@ def test_dry_run_shows_the_image_and_the_source_dir_and_refuses_mxnet_on_hopper(
 
 
 def test_the_plan_records_the_image_and_what_it_needs(tiny_dataset):
-    from finetune.backends.sagemaker.launch import check
+    from finetune.backends.sagemaker.options import check
     from finetune.plan_summary import summary_lines
 
     opts = rq.JobOptions(region="eu-west-1")

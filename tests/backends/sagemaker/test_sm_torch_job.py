@@ -40,7 +40,7 @@ def _torch_plan(dataset, instance: str, hosts: int, spot: bool):
 def test_torch_job_as_sent_with_its_source_dir(cloud, tiny_dataset, tmp_path):
     plan = _torch_plan(tiny_dataset, "p5.4xlarge", hosts=2, spot=True)
     run = new_run(tmp_path, plan)
-    SageMakerBackend(JobOptions(max_runtime_s=3600)).submit(plan, run)
+    SageMakerBackend(JobOptions(max_runtime=3600)).submit(plan, run)
     (call,) = cloud.requests("CreateTrainingJob")
     req = call.json
     image = req["AlgorithmSpecification"]["TrainingImage"]

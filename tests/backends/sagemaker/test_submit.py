@@ -24,7 +24,7 @@ def _sent(gw) -> dict:
 def test_submit_sends_the_full_request(cloud, tiny_dataset, tmp_path):
     plan = sm_plan(tiny_dataset, hosts=2, spot=True)
     run = new_run(tmp_path, plan)
-    ref = SageMakerBackend(JobOptions(max_runtime_s=3600, max_wait_s=7200)).submit(plan, run)
+    ref = SageMakerBackend(JobOptions(max_runtime=3600, max_wait=7200)).submit(plan, run)
 
     name = "finetune-" + run.id.removeprefix("ft-")
     assert ref == f"arn:aws:sagemaker:{REGION}:123456789012:training-job/{name}"

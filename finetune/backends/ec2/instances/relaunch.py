@@ -10,14 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-
-@dataclass(frozen=True)
-class Candidate:
-    instance_type: str
-    spot: bool
-
-    def describe(self) -> str:
-        return f"{self.instance_type} ({'spot' if self.spot else 'on-demand'})"
+from finetune.backends.ec2.state import Candidate
 
 
 @dataclass(frozen=True)

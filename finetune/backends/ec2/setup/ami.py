@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from finetune.backends.ec2 import infra as ec2_infra
+from finetune.backends.ec2.setup import infra as ec2_infra
 from finetune.errors import ConfigError
 
 PYTHON = "/opt/pytorch/bin/python"

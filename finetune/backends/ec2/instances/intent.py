@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 import time
 
-from finetune.backends.ec2 import infra as ec2_infra
 from finetune.backends.ec2.request import ATTEMPT_TAG, PROJECT_TAG, RUN_TAG
+from finetune.backends.ec2.setup import infra as ec2_infra
 from finetune.backends.ec2.state import AttemptRecord, Ec2State
 
 ANY_STATE = ("pending", "running", "shutting-down", "terminated", "stopping", "stopped")

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 from finetune.backends.base import Status
-from finetune.backends.ec2 import infra as ec2_infra
 from finetune.backends.ec2.agent import protocol as p
+from finetune.backends.ec2.setup import infra as ec2_infra
 from finetune.backends.ec2.state import Ec2State
 from finetune.errors import DataError
 from finetune.metrics import EpochMetrics

@@ -12,8 +12,8 @@ from __future__ import annotations
 import time
 
 from finetune.backends.base import Orphan
-from finetune.backends.ec2 import infra as ec2_infra
 from finetune.backends.ec2.request import PROJECT_TAG, RUN_TAG
+from finetune.backends.ec2.setup import infra as ec2_infra
 
 
 def find_orphans(clients, live_runs: set[str], older_than_s: float, now=None) -> list[Orphan]:

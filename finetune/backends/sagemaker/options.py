@@ -37,17 +37,7 @@ class SageMakerOptions(base.Options):
 
     def job_options(self) -> rq.JobOptions:
         """The options as stored with the run (options.json), so a resume starts the same."""
-        return rq.JobOptions(
-            region=self.region,
-            image=self.image,
-            max_runtime_s=self.max_runtime,
-            max_wait_s=self.max_wait,
-            max_eur=self.max_eur,
-            kms_key_id=self.kms_key,
-            subnets=self.subnet,
-            security_group_ids=self.security_group,
-            read_prefixes=self.read_prefix,
-        )
+        return rq.JobOptions(**self.model_dump())  # the same names: nothing renamed
 
 
 def resources(request: base.ResourceRequest, opts: rq.JobOptions):
@@ -61,7 +51,7 @@ def resources(request: base.ResourceRequest, opts: rq.JobOptions):
             "--backend sagemaker needs an instance type",
             "pass --instance TYPE, e.g. --instance p3.8xlarge (`finetune prices` lists them).",
         )
-    if opts.max_wait_s and not request.spot:
+    if opts.max_wait and not request.spot:
         raise UsageError("--max-wait applies to spot jobs only", "add --spot, or drop --max-wait.")
     inst = instances.get(request.instance)
     if inst.gpu_count < 1:

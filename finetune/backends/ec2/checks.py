@@ -1,4 +1,5 @@
-"""Before the first EC2 attempt: checks that cost nothing, then the run's S3 prefix.
+"""Before the first EC2 attempt: checks that cost nothing (and the dry run's pre-flight:
+region, instances, runtime and euro caps, the account's quota), then the run's S3 prefix.
 
 Preflight refuses what cannot work (several hosts, no bucket, no training image) before any
 money is spent. The dataset goes to S3 once per content (finetune.aws.s3upload), the plan
@@ -9,10 +10,13 @@ from __future__ import annotations
 
 import os
 
-from finetune.backends.ec2 import infra as ec2_infra
+from finetune.backends import base
 from finetune.backends.ec2.agent import protocol as p
-from finetune.backends.ec2.state import Ec2Options, Ec2State
-from finetune.errors import ConfigError, UsageError
+from finetune.backends.ec2.options import Ec2Options
+from finetune.backends.ec2.setup import infra as ec2_infra
+from finetune.backends.ec2.setup import quota as ec2_quota
+from finetune.backends.ec2.state import Candidate, Ec2State
+from finetune.errors import CloudError, ConfigError, UsageError
 
 IMAGE_ENVS = ("FINETUNE_EC2_IMAGE", "FINETUNE_IMAGE")
 
@@ -26,23 +30,21 @@ def preflight(plan, options: Ec2Options) -> str:
     instances.check_engine(
         plan.hyperparameters.engine, inst
     )  # e.g. MXNet on Hopper: before any AWS call
-    for name in options.fallback_instances:
+    for name in options.fallback_instance:
         instances.get(name)  # an unknown fallback type fails now, not after an interruption
-    if options.max_runtime_s < 600:
+    if options.max_runtime < 600:
         raise UsageError(
-            f"--max-runtime of {options.max_runtime_s} s leaves no time to train",
+            f"--max-runtime of {options.max_runtime} s leaves no time to train",
             "allow at least 10 minutes (e.g. --max-runtime 2h).",
         )
-    if options.max_eur is not None and options.max_eur <= 0:
-        raise UsageError("--max-eur must be positive", "pass e.g. --max-eur 5.")
     name = bucket()
     if plan.hyperparameters.engine != "torch":  # torch runs on AWS's PyTorch AMI: no image
-        image(options)
+        image()
     screen(plan)
     if plan.dataset.path.startswith("s3://"):  # a run reads its dataset's prefix, no more
         from finetune.aws.datasetscope import read_prefixes
 
-        read_prefixes(plan.dataset.path, name, options.read_prefixes)
+        read_prefixes(plan.dataset.path, name, options.read_prefix)
     return inst.cpu_architecture or "x86_64"
 
 
@@ -70,8 +72,8 @@ def bucket() -> str:
     return name
 
 
-def image(options: Ec2Options) -> str:
-    found = options.image or next((os.environ[e] for e in IMAGE_ENVS if os.environ.get(e)), None)
+def image() -> str:
+    found = next((os.environ[e] for e in IMAGE_ENVS if os.environ.get(e)), None)
     if not found:
         raise ConfigError(
             "the MXNet engine needs our training image, and none is configured for the ec2 backend",
@@ -127,7 +129,7 @@ def new_state(plan, run, options: Ec2Options, clients) -> Ec2State:
     # our image for MXNet, pinned to its digest before anything is uploaded; torch runs on
     # AWS's PyTorch AMI (recorded in the plan's runtime), no image of ours
     torch = plan.hyperparameters.engine == "torch"
-    pinned = "" if torch else pin_image(clients, image(options), region)
+    pinned = "" if torch else pin_image(clients, image(), region)
     if plan.dataset.path.startswith("s3://"):  # already uploaded (checked by the plan)
         dataset_uri = as_prefix(plan.dataset.path)
     else:
@@ -150,3 +152,66 @@ def new_state(plan, run, options: Ec2Options, clients) -> Ec2State:
         owner=ec2_infra.owner(clients("sts", region)),
         options=options,
     )
+
+
+def dry_run(plan, options: Ec2Options, clients):
+    """Preflight (bucket, image, runtime, fallbacks), the region, the runtime --max-eur
+    affords at the price the launch would pay, and the family's vCPU quota; returns the
+    base.Preflight and the prices asked (ec2.cost.Quotes: the launch right after uses them)."""
+    from finetune.aws.session import configured_region
+    from finetune.backends.ec2 import cost as ec2_cost
+    from finetune.backends.ec2.setup import ami as ec2_ami
+    from finetune.backends.pricing import with_estimate
+    from finetune.catalog import instances
+
+    arch = preflight(plan, options)  # the engine on these GPUs, fallbacks, image
+    engine = plan.hyperparameters.engine
+    plan = plan.with_runtime(ec2_ami.runtime(engine, arch, options.ami))
+    region = configured_region(None)
+    if not region:
+        raise ConfigError(
+            "no AWS region is set for the ec2 backend",
+            "set FINETUNE_REGION (or a region in your AWS config).",
+        )
+    plan = with_estimate(plan, region, "ec2")
+    res = plan.resources
+    choice = Candidate(res.instance_type, res.spot)
+    quotes = ec2_cost.quotes([choice], region, clients("ec2", region))  # the launch's, too
+    quote = quotes.of(choice)
+    usd, source = quote.usd_per_hour, quote.source
+    state = Ec2State(region, "", "", "", "", "", options)  # a new run: nothing spent yet
+    # the same guard as the launch: the dearest choice (here the only one), all its hosts
+    cap = ec2_cost.runtime_cap(state, ec2_cost.dearest({choice: quote}, res.hosts))
+    inst = instances.get(res.instance_type)
+    needed = inst.vcpus * res.hosts
+    found = ec2_quota.read(clients("service-quotas", region), res.instance_type, res.spot)
+    rows = [
+        ("region", region),
+        ("instances", f"{res.hosts} x {res.instance_type} ({'spot' if res.spot else 'on demand'})"),
+        ("price", f"USD {usd:.3f}/h per instance ({source})" if usd else source),
+        ("runtime cap", _hours(cap) + _why_cap(cap, options)),
+        ("euro cap", f"EUR {options.max_eur:g}" if options.max_eur else "none (--max-eur)"),
+        ("quota", _quota_row(found, needed)),
+        ("bucket", bucket()),
+    ]
+    if engine != "torch":  # torch runs on AWS's PyTorch AMI: no image of ours
+        rows.insert(-1, ("image", image()))
+    why = ec2_quota.problem(found, needed, region)
+    error = CloudError(why, ec2_quota.how_to_raise(found, needed, region)) if why else None
+    return base.Preflight(plan, rows, title="EC2 instances", error=error), quotes
+
+
+def _hours(seconds: int) -> str:
+    return f"{seconds / 3600:.2f} h ({seconds} s)"
+
+
+def _why_cap(cap: int, options: Ec2Options) -> str:
+    if cap < options.max_runtime:
+        return f", what --max-eur {options.max_eur:g} pays for"
+    return " (--max-runtime)"
+
+
+def _quota_row(found: ec2_quota.Quota, needed: int) -> str:
+    if found.vcpus is None:
+        return f"{found.name}: not readable ({found.why_unknown}); needs {needed} vCPUs"
+    return f"{found.name}: {found.vcpus:g} vCPUs; this launch needs {needed}"

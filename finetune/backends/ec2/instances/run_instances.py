@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from finetune.backends.ec2 import infra as ec2_infra
-from finetune.backends.ec2.relaunch import Candidate
 from finetune.backends.ec2.request import LaunchSpec, run_instances_kwargs
+from finetune.backends.ec2.setup import infra as ec2_infra
+from finetune.backends.ec2.state import Candidate
 from finetune.errors import CloudError
 
 CAPACITY_CODES = {
@@ -57,7 +57,6 @@ def base_spec(
     run_id: str, state, first: Candidate, ami: str, root: str, max_runtime_s: int, count: int = 1
 ):
     """The LaunchSpec of the next attempt of ``state`` (subnet and group chosen by launch)."""
-    opts = state.options
     return LaunchSpec(
         count=count,
         run_id=run_id,
@@ -76,8 +75,6 @@ def base_spec(
         run_prefix=state.prefix,
         dataset_uri=state.dataset_uri,
         max_runtime_s=max_runtime_s,
-        upload_interval_s=opts.upload_interval_s,
-        volume_gib=opts.volume_gib,
     )
 
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import json
 
-from finetune.backends.ec2 import infra as ec2_infra
-from finetune.backends.ec2 import observe as ec2_observe
 from finetune.backends.ec2.agent import protocol as p
+from finetune.backends.ec2.instances import observe as ec2_observe
 from finetune.backends.ec2.request import HOST_TAG, PROJECT_TAG
+from finetune.backends.ec2.setup import infra as ec2_infra
 from finetune.errors import CloudError
 
 CLUSTER_GROUP = "finetune-cluster-self-only"

@@ -1,0 +1,146 @@
+"""An EC2 run after its launch: where it is (observe), closing an attempt that ended (settle),
+a new attempt after a spot interruption (relaunch), instances a killed launch made (adopt),
+and the end of the run (release).
+
+What the ledger should keep (attempts ended, relaunches, adoptions, the charges, a new
+backend reference) goes into the journal; service/ writes it, never this module.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from finetune.backends.base import Journal, Status
+from finetune.backends.ec2 import cost as ec2_cost
+from finetune.backends.ec2.instances import attempt as ec2_attempt
+from finetune.backends.ec2.instances import hosts as ec2_hosts
+from finetune.backends.ec2.instances import intent as ec2_intent
+from finetune.backends.ec2.instances import observe as ec2_observe
+from finetune.backends.ec2.instances import relaunch as ec2_relaunch
+from finetune.backends.ec2.setup import infra as ec2_infra
+from finetune.backends.ec2.state import Ec2State
+from finetune.errors import FinetuneError
+
+
+def status(clients, run, journal: Journal) -> Status:
+    """Where the run is: ended attempts closed, interrupted ones relaunched; the ledger's
+    money columns travel with it (Status.facts)."""
+    state = Ec2State.load(run.run_dir)
+    if state is None:
+        return Status("submitted", detail="no instance launched yet")
+    if state.done:
+        return _with_facts(final(state), state)
+    if state.intent:
+        adopt(clients, run, state, journal)
+    if state.current is None:
+        return Status("submitted", detail="launch recorded; no instance found yet")
+    doc = settle(clients, run, state, journal)
+    if state.done:
+        return _with_facts(final(state), state)
+    if state.current.outcome == "interrupted":  # a spot interruption, not a stop
+        return _with_facts(relaunch(clients, run, state, journal), state)
+    return _with_facts(ec2_observe.active_status(state, doc), state)
+
+
+def _with_facts(status: Status, state: Ec2State) -> Status:
+    """The charges, interrupted seconds and region, for the ledger's columns."""
+    return replace(status, facts={**ec2_cost.ledger_fields(state), "region": state.region})
+
+
+def settle(clients, run, state: Ec2State, journal: Journal) -> dict:
+    """Close the current attempt if it ended (S3 status or instance state); returns the
+    attempt's status.json."""
+    cur = state.current
+    doc = ec2_observe.status_doc(clients, state)
+    if doc.get("attempt") != cur.n:
+        doc = {}
+    if not cur.open:
+        return doc
+    ec2 = clients("ec2", state.region)
+    found = ec2_infra.describe(ec2, cur.hosts)
+    insts = [found.get(i) for i in cur.hosts]
+    outcome, reason, spot = ec2_hosts.observe_all(doc, insts, state.stop_requested)
+    if outcome is None:
+        return doc
+    up = [i["InstanceId"] for i in insts if i and i["State"]["Name"] not in ec2_observe.ENDED]
+    live = insts[0] is not None and insts[0]["InstanceId"] in up
+    ec2_infra.terminate(ec2, up)  # one host ended: the others cannot go on without it
+    cur.outcome, cur.reason = outcome, reason
+    cur.interrupted_by_ec2 = outcome == "interrupted" and spot and cur.spot
+    cur.ended_at = time.time() if live else (doc.get("ended_at") or time.time())
+    state.save(run.run_dir)
+    journal.update(**ec2_cost.ledger_fields(state))
+    journal.event("attempt", f"attempt {cur.n} on {cur.instance_id}: {outcome}")
+    if outcome == "interrupted" and not spot:
+        cur.reason = f"{reason}; not a spot interruption (the --max-runtime limit?), so no "
+        cur.reason += f"automatic relaunch: `finetune launch --resume {run.id}` continues it"
+        release(clients, run, state)
+    elif outcome != "interrupted" or state.stop_requested:
+        release(clients, run, state)
+    return doc
+
+
+def relaunch(clients, run, state: Ec2State, journal: Journal) -> Status:
+    """After a spot interruption: a new attempt within --max-restarts and --max-eur, on the
+    best choice with capacity; else the run ends, saying why."""
+    from finetune.plan import Plan
+
+    cur, opts = state.current, state.options
+    spent = ec2_cost.eur_spent(state)
+    left = None if opts.max_eur is None or spent is None else opts.max_eur - spent
+    decision = ec2_relaunch.decide(state.restarts, opts.max_restarts, left)
+    if decision.relaunch:
+        res = Plan.model_validate(run.plan).resources
+        choices = ec2_relaunch.candidates(
+            res.instance_type, res.spot, opts.fallback_instance, opts.allow_on_demand_fallback
+        )
+        state.restarts += 1
+        try:
+            new = ec2_attempt.launch(clients, run, state, choices, cur.subnet_id, journal)
+        except FinetuneError as exc:  # no capacity anywhere, quota, budget too small
+            decision = ec2_relaunch.Decision(False, f"relaunch failed: {exc.what}")
+        else:
+            journal.update(backend_ref=new.instance_id)
+            journal.event("relaunch", f"{decision.reason}: {new.instance_id}")
+            return Status("submitted", detail=f"interrupted; {decision.reason}")
+    cur.reason = f"{cur.reason}; {decision.reason}"
+    release(clients, run, state)
+    return final(state)
+
+
+def adopt(clients, run, state: Ec2State, journal: Journal) -> None:
+    """Record the instances a launch made but never noted (found by their tags)."""
+    ec2 = clients("ec2", state.region)
+
+    def price(instance_type: str, spot: bool):
+        return ec2_cost.hourly_price(instance_type, state.region, spot, ec2)
+
+    found = ec2_intent.adopt(ec2, run.id, state, price)
+    if found is None:
+        return
+    state.save(run.run_dir)
+    journal.update(backend_ref=found.instance_id)
+    journal.event("adopted", f"attempt {found.n}: {found.instance_id}, found by its tags")
+
+
+def final(state: Ec2State) -> Status:
+    """How the run ended, from its last attempt."""
+    cur = state.current
+    if cur is None:
+        return Status("stopped", reason="stopped before any instance was launched")
+    return Status(
+        cur.outcome,
+        reason=cur.reason,
+        started_at=state.attempts[0].launched_at,
+        ended_at=cur.ended_at,
+    )
+
+
+def release(clients, run, state: Ec2State) -> None:
+    """The run is over: its instance profile goes (instances are already terminating)."""
+    state.done = True
+    state.save(run.run_dir)
+    if state.instance_profile:
+        iam = clients("iam", state.region)
+        ec2_infra.delete_instance_profile(iam, state.instance_profile)

@@ -1,0 +1,52 @@
+"""What every backend agrees on: service/ is the one ledger writer, machines are told apart by
+capability, and the constructors take the same arguments."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import pytest
+
+from finetune.backends import NAMES, backend_class, on_this_machine
+
+BACKENDS = Path(__file__).resolve().parents[2] / "finetune" / "backends"
+
+
+def _from_ledger(path: Path) -> set[str]:
+    """What ``path`` imports of finetune.runs.ledger (the module itself, or names from it)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("finetune.runs.ledger")}
+        elif isinstance(node, ast.ImportFrom) and node.module == "finetune.runs.ledger":
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module == "finetune.runs":
+            found |= {f"finetune.runs.{a.name}" for a in node.names if a.name == "ledger"}
+    return found
+
+
+def test_no_backend_module_opens_the_ledger():
+    """Backends report events and charges (Journal, Status); service/ writes them. The row
+    type (Run, for annotations) is all a backend may take from the ledger module."""
+    modules = sorted(BACKENDS.rglob("*.py"))
+    assert len(modules) > 30  # the walk found the backends
+    taken = {str(m.relative_to(BACKENDS)): _from_ledger(m) - {"Run"} for m in modules}
+    assert {m: names for m, names in taken.items() if names} == {}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_on_this_machine_is_a_declared_capability(name):
+    declared = backend_class(name).capabilities.on_this_machine
+    assert on_this_machine(name) is declared
+    assert declared is (name == "local")  # today only the local backend trains here
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_constructors_agree(name):
+    params = list(inspect.signature(backend_class(name).__init__).parameters)
+    assert params == ["self", "options", "hooks", "poll_seconds"]
+    backend = backend_class(name)(poll_seconds=0.25)
+    assert backend.poll_seconds == 0.25
+    assert backend_class(name)().poll_seconds > 0  # its own default
