@@ -46,7 +46,12 @@ def export(
     out: Path = typer.Option(
         None, "--out", help="Folder to create (default: ./RUN-export). It must not exist yet."
     ),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out if it exists."),
+    overwrite: bool = typer.Option(
+        False,
+        "--overwrite",
+        help="Replace --out if an earlier `finetune export` wrote it and it holds nothing else "
+        "(never '/', the home or the current folder).",
+    ),
 ) -> None:
     """Export a run's model with its class map (classes.json) and preprocessing
     (preprocessing.json): ONNX (model.onnx, input "data" N x 3 x S x S) for the torch
@@ -55,7 +60,7 @@ def export(
     from finetune.models.predict import export as run_export
 
     folder = run_export(run, out, overwrite)
-    files = ", ".join(sorted(p.name for p in folder.iterdir()))
+    files = ", ".join(sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")))
     info(f"Exported to {folder}: {files}")
 
 

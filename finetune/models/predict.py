@@ -7,14 +7,13 @@ validation; the scores become top-k classes with softmax probabilities.
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from finetune.errors import DataError, UsageError
-from finetune.models import artifact, inputs
+from finetune.models import artifact, exportdir, inputs
 
 
 @dataclass(frozen=True)
@@ -76,27 +75,46 @@ def predict(run_or_folder: str, paths: list[str], top_k: int = 5) -> PredictResu
 
 def export(run_or_folder: str, out: Path | None = None, overwrite: bool = False) -> Path:
     """Write a run's model in a portable form to ``out`` (default ./RUN-export): the
-    engine's files (ONNX for torch, symbol + params for MXNet), the class map and the
-    preprocessing. Written to a temporary folder, then renamed into place."""
+    engine's files (ONNX for torch, symbol + params for MXNet), the class map, the
+    preprocessing and a marker listing them. Written to a temporary folder, then renamed into
+    place; ``overwrite`` replaces only a folder an earlier export wrote, never '/', the home
+    or the current folder, and a failed export leaves the old one as it was."""
+    from finetune import folders
     from finetune.train.engines import export_model
 
     model = artifact.locate(run_or_folder)
-    out = Path(out) if out else Path(f"{model.run_id or model.path.name}-export")
-    if out.exists() and not overwrite:
-        raise UsageError(f"{out} already exists", "choose another --out, or add --overwrite.")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
+    out = Path(out).expanduser() if out else Path(f"{model.run_id or model.path.name}-export")
+    if overwrite:
+        folders.refuse_protected(out, "--out")  # before anything else looks inside it
+
+    def fill(tmp: Path) -> None:
         export_model(model.engine, model.path, tmp)
         for name in artifact.DESCRIPTION:
             shutil.copyfile(model.path / name, tmp / name)
-        if out.exists():
-            shutil.rmtree(out)
-        os.rename(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out
+        exportdir.seal(tmp, model.run_id)
+
+    try:
+        return folders.publish(out, fill, exportdir.check_replaceable if overwrite else None)
+    except folders.Occupied:
+        raise UsageError(
+            f"{out} already exists", "choose another --out, or add --overwrite."
+        ) from None
+    except OSError as exc:
+        raise _write_error(out, exc) from None
+
+
+def _write_error(out: Path, exc: OSError) -> DataError:
+    """What a failed write of an export means (nothing was published, an old one is kept)."""
+    import errno
+
+    why = f"{exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else "")
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        fix = "free some space there, or choose an --out on another disk."
+    elif exc.errno in (errno.ENOTDIR, errno.EEXIST):
+        fix = f"{exc.filename or out.parent} is a file where a folder is needed: choose another --out."
+    else:
+        fix = "choose an --out in a folder you can write to."
+    return DataError(f"cannot write the export to {out}: {why}; nothing was written", fix)
 
 
 def _softmax(scores):
