@@ -111,7 +111,8 @@ def _write_error(out: Path, exc: OSError) -> DataError:
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         fix = "free some space there, or choose an --out on another disk."
     elif exc.errno in (errno.ENOTDIR, errno.EEXIST):
-        fix = f"{exc.filename or out.parent} is a file where a folder is needed: choose another --out."
+        where = exc.filename or out.parent
+        fix = f"{where} is a file where a folder is needed: choose another --out."
     else:
         fix = "choose an --out in a folder you can write to."
     return DataError(f"cannot write the export to {out}: {why}; nothing was written", fix)
