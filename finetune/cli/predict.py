@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from finetune.data.imaging import MAX_PIXELS
+
 _RUN = typer.Argument(
     ..., help="Run id (or a unique prefix), or the path of a model folder (e.g. an unpacked "
     "model.tar.gz)."
@@ -21,24 +23,37 @@ def predict(
     fmt: str = typer.Option(
         "table", "--format", help="table, json or csv (any case). JSON and CSV go to stdout."
     ),
+    max_pixels: int = typer.Option(
+        MAX_PIXELS,
+        "--max-pixels",
+        min=1,
+        help="Skip (and list) images with more pixels than this, before decoding them, as "
+        "`prepare` does: a small file can decode to gigabytes.",
+    ),
 ) -> None:
     """Classify images with a run's model, applying exactly the validation preprocessing
-    the run recorded (preprocessing.json), in batches, with the run's engine."""
+    the run recorded (preprocessing.json), in batches, with the run's engine. Files that
+    are not readable images are skipped and listed on stderr; the exit code is then 3."""
     from finetune.cli._render import check_format, echo_json, rich_table
     from finetune.models.predict import predict as run_predict
 
     fmt = check_format(fmt, ("table", "json", "csv"))
-    result = run_predict(run, images, top_k)
+    result = run_predict(run, images, top_k, max_pixels)
     if fmt == "json":
         m = result.model
         head = {"run": m.run_id, "model_dir": str(m.path), "engine": m.engine, "model": m.model}
-        echo_json({**head, "predictions": [p.as_dict() for p in result.predictions]})
+        skipped = [{"image": name, "reason": why} for name, why in result.skipped]
+        predictions = [p.as_dict() for p in result.predictions]
+        echo_json({**head, "predictions": predictions, "skipped": skipped})
     elif fmt == "csv":
         typer.echo(_csv(result.predictions), nl=False)
     else:
         rows = [_table_row(p) for p in result.predictions]
         headers = ["image", "class", "probability"] + (["next"] if top_k > 1 else [])
         rich_table(headers, [r[: len(headers)] for r in rows])
+    error = result.skipped_error()
+    if error:
+        raise error  # after the good ones were printed: stderr and a non-zero exit
 
 
 def export(

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from finetune.data.imaging import MAX_PIXELS
 from finetune.errors import DataError, UsageError
 from finetune.models import artifact, exportdir, inputs
 
@@ -37,10 +38,38 @@ class Prediction:
 class PredictResult:
     model: artifact.ModelFolder
     predictions: list[Prediction]
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (file, why): not classified
+
+    def skipped_error(self) -> DataError | None:
+        """The files that were not classified, as the error the command ends with."""
+        if not self.skipped:
+            return None
+        return DataError(
+            f"{len(self.skipped)} of {len(self.skipped) + len(self.predictions)} files were "
+            f"skipped, not classified (the others were):\n{_listing(self.skipped)}",
+            _SKIPPED_FIX,
+        )
 
 
-def predict(run_or_folder: str, paths: list[str], top_k: int = 5) -> PredictResult:
-    """Classify the images in ``paths`` (files or folders) with a run's model."""
+_SKIPPED_FIX = (
+    "repair, convert (to JPEG or PNG) or leave out those files; for an image that is only "
+    "larger than the pixel limit, raise --max-pixels if you trust it."
+)
+
+
+def _listing(skipped: list[tuple[str, str]], shown: int = 20) -> str:
+    lines = [f"  {name}: {why}" for name, why in skipped[:shown]]
+    if len(skipped) > shown:
+        lines.append(f"  ... and {len(skipped) - shown} more")
+    return "\n".join(lines)
+
+
+def predict(
+    run_or_folder: str, paths: list[str], top_k: int = 5, max_pixels: int = MAX_PIXELS
+) -> PredictResult:
+    """Classify the images in ``paths`` (files or folders) with a run's model. A file that is
+    not a readable image, or has more than ``max_pixels`` pixels, is skipped and listed in
+    the result (``skipped``); when no file is left, a DataError lists them all."""
     import numpy as np
 
     from finetune.train.engines import predict_scores
@@ -50,7 +79,15 @@ def predict(run_or_folder: str, paths: list[str], top_k: int = 5) -> PredictResu
     model = artifact.locate(run_or_folder)
     images = inputs.collect(paths)
     with tempfile.TemporaryDirectory(prefix="finetune-predict-") as tmp:
-        packed = inputs.pack(images, Path(tmp))
+        packed = inputs.pack(images, Path(tmp), max_pixels)
+        skipped = [(str(path), why) for path, why in packed.skipped]
+        if not packed.images:
+            raise DataError(
+                f"none of the {len(images)} files is an image that can be classified:\n"
+                f"{_listing(skipped)}",
+                _SKIPPED_FIX,
+            )
+        images = packed.images
         scores = predict_scores(model.engine, model.path, packed.rec, packed.idx)
     if scores.shape != (len(images), len(model.classes)):
         raise DataError(
@@ -70,7 +107,7 @@ def predict(run_or_folder: str, paths: list[str], top_k: int = 5) -> PredictResu
         )
         for i, (path, row) in enumerate(zip(images, top, strict=True))
     ]
-    return PredictResult(model, out)
+    return PredictResult(model, out, skipped)
 
 
 def export(run_or_folder: str, out: Path | None = None, overwrite: bool = False) -> Path:
