@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from finetune import __version__
-from finetune.data import lst
+from finetune.data import lst, outfolder
 from finetune.data import manifest as mf
 from finetune.data.imaging import ImageOptions
 from finetune.data.listing import Listing, list_images
@@ -72,6 +72,8 @@ def prepare(req: PrepareRequest, progress: Progress | None = None) -> PrepareRes
     check_class_sizes(listing.samples, spec)  # before any work; again once bad images are out
     source = {"kind": "folder", "path": str(req.root.resolve()), **req.source}
     source["fingerprint"] = listing.fingerprint()
+    splits = ["train", "val"] + (["test"] if spec.has_test else [])
+    outfolder.check_replaceable(req.out, outfolder.dataset_files(req.name, splits))
     existing = _existing(req, source)
     if existing is not None:
         return PrepareResult(existing, req.out, reused=True)
@@ -266,6 +268,7 @@ def _write_split(staging: Path, name: str, split: str, items, slots, src) -> dic
 
 def _publish(staging: Path, out: Path, manifest: mf.DatasetManifest) -> None:
     """Move the data files into place, then the manifest: its presence means 'complete'."""
+    outfolder.begin(out, list(manifest.files))  # what is ours while no manifest says so
     old = out / mf.MANIFEST
     if old.exists():
         old.unlink()  # from here until the new manifest lands, the folder is 'incomplete'
@@ -274,3 +277,4 @@ def _publish(staging: Path, out: Path, manifest: mf.DatasetManifest) -> None:
         os.replace(staging / name, out / name)
     mf.fsync_dir(out)
     mf.write_atomic(out / mf.MANIFEST, mf.dump(manifest))
+    outfolder.end(out)
