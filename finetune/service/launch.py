@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from finetune.backends import get_backend
 from finetune.backends.base import Backend, Feature, Hooks, Preflight, ResourceRequest
-from finetune.errors import FinetuneError, UsageError
+from finetune.errors import BusyError, FinetuneError, UsageError
 from finetune.runs.ledger import ACTIVE, Ledger, Run, new_run_id
 
 REMOTE_SCHEMES = ("s3://",)  # a dataset already uploaded: the backend reads its summary
@@ -165,6 +165,8 @@ def submit(plan, backend: Backend, ledger: Ledger, run: Run) -> Run:
     """Submit a run already in the ledger (a resume); a refused submit is recorded as failed."""
     try:
         ref = backend.submit(plan, run)
+    except BusyError:  # another resume of the run won: its process and record stand
+        raise
     except FinetuneError as exc:
         ledger.update(run.id, status="failed", exit_reason=str(exc), ended_at=time.time())
         raise
