@@ -89,7 +89,7 @@ class LocalBackend:
         nothing; refused too while a process of the run (a trainer whose supervisor was
         killed) is still alive."""
         run_dir = Path(run.run_dir)
-        lock = take_lock(run_dir)
+        lock = _take_lock_soon(run_dir)
         if lock is None:
             raise BusyError(
                 f"run {run.id} still has a live process (it holds {run_dir / LOCK_FILE}); "
@@ -219,6 +219,19 @@ def _final(run_dir: Path, info: dict) -> Status:
     if asked and not reason:
         return Status("stopped", reason=f"trainer exited with {code} after a stop", **times)
     return Status("failed", reason=reason or f"trainer exited with code {code}", **times)
+
+
+def _take_lock_soon(run_dir: Path, wait_s: float = 10.0):
+    """The run's lock; when the last attempt has ended (exit.json) its supervisor may still
+    hold it for a moment on its way out, so wait for that, not for a live one."""
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while (lock := take_lock(run_dir)) is None and (run_dir / "exit.json").exists():
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.05)
+    return lock
 
 
 def _signal_name(number: int) -> str:
