@@ -104,7 +104,9 @@ class LocalBackend:
         (run_dir / "plan.json").write_text(plan.to_json())
         for stale in ("exit.json", "runner.json"):  # a resumed run starts a new attempt
             (run_dir / stale).unlink(missing_ok=True)
+        # and its trainer's end: a new one killed before it clears them must not inherit them
         signals.stopped_file(run_dir / "ml").unlink(missing_ok=True)
+        (run_dir / "ml" / "output" / "failure").unlink(missing_ok=True)
         env = dict(os.environ)
         if plan.resources.device == "gpu" and self.gpu_ids:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in self.gpu_ids)

@@ -79,6 +79,18 @@ def main(run_dir: Path, lock_fd: int | None = None) -> int:
         print(f"another process of {run_dir} is alive (it holds {LOCK_FILE})", file=sys.stderr)
         return 3
     env = dict(os.environ, FINETUNE_ML_ROOT=str(run_dir / "ml"), PYTHONUNBUFFERED="1")
+    # before the trainer starts and runner.json names this process: a stop sent at once
+    # is forwarded (or, before there is a trainer, handed to it on its start)
+    stop = {"requested": False, "child": None, "forwarded": False}
+
+    def forward(signum, frame):  # the trainer checkpoints on SIGTERM and exits
+        stop["requested"] = True
+        if stop["child"] is not None:
+            stop["forwarded"] = True
+            stop["child"].send_signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
     with open(run_dir / "train.log", "ab") as log:
         child = subprocess.Popen(
             [sys.executable, "-m", "finetune.train"],
@@ -89,19 +101,14 @@ def main(run_dir: Path, lock_fd: int | None = None) -> int:
             pass_fds=(lock.fileno(),),  # the trainer holds the run's lock as long as it lives
             preexec_fn=_die_with_parent(os.getpid()),  # safe: no threads here yet
         )
+    stop["child"] = child
+    if stop["requested"] and not stop["forwarded"]:  # it came while the trainer started
+        child.send_signal(signal.SIGTERM)
     started = time.time()
     write_atomic(
         run_dir / "runner.json",
         json.dumps({"runner_pid": os.getpid(), "trainer_pid": child.pid, "started_at": started}),
     )
-    stop = {"requested": False}
-
-    def forward(signum, frame):  # the trainer checkpoints on SIGTERM and exits
-        stop["requested"] = True
-        child.send_signal(signal.SIGTERM)
-
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
     code = child.wait()
     write_atomic(
         run_dir / "exit.json",

@@ -148,7 +148,8 @@ def _interrupt_at_random(args: list[str], dataset: Path, moments: int, rng: rand
         if shown["status"] == "completed":  # the signal came after the end
             return shown
         asked = who == "runner_pid" and sig == signal.SIGTERM  # what `runs stop` does
-        assert shown["status"] == ("stopped" if asked else "interrupted"), (what, shown)
+        log = (run_dir / "train.log").read_text()[-2000:]
+        assert shown["status"] == ("stopped" if asked else "interrupted"), (what, shown, log)
         assert not _has_model(shown), what
         res = _cli("launch", "--resume", run_id, "--detach")
         assert res.exit_code == 0, (what, res.output)
