@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from finetune.backends import get_backend
 from finetune.backends.base import Backend, Feature, Hooks, Preflight, ResourceRequest
-from finetune.errors import DataError, FinetuneError, UsageError
+from finetune.errors import BusyError, DataError, FinetuneError, UsageError
 from finetune.runs.ledger import ACTIVE, Ledger, Run, new_run_id
 from finetune.service.sync import journal, keep
 
@@ -177,6 +177,8 @@ def submit(plan, backend: Backend, ledger: Ledger, run: Run) -> Run:
     """Submit a run already in the ledger (a resume); a refused submit is recorded as failed."""
     try:
         ref = backend.submit(plan, run, journal(ledger, run.id))
+    except BusyError:  # another resume of the run won: its process and record stand
+        raise
     except FinetuneError as exc:
         ledger.update(run.id, status="failed", exit_reason=str(exc), ended_at=time.time())
         raise

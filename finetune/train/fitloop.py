@@ -140,7 +140,9 @@ def fit(job: TrainJob, session: Session, stop: StopRequest | None = None) -> Fit
     if stop:
         _save(run, progress, stop.signal_name)
         return FitResult(stop.signal_name, progress, resumed)
-    test = _finish(run, progress) if session.is_first_host else None
+    test, done = _finish(run, progress) if session.is_first_host else (None, True)
+    if not done:  # stopped while scoring the test split: no model yet; a restart scores it
+        return FitResult(stop.signal_name, progress, resumed)
     return FitResult(None, progress, resumed, test)
 
 
@@ -323,8 +325,9 @@ def _save(run: _Run, progress: Progress, reason: str, best: bool = False) -> flo
     return run.last_save - started
 
 
-def _finish(run: _Run, progress: Progress) -> Evaluation | None:
-    """The best checkpoint's weights into the network, the test split once, the artifact."""
+def _finish(run: _Run, progress: Progress) -> tuple[Evaluation | None, bool]:
+    """The best checkpoint's weights into the network, the test split once, the artifact;
+    (the test's evaluation, False when a stop cut the test split short: no artifact)."""
     best = run.checkpoints.best()
     if best is not None and best.directory != _newest(run):
         run.session.load_weights(best)
@@ -333,6 +336,8 @@ def _finish(run: _Run, progress: Progress) -> Evaluation | None:
     if files.test_rec is not None:
         labels = record_labels(files.test_rec, files.test_idx)
         test = _evaluate(run, "test", files.test_rec, files.test_idx, labels)
+        if test is None and run.stop:
+            return None, False
         if test is not None:
             out = run.job.layout.output_data_dir
             test.save_report(out, files.classes, progress.best_epoch)
@@ -340,7 +345,7 @@ def _finish(run: _Run, progress: Progress) -> Evaluation | None:
             _add_test_to_last_event(run, progress, test)
     _write_summary(run, progress, test)
     _write_artifact(run, progress)
-    return test
+    return test, True
 
 
 def _newest(run: _Run) -> Path | None:
