@@ -231,15 +231,18 @@ def derive(recipe: Recipe, dataset: DatasetSummary, resources: Resources) -> Der
             "lower train.batch_per_gpu, use fewer devices, or a larger dataset.",
         )
     spe = scaling.steps_per_epoch(dataset.train_count, batch, recipe.train.max_batches_per_epoch)
-    sched = recipe.schedule
+    sched, opt = recipe.schedule, recipe.optimizer
     if sched.warmup_steps:
         warm_epochs = scaling.warmup_epochs_from_steps(sched.warmup_steps, spe)
     else:
         warm_epochs = sched.warmup_epochs
+    lr = scaling.scaled_lr(opt.lr_per_gpu, per_host, hosts)
+    # what the trainer computes with, checked before anything is launched
+    scaling.check_rates(opt.lr_per_gpu, lr, resources.devices, recipe.model.head_lr_mult, opt.wd)
     return Derived(
         devices=resources.devices,
         global_batch=batch,
-        lr=scaling.scaled_lr(recipe.optimizer.lr_per_gpu, per_host, hosts),
+        lr=lr,
         warmup_epochs=warm_epochs,
         warmup_steps=scaling.warmup_steps(warm_epochs, spe),
         steps_per_epoch=spe,
