@@ -251,7 +251,7 @@ def read_index(idx_path: str | Path, rec_size: int | None = None) -> dict[int, i
                     f"{path}:{lineno}: key {key} points at byte {offset}, past the end of the "
                     f"record file ({rec_size} bytes)",
                     "the .idx and .rec do not belong together; re-create both with "
-                    "`finetune prepare`.",
+                    "`finetune prepare --overwrite`.",
                 )
             index[key] = offset
     return index
