@@ -13,6 +13,7 @@ from contextlib import suppress
 from pathlib import Path
 
 from finetune.data import manifest as mf
+from finetune.data.safeopen import open_regular
 from finetune.errors import DataError
 
 CACHE = ".sha256-cache"
@@ -28,6 +29,10 @@ def check_dataset(directory: str | Path, manifest: mf.DatasetManifest, checksums
         problems = verify_checksums(directory, manifest)
     else:
         problems = mf.verify(directory, manifest, checksums=False)
+    for split, stats in manifest.splits.items():  # a file not listed would go unchecked
+        for ext in ("rec", "idx") if stats.count else ():
+            if (name := manifest.file_name(split, ext)) not in manifest.files:
+                problems.append(f"{name}: not listed in the manifest (nothing to check it by)")
     if problems:
         # --skip-data-checksums skips the sha256 only: offer it only when that is all
         only_digests = all("sha256 differs" in p for p in problems)
@@ -76,8 +81,9 @@ def verify_checksums(directory: str | Path, manifest: mf.DatasetManifest) -> lis
 
 def _load(path: Path) -> dict:
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        with open_regular(path) as f:  # (a FIFO in its place must not hang a launch)
+            data = json.loads(f.read())
+    except (OSError, ValueError, DataError):
         return {}
     return data if isinstance(data, dict) else {}
 

@@ -98,6 +98,21 @@ def test_a_path_outside_the_dataset_is_never_opened(dataset, tmp_path, kind):
     assert_refused(res, 3, f"listed file {name!r} is not a plain file name")
 
 
+def test_a_data_file_left_out_of_the_manifest_is_not_trusted_unchecked(dataset):
+    """Dropping a .rec from `files` used to skip its size and sha256 checks altogether."""
+    damage.edit_manifest(dataset, lambda d: d["files"].pop("shapes_train.rec"))
+    res = CliRunner().invoke(app, [*DRY_RUN, "--dataset", str(dataset)])
+    assert_refused(res, 3, "shapes_train.rec: not listed in the manifest")
+
+
+def test_a_fifo_in_place_of_the_digest_cache_does_not_hang_a_launch(dataset):
+    from finetune.data.verify import CACHE
+
+    os.mkfifo(dataset / CACHE)
+    res = finetune(*DRY_RUN, "--dataset", str(dataset), timeout=60)
+    assert res.returncode == 0, res.stderr  # the files are hashed again instead
+
+
 def test_a_dataset_name_that_is_not_a_plain_stem_is_refused_on_read(dataset):
     """The name becomes NAME_train.rec, S3 keys and the EC2 agent's download paths."""
     damage.edit_manifest(dataset, lambda d: d.update(name="../../x"))
