@@ -198,3 +198,23 @@ def test_test_io_names_the_record_whose_image_does_not_decode(dataset):
     res = finetune("test-io", str(dataset), "--batch-size", "8", "--data-shape", "32")
     assert_refused(res, 3, f"{rec}: record 5 (key 5", "does not decode", "finetune prepare")
     assert "BytesIO" not in res.stderr  # no object reprs in a message
+
+
+def test_the_record_check_reads_split_records_as_dmlc_writes_them(tmp_path):
+    """A payload holding the magic at an aligned offset is written as several parts (here:
+    the record id is the magic, at payload byte 8): the check joins them as the reader does,
+    and still finds the label of such a record."""
+    from finetune.data.recordcheck import check_split
+    from finetune.data.recordio import MAGIC, IRHeader, RecordReader, RecordWriter, pack_header
+    from finetune.errors import RecordIOError
+
+    rec, idx = tmp_path / "x.rec", tmp_path / "x.idx"
+    with RecordWriter(rec, idx) as w:
+        for i, label in enumerate([0.0, 2.0, 1.0]):
+            w.write(pack_header(IRHeader(0, label, MAGIC), b"\xff\xd8" + bytes(30 + i)), key=i)
+    assert rec.read_bytes().count(MAGIC.to_bytes(4, "little")) == 6  # 2 parts a record
+    with RecordReader(rec, idx) as reader:  # (what the engines' reader makes of them)
+        assert all(len(reader.read_key(k)) >= 24 for k in reader.keys)
+    assert check_split(rec, idx, num_classes=3, count=3) == 3
+    with pytest.raises(RecordIOError, match=r"record 1 \(id 3470205706, at byte \d+\) has label 2"):
+        check_split(rec, idx, num_classes=2)
