@@ -45,15 +45,6 @@ def kind(mode: int) -> str:
     return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
 
 
-def regular_stat(path: str | Path) -> os.stat_result:
-    """stat of ``path`` (links followed); DataError when it is there but not a regular file.
-    FileNotFoundError propagates: a caller says "missing" in its own words."""
-    st = os.stat(path)
-    if not stat.S_ISREG(st.st_mode):
-        raise not_regular(path, st.st_mode)
-    return st
-
-
 def not_regular(path: str | Path, mode: int) -> DataError:
     return DataError(
         f"{path} is {kind(mode)}, not a regular file",
