@@ -12,7 +12,6 @@ An interrupted run leaves only the staging folder (removed by the next run) and 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ from finetune.errors import DataError, UsageError
 
 STAGING = ".prepare-staging"
 LOCK = ".prepare.lock"
-NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+NAME_RE = mf.NAME_RE  # (defined with the manifest, which checks it on every parse)
 
 
 @dataclass
