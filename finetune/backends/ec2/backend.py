@@ -19,6 +19,7 @@ from pathlib import Path
 
 from finetune.aws.datasetscope import read_prefixes
 from finetune.aws.infra import boundary_arn
+from finetune.aws.session import partition_of
 from finetune.backends import base, modelfiles
 from finetune.backends.base import Capabilities, Hooks, Status
 from finetune.backends.ec2 import ami as ec2_ami
@@ -109,7 +110,9 @@ class Ec2Backend:
         group = ec2_hosts.cluster_group if count > 1 else ec2_infra.security_group
         groups = {s["VpcId"]: group(ec2, s["VpcId"]) for s in subnets}
         reads = read_prefixes(state.dataset_uri, state.bucket, opts.read_prefixes)
-        policy = instance_policy(state.bucket, state.prefix, reads, state.image)
+        policy = instance_policy(
+            state.bucket, state.prefix, reads, state.image, partition_of(region)
+        )
         boundary = boundary_arn(ec2_infra.account(self._clients("sts", region)), region)
         state.instance_profile = ec2_infra.ensure_instance_profile(
             self._clients("iam", region), run.id, policy, boundary
