@@ -22,10 +22,9 @@ SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"  # in p
 
 def ssm_core_policy(iam) -> str:
     """AWS's managed Session Manager policy in the partition of ``iam``'s region (China and
-    GovCloud have their own ARNs: arn:aws-cn:..., arn:aws-us-gov:...)."""
-    from finetune.aws.session import partition_of
-
-    partition = partition_of(getattr(iam.meta, "region_name", None) or "")
+    GovCloud have their own ARNs: arn:aws-cn:..., arn:aws-us-gov:...). botocore resolves the
+    partition from the client's region (an IAM client's region_name becomes 'aws-cn-global')."""
+    partition = getattr(iam.meta, "partition", None) or "aws"
     return SSM_CORE_POLICY.replace("arn:aws:", f"arn:{partition}:", 1)
 
 
