@@ -6,6 +6,7 @@ them working; only what truly needs CUDA is skipped there.
 
 from __future__ import annotations
 
+import argparse
 import json
 import socket
 import time
@@ -83,7 +84,8 @@ def engine_run(ctx: Context, path: str, compiled: bool) -> dict:
     from finetune.train.contract import Layout, load_job
     from finetune.train.engines.torch import fit
 
-    a = ctx.a
+    # whole epochs on a GPU (engine_batches 0), a batch or two at toy sizes
+    a = argparse.Namespace(**{**vars(ctx.a), "batches": ctx.a.engine_batches})
     manifest = json.loads((ctx.dataset / "manifest.json").read_text())
     hp = hyperparameters(a, a.model, manifest["splits"]["train"]["count"], ctx.classes,
                          data_path=path, compile=compiled)  # fmt: skip
@@ -162,14 +164,16 @@ def ddp(ctx: Context) -> dict:
         y = torch.arange(8, device=dev) % 8
         for net in (plain, wrapped):
             torch.nn.functional.cross_entropy(net(x), y).backward()
-        pairs = zip(plain.parameters(), twin.parameters(), strict=True)
+        pairs = list(zip(plain.parameters(), twin.parameters(), strict=True))
         worst = max(float((p.grad - q.grad).abs().max()) for p, q in pairs)
+        # one process: DDP's all-reduce divides by 1, so only kernel choice may differ (cuDNN)
+        same = all(torch.allclose(p.grad, q.grad, rtol=1e-3, atol=1e-5) for p, q in pairs)
         t = torch.full((4,), 3.0, device=dev)
         dist.all_reduce(t)
         _sync(dev)
         return {"backend": backend, "world_size": dist.get_world_size(),
                 "max_grad_diff": worst, "all_reduce_ok": bool((t == 3.0).all()),
-                "grads_match": worst <= 1e-5}  # fmt: skip
+                "grads_match": same}  # fmt: skip
     finally:
         dist.destroy_process_group()
 
