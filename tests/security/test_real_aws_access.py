@@ -221,3 +221,15 @@ def test_the_ssm_policy_attached_to_ec2_roles_is_in_the_regions_partition():
             "iam", region_name=region, aws_access_key_id="x", aws_secret_access_key="y"
         )
         assert ssm_core_policy(iam) == f"arn:{p}:iam::aws:policy/AmazonSSMManagedInstanceCore"
+
+
+@pytest.mark.parametrize("caller", ["caller", "ec2-caller"])
+def test_the_caller_reads_a_shared_datasets_manifest_before_launching(caller):
+    """finetune checks an S3 dataset (its manifest, its files) with the caller's credentials
+    before it launches (finetune.backends.s3dataset): shared/ must be readable there too."""
+    names = infra.Names(ACCOUNT, "eu-west-1", BUCKET)
+    policy = infra.render(infra.policy_document(caller), names)
+    obj = f"arn:aws:s3:::{BUCKET}"
+    assert allowed(policy, Request("s3:GetObject", f"{obj}/shared/shapes/train/manifest.json"))
+    assert not allowed(policy, Request("s3:PutObject", f"{obj}/shared/shapes/train/x.rec"))
+    assert not allowed(policy, Request("s3:GetObject", f"{obj}/mine/shapes/train/manifest.json"))
