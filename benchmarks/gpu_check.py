@@ -19,8 +19,9 @@ downloaded, the dataset is generated). Steps, each timed and recorded in one JSO
    tolerance (gpu_check_steps.DECODE_*);
 6. ddp: one-process DistributedDataParallel over NCCL;
 7. throughput: ResNet-50 (compile off and on) and ResNet-152 (off) images/s, the network
-   alone (benchmarks.gpu_throughput.reference: bf16, channels_last, batch 256), beside the performance model's prediction for this GPU (finetune.catalog.perf) and, for
-   ResNet-50, MLPerf Training v4.0's H100 record (~7,156 img/s per GPU, MXNet + DALI).
+   alone (benchmarks.gpu_throughput.reference: bf16, channels_last, batch 256), beside the
+   performance model's prediction for this GPU (finetune.catalog.perf) and, for ResNet-50,
+   MLPerf Training v4.0's H100 record (~7,156 img/s per GPU, MXNet + DALI).
 
 Expected wall clock on one H100: a few minutes (dataset ~1-2 min on 16 cores, four one-epoch
 jobs, two of them compiling); not yet measured -- the first run's JSON says. ``--cpu-dry``
