@@ -93,7 +93,8 @@ def _placement(ec2, state: Ec2State, count: int, prefer_subnet: str | None):
 def _role(clients, run_id: str, state: Ec2State) -> str:
     """The run's own instance profile: its S3 prefix, its dataset, its image; no more."""
     reads = read_prefixes(state.dataset_uri, state.bucket, state.options.read_prefix)
-    policy = instance_policy(state.bucket, state.prefix, reads, state.image, partition_of(state.region))
+    partition = partition_of(state.region)
+    policy = instance_policy(state.bucket, state.prefix, reads, state.image, partition)
     boundary = boundary_arn(ec2_infra.account(clients("sts", state.region)), state.region)
     return ec2_infra.ensure_instance_profile(clients("iam", state.region), run_id, policy, boundary)
 
