@@ -31,9 +31,9 @@ from finetune.train.engines.torch.streaming import RecordDataset  # noqa: E402
 from finetune.train.preprocess import Preprocessing  # noqa: E402
 from finetune.train.signals import EXIT_STOPPED  # noqa: E402
 
-from .conftest import Output, hparams, make_tree, start_trainer  # noqa: E402
-from .layouts import generate_scales  # noqa: E402
-from .recount import recount  # noqa: E402
+from ...conftest import Output, hparams, make_tree, start_trainer  # noqa: E402
+from ...layouts import generate_scales  # noqa: E402
+from ...recount import recount  # noqa: E402
 
 
 def thp(**overrides):

@@ -23,7 +23,7 @@ from finetune.train.contract import Layout, load_job  # noqa: E402
 from finetune.train.engines.torch import ddp, fit, launch  # noqa: E402
 from finetune.train.signals import EXIT_STOPPED  # noqa: E402
 
-from .conftest import Output, hparams, make_tree, start_trainer  # noqa: E402
+from ...conftest import Output, hparams, make_tree, start_trainer  # noqa: E402
 
 
 def ddp_hp(processes: int, **overrides):
