@@ -142,10 +142,15 @@ def estimate_run(
     overhead_seconds: float = DEFAULT_OVERHEAD_SECONDS,
     work: Workload | None = None,
     other_images: int = 0,
+    checkpoint_interval_s: float | None = None,
+    rate: fx.Rate | None = None,
 ) -> Estimate:
     """Estimated seconds and EUR for ``epochs`` over ``images_per_epoch`` images of ``work``
     (default: ``model`` with the torch engine's defaults) on ``instance_count`` instances.
     ``other_images`` (validation, test) count towards what the engine keeps decoded.
+    Spot with ``checkpoint_interval_s``: the time adds the expected interruptions' lost work
+    (catalog.spot.interruption_overhead, its assumption named in the summary). ``rate``: the
+    EUR rate to use (default today's; a plan over many candidates reads it once).
 
     Raises the catalog's UsageError/DataError for an unknown instance or a region without a
     price. When no throughput can be had, time and euros are None and the summary says why.
@@ -153,7 +158,7 @@ def estimate_run(
     work = work or Workload(model)
     inst = instances.get(instance_type)
     price = prices.price(inst.name, region, backend)  # SageMaker: EC2 x markup until a refresh
-    rate = fx.eur_rate()
+    rate = rate or fx.eur_rate()
     quote = spot.estimated(price) if use_spot else price
     charge = money.Charge(
         rule=backend,  # the price book's service: ec2 | sagemaker, whose billing rule applies
@@ -185,7 +190,15 @@ def estimate_run(
         )
     else:
         run = dict(images_per_epoch=images_per_epoch, epochs=epochs, charge=charge, rate=rate)
+        lost = None
+        if use_spot and checkpoint_interval_s:
+            work_s = images_per_epoch * epochs / tp.images_per_sec + overhead_seconds
+            lost = spot.interruption_overhead(work_s, instance_count, checkpoint_interval_s)
+            overhead_seconds += lost.seconds
         lines += _time_and_money(fields, tp, run, overhead_seconds)
+        if lost is not None:
+            fields["interruption_seconds"] = lost.seconds
+            lines.append(lost.describe())
     kind = "estimated price" if price.estimate else "price"
     lines.append(f"{kind}: {price.source} ({price.age}); EUR: {rate.describe()}")
     warning = instances.retirement_warning(inst)

@@ -41,6 +41,7 @@ class Ec2Backend:
     name = "ec2"
     capabilities = Capabilities()  # spot (with relaunch), several hosts, GPUs, terminate
     Options = ec2_plan.Ec2LaunchOptions
+    price_book = "ec2"  # the catalog prices it bills by (catalog.prices, report.money rule)
     poll_seconds = 1.0
     stream_logs = False  # the agent's status detail (img/s, relaunches) is shown instead
 

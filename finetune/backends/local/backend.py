@@ -37,6 +37,7 @@ class LocalBackend:
         offline_status=True,  # status reads the run directory
     )
     Options = LocalOptions
+    price_book = None  # this machine: nothing billed, nothing to plan
     poll_seconds = 1.0
     stream_logs = False  # the epoch lines say it all; train.log is one `runs logs` away
 
