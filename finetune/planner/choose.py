@@ -56,7 +56,7 @@ def choose(
     `finetune plan` for this recipe, on the market asked for (--spot: spot; else on-demand);
     a UsageError naming the nearest miss when nothing qualifies."""
     from finetune.backends import launch_flags
-    from finetune.planner.rank import plan_recipe, pick_cheapest, pick_fastest
+    from finetune.planner.rank import pick_cheapest, pick_fastest, plan_recipe
 
     kind = kind.strip().lower()
     result = plan_recipe(
