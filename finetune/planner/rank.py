@@ -7,6 +7,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
+from finetune.errors import UsageError
 from finetune.planner import pareto
 from finetune.planner.candidates import DEFAULT_MAX_HOSTS, Candidate, Query, candidates
 
@@ -81,16 +82,32 @@ def plan_recipe(
     euros, the Pareto front marked; the cheapest within ``deadline_s`` and the fastest within
     ``budget_eur`` picked (without them: the cheapest and the fastest)."""
     from finetune import backends
+    from finetune.aws.names import check_region
     from finetune.aws.session import configured_region
     from finetune.plan import build_plan
     from finetune.runs.facts import measured_history
 
-    if backend is not None:
-        backends.check_name(backend)
+    if backend is not None and backend not in [name for name, _, _ in backends.priced()]:
+        backends.check_name(backend)  # an unknown name: UsageError with a suggestion
+        raise UsageError(
+            f"the {backend} backend bills nothing, so there is nothing to plan there",
+            "drop --backend to plan every cloud backend, or name one that bills: "
+            + ", ".join(name for name, _, _ in backends.priced())
+            + ".",
+        )
     base = build_plan(recipe, dataset, overrides=tuple(overrides))
-    regions = tuple(dict.fromkeys(regions)) or (configured_region(None) or DEFAULT_REGION,)
+    regions = tuple(check_region(r, "--region") for r in dict.fromkeys(regions)) or (
+        configured_region(None) or DEFAULT_REGION,
+    )
     query = Query(base.recipe, base.dataset, regions, backend, spot, max_hosts)
     found, notes = candidates(query, measured_history() if history is None else history)
+    if not found:
+        raise UsageError(
+            f"no instance that runs the {base.recipe.engine} engine has a price in "
+            f"{', '.join(regions)}" + (f" on {backend}" if backend else ""),
+            "pick a region the catalog prices (`finetune prices` lists them), or run "
+            "`finetune prices refresh --region REGION` first.",
+        )
     known = [c for c in found if c.estimate.known]
     unestimated = [f"{_label(c)}: {c.estimate.summary[1]}" for c in found if not c.estimate.known]
     rows = _rows(known, base.recipe.schedule.epochs)
@@ -123,12 +140,12 @@ def _rows(found: list[Candidate], epochs: int) -> list[Row]:
             hosts=c.hosts,
             gpus=c.hosts * c.gpus_per_host,
             gpu=c.gpu_model,
-            minutes=round(c.estimate.seconds / 60.0, 2),
-            eur=round(c.estimate.eur, 4),
-            eur_low=round(c.estimate.eur_low, 4),
-            eur_high=round(c.estimate.eur_high, 4),
-            eur_per_epoch=round(c.estimate.eur / epochs, 4),
-            efficiency=None if c.estimate.efficiency is None else round(c.estimate.efficiency, 4),
+            minutes=c.estimate.seconds / 60.0,
+            eur=c.estimate.eur,
+            eur_low=c.estimate.eur_low,
+            eur_high=c.estimate.eur_high,
+            eur_per_epoch=c.estimate.eur / epochs,
+            efficiency=c.estimate.efficiency,
             data_bound=c.estimate.data_bound,
             pareto=n in front,
             basis=_basis(c.estimate),

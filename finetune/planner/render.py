@@ -67,7 +67,7 @@ def _cells(r: Row) -> list[str]:
         elif c == "efficiency":
             out.append("-" if v is None else f"{v * 100:.1f} %")
         elif c.startswith("eur"):
-            out.append(f"{v:.2f}" if v >= 0.1 else f"{v:.4f}")
+            out.append(f"{v:.2f}" if v >= 1 else f"{v:.4f}")  # cents, or sub-cent detail
         elif c == "minutes":
             out.append(f"{v:.1f}")
         else:
