@@ -27,8 +27,8 @@ PEAKS = {r["GpuModel"]: r for r in _csv("gpu_peaks.csv")}
 
 
 def on_demand(instance: str, region: str) -> float | None:
-    prices = [float(r["Price"]) for r in SNAPSHOT
-              if r["InstanceType"] == instance and r["Region"] == region and r["Price"]]  # fmt: skip
+    rows = [r for r in SNAPSHOT if r["InstanceType"] == instance and r["Region"] == region]
+    prices = [float(r["Price"]) for r in rows if r["Price"]]
     return prices[0] if prices else None
 
 
