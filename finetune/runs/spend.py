@@ -48,8 +48,11 @@ def live_charges(run: Run, now: float | None = None) -> list[money.Charge]:
     now = time.time() if now is None else now
     out = []
     for c in charges_of(run):
-        if run.status not in FINAL and c.started_at is not None and c.ended_at is None:
-            c = replace(c, seconds=max(c.seconds, now - c.started_at))
+        if run.status not in FINAL and c.ended_at is None:
+            if c.started_at is not None:
+                c = replace(c, seconds=max(c.seconds, now - c.started_at))
+            elif run.started_at is not None:  # made from the run's own times: its clock
+                c = replace(c, seconds=max(now - run.started_at, 0.0))
         out.append(c)
     return out
 

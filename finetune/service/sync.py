@@ -86,7 +86,9 @@ def follow(run: Run, backend: Backend, ledger: Ledger, on_update: Update, opts=F
         time.sleep(every)
 
 
-def guard_budget(run: Run, backend: Backend, ledger: Ledger, epochs: list) -> Run:
+def guard_budget(
+    run: Run, backend: Backend, ledger: Ledger, epochs: list, now: float | None = None
+) -> Run:
     """Stop a run with a checkpoint once its projected total (runs.spend, from the epochs
     done) would pass the plan's --max-eur; the ledger says why. Before the first epoch there
     is no progress to project from: the backend's own budget runtime holds until then."""
@@ -98,7 +100,7 @@ def guard_budget(run: Run, backend: Backend, ledger: Ledger, epochs: list) -> Ru
     if not backend.capabilities.supports(Feature.STOP):
         return run
     total = int(run.plan["hyperparameters"]["epochs"])
-    why = over_budget(spend(run, done=done_share(len(epochs), total)), cap)
+    why = over_budget(spend(run, now, done=done_share(len(epochs), total)), cap)
     if why is None:
         return run
     backend.stop(run)
