@@ -101,6 +101,14 @@ def priced() -> list[tuple[str, str, object]]:
     return out
 
 
+def live_spot_prices(name: str, instance_types: list[str], region: str) -> dict:
+    """{instance type: catalog.spot.SpotPrice} now, from backend ``name``'s cloud where it
+    has a spot market with prices to read (needs credentials); {} where it has none."""
+    backend = default_backend(name)
+    reader = getattr(backend, "current_spot_prices", None)
+    return reader(instance_types, region) if reader else {}
+
+
 def launch_flags(name: str, region: str) -> tuple[str, ...]:
     """How a `finetune launch` command line sends backend ``name`` to ``region``: its
     --region flag where it takes one, else the FINETUNE_REGION setting it reads."""

@@ -10,10 +10,13 @@ from __future__ import annotations
 from finetune.errors import FinetuneError
 
 
-def estimate_for(recipe, dataset, resources, region: str, price_book: str, history, rate=None):
+def estimate_for(
+    recipe, dataset, resources, region: str, price_book: str, history, rate=None, spot_quote=None
+):
     """report.estimate's Estimate for ``recipe`` on ``dataset`` with ``resources`` at
     ``price_book``'s prices in ``region`` (``history``: measured runs; ``rate``: the EUR rate,
-    default today's). Raises the catalog's errors for an unknown instance or price."""
+    default today's; ``spot_quote``: a current spot price to use). Raises the catalog's
+    errors for an unknown instance or price."""
     from finetune.report.estimate import Workload, estimate_run
 
     work = Workload(
@@ -37,6 +40,7 @@ def estimate_for(recipe, dataset, resources, region: str, price_book: str, histo
         other_images=dataset.val_count + dataset.test_count,
         checkpoint_interval_s=recipe.train.checkpoint_interval_s,
         rate=rate,
+        spot_quote=spot_quote,
     )
 
 

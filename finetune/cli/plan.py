@@ -23,6 +23,9 @@ def plan(
     backend: str = typer.Option(None, help="Only this cloud backend (default: every one)."),
     engine: str = typer.Option(None, help="torch or mxnet (default: the recipe's engine)."),
     max_hosts: int = typer.Option(4, min=1, max=64, help="Instances per run to consider (1..N)."),
+    live_spot: bool = typer.Option(
+        False, "--live-spot", help="Spot rows at EC2's current spot prices (needs credentials)."
+    ),
     fmt: str = typer.Option("table", "--format", help="table, json or csv."),
     plot: Path = typer.Option(None, help="Also draw time vs euros into this .png or .svg."),
 ) -> None:
@@ -54,6 +57,7 @@ def plan(
         deadline_s=parse_duration(deadline, "--deadline") if deadline else None,
         budget_eur=check_max_eur(budget, "--budget"),
         max_hosts=max_hosts,
+        live_spot=live_spot,
     )
     typer.echo(render(result, fmt), nl=False)
     if plot:

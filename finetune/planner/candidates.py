@@ -27,6 +27,7 @@ class Query:
     backend: str | None = None  # None: every priced backend
     spot: bool | None = None  # None: both markets; True: spot only; False: on-demand only
     max_hosts: int = DEFAULT_MAX_HOSTS
+    live_spot: bool = False  # ask the backends for current spot prices (needs credentials)
 
 
 @dataclass(frozen=True)
@@ -65,10 +66,11 @@ def candidates(query: Query, history: Sequence = ()) -> tuple[list[Candidate], l
         if not caps.supports(Feature.SPOT):
             markets = [m for m in markets if not m]
         hosts = range(1, query.max_hosts + 1) if caps.supports(Feature.MULTI_NODE) else (1,)
-        for inst in instances.all_instances().values():
-            if engine not in inst.engines:
-                notes.add(f"{inst.gpu_model}: the {engine} engine cannot run there")
-                continue
+        runnable = [i for i in instances.all_instances().values() if engine in i.engines]
+        notes.update(f"{i.gpu_model}: the {engine} engine cannot run there"
+                     for i in instances.all_instances().values() if i not in runnable)  # fmt: skip
+        live = _live(query, name, runnable) if True in markets else {}
+        for inst in runnable:
             for region in query.regions:
                 try:
                     book.quote(inst.name, region, price_book)
@@ -81,9 +83,25 @@ def candidates(query: Query, history: Sequence = ()) -> tuple[list[Candidate], l
                         continue
                     for spot in markets:
                         res = res.model_copy(update={"spot": spot})
+                        quote = live.get((region, inst.name)) if spot else None
                         out.append(_estimated(query, name, price_book, inst, res, region,
-                                              history, rate))  # fmt: skip
+                                              history, rate, quote))  # fmt: skip
     return out, sorted(notes)
+
+
+def _live(query: Query, backend: str, runnable: list) -> dict:
+    """{(region, instance type): current spot price} from ``backend`` when asked for
+    (--live-spot): one request per region, through the backend (it owns the cloud calls)."""
+    from finetune import backends
+
+    if not query.live_spot:
+        return {}
+    names = sorted(i.name for i in runnable)
+    return {
+        (region, itype): quote
+        for region in query.regions
+        for itype, quote in backends.live_spot_prices(backend, names, region).items()
+    }
 
 
 def _resources(query: Query, backend: str, inst, hosts: int):
@@ -105,10 +123,10 @@ def _resources(query: Query, backend: str, inst, hosts: int):
     return res
 
 
-def _estimated(query, backend, price_book, inst, res, region, history, rate) -> Candidate:
+def _estimated(query, backend, price_book, inst, res, region, history, rate, quote) -> Candidate:
     from finetune.backends.pricing import estimate_for
 
-    est = estimate_for(query.recipe, query.dataset, res, region, price_book, history, rate)
+    est = estimate_for(query.recipe, query.dataset, res, region, price_book, history, rate, quote)
     return Candidate(
         backend=backend,
         instance_type=inst.name,

@@ -77,10 +77,12 @@ def plan_recipe(
     budget_eur: float | None = None,
     max_hosts: int = DEFAULT_MAX_HOSTS,
     history: Sequence | None = None,
+    live_spot: bool = False,
 ) -> PlanResult:
     """Every way to run ``recipe`` on ``dataset`` (with ``overrides``), estimated, ranked by
     euros, the Pareto front marked; the cheapest within ``deadline_s`` and the fastest within
-    ``budget_eur`` picked (without them: the cheapest and the fastest)."""
+    ``budget_eur`` picked (without them: the cheapest and the fastest). ``live_spot``: spot
+    rows at the backends' current spot prices (EC2's, per zone; needs credentials)."""
     from finetune import backends
     from finetune.aws.names import check_region
     from finetune.aws.session import configured_region
@@ -99,7 +101,7 @@ def plan_recipe(
     regions = tuple(check_region(r, "--region") for r in dict.fromkeys(regions)) or (
         configured_region(None) or DEFAULT_REGION,
     )
-    query = Query(base.recipe, base.dataset, regions, backend, spot, max_hosts)
+    query = Query(base.recipe, base.dataset, regions, backend, spot, max_hosts, live_spot)
     found, notes = candidates(query, measured_history() if history is None else history)
     if not found:
         raise UsageError(

@@ -144,6 +144,7 @@ def estimate_run(
     other_images: int = 0,
     checkpoint_interval_s: float | None = None,
     rate: fx.Rate | None = None,
+    spot_quote: spot.SpotPrice | None = None,
 ) -> Estimate:
     """Estimated seconds and EUR for ``epochs`` over ``images_per_epoch`` images of ``work``
     (default: ``model`` with the torch engine's defaults) on ``instance_count`` instances.
@@ -151,6 +152,7 @@ def estimate_run(
     Spot with ``checkpoint_interval_s``: the time adds the expected interruptions' lost work
     (catalog.spot.interruption_overhead, its assumption named in the summary). ``rate``: the
     EUR rate to use (default today's; a plan over many candidates reads it once).
+    ``spot_quote``: a current spot price (EC2's, read by the backend) instead of the estimate.
 
     Raises the catalog's UsageError/DataError for an unknown instance or a region without a
     price. When no throughput can be had, time and euros are None and the summary says why.
@@ -159,7 +161,7 @@ def estimate_run(
     inst = instances.get(instance_type)
     price = prices.price(inst.name, region, backend)  # SageMaker: EC2 x markup until a refresh
     rate = rate or fx.eur_rate()
-    quote = spot.estimated(price) if use_spot else price
+    quote = (spot_quote or spot.estimated(price)) if use_spot else price
     charge = money.Charge(
         rule=backend,  # the price book's service: ec2 | sagemaker, whose billing rule applies
         instance_type=price.display_name,
@@ -175,7 +177,8 @@ def estimate_run(
         instance_type=price.display_name, instance_count=instance_count, gpus=gpus,
         hourly_usd=quote.usd_per_hour, eur_per_hour=money.eur_per_hour(charge, rate),
         price_as_of=price.as_of_iso, price_age=price.age, price_source=price.source,
-        price_is_estimate=price.estimate, charge=charge.to_dict(), spot_estimate=use_spot,
+        price_is_estimate=price.estimate, charge=charge.to_dict(),
+        spot_estimate=bool(use_spot and quote.estimate),
         usd_per_eur=rate.usd_per_eur, rate_date=rate.on.isoformat(), rate_source=rate.source,
         precision=precision_for(work, inst.gpu_model),
     )  # fmt: skip
@@ -235,4 +238,6 @@ def _time_and_money(fields: dict, tp: Throughput, run: dict, overhead: float) ->
 
 
 def _spot(quote) -> str:
-    return f" (spot, estimated: {quote.source})" if quote is not None else ""
+    if quote is None:
+        return ""
+    return f" (spot, {'estimated: ' if quote.estimate else ''}{quote.source})"

@@ -52,6 +52,13 @@ class Ec2Backend:
         self._ledger = ledger
         self._clients = ec2_infra.Clients()
 
+    def current_spot_prices(self, instance_types: list[str], region: str) -> dict:
+        """EC2's current spot price of each type in ``region`` (its lowest zone, named in the
+        source), as launch records them: DescribeSpotPriceHistory (`finetune plan --live-spot`)."""
+        from finetune.catalog import spot
+
+        return spot.current(instance_types, region, self._clients("ec2", region))
+
     # -- launch ---------------------------------------------------------------------------
     def resources(self, request: base.ResourceRequest):
         return ec2_plan.resources(request)
