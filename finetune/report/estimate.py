@@ -197,8 +197,7 @@ def estimate_run(
         if use_spot and checkpoint_interval_s:
             work_s = images_per_epoch * epochs / tp.images_per_sec + overhead_seconds
             lost = spot.interruption_overhead(work_s, instance_count, checkpoint_interval_s)
-            overhead_seconds += lost.seconds
-        lines += _time_and_money(fields, tp, run, overhead_seconds)
+        lines += _time_and_money(fields, tp, run, overhead_seconds, lost.seconds if lost else 0)
         if lost is not None:
             fields["interruption_seconds"] = lost.seconds
             lines.append(lost.describe())
@@ -208,11 +207,17 @@ def estimate_run(
     return Estimate(**fields, summary=(*lines, warning) if warning else tuple(lines))
 
 
-def _time_and_money(fields: dict, tp: Throughput, run: dict, overhead: float) -> list[str]:
-    """Fill seconds and euros (point and band) into ``fields``; return the summary lines."""
+def _time_and_money(
+    fields: dict, tp: Throughput, run: dict, overhead: float, lost: float = 0.0
+) -> list[str]:
+    """Fill seconds and euros (point and band) into ``fields``; return the summary lines.
+    ``lost``: expected spot interruptions' lost work, added to the time."""
     est = {
         name: cost.estimate(
-            **run, images_per_sec=rate, throughput_source=tp.basis[0], overhead_seconds=overhead
+            **run,
+            images_per_sec=rate,
+            throughput_source=tp.basis[0],
+            overhead_seconds=overhead + lost,
         )
         for name, rate in (("point", tp.images_per_sec), ("fast", tp.high), ("slow", tp.low))
     }
@@ -228,10 +233,12 @@ def _time_and_money(fields: dict, tp: Throughput, run: dict, overhead: float) ->
     learned = " (learned from your ledger, not the model)" if tp.measured else ""
     bound = "; data-bound: the CPUs' decode rate sets the pace" if tp.data_bound else ""
     wide = "; wider band: no plain-loop row in this GPU's generation" if tp.wider_band else ""
+    spot_lost = f" + {lost:.0f} s spot interruptions" if lost else ""
     return [
         f"~{point.billable_seconds / 60:.0f} min ({run['epochs']} epochs at "
         f"{tp.images_per_sec:.0f} img/s, band {tp.low:.0f}-{tp.high:.0f}, + {overhead:.0f} s "
-        f"start-up): ~{point.eur:.2f} EUR (band {fast.eur:.2f}-{slow.eur:.2f}){bound}{wide}",
+        f"start-up{spot_lost}): ~{point.eur:.2f} EUR (band {fast.eur:.2f}-{slow.eur:.2f})"
+        f"{bound}{wide}",
         *(f"throughput: {line}{learned}" if i == 0 else f"  {line}"
           for i, line in enumerate(tp.basis)),
     ]  # fmt: skip
