@@ -102,6 +102,7 @@ class Plan(_Frozen):
     # what runs the engine there (image or AMI, its framework, what it needs): by the backend
     runtime: dict[str, str] | None = None
     image: str | None = None  # cloud runs: the training image by digest, set at launch
+    max_eur: float | None = None  # --max-eur: checked against the projected total as it runs
 
     def with_estimate(self, estimate: Estimate | Mapping[str, Any]) -> Plan:
         """A copy carrying a cost estimate (report.estimate's, or its JSON as stored); its

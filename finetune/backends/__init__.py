@@ -89,6 +89,33 @@ def default_backend(name: str) -> Backend:
     return get_backend(name, options={})
 
 
+def priced() -> list[tuple[str, str, object]]:
+    """(name, price book, capabilities) of every backend that bills by a cloud price book:
+    what `finetune plan` enumerates, so the planner never names a backend."""
+    out = []
+    for name in NAMES:
+        cls = backend_class(name)
+        if cls.price_book:
+            out.append((name, cls.price_book, cls.capabilities))
+    return out
+
+
+def live_spot_prices(name: str, instance_types: list[str], region: str) -> dict:
+    """{instance type: catalog.spot.SpotPrice} now, from backend ``name``'s cloud where it
+    has a spot market with prices to read (needs credentials); {} where it has none."""
+    backend = default_backend(name)
+    reader = getattr(backend, "current_spot_prices", None)
+    return reader(instance_types, region) if reader else {}
+
+
+def launch_flags(name: str, region: str) -> tuple[str, ...]:
+    """How a `finetune launch` command line sends backend ``name`` to ``region``: its
+    --region flag where it takes one, else the FINETUNE_REGION setting it reads."""
+    if "region" in backend_class(name).Options.model_fields:
+        return ("--region", region)
+    return (f"FINETUNE_REGION={region}",)
+
+
 def instance_resources(name: str, instance: str, count: int = 1, spot: bool = False):
     """Plan resources for ``count`` instances of ``instance`` on backend ``name``, as that
     backend turns a launch's --instance/--count/--spot into resources."""

@@ -178,6 +178,9 @@ class Backend(Protocol):
     name: str
     capabilities: Capabilities
     Options: ClassVar[type[Options]]
+    # the catalog price book (catalog.prices: ec2 | sagemaker) its runs are billed by and
+    # estimated at; None: nothing is billed (this machine), so `finetune plan` skips it
+    price_book: ClassVar[str | None]
     poll_seconds: float  # how often following asks for status (cloud APIs are rate limited)
     stream_logs: bool  # following prints the log text as it comes
 

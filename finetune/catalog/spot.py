@@ -167,3 +167,42 @@ def spot_prices(
             if p.instance_type in found:
                 out[p.key] = found[p.instance_type]
     return out
+
+
+# -- expected interruptions (what a spot estimate adds to the run's time) -------------------
+# The assumption, stated: AWS's Spot Instance Advisor groups instance types by "frequency of
+# interruption" over the trailing month in buckets <5 %, 5-10 %, 10-15 %, 15-20 % and >20 %;
+# GPU types mostly sit in the top buckets, so the estimate takes the top bucket's bound, 20 %
+# of instances interrupted a month (730 h), as a per-instance-hour rate -- erring on the
+# expensive side. A measured figure for one region and type is on the Advisor page.
+INTERRUPTIONS_PER_MONTH = 0.20
+HOURS_PER_MONTH = 730.0
+INTERRUPTION_SOURCE = (
+    "assumed 20 % of spot instances interrupted a month (the top 'frequency of interruption' "
+    "bucket of AWS's Spot Instance Advisor, https://aws.amazon.com/ec2/spot/instance-advisor/)"
+)
+
+
+@dataclass(frozen=True)
+class Interruptions:
+    """The expected interruptions of a spot run and the time they add."""
+
+    expected: float  # interruptions over the run (any host's ends the attempt)
+    seconds: float  # training time lost: half a checkpoint interval per interruption
+    checkpoint_interval_s: float
+
+    def describe(self) -> str:
+        return (
+            f"spot interruptions: {self.expected:.3f} expected x {self.checkpoint_interval_s:g} s "
+            f"checkpoint interval / 2 = +{self.seconds:.0f} s ({INTERRUPTION_SOURCE})"
+        )
+
+
+def interruption_overhead(
+    run_seconds: float, hosts: int, checkpoint_interval_s: float
+) -> Interruptions:
+    """Expected interruptions of ``hosts`` spot instances over ``run_seconds`` and the work
+    they lose: a run resumes from its last checkpoint, on average half an interval back."""
+    rate = INTERRUPTIONS_PER_MONTH / HOURS_PER_MONTH  # per instance-hour
+    expected = max(run_seconds, 0.0) / 3600.0 * max(hosts, 1) * rate
+    return Interruptions(expected, expected * checkpoint_interval_s / 2.0, checkpoint_interval_s)

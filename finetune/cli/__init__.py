@@ -42,6 +42,7 @@ def _register() -> None:
         image,
         infra,
         launch,
+        plan,
         predict,
         prepare,
         prices,
@@ -55,6 +56,7 @@ def _register() -> None:
     app.add_typer(prepare.app, name="prepare")
     app.command("test-io")(testio.test_io)
     app.add_typer(recipes.app, name="recipes")
+    app.command("plan")(plan.plan)
     app.command("launch")(launch.launch)
     app.command("sweep")(sweep.sweep)
     app.add_typer(runs.app, name="runs")

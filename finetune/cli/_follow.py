@@ -77,6 +77,7 @@ def follow_run(run, backend, ledger, detach: bool, as_json: bool) -> None:
     from finetune.backends.base import Feature
     from finetune.cli._progress import EpochDisplay
     from finetune.cli._render import is_quiet
+    from finetune.runs.views import spent
 
     if detach:
         typer.echo(f"Detached. Follow with: finetune runs show {run.id}", err=True)
@@ -87,10 +88,12 @@ def follow_run(run, backend, ledger, detach: bool, as_json: bool) -> None:
 
     def on_update(run, status, epochs, text):
         rest = display.feed(text or "")
+        money = spent(run, epochs) if len(epochs) > shown["epochs"] else None
         for e in epochs[shown["epochs"] :]:
             display.epoch_done(e.epoch)
             if not display.quiet:
-                display.echo(f"{epoch_line(e)}  [{e.epoch + 1}/{total}]")
+                cost = f"  {money.text()}" if money is not None and e is epochs[-1] else ""
+                display.echo(f"{epoch_line(e)}  [{e.epoch + 1}/{total}]{cost}")
         shown["epochs"] = max(shown["epochs"], len(epochs))
         if status.detail and status.detail != shown.get("detail"):  # e.g. EC2 img/s, relaunch
             display.echo(f"  {status.state}: {status.detail}")

@@ -27,7 +27,15 @@ def launch(
         None, min=1, help="Local backend: train data-parallel over this many CPU contexts."
     ),
     instance: str = typer.Option(
-        None, help="EC2/SageMaker: instance type, e.g. g5.xlarge, p3.8xlarge or ml.p3.8xlarge."
+        None,
+        help="EC2/SageMaker: instance type, e.g. g5.xlarge, p3.8xlarge or ml.p3.8xlarge; or "
+        "cheapest / fastest: picked (with the backend and --count) from `finetune plan`.",
+    ),
+    deadline: str = typer.Option(
+        None, help="With --instance cheapest: the cheapest that finishes within this, e.g. 3h."
+    ),
+    budget: float = typer.Option(
+        None, help="With --instance fastest: the fastest that costs at most this many euros."
     ),
     count: int = typer.Option(
         1, min=1, help="EC2: instances (one per run); SageMaker: hosts of one job (lr scales)."
@@ -104,6 +112,21 @@ def launch(
         return
     if not recipe:
         raise typer.BadParameter("give a RECIPE (or --resume RUN)", param_hint="RECIPE")
+    from finetune.planner import choose as pick
+
+    pick.check_flags(instance, deadline, budget)
+    if pick.is_pick(instance):
+        from finetune.durations import parse_duration
+        from finetune.eurocap import check_max_eur
+
+        choice = pick.choose(
+            instance, recipe, dataset, tuple(overrides or ()), backend=backend, spot=spot,
+            region=region, deadline_s=parse_duration(deadline, "--deadline") if deadline else None,
+            budget_eur=check_max_eur(budget, "--budget"),
+        )  # fmt: skip
+        typer.echo("\n".join(choice.lines), err=True)
+        backend, instance, count, spot = choice.backend, choice.instance, choice.count, choice.spot
+        region = choice.region
     request = service.LaunchRequest(
         backend=backend,
         recipe=recipe,

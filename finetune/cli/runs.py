@@ -42,7 +42,7 @@ def list_runs(
     from finetune import service
     from finetune.cli._render import echo_json, table
     from finetune.runs.ledger import open_default
-    from finetune.runs.views import list_rows, remarks, run_dict
+    from finetune.runs.views import list_rows, remarks, run_dict, spend_cell
 
     with open_default(read_only_ok=not refresh) as ledger:
         note_read_only(ledger)
@@ -55,7 +55,8 @@ def list_runs(
     if not runs:
         typer.echo("No runs yet. Start one with `finetune launch RECIPE --dataset DIR`.")
         return
-    table(list_rows(runs, {d["id"]: d["best_val_acc"] for d in data}))
+    cells = {d["id"]: spend_cell(d) for d in data}
+    table(list_rows(runs, {d["id"]: d["best_val_acc"] for d in data}, cells))
     for run, d in zip(runs, data, strict=True):
         for line in remarks(run, d):
             typer.echo(line)

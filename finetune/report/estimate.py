@@ -142,10 +142,17 @@ def estimate_run(
     overhead_seconds: float = DEFAULT_OVERHEAD_SECONDS,
     work: Workload | None = None,
     other_images: int = 0,
+    checkpoint_interval_s: float | None = None,
+    rate: fx.Rate | None = None,
+    spot_quote: spot.SpotPrice | None = None,
 ) -> Estimate:
     """Estimated seconds and EUR for ``epochs`` over ``images_per_epoch`` images of ``work``
     (default: ``model`` with the torch engine's defaults) on ``instance_count`` instances.
     ``other_images`` (validation, test) count towards what the engine keeps decoded.
+    Spot with ``checkpoint_interval_s``: the time adds the expected interruptions' lost work
+    (catalog.spot.interruption_overhead, its assumption named in the summary). ``rate``: the
+    EUR rate to use (default today's; a plan over many candidates reads it once).
+    ``spot_quote``: a current spot price (EC2's, read by the backend) instead of the estimate.
 
     Raises the catalog's UsageError/DataError for an unknown instance or a region without a
     price. When no throughput can be had, time and euros are None and the summary says why.
@@ -153,8 +160,8 @@ def estimate_run(
     work = work or Workload(model)
     inst = instances.get(instance_type)
     price = prices.price(inst.name, region, backend)  # SageMaker: EC2 x markup until a refresh
-    rate = fx.eur_rate()
-    quote = spot.estimated(price) if use_spot else price
+    rate = rate or fx.eur_rate()
+    quote = (spot_quote or spot.estimated(price)) if use_spot else price
     charge = money.Charge(
         rule=backend,  # the price book's service: ec2 | sagemaker, whose billing rule applies
         instance_type=price.display_name,
@@ -170,7 +177,8 @@ def estimate_run(
         instance_type=price.display_name, instance_count=instance_count, gpus=gpus,
         hourly_usd=quote.usd_per_hour, eur_per_hour=money.eur_per_hour(charge, rate),
         price_as_of=price.as_of_iso, price_age=price.age, price_source=price.source,
-        price_is_estimate=price.estimate, charge=charge.to_dict(), spot_estimate=use_spot,
+        price_is_estimate=price.estimate, charge=charge.to_dict(),
+        spot_estimate=bool(use_spot and quote.estimate),
         usd_per_eur=rate.usd_per_eur, rate_date=rate.on.isoformat(), rate_source=rate.source,
         precision=precision_for(work, inst.gpu_model),
     )  # fmt: skip
@@ -185,18 +193,31 @@ def estimate_run(
         )
     else:
         run = dict(images_per_epoch=images_per_epoch, epochs=epochs, charge=charge, rate=rate)
-        lines += _time_and_money(fields, tp, run, overhead_seconds)
+        lost = None
+        if use_spot and checkpoint_interval_s:
+            work_s = images_per_epoch * epochs / tp.images_per_sec + overhead_seconds
+            lost = spot.interruption_overhead(work_s, instance_count, checkpoint_interval_s)
+        lines += _time_and_money(fields, tp, run, overhead_seconds, lost.seconds if lost else 0)
+        if lost is not None:
+            fields["interruption_seconds"] = lost.seconds
+            lines.append(lost.describe())
     kind = "estimated price" if price.estimate else "price"
     lines.append(f"{kind}: {price.source} ({price.age}); EUR: {rate.describe()}")
     warning = instances.retirement_warning(inst)
     return Estimate(**fields, summary=(*lines, warning) if warning else tuple(lines))
 
 
-def _time_and_money(fields: dict, tp: Throughput, run: dict, overhead: float) -> list[str]:
-    """Fill seconds and euros (point and band) into ``fields``; return the summary lines."""
+def _time_and_money(
+    fields: dict, tp: Throughput, run: dict, overhead: float, lost: float = 0.0
+) -> list[str]:
+    """Fill seconds and euros (point and band) into ``fields``; return the summary lines.
+    ``lost``: expected spot interruptions' lost work, added to the time."""
     est = {
         name: cost.estimate(
-            **run, images_per_sec=rate, throughput_source=tp.basis[0], overhead_seconds=overhead
+            **run,
+            images_per_sec=rate,
+            throughput_source=tp.basis[0],
+            overhead_seconds=overhead + lost,
         )
         for name, rate in (("point", tp.images_per_sec), ("fast", tp.high), ("slow", tp.low))
     }
@@ -212,14 +233,18 @@ def _time_and_money(fields: dict, tp: Throughput, run: dict, overhead: float) ->
     learned = " (learned from your ledger, not the model)" if tp.measured else ""
     bound = "; data-bound: the CPUs' decode rate sets the pace" if tp.data_bound else ""
     wide = "; wider band: no plain-loop row in this GPU's generation" if tp.wider_band else ""
+    spot_lost = f" + {lost:.0f} s spot interruptions" if lost else ""
     return [
         f"~{point.billable_seconds / 60:.0f} min ({run['epochs']} epochs at "
         f"{tp.images_per_sec:.0f} img/s, band {tp.low:.0f}-{tp.high:.0f}, + {overhead:.0f} s "
-        f"start-up): ~{point.eur:.2f} EUR (band {fast.eur:.2f}-{slow.eur:.2f}){bound}{wide}",
+        f"start-up{spot_lost}): ~{point.eur:.2f} EUR (band {fast.eur:.2f}-{slow.eur:.2f})"
+        f"{bound}{wide}",
         *(f"throughput: {line}{learned}" if i == 0 else f"  {line}"
           for i, line in enumerate(tp.basis)),
     ]  # fmt: skip
 
 
 def _spot(quote) -> str:
-    return f" (spot, estimated: {quote.source})" if quote is not None else ""
+    if quote is None:
+        return ""
+    return f" (spot, {'estimated: ' if quote.estimate else ''}{quote.source})"

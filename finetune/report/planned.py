@@ -46,6 +46,7 @@ class Estimate(BaseModel):
     data_bound: bool = False  # the CPUs' decode rate, not the GPUs, sets the pace
     wider_band: bool = False  # no row of the predicted kind in this GPU's generation
     basis: tuple[str, ...] = ()
+    interruption_seconds: float | None = None  # spot: expected lost work, in ``seconds``
     summary: tuple[str, ...] = ()  # what `launch --dry-run` shows
 
     @field_validator("summary", mode="before")

@@ -64,6 +64,9 @@ def run_dict(run: Run, epochs: list[EpochMetrics], final: dict | None = None) ->
     m, problem = _money(run)
     d["money"] = m.to_dict() if m else None
     d["cost_eur"] = m.eur if m else None  # what report.money says, whatever an old record held
+    s = spent(run, epochs) if problem is None else None
+    d["eur_so_far"] = s.eur if s else None  # runs.spend: report.money over its charges so far
+    d["eur_projected"] = s.projected if s else None
     d["problems"] = [*run.problems, *([problem] if problem else [])]
     d["notes"] = notes(run)
     d["hyperparameters"] = run.plan.get("hyperparameters", {})
@@ -76,6 +79,30 @@ def _money(run: Run):
     from finetune.runs.charges import money_or_problem
 
     return money_or_problem(run)
+
+
+def spent(run: Run, epochs: list[EpochMetrics]):
+    """runs.spend's Spend for ``run`` (the share done from its epochs), None where nothing is
+    billed or its record cannot be costed (the money's problem says why)."""
+    from finetune.errors import FinetuneError
+    from finetune.runs.charges import DAMAGED
+    from finetune.runs.spend import done_share, spend
+
+    total = int((run.plan.get("hyperparameters") or {}).get("epochs") or 0)
+    try:
+        return spend(run, done=done_share(len(epochs), total) if epochs else None)
+    except (FinetuneError, *DAMAGED):
+        return None
+
+
+def spend_cell(data: dict) -> str:
+    """The EUR cell of a listing: the euros so far, and ~the projected total while it runs."""
+    so_far, ahead = data.get("eur_so_far"), data.get("eur_projected")
+    if so_far is None:
+        return "-"
+    if ahead is None or data.get("status") in ("completed", "failed", "stopped", "interrupted"):
+        return f"{so_far:.2f}"
+    return f"{so_far:.2f} (~{ahead:.2f})"
 
 
 def notes(run: Run) -> list[str]:
@@ -95,8 +122,12 @@ def remarks(run: Run, data: dict) -> list[str]:
     return [f"{run.id}: {text}" for text in [*data["problems"], *data["notes"]]]
 
 
-def list_rows(runs: list[Run], best: dict[str, float | None]) -> list[tuple[str, ...]]:
-    rows = [("RUN", "RECIPE", "BACKEND", "DEVICES", "STATUS", "STARTED", "WALL", "BEST VAL")]
+def list_rows(
+    runs: list[Run], best: dict[str, float | None], eur: dict[str, str] | None = None
+) -> list[tuple[str, ...]]:
+    """The listing's rows; ``eur``: each run's EUR cell (spend_cell), shown when given."""
+    head = ("RUN", "RECIPE", "BACKEND", "DEVICES", "STATUS", "STARTED", "WALL", "BEST VAL")
+    rows = [(*head, "EUR (~PROJECTED)") if eur is not None else head]
     for r in runs:
         acc = best.get(r.id)
         devices = f"{r.gpus} {r.device_kind}" + (f" {r.instance_type}" if r.instance_type else "")
@@ -110,6 +141,7 @@ def list_rows(runs: list[Run], best: dict[str, float | None]) -> list[tuple[str,
                 _when(r.created_at),
                 duration(r.wall_seconds),
                 f"{acc:.3f}" if acc is not None else "-",
+                *((eur.get(r.id, "-"),) if eur is not None else ()),
             )
         )
     return rows

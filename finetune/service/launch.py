@@ -74,6 +74,9 @@ def plan_launch(request: LaunchRequest, hooks: Hooks | None = None) -> Planned:
     plan = build_plan(
         request.recipe, dataset, resources, request.overrides, request.verify_checksums
     )
+    cap = getattr(backend.options, "max_eur", None)  # checked by the backend's options model
+    if cap is not None:
+        plan = plan.model_copy(update={"max_eur": cap})
     return Planned(backend, backend.preflight(plan))
 
 

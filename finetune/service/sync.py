@@ -111,9 +111,32 @@ def follow(run: Run, backend: Backend, ledger: Ledger, on_update: Update, opts=F
         on_update(run, status, epochs, text)
         if status.final:
             return run
+        run = guard_budget(run, backend, ledger, epochs)
         if deadline and time.time() > deadline:
             return run
         time.sleep(every)
+
+
+def guard_budget(
+    run: Run, backend: Backend, ledger: Ledger, epochs: list, now: float | None = None
+) -> Run:
+    """Stop a run with a checkpoint once its projected total (runs.spend, from the epochs
+    done) would pass the plan's --max-eur; the ledger says why. Before the first epoch there
+    is no progress to project from: the backend's own budget runtime holds until then."""
+    from finetune.runs.spend import done_share, over_budget, spend
+
+    cap = (run.plan or {}).get("max_eur")
+    if cap is None or not epochs or run.status not in ("submitted", "running"):
+        return run
+    if not backend.capabilities.supports(Feature.STOP):
+        return run
+    total = int(run.plan["hyperparameters"]["epochs"])
+    why = over_budget(spend(run, now, done=done_share(len(epochs), total)), cap)
+    if why is None:
+        return run
+    backend.stop(run)
+    ledger.add_event(run.id, "budget", why)
+    return ledger.update(run.id, status="stopping", exit_reason=why)
 
 
 def refreshed(ledger: Ledger, run_id: str) -> Run:

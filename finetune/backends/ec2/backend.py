@@ -37,6 +37,7 @@ class Ec2Backend:
     name = "ec2"
     capabilities = Capabilities()  # spot (with relaunch), several hosts, GPUs, terminate
     Options = ec2_options.Ec2Options
+    price_book = "ec2"  # the catalog prices it bills by (catalog.prices, report.money rule)
     POLL_SECONDS = 1.0
     stream_logs = False  # the agent's status detail (img/s, relaunches) is shown instead
 
@@ -45,6 +46,13 @@ class Ec2Backend:
         self.poll_seconds = self.POLL_SECONDS if poll_seconds is None else poll_seconds
         self._clients = ec2_infra.Clients()
         self._quotes = None  # the pre-flight's prices, which the launch right after uses
+
+    def current_spot_prices(self, instance_types: list[str], region: str) -> dict:
+        """EC2's current spot price of each type in ``region`` (its lowest zone, named in the
+        source), as launch records them: DescribeSpotPriceHistory (`finetune plan --live-spot`)."""
+        from finetune.catalog import spot
+
+        return spot.current(instance_types, region, self._clients("ec2", region))
 
     # -- launch ---------------------------------------------------------------------------
     def resources(self, request: base.ResourceRequest):

@@ -161,9 +161,12 @@ def runtime_cap(state: Ec2State, planned: money.Charge | None) -> int:
     cap = opts.max_runtime
     if opts.max_eur is None or planned is None:
         return int(cap)
+    from finetune.runs.spend import budget_seconds
+
     rate = fx.eur_rate()
-    left = opts.max_eur - (eur_spent(state) or 0.0)
-    affordable = money.affordable_seconds(left, planned, rate)
+    spent = eur_spent(state) or 0.0
+    left = opts.max_eur - spent
+    affordable = budget_seconds(opts.max_eur, spent, planned, rate)  # the one budget rule
     if affordable is None:
         return int(cap)
     cap = min(cap, affordable)

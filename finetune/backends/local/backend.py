@@ -40,6 +40,7 @@ class LocalBackend:
         on_this_machine=True,
     )
     Options = LocalOptions
+    price_book = None  # this machine: nothing billed, nothing to plan
     poll_seconds = 1.0
     stream_logs = False  # the epoch lines say it all; train.log is one `runs logs` away
 

@@ -34,6 +34,7 @@ class SageMakerBackend:
     name = "sagemaker"
     capabilities = Capabilities()  # spot (managed), several hosts, GPUs, StopTrainingJob
     Options = sm_options.SageMakerOptions
+    price_book = "sagemaker"  # ml.* prices (catalog.prices), SageMaker billing (report.money)
     stream_logs = True  # `launch` prints the job's log while following it
     POLL_SECONDS = 20.0  # DescribeTrainingJob is rate limited, and jobs take minutes anyway
 

@@ -135,9 +135,11 @@ def fit_budget(opts, plan, region: str):
         price_source=price.source,
         price_as_of=price.as_of_iso,
     )
+    from finetune.runs.spend import budget_seconds
+
     rate = fx.eur_rate()
     if opts.max_runtime is None:
-        affordable = money.affordable_seconds(opts.max_eur, charge, rate)
+        affordable = budget_seconds(opts.max_eur, 0.0, charge, rate)  # the one budget rule
         runtime = max(preflight.MIN_RUNTIME_S, min(rq.DEFAULT_MAX_RUNTIME_S, affordable))
         opts = replace(opts, max_runtime=runtime)
     preflight.raise_if(preflight.check_budget(charge, rate, opts.runtime_seconds(), opts.max_eur))

@@ -176,7 +176,20 @@ def _cell(row: calibration.Row) -> tuple:
 
 
 def learned(setup, exclude: frozenset[str] = frozenset()):
-    """(mfu, low, high, level, basis lines) for ``setup``; None without any usable row."""
+    """(mfu, low, high, level, basis lines) for ``setup``; None without any usable row.
+    Only the GPU, network, precision, batch and kind matter here (not hosts or CPUs), so a
+    plan pricing hundreds of setups learns each cell once."""
+    key = (setup.gpu_model, setup.network, setup.precision, setup.batch_per_device, setup.kind)
+    return _learned(key, exclude)
+
+
+@functools.lru_cache(maxsize=4096)
+def _learned(key: tuple, exclude: frozenset[str]):
+    from types import SimpleNamespace
+
+    gpu_model, network, precision, batch, kind = key
+    setup = SimpleNamespace(gpu_model=gpu_model, network=network, precision=precision,
+                            batch_per_device=batch, kind=kind)  # fmt: skip
     tuned = setup.kind in calibration.TUNED
     got = learn(setup, exclude, tuned)
     if got is None and not tuned:
@@ -191,7 +204,7 @@ def learned(setup, exclude: frozenset[str] = frozenset()):
     ]
     if not tuned:
         point, low, high = _tuned_bound(setup, exclude, (point, low, high), basis)
-    return point, low, high, level, basis
+    return point, low, high, level, tuple(basis)
 
 
 def _from_tuned(setup, exclude: frozenset[str]):
@@ -210,7 +223,7 @@ def _from_tuned(setup, exclude: frozenset[str]):
         f"{LEVEL[level]}: {_ids(rows)}) x {share:.2f}, a plain loop's share of a tuned rate "
         f"({how}); band +-{margin:.0%}"
     ]
-    return point, low, high, 5, basis
+    return point, low, high, 5, tuple(basis)
 
 
 def _ids(rows) -> str:

@@ -1,0 +1,66 @@
+"""`finetune plan`: every way to run a recipe on the cloud, its time and euros, ranked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def plan(
+    recipe: str = typer.Argument(..., help="Recipe name or path to a recipe YAML."),
+    overrides: list[str] = typer.Argument(None, help="Recipe overrides as key=value."),
+    dataset: str = typer.Option(None, help="Prepared dataset: folder or name (default: recipe's)."),
+    epochs: int = typer.Option(None, min=1, help="Epochs to plan for (default: the recipe's)."),
+    deadline: str = typer.Option(None, help="Pick the cheapest done within this, e.g. 3h."),
+    budget: float = typer.Option(None, help="Pick the fastest that costs at most this (EUR)."),
+    spot: bool = typer.Option(
+        None, "--spot/--no-spot", help="Only spot, or only on-demand (default: both)."
+    ),
+    region: list[str] = typer.Option(
+        None, help="Region to price (repeat; default: FINETUNE_REGION, else us-east-1)."
+    ),
+    backend: str = typer.Option(None, help="Only this cloud backend (default: every one)."),
+    engine: str = typer.Option(None, help="torch or mxnet (default: the recipe's engine)."),
+    max_hosts: int = typer.Option(4, min=1, max=64, help="Instances per run to consider (1..N)."),
+    live_spot: bool = typer.Option(
+        False, "--live-spot", help="Spot rows at EC2's current spot prices (needs credentials)."
+    ),
+    fmt: str = typer.Option("table", "--format", help="table, json or csv."),
+    plot: Path = typer.Option(None, help="Also draw time vs euros into this .png or .svg."),
+) -> None:
+    """Every instance type x GPUs x hosts x region x market x backend that can run RECIPE's
+    engine: predicted time, euros, euros per epoch, efficiency, data-bound flag and basis,
+    ranked by euros with the Pareto front marked; the cheapest meeting --deadline and the
+    fastest within --budget named on top with their `finetune launch` command. Estimates
+    only: nothing is created and no AWS call is made."""
+    from finetune.cli._render import check_format
+    from finetune.durations import parse_duration
+    from finetune.eurocap import check_max_eur
+    from finetune.planner.rank import plan_recipe
+    from finetune.planner.render import FORMATS, render
+
+    fmt = check_format(fmt, FORMATS)
+    if plot:
+        from finetune.report.plot import check_path
+
+        check_path(plot)
+    extra = [f"engine={engine}"] if engine else []
+    extra += [f"schedule.epochs={epochs}"] if epochs else []
+    result = plan_recipe(
+        recipe,
+        dataset,
+        [*(overrides or ()), *extra],
+        regions=tuple(region or ()),
+        backend=backend,
+        spot=spot,
+        deadline_s=parse_duration(deadline, "--deadline") if deadline else None,
+        budget_eur=check_max_eur(budget, "--budget"),
+        max_hosts=max_hosts,
+        live_spot=live_spot,
+    )
+    typer.echo(render(result, fmt), nl=False)
+    if plot:
+        from finetune.planner.plot import plot_plan
+
+        typer.echo(f"Plot written to {plot_plan(result, plot)}", err=True)
