@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import typer
 
+from finetune.cli._render import FORMAT, JSON_ALIAS
+
 app = typer.Typer(
     help="Runs recorded in the ledger: list, show, logs, stop, rm, prune.", no_args_is_help=True
 )
-
-_JSON = typer.Option(False, "--json", help="Print JSON instead of text.")
 
 
 def render_run(run, ledger) -> None:
@@ -24,45 +24,51 @@ def list_runs(
     refresh: bool = typer.Option(
         False, "--refresh", help="Ask the cloud where live cloud runs are (needs AWS)."
     ),
-    as_json: bool = _JSON,
+    fmt: str = FORMAT,
+    as_json: bool = JSON_ALIAS,
 ) -> None:
     """List runs, oldest first, as the ledger has them (local runs are checked; cloud runs
     only with --refresh, so a listing works offline)."""
     from finetune import service
-    from finetune.cli._render import echo_json, table
+    from finetune.cli._render import emit_table, output_format
     from finetune.runs.ledger import open_default
     from finetune.runs.views import list_rows, run_dict
 
+    fmt = output_format(fmt, as_json)
     with open_default() as ledger:
         runs = service.listing(ledger, recipe=recipe, refresh=refresh)
         data = [run_dict(r, ledger.epochs(r.id)) for r in runs]
-    if as_json:
-        echo_json(data)
-        return
-    if not runs:
+    if not runs and fmt == "table":
         typer.echo("No runs yet. Start one with `finetune launch RECIPE --dataset DIR`.")
         return
-    table(list_rows(runs, {d["id"]: d["best_val_acc"] for d in data}))
+    head, *rows = list_rows(runs, {d["id"]: d["best_val_acc"] for d in data})
+    emit_table(fmt, list(head), [list(r) for r in rows], data)
 
 
 @app.command("show")
 def show(
-    run_id: str = typer.Argument(..., help="Run id (or a unique prefix)."), as_json: bool = _JSON
+    run_id: str = typer.Argument(..., help="Run id (or a unique prefix)."),
+    fmt: str = typer.Option("table", "--format", help="table (text), json or csv (key,value)."),
+    as_json: bool = JSON_ALIAS,
 ) -> None:
     """Show one run: plan, status, throughput, per-epoch metrics, which epoch the model
     comes from, test accuracy and the weakest classes."""
     from finetune import service
-    from finetune.cli._render import echo_json
+    from finetune.cli._render import echo_json, output_format, record_csv
     from finetune.runs.ledger import open_default
     from finetune.runs.views import final_facts, run_dict
 
+    fmt = output_format(fmt, as_json)
     with open_default() as ledger:
         run = service.refreshed(ledger, run_id)
-        if as_json:
-            final = final_facts(ledger.events(run.id))
-            echo_json(run_dict(run, ledger.epochs(run.id), final))
-        else:
+        if fmt == "table":
             render_run(run, ledger)
+            return
+        record = run_dict(run, ledger.epochs(run.id), final_facts(ledger.events(run.id)))
+    if fmt == "json":
+        echo_json(record)
+    else:
+        typer.echo(record_csv(record), nl=False)
 
 
 @app.command("logs")

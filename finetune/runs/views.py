@@ -53,6 +53,7 @@ def run_dict(run: Run, epochs: list[EpochMetrics], final: dict | None = None) ->
     d = {k: v for k, v in run.__dict__.items() if k != "plan"}
     d["wall_seconds"] = run.wall_seconds
     d["gpus"] = run.gpus
+    d["devices"] = devices(run)
     d["images_per_sec"] = steady_throughput(epochs)
     d["best_val_acc"] = max((e.val_acc for e in epochs if e.val_acc is not None), default=None)
     d["epochs"] = [e.model_dump() for e in epochs]
@@ -75,17 +76,26 @@ def _money_dict(run: Run) -> dict:
     return run_money(run).to_dict()
 
 
+LIST_HEADERS = ("ID", "RECIPE", "BACKEND", "DEVICES", "STATUS", "CREATED AT", "WALL SECONDS",
+                "BEST VAL ACC")  # fmt: skip
+
+
+def devices(run: Run) -> str:
+    """'1 cpu', '8 gpu p4d.24xlarge': the devices a run trains on."""
+    return f"{run.gpus} {run.device_kind}" + (f" {run.instance_type}" if run.instance_type else "")
+
+
 def list_rows(runs: list[Run], best: dict[str, float | None]) -> list[tuple[str, ...]]:
-    rows = [("RUN", "RECIPE", "BACKEND", "DEVICES", "STATUS", "STARTED", "WALL", "BEST VAL")]
+    # the headers are run_dict's keys in words (`--format json` has the same names)
+    rows = [LIST_HEADERS]
     for r in runs:
         acc = best.get(r.id)
-        devices = f"{r.gpus} {r.device_kind}" + (f" {r.instance_type}" if r.instance_type else "")
         rows.append(
             (
                 r.id,
                 r.recipe,
                 r.backend,
-                devices,
+                devices(r),
                 r.status,
                 _when(r.created_at),
                 duration(r.wall_seconds),
