@@ -148,4 +148,5 @@ def aws(moto_server, monkeypatch):
 def pytest_collection_modifyitems(config, items):
     """The long trainings first (stable order otherwise): with tests spread over workers,
     a long test that starts last would leave the other worker idle while it finishes."""
-    items.sort(key=lambda item: 0 if item.get_closest_marker("slow") else 1)
+    long = ("slow", "emulation")
+    items.sort(key=lambda item: 0 if any(item.get_closest_marker(m) for m in long) else 1)
