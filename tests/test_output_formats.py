@@ -135,3 +135,17 @@ def test_sweep_dry_run(tiny_dataset):
     rows = list(csv.DictReader(io.StringIO(_run(*args, "--format", "csv").stdout)))
     assert [int(r["global_batch"]) for r in rows] == [c["global_batch"] for c in cells] == [4, 8]
     assert json.loads(_run(*args, "--json").stdout)["cells"] == cells
+
+
+def test_launch_dry_run_and_test_io_records(tiny_dataset):
+    args = ["launch", "smoke-resnet18", "--dataset", str(tiny_dataset), "--dry-run"]
+    plan = json.loads(_run(*args, "--format", "json").stdout)
+    assert json.loads(_run(*args, "--json").stdout) == plan
+    pairs = dict(csv.reader(io.StringIO(_run(*args, "--format", "csv").stdout)))
+    assert pairs["hyperparameters.epochs"] == str(plan["hyperparameters"]["epochs"]) == "2"
+    assert pairs["recipe.name"] == plan["recipe"]["name"] == "smoke-resnet18"
+    assert "Plan:" in _run(*args).stdout
+    io_args = ["test-io", str(tiny_dataset), "--data-shape", "32", "--batch-size", "8"]
+    read = dict(csv.reader(io.StringIO(_run(*io_args, "--format", "csv").stdout)))
+    assert int(read["images"]) >= 8 * 7 and float(read["images_per_second"]) > 0
+    assert set(read) - {"key"} == set(json.loads(_run(*io_args, "--format", "json").stdout))
