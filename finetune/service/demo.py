@@ -164,6 +164,16 @@ class DemoResult:
         self.completed = self.fine.status == self.scratch.status == "completed"
 
 
+def _check_engine(engine: str) -> None:
+    from finetune.errors import UsageError, did_you_mean
+
+    if engine not in RECIPES:
+        raise UsageError(
+            f'unknown engine "{engine}".{did_you_mean(engine, tuple(RECIPES))}',
+            f"use --engine {' or '.join(RECIPES)}.",
+        )
+
+
 def run_demo(
     spec: DemoSpec,
     on_step: Callable[[str], None],
@@ -177,16 +187,12 @@ def run_demo(
 
     from finetune import settings
     from finetune.data.summary import summary_lines
-    from finetune.errors import FinetuneError, UsageError, did_you_mean
+    from finetune.errors import FinetuneError
     from finetune.report.render import build_report, render
     from finetune.runs.facts import finished_facts
     from finetune.runs.ledger import open_default
 
-    if spec.engine not in RECIPES:
-        raise UsageError(
-            f'unknown engine "{spec.engine}".{did_you_mean(spec.engine, tuple(RECIPES))}',
-            f"use --engine {' or '.join(RECIPES)}.",
-        )
+    _check_engine(spec.engine)
     spec = replace(spec, workdir=spec.workdir or settings.get().data_dir / "demo")
     on_step(f"1/5 Generating and preparing images under {spec.workdir}")
     with (progress or nullcontext)() as bars:
