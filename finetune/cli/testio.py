@@ -35,8 +35,11 @@ def test_io(
         info(f"Note: {note}.")
     r = measure(folder, split, threads, batch_size, data_shape, max_images)
     record = {**asdict(r), "images_per_second": r.images_per_second}
-    if fmt != "table":
-        echo_json(record) if fmt == "json" else typer.echo(record_csv(record), nl=False)
+    if fmt == "json":
+        echo_json(record)
+        return
+    if fmt == "csv":
+        typer.echo(record_csv(record), nl=False)
         return
     threads_text = f"{r.threads} decode thread{'s' if r.threads > 1 else ''}"
     if r.threads != r.asked_threads:
