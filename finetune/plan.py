@@ -1,6 +1,6 @@
 """The Plan: recipe + dataset + resources + derived values + (later) the cost estimate.
 
-``launch`` builds one with :func:`build_plan`, prints ``plan_summary.summary_lines`` for
+``launch`` builds one with :func:`build_plan`, prints ``cli._plan_view.summary_lines`` for
 ``--dry-run``, hands it to a backend and stores :meth:`Plan.to_json` with the run, so a run
 can be reproduced and costed from its record alone. The trainer receives only
 ``plan.hyperparameters.to_strings()`` (the SageMaker hyperparameters map).

@@ -2,9 +2,17 @@
 # Set up .venv and run the whole test suite: lint, format check, then pytest.
 # Tests run in parallel, one pytest-xdist worker per CPU (each worker has its own session
 # fixtures: moto server, temp dirs, data dir). Extra arguments go to pytest (`-n 0`: serial).
+# --quick (first argument): lint, then only the tests marked neither slow (real trainings of
+# more than a few seconds) nor emulation (multi-step cloud flows on moto, spawned trainers):
+# under 2 minutes on 2 cores. CI (.ci/run) runs everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+quick=()
+if [[ "${1:-}" == "--quick" ]]; then
+    quick=(-m "not slow and not emulation")
+    shift
+fi
 bash scripts/setup.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
-exec .venv/bin/python -m pytest -q -n auto --dist load "$@"
+exec .venv/bin/python -m pytest -q -n auto --dist load "${quick[@]}" "$@"

@@ -145,7 +145,26 @@ def aws(moto_server, monkeypatch):
     return moto_server
 
 
+# Cloud emulations: every test module under these folders runs multi-step flows against moto
+# (launch, follow, stop, relaunch, fetch) or spawns trainers and agents through a backend, so
+# it is marked `emulation` and left out of the quick tier (`scripts/test.sh --quick`). The
+# modules named in PURE build requests and policies without AWS and stay quick.
+EMULATION_DIRS = ("backends/ec2", "backends/sagemaker")
+PURE = ("test_request.py", "test_preflight.py", "test_policy.py", "test_sm_torch_image.py",
+        "test_ec2_torch_userdata.py")  # fmt: skip
+
+
+def _is_emulation(item) -> bool:
+    rel = Path(str(item.fspath)).relative_to(Path(__file__).parent).as_posix()
+    return rel.startswith(EMULATION_DIRS) and Path(rel).name not in PURE
+
+
 def pytest_collection_modifyitems(config, items):
-    """The long trainings first (stable order otherwise): with tests spread over workers,
-    a long test that starts last would leave the other worker idle while it finishes."""
-    items.sort(key=lambda item: 0 if item.get_closest_marker("slow") else 1)
+    """Marks the cloud emulations; then the long tests first (stable order otherwise): with
+    tests spread over workers, a long test that starts last would leave the other worker idle
+    while it finishes."""
+    for item in items:
+        if _is_emulation(item):
+            item.add_marker(pytest.mark.emulation)
+    long = ("slow", "emulation")
+    items.sort(key=lambda item: 0 if any(item.get_closest_marker(m) for m in long) else 1)

@@ -89,6 +89,7 @@ def test_prepare_default_out_is_in_the_data_dir(image_folder, tmp_path, monkeypa
         (["prepare", "folder", "{root}", "--train-per-class", "99"], 3, "lower --train-per-class"),
         (["prepare", "caltech256", "--source", "/nonexistent.tar"], 3, "does not exist"),
         (["test-io", "{tmp}"], 3, "not a prepared dataset"),
+        (["demo", "--engine", "jax", "--dir", "{tmp}"], 2, 'unknown engine "jax"'),
     ],
 )
 def test_bad_input_gets_a_message_and_an_exit_code(args, code, text, image_folder, tmp_path):
@@ -132,3 +133,17 @@ def test_test_io_prefers_the_prepared_dataset_and_fits_small_sets(
     assert r["threads"] == min(r["asked_threads"], max(os.cpu_count() // 2 - 1, 1))
     missing = CliRunner().invoke(app, ["test-io", "./shapes"])  # a path means the folder
     assert missing.exit_code == 3 and "not a prepared dataset" in missing.output
+
+
+def test_help_lists_commands_in_the_order_of_the_work_in_named_groups():
+    out = subprocess.run(
+        [sys.executable, "-m", "finetune", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    listing = out[out.index("\nData:\n") :].splitlines()
+    names = [line.split()[0] for line in listing if line.startswith("  ") and line[2] != " "]
+    expected = ["prepare", "test-io", "launch", "runs", "cost-report", "sweep", "prices"]
+    assert names[: len(expected)] == expected, out
+    assert names.index("predict") < names.index("recipes") < names.index("demo"), out
+    for panel in ("Data:", "Training:", "Planning and prices:", "Settings and AWS set-up:"):
+        assert f"\n{panel}\n" in out
+    assert sorted(names) == sorted(get_command(app).commands), "a command is missing"

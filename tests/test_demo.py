@@ -7,14 +7,21 @@ import pytest
 from typer.testing import CliRunner
 
 from finetune.cli import app
-from finetune.demo import TRANSFER_MARGIN, transfer
 from finetune.runs.ledger import open_default
+from finetune.service.demo import TRANSFER_MARGIN, transfer
 
 pytestmark = pytest.mark.slow
 
 
-def test_demo_pretrains_finetunes_beats_scratch_and_reports(tmp_path):
-    res = CliRunner().invoke(app, ["demo", "--dir", str(tmp_path)])
+@pytest.mark.parametrize(
+    ("engine", "weights"),
+    [
+        pytest.param(None, "gluon.params", marks=pytest.mark.mxnet),  # the default: MXNet
+    ],
+)
+def test_demo_pretrains_finetunes_beats_scratch_and_reports(engine, weights, tmp_path):
+    args = ["demo", "--dir", str(tmp_path)] + (["--engine", engine] if engine else [])
+    res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
     assert "5/5 Report" in res.output and "local-cpu" in res.output
     assert "fine-tuned  from scratch" in res.output and "transfer holds" in res.output
@@ -24,7 +31,8 @@ def test_demo_pretrains_finetunes_beats_scratch_and_reports(tmp_path):
     assert pre.status == fine.status == scratch.status == "completed"
     assert pre.plan["hyperparameters"]["pretrained"] is False
     hp = fine.plan["hyperparameters"]
-    assert hp["pretrained"] is True and hp["weights"].endswith("gluon.params")
+    assert fine.recipe == ("smoke-resnet18-torch" if engine == "torch" else "smoke-resnet18")
+    assert hp["pretrained"] is True and hp["weights"].endswith(weights)
     assert hp["num_classes"] == 6 and pre.plan["hyperparameters"]["num_classes"] == 8
     base = scratch.plan["hyperparameters"]
     assert base["pretrained"] is False and base["num_classes"] == 6

@@ -8,9 +8,44 @@ from typer.core import TyperGroup
 
 from finetune.errors import FinetuneError
 
+# `finetune --help` lists the commands in the order of the work, in named groups (plain
+# click formatting: rich's help panels would import rich and change every help page)
+PANELS: dict[str, tuple[str, ...]] = {
+    "Data": ("prepare", "test-io"),
+    "Training": ("launch", "runs", "cost-report"),
+    "Planning and prices": ("plan", "sweep", "prices"),
+    "Using a model": ("predict", "export"),
+    "Settings and AWS set-up": ("recipes", "config", "infra", "image", "cleanup"),
+    "Try it": ("demo",),
+}
+ORDER = tuple(name for names in PANELS.values() for name in names)
+
 
 class _Group(TyperGroup):
-    """Turns a FinetuneError anywhere below into its message on stderr and its exit code."""
+    """Turns a FinetuneError anywhere below into its message on stderr and its exit code;
+    lists the top-level commands by PANELS."""
+
+    def list_commands(self, ctx):
+        names = super().list_commands(ctx)
+        if ctx.parent is not None:  # only the root group is ordered by the work
+            return names
+        return sorted(names, key=lambda n: ORDER.index(n) if n in ORDER else len(ORDER))
+
+    def format_commands(self, ctx, formatter):
+        if ctx.parent is not None:
+            return super().format_commands(ctx, formatter)
+        shown = [(n, self.get_command(ctx, n)) for n in self.list_commands(ctx)]
+        shown = [(n, c) for n, c in shown if c is not None and not c.hidden]
+        limit = formatter.width - 6 - max(len(n) for n, _ in shown)
+        for panel, names in [*PANELS.items(), ("Other", ())]:
+            rows = [
+                (n, c.get_short_help_str(limit))
+                for n, c in shown
+                if n in names or (panel == "Other" and n not in ORDER)
+            ]
+            if rows:
+                with formatter.section(panel):
+                    formatter.write_dl(rows)
 
     def invoke(self, ctx):
         try:
@@ -33,7 +68,7 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    """Commands in the order a user meets them: data, training, runs, money, AWS set-up."""
+    """Every command; `finetune --help` orders and groups them by PANELS."""
     from finetune.cli import (
         cleanup,
         config,

@@ -10,7 +10,7 @@ import typer
 
 def print_plan(preflight, as_json: bool = False) -> None:
     """The plan, then what the backend will do with it (where, how long, at what cost)."""
-    from finetune.plan_summary import aligned, summary_lines
+    from finetune.cli._plan_view import aligned, summary_lines
 
     if as_json:
         from finetune.cli._render import echo_json

@@ -94,3 +94,52 @@ def check_format(fmt: str, choices: tuple[str, ...]) -> str:
             f"use {', '.join(choices[:-1])} or {choices[-1]} (any case).",
         )
     return low
+
+
+# One output convention: every command that prints a table or a record takes
+# --format table|json|csv; JSON keys are the table's headers in snake_case (`key_of`).
+FORMATS = ("table", "json", "csv")
+FORMAT = typer.Option("table", "--format", help="table, json or csv (any case).")
+JSON_ALIAS = typer.Option(False, "--json", hidden=True, help="Deprecated: --format json.")
+
+
+def key_of(header: str) -> str:
+    """The JSON/CSV field name of a table header: its words in snake_case."""
+    import re
+
+    return re.sub(r"[^a-z0-9]+", "_", header.lower()).strip("_")
+
+
+def output_format(fmt: str, as_json: bool = False, choices: tuple[str, ...] = FORMATS) -> str:
+    """The format asked for: ``--json`` (deprecated) means json, else ``fmt`` checked."""
+    return "json" if as_json else check_format(fmt, choices)
+
+
+def emit_table(fmt: str, headers: list[str], cells: list[list[str]], records: list[dict]) -> None:
+    """Print rows as a table (``cells``, for people), JSON (``records``) or CSV (the records'
+    values under the headers' keys). Each record holds at least ``key_of`` of every header."""
+    if fmt == "json":
+        echo_json(records)
+    elif fmt == "csv":
+        from finetune.report.text import csv_text
+
+        keys = [key_of(h) for h in headers]
+        rows = [["" if r.get(k) is None else r.get(k) for k in keys] for r in records]
+        typer.echo(csv_text(keys, rows), nl=False)
+    else:
+        rich_table(headers, cells)
+
+
+def record_csv(record: dict) -> str:
+    """A record as two-column CSV (key, value); nested keys joined by dots, lists as JSON."""
+    from finetune.report.text import csv_text
+
+    def flat(d: dict, prefix: str = ""):
+        for k, v in d.items():
+            if isinstance(v, dict):
+                yield from flat(v, f"{prefix}{k}.")
+            else:
+                text = json.dumps(v, default=str) if isinstance(v, list) else v
+                yield [f"{prefix}{k}", "" if text is None else text]
+
+    return csv_text(["key", "value"], list(flat(record)))

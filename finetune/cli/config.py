@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from finetune.cli._render import FORMAT, JSON_ALIAS
+
 app = typer.Typer(
     help="Settings (region, bucket, role_arn, profile, data_dir, cache_dir): show where each "
     "value comes from, or set one in the config file. FINETUNE_* environment variables win "
@@ -13,16 +15,18 @@ app = typer.Typer(
 
 
 @app.command("show")
-def show(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")):
+def show(fmt: str = FORMAT, as_json: bool = JSON_ALIAS):
     """Every setting, its value and where it came from (environment, config file, default)."""
     from finetune import config, settings
-    from finetune.cli._render import echo_json, info, rich_table
+    from finetune.cli._render import echo_json, emit_table, info, output_format
 
+    fmt = output_format(fmt, as_json)
     entries = settings.show()
-    if as_json:
+    if fmt == "json":  # the records, and which file they were read from
         echo_json({"config_file": str(config.path()), "settings": [e.__dict__ for e in entries]})
         return
-    rich_table(["key", "value", "source"], [[e.key, e.value or "-", e.source] for e in entries])
+    cells = [[e.key, e.value or "-", e.source] for e in entries]
+    emit_table(fmt, ["key", "value", "source"], cells, [e.__dict__ for e in entries])
     exists = "" if config.path().exists() else " (not created yet)"
     info(f"Config file: {config.path()}{exists}")
 

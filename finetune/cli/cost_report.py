@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
 
 import typer
@@ -31,47 +30,21 @@ def cost_report(
     batch and image size), best validation accuracy, EUR total and per epoch; then totals,
     notes (runs skipped and why) and the price and rate provenance."""
     from finetune.cli.runs import note_read_only
-    from finetune.errors import UsageError
-    from finetune.report.render import build_report, check_format, render
-    from finetune.runs.facts import finished_facts
+    from finetune.report.render import check_format
     from finetune.runs.ledger import open_default
+    from finetune.service.report import cost_report as select
 
     fmt = check_format(fmt)  # before any work: a typo should not wait for the ledger
     if plot:
         from finetune.report.plot import check_path
 
         check_path(plot)
-    since_ts = _since(since)
-    skipped: list[str] = []
     with open_default(read_only_ok=True) as ledger:
         note_read_only(ledger)
-        facts = finished_facts(ledger, runs or (), recipe, since_ts, sweep, skipped)
-        # a run reported alone keeps its speedup: its baseline may be anywhere in the ledger
-        pool = finished_facts(ledger, skipped=[]) if runs else []
-    if not facts:
-        what = f"no finished runs of sweep {sweep}" if sweep else "no finished runs match"
-        raise UsageError(what, "launch one with `finetune launch`, or widen the filters.")
-    if sweep:
-        from finetune.report import sweep as sweep_view
-
-        report, rows = sweep_view.build(facts, target_accuracy, skipped)
-        text = sweep_view.render_sweep(report, rows, fmt)
-    else:
-        report = build_report(facts, target_accuracy, pool, skipped)
-        text = render(report, fmt)
+        result = select(ledger, runs or (), recipe, since, sweep, target_accuracy)
+    text = result.text(fmt)
     typer.echo(text if text.endswith("\n") else text + "\n", nl=False)
     if plot:
         from finetune.report.plot import plot_report
 
-        typer.echo(f"Plot written to {plot_report(report, plot)}", err=True)
-
-
-def _since(since: str | None) -> float | None:
-    from finetune.errors import UsageError
-
-    if not since:
-        return None
-    try:
-        return datetime.fromisoformat(since).timestamp()
-    except ValueError:
-        raise UsageError(f"--since {since!r} is not a date", "use YYYY-MM-DD.") from None
+        typer.echo(f"Plot written to {plot_report(result.report, plot)}", err=True)

@@ -93,7 +93,10 @@ def launch(
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan and exit; run nothing."),
     detach: bool = typer.Option(False, "--detach", help="Start the run and return at once."),
     resume: str = typer.Option(None, help="Resume this run (id) from its last checkpoint."),
-    as_json: bool = typer.Option(False, "--json", help="Print the plan / final run as JSON."),
+    fmt: str = typer.Option(
+        "table", "--format", help="table, json (the plan / final run) or csv (--dry-run's plan)."
+    ),
+    as_json: bool = typer.Option(False, "--json", hidden=True, help="Deprecated: --format json."),
 ) -> None:
     """Fine-tune RECIPE on a prepared dataset. Batch and learning rate scale linearly with the
     number of devices; the derived values are shown before anything runs. Each backend takes
@@ -102,8 +105,11 @@ def launch(
     from finetune import service
     from finetune.backends.base import ResourceRequest
     from finetune.cli._follow import follow_run, hooks, print_plan
+    from finetune.cli._render import output_format, record_csv
     from finetune.runs.ledger import open_default
 
+    fmt = output_format(fmt, as_json)
+    as_json = fmt == "json"
     if resume:
         with open_default() as ledger:
             run, be = service.resume(ledger, resume, hooks())
@@ -154,7 +160,9 @@ def launch(
         verify_checksums=not skip_data_checksums,
     )
     planned = service.plan_launch(request, hooks())
-    if dry_run or not as_json:
+    if dry_run and fmt == "csv":
+        typer.echo(record_csv(planned.preflight.plan.model_dump(mode="json")), nl=False)
+    elif dry_run or not as_json:
         print_plan(planned.preflight, as_json)
     planned.preflight.raise_if_failed()  # after the plan: what would stop the launch
     if dry_run:

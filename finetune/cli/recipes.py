@@ -6,21 +6,22 @@ from pathlib import Path
 
 import typer
 
+from finetune.cli._render import FORMAT, JSON_ALIAS
+
 app = typer.Typer(
     help="Training recipes (YAML): what to train and how, per device. "
     "Validate them before any money is spent.",
     no_args_is_help=True,
 )
 
-_JSON = typer.Option(False, "--json", help="Print JSON instead of text.")
-
 
 @app.command("list")
-def list_recipes(as_json: bool = _JSON) -> None:
+def list_recipes(fmt: str = FORMAT, as_json: bool = JSON_ALIAS) -> None:
     """List the recipes reachable by name (./recipes first, then the bundled ones)."""
-    from finetune.cli._render import echo_json, rich_table
+    from finetune.cli._render import emit_table, output_format
     from finetune.recipes.loading import available, validate_many
 
+    fmt = output_format(fmt, as_json)
     found = available()
     loaded = dict(validate_many(found))
     rows = []
@@ -37,26 +38,27 @@ def list_recipes(as_json: bool = _JSON) -> None:
                 "description": recipe.description if ok else "INVALID: run `recipes validate`",
             }
         )
-    if as_json:
-        echo_json(rows)
-        return
     cells = [[r["name"], r["origin"], r["model"] or "?", r["description"]] for r in rows]
-    rich_table(["name", "origin", "model", "description"], cells)
+    emit_table(fmt, ["name", "origin", "model", "description"], cells, rows)
 
 
 @app.command("show")
 def show(
     name: str = typer.Argument(..., help="Recipe name (see `recipes list`) or path to a YAML."),
     overrides: list[str] = typer.Argument(None, help="KEY=VALUE overrides, e.g. epochs=2."),
-    as_json: bool = _JSON,
+    fmt: str = typer.Option("table", "--format", help="table (YAML), json or csv (key,value)."),
+    as_json: bool = JSON_ALIAS,
 ) -> None:
     """Print a recipe with every default spelled out (and overrides applied)."""
-    from finetune.cli._render import echo_json
+    from finetune.cli._render import echo_json, output_format, record_csv
     from finetune.recipes.loading import dump_yaml, load_recipe
 
+    fmt = output_format(fmt, as_json)
     recipe = load_recipe(name, overrides or ())
-    if as_json:
+    if fmt == "json":
         echo_json(recipe.model_dump(mode="json"))
+    elif fmt == "csv":
+        typer.echo(record_csv(recipe.model_dump(mode="json")), nl=False)
     else:
         typer.echo(dump_yaml(recipe), nl=False)
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import typer
 
+from finetune.cli._render import FORMAT, JSON_ALIAS
+
 app = typer.Typer(
     help="Runs recorded in the ledger: list, show, logs, stop, rm, prune.", no_args_is_help=True
 )
-
-_JSON = typer.Option(False, "--json", help="Print JSON instead of text.")
 
 
 def note_read_only(ledger) -> None:
@@ -35,52 +35,60 @@ def list_runs(
     refresh: bool = typer.Option(
         False, "--refresh", help="Ask the cloud where live cloud runs are (needs AWS)."
     ),
-    as_json: bool = _JSON,
+    fmt: str = FORMAT,
+    as_json: bool = JSON_ALIAS,
 ) -> None:
     """List runs, oldest first, as the ledger has them (local runs are checked; cloud runs
     only with --refresh, so a listing works offline)."""
     from finetune import service
-    from finetune.cli._render import echo_json, table
+    from finetune.cli._render import emit_table, output_format
     from finetune.runs.ledger import open_default
     from finetune.runs.views import list_rows, remarks, run_dict, spend_cell
 
+    fmt = output_format(fmt, as_json)
     with open_default(read_only_ok=not refresh) as ledger:
         note_read_only(ledger)
         runs = service.listing(ledger, recipe=recipe, refresh=refresh)
         # one damaged row is listed with its problem (below the table), never fatal
         data = [run_dict(r, ledger.epochs(r.id, r.problems)) for r in runs]
-    if as_json:
-        echo_json(data)
-        return
-    if not runs:
+    if not runs and fmt == "table":
         typer.echo("No runs yet. Start one with `finetune launch RECIPE --dataset DIR`.")
         return
     cells = {d["id"]: spend_cell(d) for d in data}
-    table(list_rows(runs, {d["id"]: d["best_val_acc"] for d in data}, cells))
-    for run, d in zip(runs, data, strict=True):
-        for line in remarks(run, d):
-            typer.echo(line)
+    head, *rows = list_rows(runs, {d["id"]: d["best_val_acc"] for d in data}, cells)
+    emit_table(fmt, list(head), [list(r) for r in rows], data)
+    if fmt == "table":
+        for run, d in zip(runs, data, strict=True):
+            for line in remarks(run, d):
+                typer.echo(line)
 
 
 @app.command("show")
 def show(
-    run_id: str = typer.Argument(..., help="Run id (or a unique prefix)."), as_json: bool = _JSON
+    run_id: str = typer.Argument(..., help="Run id (or a unique prefix)."),
+    fmt: str = typer.Option("table", "--format", help="table (text), json or csv (key,value)."),
+    as_json: bool = JSON_ALIAS,
 ) -> None:
     """Show one run: plan, status, throughput, per-epoch metrics, which epoch the model
     comes from, test accuracy and the weakest classes."""
     from finetune import service
-    from finetune.cli._render import echo_json
+    from finetune.cli._render import echo_json, output_format, record_csv
     from finetune.runs.ledger import open_default
     from finetune.runs.views import final_facts, run_dict
 
+    fmt = output_format(fmt, as_json)
     with open_default(read_only_ok=True) as ledger:
         note_read_only(ledger)
         run = service.refreshed(ledger, run_id)
-        if as_json:
-            final = final_facts(ledger.events(run.id))
-            echo_json(run_dict(run, ledger.epochs(run.id, run.problems), final))
-        else:
+        if fmt == "table":
             render_run(run, ledger)
+            return
+        epochs = ledger.epochs(run.id, run.problems)
+        record = run_dict(run, epochs, final_facts(ledger.events(run.id)))
+    if fmt == "json":
+        echo_json(record)
+    else:
+        typer.echo(record_csv(record), nl=False)
 
 
 @app.command("logs")

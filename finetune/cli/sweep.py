@@ -32,24 +32,30 @@ def sweep(
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Show the cells and estimates; run nothing."
     ),
-    as_json: bool = typer.Option(False, "--json", help="Print the plan and the result as JSON."),
+    fmt: str = typer.Option(
+        "table", "--format", help="table, json (the plan with --dry-run, else the result) or csv."
+    ),
+    as_json: bool = typer.Option(False, "--json", hidden=True, help="Deprecated: --format json."),
 ) -> None:
     """Run RECIPE once per grid cell, with batch and learning rate derived per cell (linear
     scaling rule) and a euro estimate each; refuse above --max-eur. Running the same sweep
     again resumes it: finished cells are not run again. Report: cost-report --sweep ID."""
-    from finetune.cli._render import echo_json
-    from finetune.report.text import table_text
+    from finetune.cli._render import echo_json, emit_table, output_format
     from finetune.sweep import plan as sp_plan
 
+    fmt = output_format(fmt, as_json)
+    as_json = fmt == "json"
     sp = sp_plan.plan_sweep(
         recipe, dataset, backend, grid or [], overrides=overrides or (), instance=instance,
         region=region, spot=spot,
     )  # fmt: skip
     if as_json and dry_run:
         echo_json(sp_plan.as_dict(sp))
+    elif fmt == "csv":
+        emit_table(fmt, sp_plan.HEADERS, sp_plan.table_rows(sp), sp_plan.as_dict(sp)["cells"])
     elif not as_json:
         typer.echo(f"Sweep {sp.sweep_id}: {len(sp.cells)} run(s) of {sp.recipe} on {backend}")
-        typer.echo(table_text(sp_plan.HEADERS, sp_plan.table_rows(sp)))
+        emit_table(fmt, sp_plan.HEADERS, sp_plan.table_rows(sp), [])
         total = (
             "unknown (a cell has no estimate)" if sp.total_eur is None else f"{sp.total_eur:.2f}"
         )

@@ -18,22 +18,28 @@ def test_io(
     ),
     data_shape: int = typer.Option(224, min=16, help="Crop size in pixels."),
     max_images: int = typer.Option(0, min=0, help="Stop after this many images (0: one pass)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    fmt: str = typer.Option("table", "--format", help="table (a sentence), json or csv."),
+    as_json: bool = typer.Option(False, "--json", hidden=True, help="Deprecated: --format json."),
 ) -> None:
     """Read and decode a prepared .rec the way training does and print images/s
     (MXNet's --test-io as a command). Needs the MXNet engine."""
     from dataclasses import asdict
 
     from finetune import settings
-    from finetune.cli._render import echo_json, info
+    from finetune.cli._render import echo_json, info, output_format, record_csv
     from finetune.data.readspeed import measure
 
+    fmt = output_format(fmt, as_json)
     folder, note = settings.resolve_dataset(dataset)
     if note:
         info(f"Note: {note}.")
     r = measure(folder, split, threads, batch_size, data_shape, max_images)
-    if as_json:
-        echo_json({**asdict(r), "images_per_second": r.images_per_second})
+    record = {**asdict(r), "images_per_second": r.images_per_second}
+    if fmt == "json":
+        echo_json(record)
+        return
+    if fmt == "csv":
+        typer.echo(record_csv(record), nl=False)
         return
     threads_text = f"{r.threads} decode thread{'s' if r.threads > 1 else ''}"
     if r.threads != r.asked_threads:

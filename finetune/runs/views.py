@@ -53,6 +53,7 @@ def run_dict(run: Run, epochs: list[EpochMetrics], final: dict | None = None) ->
     d = {k: v for k, v in run.__dict__.items() if k != "plan"}
     d["wall_seconds"] = run.wall_seconds
     d["gpus"] = run.gpus
+    d["devices"] = devices(run)
     d["images_per_sec"] = steady_throughput(epochs)
     d["best_val_acc"] = max((e.val_acc for e in epochs if e.val_acc is not None), default=None)
     d["epochs"] = [e.model_dump() for e in epochs]
@@ -122,21 +123,31 @@ def remarks(run: Run, data: dict) -> list[str]:
     return [f"{run.id}: {text}" for text in [*data["problems"], *data["notes"]]]
 
 
+LIST_HEADERS = ("ID", "RECIPE", "BACKEND", "DEVICES", "STATUS", "CREATED AT", "WALL SECONDS",
+                "BEST VAL ACC")  # fmt: skip
+SPEND_HEADER = "EUR (~PROJECTED)"
+
+
+def devices(run: Run) -> str:
+    """'1 cpu', '8 gpu p4d.24xlarge': the devices a run trains on."""
+    return f"{run.gpus} {run.device_kind}" + (f" {run.instance_type}" if run.instance_type else "")
+
+
 def list_rows(
     runs: list[Run], best: dict[str, float | None], eur: dict[str, str] | None = None
 ) -> list[tuple[str, ...]]:
-    """The listing's rows; ``eur``: each run's EUR cell (spend_cell), shown when given."""
-    head = ("RUN", "RECIPE", "BACKEND", "DEVICES", "STATUS", "STARTED", "WALL", "BEST VAL")
-    rows = [(*head, "EUR (~PROJECTED)") if eur is not None else head]
+    """The listing's rows; ``eur``: each run's EUR cell (spend_cell), shown when given. The
+    headers are run_dict's keys in words (`--format json` has the same names; the EUR cell is
+    eur_so_far with ~eur_projected beside it)."""
+    rows = [(*LIST_HEADERS, SPEND_HEADER) if eur is not None else LIST_HEADERS]
     for r in runs:
         acc = best.get(r.id)
-        devices = f"{r.gpus} {r.device_kind}" + (f" {r.instance_type}" if r.instance_type else "")
         rows.append(
             (
                 r.id,
                 r.recipe,
                 r.backend,
-                devices,
+                devices(r),
                 r.status,
                 _when(r.created_at),
                 duration(r.wall_seconds),

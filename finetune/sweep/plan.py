@@ -167,7 +167,8 @@ def _estimate(plan, backend: str, region: str | None, history):
     return plan, est.eur if est is not None else None, "; ".join(lines[:2])
 
 
-HEADERS = ["cell", "engine", "resources", "devices", "global batch", "lr", "est. EUR", "estimate"]
+# the words of as_dict's cell keys (`sweep --format json` has the same names)
+HEADERS = ["cell", "engine", "resources", "devices", "global batch", "lr", "EUR", "note"]
 
 
 def table_rows(sp: SweepPlan) -> list[list[str]]:
@@ -175,13 +176,17 @@ def table_rows(sp: SweepPlan) -> list[list[str]]:
     scaling rule), and the estimate with where it came from."""
     rows = []
     for c in sp.cells:
-        r, d = c.plan.resources, c.plan.derived
-        where = f"{r.hosts}x {r.instance_type}" if r.instance_type else f"this machine ({r.device})"
+        d = c.plan.derived
         rows.append(
-            [c.cell.label() or "(recipe as is)", c.engine, where, str(d.devices),
+            [c.cell.label() or "(recipe as is)", c.engine, _where(c), str(d.devices),
              str(d.global_batch), f"{d.lr:g}", "-" if c.eur is None else f"{c.eur:.2f}", c.note]
         )  # fmt: skip
     return rows
+
+
+def _where(c) -> str:
+    r = c.plan.resources
+    return f"{r.hosts}x {r.instance_type}" if r.instance_type else f"this machine ({r.device})"
 
 
 def as_dict(sp: SweepPlan) -> dict:
@@ -196,6 +201,7 @@ def as_dict(sp: SweepPlan) -> dict:
                 "cell": c.cell.key,
                 "values": dict(c.cell.values),
                 "engine": c.engine,
+                "resources": _where(c),
                 "instance_type": c.plan.resources.instance_type,
                 "devices": c.plan.derived.devices,
                 "global_batch": c.plan.derived.global_batch,

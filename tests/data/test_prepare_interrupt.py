@@ -64,6 +64,7 @@ def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 30) -> None:
         time.sleep(0.005)
 
 
+@pytest.mark.slow  # many prepare processes, each interrupted: ~60 s here
 def test_sigint_at_random_moments_ends_everything(many_images, tmp_path):
     """Early attempts interrupt at any moment from the start (even while Python loads);
     late ones once encoding has begun, where our code must also end without a traceback."""

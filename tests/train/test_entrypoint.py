@@ -54,6 +54,7 @@ def run_main(monkeypatch):
 
 
 @pytest.mark.mxnet
+@pytest.mark.slow  # a real (short) training
 def test_short_run_writes_model_metrics_and_no_failure(tmp_path, tiny_dataset, run_main):
     root = make_tree(tmp_path / "ml", tiny_dataset, hparams(epochs=1, max_batches_per_epoch=2))
     (root / "output").mkdir()

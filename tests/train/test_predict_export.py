@@ -23,7 +23,10 @@ from finetune.runs.ledger import Run, open_default
 
 from .conftest import hparams, make_tree
 
-pytestmark = pytest.mark.filterwarnings("ignore:Cannot decide type:UserWarning")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:Cannot decide type:UserWarning"),
+    pytest.mark.slow,  # its fixtures train a model per engine (tens of seconds on 2 cores)
+]
 
 ENGINES = {
     "torch": dict(engine="torch", model="resnet18", loader_workers=0),

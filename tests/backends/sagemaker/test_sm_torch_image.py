@@ -139,7 +139,7 @@ def test_dry_run_shows_the_image_and_the_source_dir_and_refuses_mxnet_on_hopper(
 
 def test_the_plan_records_the_image_and_what_it_needs(tiny_dataset):
     from finetune.backends.sagemaker.options import check
-    from finetune.plan_summary import summary_lines
+    from finetune.cli._plan_view import summary_lines
 
     opts = rq.JobOptions(region="eu-west-1")
     torch = check(_plan(tiny_dataset, "smoke-resnet18-torch", "g6.xlarge"), opts).plan

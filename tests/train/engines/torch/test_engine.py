@@ -300,6 +300,7 @@ def test_a_corrupt_record_fails_with_the_file_named(tmp_path, tiny_dataset):
         ImageStore.load(rec, ds / "shapes_val.idx", contract, "cpu")
 
 
+@pytest.mark.slow  # a trainer process of its own: torch's import alone takes seconds
 def test_the_trainer_process_reports_a_bad_model_name(tmp_path, tiny_dataset):
     root = make_tree(tmp_path / "ml", tiny_dataset, thp(model="resnet50_v1"))
     out = Output(start_trainer(root))

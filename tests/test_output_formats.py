@@ -1,0 +1,151 @@
+"""One output convention: every command that prints a table or a record takes
+--format table|json|csv, and its JSON names the table's columns with the same words."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+
+import pytest
+from typer.testing import CliRunner
+
+from finetune.cli import app
+from finetune.metrics import EpochMetrics
+from finetune.runs.ledger import Run, open_default
+
+
+def _run(*args, ok=True):
+    res = CliRunner().invoke(app, list(args), env={"COLUMNS": "400"})  # one line per row
+    assert (res.exit_code == 0) is ok, res.output
+    return res
+
+
+def _headers(table: str) -> list[str]:
+    """The column names of a table as printed: the line above the rule, split at 2+ spaces."""
+    lines = table.splitlines()
+    rule = next(i for i, line in enumerate(lines) if line.startswith("─"))
+    return re.split(r"\s{2,}", lines[rule - 1].strip())
+
+
+def _snake(header: str) -> str:  # written out here, not imported from the code under test
+    return "_".join(re.findall(r"[a-z0-9]+", header.lower()))
+
+
+@pytest.fixture
+def two_runs():
+    with open_default() as led:
+        for i, (rid, status) in enumerate([("ft-a", "completed"), ("ft-b", "failed")]):
+            led.create(
+                Run(
+                    id=rid,
+                    created_at=1_750_000_000.0 + i,
+                    recipe="smoke-resnet18",
+                    dataset="shapes",
+                    backend="local",
+                    status=status,
+                    plan={},
+                    devices_per_host=1,
+                    device_kind="cpu",
+                    started_at=1_750_000_000.0,
+                    ended_at=1_750_000_100.0 + i,
+                )
+            )
+            led.record_epochs(
+                rid,
+                [
+                    EpochMetrics(
+                        epoch=0,
+                        samples=80,
+                        samples_per_sec=40.0,
+                        epoch_seconds=2.0,
+                        train_loss=1.0,
+                        train_acc=0.5,
+                        val_acc=0.25 + i / 2,
+                        lr=0.01,
+                    )
+                ],
+            )
+    return ["ft-a", "ft-b"]
+
+
+def test_runs_list_json_keys_are_the_table_headers_and_csv_has_the_values(two_runs):
+    headers = _headers(_run("runs", "list").stdout)
+    assert len(headers) == 8
+    data = json.loads(_run("runs", "list", "--format", "json").stdout)
+    assert [d["id"] for d in data] == two_runs
+    for d in data:
+        assert {_snake(h) for h in headers} <= set(d), headers
+    assert [d["best_val_acc"] for d in data] == [0.25, 0.75]
+    rows = list(csv.DictReader(io.StringIO(_run("runs", "list", "--format", "CSV").stdout)))
+    assert list(rows[0]) == [_snake(h) for h in headers]
+    assert [(r["id"], r["status"], float(r["wall_seconds"])) for r in rows] == [
+        ("ft-a", "completed", 100.0),
+        ("ft-b", "failed", 101.0),
+    ]
+    assert json.loads(_run("runs", "list", "--json").stdout) == data  # the old flag still works
+
+
+def test_runs_show_formats(two_runs):
+    record = json.loads(_run("runs", "show", "ft-b", "--format", "json").stdout)
+    assert record["id"] == "ft-b" and record["best_val_acc"] == 0.75
+    assert json.loads(_run("runs", "show", "ft-b", "--json").stdout) == record
+    pairs = dict(csv.reader(io.StringIO(_run("runs", "show", "ft-b", "--format", "csv").stdout)))
+    assert pairs["id"] == "ft-b" and pairs["status"] == "failed"
+    assert float(pairs["best_val_acc"]) == 0.75 and pairs["key"] == "value"
+    assert "Run ft-b: failed" in _run("runs", "show", "ft-b").stdout
+    bad = _run("runs", "show", "ft-b", "--format", "yaml", ok=False)
+    assert bad.exit_code == 2 and "To fix:" in bad.output
+
+
+def test_recipes_list_and_show(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # only the bundled recipes
+    headers = _headers(_run("recipes", "list").stdout)
+    rows = json.loads(_run("recipes", "list", "--format", "json").stdout)
+    assert {_snake(h) for h in headers} <= set(rows[0]) and "smoke-resnet18" in {
+        r["name"] for r in rows
+    }
+    listed = list(csv.DictReader(io.StringIO(_run("recipes", "list", "--format", "csv").stdout)))
+    assert [r["name"] for r in listed] == [r["name"] for r in rows]
+    assert list(listed[0]) == [_snake(h) for h in headers]
+    pairs = dict(csv.reader(io.StringIO(_run("recipes", "show", "smoke-resnet18", "epochs=3",
+                                             "--format", "csv").stdout)))  # fmt: skip
+    recipe = json.loads(_run("recipes", "show", "smoke-resnet18", "epochs=3", "--json").stdout)
+    assert pairs["schedule.epochs"] == "3" == str(recipe["schedule"]["epochs"])
+    assert pairs["model.name"] == recipe["model"]["name"] == "resnet18_v1"
+
+
+def test_config_show():
+    headers = _headers(_run("config", "show").stdout)
+    doc = json.loads(_run("config", "show", "--format", "json").stdout)
+    assert [_snake(h) for h in headers] == list(doc["settings"][0])
+    rows = list(csv.DictReader(io.StringIO(_run("config", "show", "--format", "csv").stdout)))
+    assert [r["key"] for r in rows] == [s["key"] for s in doc["settings"]]
+    assert json.loads(_run("config", "show", "--json").stdout) == doc
+
+
+def test_sweep_dry_run(tiny_dataset):
+    args = ["sweep", "smoke-resnet18", "--dataset", str(tiny_dataset), "--dry-run",
+            "--grid", "batch_per_gpu=4,8"]  # fmt: skip
+    headers = _headers(_run(*args).stdout)
+    cells = json.loads(_run(*args, "--format", "json").stdout)["cells"]
+    for cell in cells:
+        assert {_snake(h) for h in headers} <= set(cell), headers
+    rows = list(csv.DictReader(io.StringIO(_run(*args, "--format", "csv").stdout)))
+    assert [int(r["global_batch"]) for r in rows] == [c["global_batch"] for c in cells] == [4, 8]
+    assert json.loads(_run(*args, "--json").stdout)["cells"] == cells
+
+
+def test_launch_dry_run_and_test_io_records(tiny_dataset):
+    args = ["launch", "smoke-resnet18", "--dataset", str(tiny_dataset), "--dry-run"]
+    plan = json.loads(_run(*args, "--format", "json").stdout)
+    assert json.loads(_run(*args, "--json").stdout) == plan
+    pairs = dict(csv.reader(io.StringIO(_run(*args, "--format", "csv").stdout)))
+    assert pairs["hyperparameters.epochs"] == str(plan["hyperparameters"]["epochs"]) == "2"
+    assert pairs["recipe.name"] == plan["recipe"]["name"] == "smoke-resnet18"
+    assert "Plan:" in _run(*args).stdout
+    io_args = ["test-io", str(tiny_dataset), "--data-shape", "32", "--batch-size", "8"]
+    read = dict(csv.reader(io.StringIO(_run(*io_args, "--format", "csv").stdout)))
+    assert int(read["images"]) >= 8 * 7 and float(read["images_per_second"]) > 0
+    assert set(read) - {"key"} == set(json.loads(_run(*io_args, "--format", "json").stdout))
