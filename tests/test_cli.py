@@ -141,7 +141,7 @@ def test_help_lists_commands_in_the_order_of_the_work_in_named_groups():
     ).stdout
     listing = out[out.index("\nData:\n") :].splitlines()
     names = [line.split()[0] for line in listing if line.startswith("  ") and line[2] != " "]
-    expected = ["prepare", "test-io", "launch", "runs", "cost-report", "sweep", "prices"]
+    expected = ["prepare", "test-io", "launch", "runs", "cost-report", "plan", "sweep", "prices"]
     assert names[: len(expected)] == expected, out
     assert names.index("predict") < names.index("recipes") < names.index("demo"), out
     for panel in ("Data:", "Training:", "Planning and prices:", "Settings and AWS set-up:"):

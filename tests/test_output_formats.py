@@ -72,7 +72,7 @@ def two_runs():
 
 def test_runs_list_json_keys_are_the_table_headers_and_csv_has_the_values(two_runs):
     headers = _headers(_run("runs", "list").stdout)
-    assert len(headers) == 8
+    assert len(headers) == 9  # ... BEST VAL ACC, EUR (~PROJECTED): eur_so_far (~eur_projected)
     data = json.loads(_run("runs", "list", "--format", "json").stdout)
     assert [d["id"] for d in data] == two_runs
     for d in data:
