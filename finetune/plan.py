@@ -37,6 +37,10 @@ class Resources(_Frozen):
     devices_per_host: int = Field(1, ge=1)
     device: Literal["gpu", "cpu"] = "cpu"
     spot: bool = False
+    # The backend's checkpoint interval where a stop may never reach the trainer (SageMaker
+    # spot), used when the recipe leaves train.checkpoint_interval_s unset; the note says why.
+    checkpoint_every_s: float | None = Field(None, gt=0)
+    checkpoint_note: str = ""
 
     @property
     def devices(self) -> int:
@@ -303,7 +307,7 @@ def hyperparameters(
         seed=t.seed,
         # top-k with k >= classes is always 100 %: report it only when it means something
         top_k=t.top_k if t.top_k < dataset.num_classes else 0,
-        checkpoint_interval_s=t.checkpoint_interval_s,
+        checkpoint_interval_s=checkpoint_interval(t, resources),
         keep_checkpoints=t.keep_checkpoints,
         max_batches_per_epoch=t.max_batches_per_epoch,
         data_path=d.path,
@@ -311,3 +315,11 @@ def hyperparameters(
         precision=t.precision,
         compile=t.compile,
     )
+
+
+def checkpoint_interval(train, resources: Resources) -> float:
+    """The recipe's train.checkpoint_interval_s where it sets one, else the backend's default
+    for these resources (Resources.checkpoint_every_s), else the recipe model's default."""
+    if "checkpoint_interval_s" in train.model_fields_set or resources.checkpoint_every_s is None:
+        return train.checkpoint_interval_s
+    return resources.checkpoint_every_s

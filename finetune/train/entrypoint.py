@@ -22,7 +22,7 @@ import traceback
 from finetune.errors import FinetuneError
 from finetune.train import distributed
 from finetune.train.contract import Layout, load_job
-from finetune.train.signals import StopRequest
+from finetune.train.signals import StopRequest, survive_lost_output
 
 USAGE = "usage: python -m finetune.train [train]   (inputs: the /opt/ml tree, or $FINETUNE_ML_ROOT)"
 FAILURE_LIMIT = 1024  # SageMaker shows this much of the failure file as FailureReason
@@ -39,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     if args:
         print(f"unexpected arguments {args}\n{USAGE}", file=sys.stderr)
         return 2
+    survive_lost_output()  # before logging binds sys.stderr
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

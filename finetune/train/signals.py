@@ -46,3 +46,52 @@ class StopRequest:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous.clear()
+
+
+class _LostPipeSafe:
+    """A text stream whose reader may die: the first write to a broken pipe points the file
+    descriptor at /dev/null, and the run goes on without its log instead of dying mid-stop."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def _guard(self, call, *args):
+        try:
+            return call(*args)
+        except (BrokenPipeError, ValueError):  # ValueError: the stream was closed under us
+            self._to_devnull()
+            return None
+
+    def _to_devnull(self) -> None:
+        import os
+
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, self._stream.fileno())
+        except (OSError, ValueError):
+            pass
+        finally:
+            os.close(null)
+
+    def write(self, text: str) -> int:
+        self._guard(self._stream.write, text)
+        return len(text)
+
+    def flush(self) -> None:
+        self._guard(self._stream.flush)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def survive_lost_output() -> None:
+    """Keep training when whoever reads our stdout/stderr dies first. AWS's training toolkit
+    reads the trainer's output through a pipe and has no SIGTERM handler: a SIGTERM to its
+    process group kills it at once, and the trainer's next line (the one saying it stopped)
+    would raise BrokenPipeError before the checkpoint was written."""
+    import sys
+
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, _LostPipeSafe):
+            setattr(sys, name, _LostPipeSafe(stream))

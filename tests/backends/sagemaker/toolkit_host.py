@@ -19,7 +19,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -60,7 +59,10 @@ class Host:
 
 def hosts_for(request: dict, work: Path) -> list[Host]:
     count = request["ResourceConfig"]["InstanceCount"]
-    return [Host(f"algo-{i}", f"127.0.0.{i + 1}", work / f"algo-{i}" / "ml") for i in range(1, count + 1)]
+    return [
+        Host(f"algo-{i}", f"127.0.0.{i + 1}", work / f"algo-{i}" / "ml")
+        for i in range(1, count + 1)
+    ]
 
 
 def cpu_hyperparameters(request: dict) -> dict[str, str]:
@@ -159,22 +161,31 @@ def train_command() -> list[str]:
     script = Path(sys.executable).parent / "train"
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-c", "import sys; from sagemaker_training.cli.train import main; sys.exit(main())"]
+    return [
+        sys.executable,
+        "-c",
+        "import sys; from sagemaker_training.cli.train import main; sys.exit(main())",
+    ]
 
 
-def start(request: dict, work: Path, endpoint: str, s3) -> list[tuple[Host, subprocess.Popen]]:
-    """Every host's ``train``, started in its own namespace (stdout+stderr to HOST.log)."""
+def start(
+    request: dict, work: Path, endpoint: str, s3, extra_env: dict | None = None, fresh: bool = True
+) -> list[tuple[Host, subprocess.Popen]]:
+    """Every host's ``train``, started in its own namespace (stdout+stderr to HOST.log), each
+    the leader of its own process group. ``fresh=False``: a restart on the same hosts (a spot
+    job's next attempt: SageMaker puts the checkpoints back, here they never left)."""
     hosts = hosts_for(request, work)
     lines = ["127.0.0.1 localhost", *(f"{h.address} {h.name}" for h in hosts)]
     work.mkdir(parents=True, exist_ok=True)
     (work / "hosts").write_text("\n".join(lines) + "\n")
     running = []
     for host in hosts:
-        write_config(request, host, hosts, s3)
-        log = open(work / f"{host.name}.log", "wb")  # noqa: SIM115 (closed by wait())
+        if fresh:
+            write_config(request, host, hosts, s3)
+        log = open(work / f"{host.name}.log", "wb")  # noqa: SIM115 (closed below)
         proc = subprocess.Popen(
             ["unshare", "-mu", "bash", "-c", HOST_SCRIPT, "host", *train_command()],
-            env=environment(request, host, hosts, work, endpoint),
+            env={**environment(request, host, hosts, work, endpoint), **(extra_env or {})},
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -203,11 +214,25 @@ def upload_model(request: dict, ml: Path, s3) -> str:
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         for path in sorted((ml / "model").rglob("*")):
             tar.add(path, arcname=str(path.relative_to(ml / "model")), recursive=False)
-    bucket, _, prefix = request["OutputDataConfig"]["S3OutputPath"].removeprefix("s3://").partition("/")
+    bucket, _, prefix = (
+        request["OutputDataConfig"]["S3OutputPath"].removeprefix("s3://").partition("/")
+    )
     key = f"{prefix.rstrip('/')}/{request['TrainingJobName']}/output/model.tar.gz".lstrip("/")
     s3.put_object(Bucket=bucket, Key=key, Body=buf.getvalue())
     return f"s3://{bucket}/{key}"
 
 
-def remove(work: Path) -> None:
-    shutil.rmtree(work, ignore_errors=True)
+def group(pgid: int) -> list[int]:
+    """The live processes of process group ``pgid`` (the toolkit, its children: the trainer)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            out.append(int(entry))
+    return out
