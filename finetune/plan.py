@@ -37,9 +37,9 @@ class Resources(_Frozen):
     devices_per_host: int = Field(1, ge=1)
     device: Literal["gpu", "cpu"] = "cpu"
     spot: bool = False
-    # The backend's checkpoint interval where a stop may never reach the trainer (SageMaker
-    # spot), used when the recipe leaves train.checkpoint_interval_s unset; the note says why.
-    checkpoint_every_s: float | None = Field(None, gt=0)
+    # The longest checkpoint interval the backend allows where a stop may never reach the
+    # trainer (SageMaker spot): train.checkpoint_interval_s is capped at it; the note says why.
+    checkpoint_max_s: float | None = Field(None, gt=0)
     checkpoint_note: str = ""
 
     @property
@@ -318,8 +318,8 @@ def hyperparameters(
 
 
 def checkpoint_interval(train, resources: Resources) -> float:
-    """The recipe's train.checkpoint_interval_s where it sets one, else the backend's default
-    for these resources (Resources.checkpoint_every_s), else the recipe model's default."""
-    if "checkpoint_interval_s" in train.model_fields_set or resources.checkpoint_every_s is None:
+    """The recipe's train.checkpoint_interval_s, capped at the backend's longest for these
+    resources (Resources.checkpoint_max_s)."""
+    if resources.checkpoint_max_s is None:
         return train.checkpoint_interval_s
-    return resources.checkpoint_every_s
+    return min(train.checkpoint_interval_s, resources.checkpoint_max_s)

@@ -73,9 +73,10 @@ def _runtime_rows(runtime: dict[str, str] | None) -> list[tuple[str, str]]:
 def _checkpoints(plan: Plan) -> str:
     every = plan.hyperparameters.checkpoint_interval_s
     text = f"every {every:g} s and at each epoch's end"
-    note = plan.resources.checkpoint_note
-    if note and every == plan.resources.checkpoint_every_s:
-        text += f" ({note}; train.checkpoint_interval_s=SECONDS sets another)"
+    res = plan.resources
+    capped = res.checkpoint_max_s is not None and every < plan.recipe.train.checkpoint_interval_s
+    if capped and res.checkpoint_note:
+        text += f" ({res.checkpoint_note})"
     return text
 
 
