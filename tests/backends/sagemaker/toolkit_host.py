@@ -84,9 +84,7 @@ def write_config(request: dict, host: Host, hosts: list[Host], s3) -> None:
         "inputdataconfig.json": {
             c["ChannelName"]: {
                 "TrainingInputMode": c.get("InputMode", "File"),
-                "S3DistributionType": c["DataSource"]["S3DataSource"].get(
-                    "S3DistributionType", "FullyReplicated"
-                ),
+                "S3DistributionType": c["DataSource"]["S3DataSource"]["S3DataDistributionType"],
                 "RecordWrapperType": c.get("RecordWrapperType", "None"),
                 **({"ContentType": c["ContentType"]} if "ContentType" in c else {}),
             }
