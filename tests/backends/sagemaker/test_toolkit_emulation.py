@@ -107,8 +107,10 @@ def test_the_toolkit_trains_our_request_and_finetune_reads_it_back(
         pytest.skip("mount + UTS namespaces need root (unshare -mu)")
     run_id, request = _launch(cloud, tiny_dataset, "g5.xlarge", hosts)
     ran = _run_job(cloud, request, tmp_path / "job")
-    for name, (code, log) in ran.items():
-        assert code == 0, f"{name} exited {code}:\n{log[-4000:]}"
+    for name, (code, log) in ran.items():  # the FailureReason SageMaker would show, first
+        failure = tmp_path / "job" / name / "ml" / "output" / "failure"
+        reason = failure.read_text() if failure.exists() else "(no failure file)"
+        assert code == 0, f"{name} exited {code}: {reason}\n{log[-3000:]}"
     first_log = ran["algo-1"][1]
     if hosts > 1:  # the toolkit's torch_distributed launcher: torchrun on every host
         assert "Invoking TorchDistributed" in first_log and "torchrun" in first_log
