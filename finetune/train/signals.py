@@ -5,6 +5,13 @@ finishes that batch, writes a checkpoint and returns. SageMaker sends SIGKILL 12
 SIGTERM, far more than one batch and one checkpoint need. The entrypoint installs it before
 anything slow happens, so a stop during start-up is honoured too; a second signal exits at
 once (an impatient Ctrl-C).
+
+A SIGTERM to the whole process group (``kill -TERM -PGID``) reaches the trainer and whatever
+started it. Under AWS's training toolkit that parent has no handler and dies at once, taking
+the pipe our output goes to: ``survive_lost_output`` turns the broken pipe into /dev/null, so
+the trainer still finishes its batch, saves the checkpoint and exits as for any stop (tested
+in tests/backends/sagemaker/test_toolkit_signals.py). Where no signal arrives at all (AWS's
+image: a bash PID 1 that does not exec), the periodic checkpoint is what survives.
 """
 
 from __future__ import annotations
