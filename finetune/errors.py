@@ -23,6 +23,10 @@ class UsageError(FinetuneError):
     exit_code = 2
 
 
+class BusyError(UsageError):
+    """Another live process holds what the command needs (a run's lock); nothing changed."""
+
+
 class DataError(FinetuneError):
     """Input data (images, archives, prepared datasets) is missing, corrupt or inconsistent."""
 

@@ -12,8 +12,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from finetune.data.manifest import plain_dataset_name
 from finetune.errors import ConfigError, DataError, UsageError
 from finetune.hparams import TrainHyperparameters
 from finetune.recipes import scaling
@@ -72,6 +73,10 @@ class DatasetSummary(_Frozen):
     image_side: int | None  # shorter side of the stored images in px; None: originals kept
     manifest_sha256: str
     rec_sha256: dict[str, str]  # file name -> sha256, from the manifest
+
+    # a plan read back (from the ledger, or plan.json in S3 by the EC2 agent) names files
+    # NAME_train.rec ... with it: a plain name only
+    _plain_name = field_validator("name")(plain_dataset_name)
 
 
 class Derived(_Frozen):
@@ -185,21 +190,13 @@ def _dataset_dir(recipe: Recipe, given: str | Path | None) -> Path:
 
 
 def summarize_dataset(directory: Path, verify_checksums: bool = True) -> DatasetSummary:
-    """Read and check a prepared dataset's manifest: sizes, and sha256 unless told not to."""
+    """Read and check a prepared dataset's manifest: sizes, sha256 unless told not to, and
+    every record's framing and label (finetune.data.verify.check_dataset)."""
     from finetune.data import manifest as mf
-    from finetune.data.verify import verify_checksums as verify
+    from finetune.data.verify import check_dataset
 
     m = mf.load(directory)
-    if verify_checksums:
-        problems = verify(directory, m)
-    else:
-        problems = mf.verify(directory, m, checksums=False)
-    if problems:
-        raise DataError(
-            f"dataset {directory} does not match its manifest: {'; '.join(problems[:5])}",
-            "re-run `finetune prepare` for this dataset (with --overwrite); if you changed "
-            "the files on purpose, `launch --skip-data-checksums` trains on them as they are.",
-        )
+    check_dataset(directory, m, verify_checksums)
     if m.num_classes < 2 or "train" not in m.splits or m.splits["train"].count < 1:
         raise DataError(
             f"dataset {directory} has {m.num_classes} class(es) and no usable training split",
@@ -240,15 +237,18 @@ def derive(recipe: Recipe, dataset: DatasetSummary, resources: Resources) -> Der
             "lower train.batch_per_gpu, use fewer devices, or a larger dataset.",
         )
     spe = scaling.steps_per_epoch(dataset.train_count, batch, recipe.train.max_batches_per_epoch)
-    sched = recipe.schedule
+    sched, opt = recipe.schedule, recipe.optimizer
     if sched.warmup_steps:
         warm_epochs = scaling.warmup_epochs_from_steps(sched.warmup_steps, spe)
     else:
         warm_epochs = sched.warmup_epochs
+    lr = scaling.scaled_lr(opt.lr_per_gpu, per_host, hosts)
+    # what the trainer computes with, checked before anything is launched
+    scaling.check_rates(opt.lr_per_gpu, lr, resources.devices, recipe.model.head_lr_mult, opt.wd)
     return Derived(
         devices=resources.devices,
         global_batch=batch,
-        lr=scaling.scaled_lr(recipe.optimizer.lr_per_gpu, per_host, hosts),
+        lr=lr,
         warmup_epochs=warm_epochs,
         warmup_steps=scaling.warmup_steps(warm_epochs, spe),
         steps_per_epoch=spe,

@@ -61,10 +61,13 @@ def _resolve_head(git: Path) -> str | None:
 
 def manifest_sha256(dataset_dir: str | Path) -> str | None:
     """sha256 of a prepared dataset's manifest.json (which holds every file's sha256)."""
-    path = Path(dataset_dir) / "manifest.json"
+    from finetune.data.safeopen import open_regular
+    from finetune.errors import DataError
+
     try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
+        with open_regular(Path(dataset_dir) / "manifest.json") as f:  # (never a FIFO: no hang)
+            return hashlib.sha256(f.read()).hexdigest()
+    except (OSError, DataError):
         return None
 
 

@@ -4,8 +4,9 @@ A run's role is scoped to the prefixes it reads. A dataset given as ``s3://BUCKE
 otherwise give the run every object of the bucket -- every other run's checkpoints, models
 and logs. So a dataset must lie under the tool's dataset prefix (``finetune/datasets/NAME/``,
 where finetune uploads), or inside a prefix the user named with ``--read-prefix``; such a
-prefix must be in the run's bucket (the permissions boundary allows no other) and must not
-cover the prefixes where runs keep their own data.
+prefix must be in the run's bucket, under ``shared/`` or ``finetune/`` (the permissions
+boundary, infra/policies/run-boundary.json, lets a run read those two and no other), and must
+not cover the prefixes where runs keep their own data.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from finetune.aws.s3upload import DATASETS_ROOT, as_prefix, parse_s3_uri
 from finetune.errors import UsageError
 
 RUN_DATA = ("finetune/runs/", "finetune/output/", "finetune/checkpoints/")
+SHARED_ROOT = "shared/"  # datasets kept outside finetune/: the boundary lets runs read it
+READABLE_ROOTS = ("finetune/", SHARED_ROOT)  # what the boundary lets a run read at all
 
 
 def read_prefixes(dataset_uri: str, bucket: str, extra: tuple[str, ...] = ()) -> list[str]:
@@ -34,7 +37,7 @@ def read_prefixes(dataset_uri: str, bucket: str, extra: tuple[str, ...] = ()) ->
             f"the dataset {dataset_uri} is outside finetune's dataset prefix "
             f"s3://{bucket}/{DATASETS_ROOT}NAME/; the run's role would read all of it",
             f"point --dataset at one dataset's prefix, or name the prefix the run may read "
-            f"with --read-prefix s3://{bucket}/PREFIX/ (never the bucket's root).",
+            f"with --read-prefix s3://{bucket}/{SHARED_ROOT}NAME/ (never the bucket's root).",
         )
     return list(dict.fromkeys(([key] if inside_root else []) + named))
 
@@ -48,11 +51,18 @@ def _extra_prefix(uri: str, bucket: str) -> str:
             f"--read-prefix {uri} is not in the run's bucket {bucket}",
             f"copy the data into s3://{bucket}/ and name that prefix.",
         )
+    if key and not key.startswith(READABLE_ROOTS):
+        raise UsageError(
+            f"--read-prefix {uri} is outside what a run may read: the permissions boundary "
+            f"lets runs read s3://{bucket}/{SHARED_ROOT}... and s3://{bucket}/finetune/... only",
+            f"copy the data under s3://{bucket}/{SHARED_ROOT}NAME/ (aws s3 sync) and name "
+            "that prefix.",
+        )
     clash = [r for r in RUN_DATA if r.startswith(key) or key.startswith(r)]
     if not key or clash:
         what = clash[0] if clash else "the whole bucket"
         raise UsageError(
             f"--read-prefix {uri} would let the run read other runs' data ({what})",
-            f"name a narrower prefix, e.g. s3://{bucket}/shared/NAME/.",
+            f"name a narrower prefix, e.g. s3://{bucket}/{SHARED_ROOT}NAME/.",
         )
     return key

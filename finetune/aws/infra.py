@@ -86,6 +86,7 @@ class Names:
         partition = partition_of(self.region) if self.region != "REGION" else "aws"
         return {
             "AWS::Partition": partition,
+            "AWS::URLSuffix": "amazonaws.com.cn" if partition == "aws-cn" else "amazonaws.com",
             "AWS::Region": self.region,
             "AWS::AccountId": self.account,
             "Bucket": self.bucket,

@@ -10,13 +10,11 @@ whole archive before anything is unpacked.
 
 from __future__ import annotations
 
-import os
-import shutil
 import tarfile
-import tempfile
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
+from finetune import folders
 from finetune.errors import DataError
 
 # What makes a folder a model folder (finetune.models.artifact reads these; no import of it:
@@ -26,10 +24,9 @@ DESCRIPTION = ("classes.json", "preprocessing.json", "hyperparameters.json")
 
 def into_place(dest: Path, fill: Callable[[Path], None]) -> Path:
     """Run ``fill(tmp)`` on an empty temporary folder beside ``dest``, check it holds a model
-    description, then rename it to ``dest`` (replacing an older one); returns ``dest``."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.parent))
-    try:
+    description, then rename it to ``dest`` (replacing an older copy); returns ``dest``."""
+
+    def fill_and_check(tmp: Path) -> None:
         fill(tmp)
         missing = [n for n in DESCRIPTION if not (tmp / n).is_file()]
         if missing:
@@ -38,13 +35,10 @@ def into_place(dest: Path, fill: Callable[[Path], None]) -> Path:
                 "the run's output is not a finetune model: check that the run completed "
                 "with this version of finetune, or pass a model folder instead.",
             )
-        if dest.exists():
-            shutil.rmtree(dest)
-        os.rename(tmp, dest)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return dest
+
+    # dest is a copy in finetune's own cache (settings' cache_dir/models/RUN/JOB): an older
+    # copy there is finetune's to replace
+    return folders.publish(dest, fill_and_check, check_old=lambda old: None)
 
 
 def check_members(tar: tarfile.TarFile, source: str) -> list[tarfile.TarInfo]:

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from finetune.data.imaging import MAX_PIXELS
+
 _RUN = typer.Argument(
     ..., help="Run id (or a unique prefix), or the path of a model folder (e.g. an unpacked "
     "model.tar.gz)."
@@ -21,24 +23,37 @@ def predict(
     fmt: str = typer.Option(
         "table", "--format", help="table, json or csv (any case). JSON and CSV go to stdout."
     ),
+    max_pixels: int = typer.Option(
+        MAX_PIXELS,
+        "--max-pixels",
+        min=1,
+        help="Skip (and list) images with more pixels than this, before decoding them, as "
+        "`prepare` does: a small file can decode to gigabytes.",
+    ),
 ) -> None:
     """Classify images with a run's model, applying exactly the validation preprocessing
-    the run recorded (preprocessing.json), in batches, with the run's engine."""
+    the run recorded (preprocessing.json), in batches, with the run's engine. Files that
+    are not readable images are skipped and listed on stderr; the exit code is then 3."""
     from finetune.cli._render import check_format, echo_json, rich_table
     from finetune.models.predict import predict as run_predict
 
     fmt = check_format(fmt, ("table", "json", "csv"))
-    result = run_predict(run, images, top_k)
+    result = run_predict(run, images, top_k, max_pixels)
     if fmt == "json":
         m = result.model
         head = {"run": m.run_id, "model_dir": str(m.path), "engine": m.engine, "model": m.model}
-        echo_json({**head, "predictions": [p.as_dict() for p in result.predictions]})
+        skipped = [{"image": name, "reason": why} for name, why in result.skipped]
+        predictions = [p.as_dict() for p in result.predictions]
+        echo_json({**head, "predictions": predictions, "skipped": skipped})
     elif fmt == "csv":
         typer.echo(_csv(result.predictions), nl=False)
     else:
         rows = [_table_row(p) for p in result.predictions]
         headers = ["image", "class", "probability"] + (["next"] if top_k > 1 else [])
         rich_table(headers, [r[: len(headers)] for r in rows])
+    error = result.skipped_error()
+    if error:
+        raise error  # after the good ones were printed: stderr and a non-zero exit
 
 
 def export(
@@ -46,7 +61,12 @@ def export(
     out: Path = typer.Option(
         None, "--out", help="Folder to create (default: ./RUN-export). It must not exist yet."
     ),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out if it exists."),
+    overwrite: bool = typer.Option(
+        False,
+        "--overwrite",
+        help="Replace --out if an earlier `finetune export` wrote it and it holds nothing else "
+        "(never '/', the home or the current folder).",
+    ),
 ) -> None:
     """Export a run's model with its class map (classes.json) and preprocessing
     (preprocessing.json): ONNX (model.onnx, input "data" N x 3 x S x S) for the torch
@@ -55,7 +75,7 @@ def export(
     from finetune.models.predict import export as run_export
 
     folder = run_export(run, out, overwrite)
-    files = ", ".join(sorted(p.name for p in folder.iterdir()))
+    files = ", ".join(sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")))
     info(f"Exported to {folder}: {files}")
 
 

@@ -9,18 +9,33 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import stat
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from finetune import __version__
 from finetune.data.imaging import MAX_PIXELS
+from finetune.data.safeopen import kind, open_regular, plain_name_problem
 from finetune.errors import DataError
 
 MANIFEST = "manifest.json"
 SCHEMA_VERSION = 1
 SPLITS = ("train", "val", "test")  # test only when `prepare` was asked to hold one out
+# a dataset name becomes file names (NAME_train.rec), S3 keys and the EC2 agent's paths
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def plain_dataset_name(name: str) -> str:
+    """``name`` if it is a plain dataset name (NAME_RE); ValueError (for pydantic) if not."""
+    if not NAME_RE.fullmatch(name):
+        raise ValueError(
+            f"{name!r} is not a plain dataset name (letters, digits, '.', '_', '-'; starting "
+            "with a letter or digit; at most 100 characters)"
+        )
+    return name
 
 
 class PrepareParams(BaseModel):
@@ -73,6 +88,21 @@ class DatasetManifest(BaseModel):
     skipped: list[Skipped] = []
     ignored: list[Skipped] = []
 
+    # checked on every parse (a manifest read from disk or S3 is data anyone may have edited):
+    # these names become paths that are opened, downloaded to and hashed
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, name: str) -> str:
+        return plain_dataset_name(name)
+
+    @field_validator("files")
+    @classmethod
+    def _plain_file_names(cls, files: dict[str, FileEntry]) -> dict[str, FileEntry]:
+        for name in files:
+            if problem := plain_name_problem(name):
+                raise ValueError(f"listed file {problem}")
+        return files
+
     @property
     def num_classes(self) -> int:
         return len(self.classes)
@@ -89,14 +119,15 @@ class DatasetManifest(BaseModel):
 def load(directory: str | Path) -> DatasetManifest:
     """Read ``DIR/manifest.json``; DataError when it is missing or not a manifest."""
     path = Path(directory) / MANIFEST
-    if not path.is_file():
+    try:
+        with open_regular(path) as f:  # (a FIFO named manifest.json must not hang us)
+            raw = f.read()
+    except FileNotFoundError:
         raise DataError(
             f"{directory} is not a prepared dataset: {MANIFEST} is missing",
             "run `finetune prepare caltech256 --out DIR` or `finetune prepare folder ROOT "
             "--out DIR` first (an interrupted prepare leaves no manifest; just run it again).",
-        )
-    try:
-        raw = path.read_bytes()
+        ) from None
     except OSError as exc:
         raise DataError(
             f"{path} cannot be read: {exc.strerror or exc}",
@@ -152,8 +183,9 @@ def describe_errors(exc: ValidationError, limit: int = 5) -> str:
 
 
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+    """sha256 of a regular file (DataError for a FIFO, a device, a folder)."""
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
@@ -164,13 +196,29 @@ def verify(directory: str | Path, manifest: DatasetManifest, checksums: bool = T
     problems = []
     for name, entry in manifest.files.items():
         path = Path(directory) / name
-        if not path.is_file():
-            problems.append(f"{name}: missing")
-        elif path.stat().st_size != entry.bytes:
-            problems.append(f"{name}: {path.stat().st_size} bytes, manifest says {entry.bytes}")
+        st, problem = listed_stat(directory, name)
+        if problem:
+            problems.append(problem)
+        elif st.st_size != entry.bytes:
+            problems.append(f"{name}: {st.st_size} bytes, manifest says {entry.bytes}")
         elif checksums and sha256_file(path) != entry.sha256:
             problems.append(f"{name}: sha256 differs from the manifest")
     return problems
+
+
+def listed_stat(directory: str | Path, name: str) -> tuple[os.stat_result | None, str | None]:
+    """(stat, None) for a file the manifest lists that is a regular file in ``directory``;
+    (None, "NAME: missing", "NAME: a FIFO (named pipe), not a regular file" ...) otherwise.
+    (The name itself was checked to be a plain file name when the manifest was parsed.)"""
+    try:
+        st = os.stat(Path(directory) / name)
+    except FileNotFoundError:
+        return None, f"{name}: missing"
+    except OSError as exc:
+        return None, f"{name}: cannot be read ({exc.strerror or exc})"
+    if not stat.S_ISREG(st.st_mode):
+        return None, f"{name}: {kind(st.st_mode)}, not a regular file"
+    return st, None
 
 
 def write_atomic(path: str | Path, text: str) -> None:

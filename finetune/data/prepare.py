@@ -12,14 +12,13 @@ An interrupted run leaves only the staging folder (removed by the next run) and 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from finetune import __version__
-from finetune.data import lst
+from finetune.data import lst, outfolder
 from finetune.data import manifest as mf
 from finetune.data.imaging import ImageOptions
 from finetune.data.listing import Listing, list_images
@@ -30,7 +29,7 @@ from finetune.errors import DataError, UsageError
 
 STAGING = ".prepare-staging"
 LOCK = ".prepare.lock"
-NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+NAME_RE = mf.NAME_RE  # (defined with the manifest, which checks it on every parse)
 
 
 @dataclass
@@ -72,6 +71,8 @@ def prepare(req: PrepareRequest, progress: Progress | None = None) -> PrepareRes
     check_class_sizes(listing.samples, spec)  # before any work; again once bad images are out
     source = {"kind": "folder", "path": str(req.root.resolve()), **req.source}
     source["fingerprint"] = listing.fingerprint()
+    splits = ["train", "val"] + (["test"] if spec.has_test else [])
+    outfolder.check_replaceable(req.out, outfolder.dataset_files(req.name, splits))
     existing = _existing(req, source)
     if existing is not None:
         return PrepareResult(existing, req.out, reused=True)
@@ -266,6 +267,7 @@ def _write_split(staging: Path, name: str, split: str, items, slots, src) -> dic
 
 def _publish(staging: Path, out: Path, manifest: mf.DatasetManifest) -> None:
     """Move the data files into place, then the manifest: its presence means 'complete'."""
+    outfolder.begin(out, list(manifest.files))  # what is ours while no manifest says so
     old = out / mf.MANIFEST
     if old.exists():
         old.unlink()  # from here until the new manifest lands, the folder is 'incomplete'
@@ -274,3 +276,4 @@ def _publish(staging: Path, out: Path, manifest: mf.DatasetManifest) -> None:
         os.replace(staging / name, out / name)
     mf.fsync_dir(out)
     mf.write_atomic(out / mf.MANIFEST, mf.dump(manifest))
+    outfolder.end(out)

@@ -52,10 +52,24 @@ def measure(
 ) -> ReadSpeed:
     """Read one pass of ``split`` with mx.io.ImageRecordIter (random crop + mirror, as in
     training) and time it after ``warmup_batches`` batches."""
+    from finetune.data.verify import check_dataset
+
     m = mf.load(dataset)
     if split not in m.splits:
         raise DataError(f"split {split!r} is not in {dataset}", f"use one of {sorted(m.splits)}.")
+    # sizes, sha256 (cached), every record's framing and label: a damaged .rec/.idx makes
+    # MXNet's reader abort or segfault, so it sees only files that passed
+    check_dataset(dataset, m)
     mx = require_module("mxnet")
+    args = (split, threads, batch_size, data_shape, max_images, warmup_batches)
+    try:
+        return _measure(mx, Path(dataset), m, *args)
+    except mx.base.MXNetError as exc:
+        raise _decode_failure(dataset, m, split, exc) from None
+
+
+def _measure(mx, dataset, m, split, threads, batch_size, data_shape, max_images, warmup_batches):
+    """One timed pass with mx.io.ImageRecordIter (see measure)."""
     rec = Path(dataset) / m.file_name(split, "rec")
     asked_threads, asked_batch = threads or default_threads(), batch_size
     threads = decode_threads(asked_threads)
@@ -89,3 +103,45 @@ def measure(
         )
     seconds = time.perf_counter() - start
     return ReadSpeed(split, images, seconds, threads, batch_size, asked_threads, asked_batch)
+
+
+def _decode_failure(dataset: Path, m: mf.DatasetManifest, split: str, exc) -> DataError:
+    """What MXNet could not read, named: the first record whose image does not decode (MXNet
+    says only that OpenCV failed somewhere). test-io measures a pass over every image, so it
+    stops at a bad one rather than skipping it: its figure would not be that pass's."""
+    rec = Path(dataset) / m.file_name(split, "rec")
+    bad = first_undecodable(rec, rec.with_suffix(".idx"))
+    fix = (
+        "re-create the dataset with `finetune prepare --overwrite` (prepare skips and lists "
+        "images that do not decode; this one was damaged after it)."
+    )
+    if bad is None:
+        first = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+        return DataError(f"MXNet could not read {rec}: {first}", fix)
+    return DataError(f"{rec}: {bad}", fix)
+
+
+def first_undecodable(rec: Path, idx: Path) -> str | None:
+    """'record N (key K, id I) does not decode: REASON' for the first record in .idx order
+    whose image Pillow cannot decode; None when every one decodes."""
+    import io
+
+    from PIL import Image, UnidentifiedImageError
+
+    from finetune.data.imaging import _own_pixel_limit  # (truncated images refused)
+    from finetune.data.recordio import RecordReader, unpack_header
+
+    with RecordReader(rec, idx) as reader, _own_pixel_limit():
+        for number, key in enumerate(reader.keys):
+            header, payload = unpack_header(reader.read_key(key))
+            try:
+                with Image.open(io.BytesIO(payload)) as im:
+                    im.load()
+            except UnidentifiedImageError:  # (its text holds a BytesIO's repr: not shown)
+                reason = "not a readable image (unknown or corrupt format)"
+            except Exception as exc:  # Pillow raises OSError, ValueError, SyntaxError ...
+                reason = f"corrupt image: {exc or type(exc).__name__}"
+            else:
+                continue
+            return f"record {number} (key {key}, id {header.id}) does not decode: {reason}"
+    return None

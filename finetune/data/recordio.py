@@ -12,6 +12,7 @@ labels follow and the header's label is 0. The .idx is text, one ``key\\toffset`
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import struct
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from finetune.data.safeopen import open_regular
 from finetune.errors import RecordIOError
 
 MAGIC = 0xCED7230A
@@ -153,12 +155,13 @@ class RecordReader:
 
     def __init__(self, rec_path: str | Path, idx_path: str | Path | None = None) -> None:
         self.rec_path = Path(rec_path)
-        if not self.rec_path.is_file():
+        try:  # a regular file only: a FIFO or a device would block or never end
+            self._f: BinaryIO = open_regular(self.rec_path)  # closed in close()
+        except FileNotFoundError:
             raise RecordIOError(
                 f"{self.rec_path} does not exist", "run `finetune prepare` to create it."
-            )
-        self._f: BinaryIO = open(self.rec_path, "rb")  # noqa: SIM115 - closed in close()
-        self._size = self.rec_path.stat().st_size
+            ) from None
+        self._size = os.fstat(self._f.fileno()).st_size
         self.index: dict[int, int] = read_index(idx_path, self._size) if idx_path else {}
 
     @property
@@ -232,9 +235,13 @@ def read_index(idx_path: str | Path, rec_size: int | None = None) -> dict[int, i
     """Parse a .idx into {key: offset}; with ``rec_size``, offsets past the end are errors."""
     index: dict[int, int] = {}
     path = Path(idx_path)
-    if not path.is_file():
-        raise RecordIOError(f"index {path} does not exist", "run `finetune prepare` to create it.")
-    with open(path, encoding="ascii", errors="replace") as f:
+    try:
+        raw = open_regular(path)
+    except FileNotFoundError:
+        raise RecordIOError(
+            f"index {path} does not exist", "run `finetune prepare` to create it."
+        ) from None
+    with io.TextIOWrapper(raw, encoding="ascii", errors="replace") as f:
         for lineno, line in enumerate(f, 1):
             if not line.strip():
                 continue
@@ -251,7 +258,7 @@ def read_index(idx_path: str | Path, rec_size: int | None = None) -> dict[int, i
                     f"{path}:{lineno}: key {key} points at byte {offset}, past the end of the "
                     f"record file ({rec_size} bytes)",
                     "the .idx and .rec do not belong together; re-create both with "
-                    "`finetune prepare`.",
+                    "`finetune prepare --overwrite`.",
                 )
             index[key] = offset
     return index

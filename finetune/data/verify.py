@@ -13,8 +13,42 @@ from contextlib import suppress
 from pathlib import Path
 
 from finetune.data import manifest as mf
+from finetune.data.safeopen import open_regular
+from finetune.errors import DataError
 
 CACHE = ".sha256-cache"
+
+
+def check_dataset(directory: str | Path, manifest: mf.DatasetManifest, checksums: bool = True):
+    """Refuse a dataset whose files do not match ``manifest`` (sizes always, sha256 unless
+    ``checksums`` is False), or whose records are malformed or carry a label outside the
+    classes (finetune.data.recordcheck: what would crash or silently mislead a trainer)."""
+    from finetune.data.recordcheck import check_splits
+
+    if checksums:
+        problems = verify_checksums(directory, manifest)
+    else:
+        problems = mf.verify(directory, manifest, checksums=False)
+    for split, stats in manifest.splits.items():  # a file not listed would go unchecked
+        for ext in ("rec", "idx") if stats.count else ():
+            if (name := manifest.file_name(split, ext)) not in manifest.files:
+                problems.append(f"{name}: not listed in the manifest (nothing to check it by)")
+    if problems:
+        # --skip-data-checksums skips the sha256 only: offer it only when that is all
+        only_digests = all("sha256 differs" in p for p in problems)
+        raise DataError(
+            f"dataset {directory} does not match its manifest: {'; '.join(problems[:5])}",
+            "re-run `finetune prepare` for this dataset with --overwrite"
+            + (
+                "; if you changed the files on purpose, `launch --skip-data-checksums` "
+                "trains on them as they are."
+                if only_digests
+                else " (--skip-data-checksums would not help: it skips the sha256 comparison "
+                "only, never a missing file, a changed size or a file that is not a regular "
+                "one)."
+            ),
+        )
+    check_splits(Path(directory), manifest)
 
 
 def verify_checksums(directory: str | Path, manifest: mf.DatasetManifest) -> list[str]:
@@ -24,10 +58,9 @@ def verify_checksums(directory: str | Path, manifest: mf.DatasetManifest) -> lis
     fresh: dict[str, dict] = {}
     problems = []
     for name, entry in sorted(manifest.files.items()):
-        try:
-            st = (directory / name).stat()
-        except FileNotFoundError:
-            problems.append(f"{name}: missing")
+        st, problem = mf.listed_stat(directory, name)  # a FIFO or a device is never opened
+        if problem:
+            problems.append(problem)
             continue
         if st.st_size != entry.bytes:
             problems.append(f"{name}: {st.st_size} bytes, manifest says {entry.bytes}")
@@ -48,8 +81,9 @@ def verify_checksums(directory: str | Path, manifest: mf.DatasetManifest) -> lis
 
 def _load(path: Path) -> dict:
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError, RecursionError):
+        with open_regular(path) as f:  # (a FIFO in its place must not hang a launch)
+            data = json.loads(f.read())
+    except (OSError, ValueError, RecursionError, DataError):
         return {}
     return data if isinstance(data, dict) else {}
 

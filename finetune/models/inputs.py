@@ -9,9 +9,10 @@ the same pixels.
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from finetune.data.imaging import MAX_PIXELS, ImageOptions, encode
 from finetune.data.listing import IMAGE_EXTENSIONS, natural_key
 from finetune.data.recordio import IRHeader, RecordWriter, pack_header
 from finetune.errors import DataError
@@ -24,6 +25,7 @@ class Packed:
     rec: Path
     idx: Path
     images: list[Path]  # record i is images[i]
+    skipped: list[tuple[Path, str]] = field(default_factory=list)  # (file, why), not packed
 
 
 def collect(paths: list[str]) -> list[Path]:
@@ -47,33 +49,56 @@ def collect(paths: list[str]) -> list[Path]:
     return found
 
 
-def pack(images: list[Path], folder: Path) -> Packed:
-    """Write ``images`` (record i = image i, label 0) to ``folder``/input.rec + .idx."""
+def pack(images: list[Path], folder: Path, max_pixels: int = MAX_PIXELS) -> Packed:
+    """Write the readable ``images`` (record i = i-th readable image, label 0) to
+    ``folder``/input.rec + .idx; a file that is not a readable image, or has more than
+    ``max_pixels`` pixels, is skipped with the reason, as `prepare` skips it."""
     rec, idx = folder / "input.rec", folder / "input.idx"
+    packed: list[Path] = []
+    skipped: list[tuple[Path, str]] = []
     with RecordWriter(rec, idx) as writer:
-        for i, path in enumerate(images):
-            writer.write(pack_header(IRHeader(0, 0.0, i), _payload(path)), key=i)
-    return Packed(rec, idx, images)
+        for path in images:
+            payload, why = _payload(path, max_pixels)
+            if payload is None:
+                skipped.append((path, why))
+                continue
+            n = len(packed)
+            writer.write(pack_header(IRHeader(0, 0.0, n), payload), key=n)
+            packed.append(path)
+    return Packed(rec, idx, packed, skipped)
 
 
-def _payload(path: Path) -> bytes:
-    """The encoded image as the engines will decode it; a DataError if it is not one."""
-    from PIL import Image, UnidentifiedImageError
-
+def _payload(path: Path, max_pixels: int) -> tuple[bytes | None, str]:
+    """(the encoded image as the engines will decode it, "") or (None, why it cannot be)."""
     try:
         data = path.read_bytes()
+    except OSError as exc:
+        return None, f"cannot be read ({exc.strerror or exc})"
+    # prepare's own check: the pixel limit from the header, before decoding, then a full
+    # decode (a truncated file fails here, not inside an engine's reader); its reasons name
+    # no Python objects
+    checked = encode(data, ImageOptions(resize=0, pass_through=True, max_pixels=max_pixels))
+    if checked.data is None:
+        return None, checked.reason or "not a readable image"
+    if data.startswith(_AS_IS):
+        return data, ""
+    return _as_png(data)
+
+
+def _as_png(data: bytes) -> tuple[bytes | None, str]:
+    """Another format, converted losslessly to PNG (its size was checked by ``encode``)."""
+    from PIL import Image
+
+    limit, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, None  # --max-pixels applies
+    try:
         with Image.open(io.BytesIO(data)) as image:
-            image.load()  # a truncated file fails here, not inside an engine's reader
-            if data.startswith(_AS_IS):
-                return data
             out = io.BytesIO()
             image.convert("RGB").save(out, format="PNG")
-            return out.getvalue()
-    except (OSError, UnidentifiedImageError, Image.DecompressionBombError) as exc:
-        raise DataError(
-            f"{path} is not an image that can be read ({exc})",
-            "remove it from the arguments, or convert it to JPEG or PNG.",
-        ) from None
+            return out.getvalue(), ""
+    except (OSError, ValueError) as exc:
+        return None, f"cannot be converted to PNG ({type(exc).__name__})"
+    finally:
+        Image.MAX_IMAGE_PIXELS = limit
 
 
 def _is_image_name(path: Path) -> bool:

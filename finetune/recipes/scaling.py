@@ -16,6 +16,8 @@ standard library and ``finetune.errors``.
 from __future__ import annotations
 
 import math
+import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from finetune.errors import ConfigError
@@ -40,6 +42,42 @@ def global_batch(batch_per_device: int, devices_per_host: int, hosts: int = 1) -
 def scaled_lr(lr_per_device: float, devices_per_host: int, hosts: int = 1) -> float:
     """The linear scaling rule: the per-device learning rate times the number of devices."""
     return lr_per_device * _check_counts(devices_per_host, hosts)
+
+
+def check_float32(values: Mapping[str, float]) -> None:
+    """ConfigError unless every value survives float32, the precision both engines train in:
+    finite, within +-3.4e38, and not rounded to zero. (lr=1e308 is a fine float64; as a
+    float32 it is inf, and the first step makes every weight NaN.)"""
+    for name, value in values.items():
+        try:
+            single = struct.unpack("<f", struct.pack("<f", value))[0]
+        except OverflowError:  # beyond float32's range
+            single = math.inf
+        if math.isfinite(single) and (single != 0 or value == 0):
+            continue
+        why = "rounds to 0" if math.isfinite(single) else "overflows to infinity"
+        raise ConfigError(
+            f"{name} = {value:g} {why} in float32, the precision the engines train in "
+            f"(finite float32 values lie within +-{FLOAT32_MAX:.7g}; the smallest is "
+            f"{FLOAT32_TINY:.3g})",
+            "use a value within that range (a learning rate is usually between 1e-5 and 1).",
+        )
+
+
+def check_rates(lr_per_device: float, lr: float, devices: int, head_mult: float, wd: float):
+    """check_float32 of the rates a run trains with, named as a recipe names them."""
+    check_float32(
+        {
+            "optimizer.lr_per_gpu": lr_per_device,
+            f"the scaled learning rate (lr_per_gpu x {devices} devices)": lr,
+            "the head's learning rate (lr x model.head_lr_mult)": lr * head_mult,
+            "optimizer.wd": wd,
+        }
+    )
+
+
+FLOAT32_MAX = 3.4028234663852886e38
+FLOAT32_TINY = 1.401298464324817e-45  # the smallest positive (subnormal) float32
 
 
 def steps_per_epoch(num_samples: int, global_batch_size: int, max_batches: int = 0) -> int:

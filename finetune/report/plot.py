@@ -13,6 +13,10 @@ from finetune.errors import DataError, UsageError, require_module
 from finetune.report.render import Report
 
 SUFFIXES = (".png", ".svg")
+# Written into every plot's metadata (PNG text chunk, SVG dc:creator): a file that exists at
+# --plot is replaced only when it carries this, i.e. an earlier plot of finetune's.
+CREATOR = "finetune report plot"
+_OWN_PLOT_MAX_BYTES = 16 << 20  # our plots are a few hundred kB; a larger file is not one
 
 
 def _pyplot():
@@ -37,7 +41,23 @@ def check_path(path: str | Path) -> Path:
             f"Cannot plot to {path}: the folder {path.parent} does not exist.",
             "create the folder first, or give a path in an existing folder.",
         )
+    if (path.exists() or path.is_symlink()) and not _own_plot(path):
+        raise UsageError(
+            f"Cannot plot to {path}: it exists and is not a plot finetune wrote, so it is "
+            "not replaced.",
+            "give --plot a new file name, or move that file away yourself.",
+        )
     return path
+
+
+def _own_plot(path: Path) -> bool:
+    """Whether ``path`` is a regular file an earlier plot wrote (its metadata says so)."""
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > _OWN_PLOT_MAX_BYTES:
+            return False
+        return CREATOR.encode() in path.read_bytes()
+    except OSError:
+        return False
 
 
 _check_path = check_path
@@ -51,7 +71,8 @@ def _save(fig, plt, path: Path, provenance: str) -> Path:
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        fig.savefig(tmp, format=path.suffix.lower()[1:], dpi=120)
+        fmt = path.suffix.lower()[1:]
+        fig.savefig(tmp, format=fmt, dpi=120, metadata={"Creator": CREATOR})
         os.replace(tmp, path)
     except OSError as exc:
         with suppress(OSError):  # a read-only file system refuses even this

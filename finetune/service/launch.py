@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from finetune.backends import get_backend
 from finetune.backends.base import Backend, Feature, Hooks, Preflight, ResourceRequest
-from finetune.errors import DataError, FinetuneError, UsageError
+from finetune.errors import BusyError, DataError, FinetuneError, UsageError
 from finetune.runs.ledger import ACTIVE, Ledger, Run, new_run_id
 from finetune.service.sync import journal, keep
 
@@ -168,15 +168,53 @@ def resume(ledger: Ledger, run_id: str, hooks: Hooks | None = None):
         raise UsageError(f"run {run.id} already completed", "launch a new run instead.")
     plan = Plan.model_validate(run.plan)
     check_features(backend, _needs(plan.resources))
+    check_same_dataset(run.id, plan, backend)
     ledger.add_event(run.id, "resume", f"resumed after status {run.status}")
     ledger.update(run.id, status="submitted", exit_reason=None, ended_at=None)
     return submit(plan, backend, ledger, ledger.get(run.id)), backend
+
+
+def check_same_dataset(run_id: str, plan, backend: Backend) -> None:
+    """A resume trains on from checkpoints of the data the run started with: refuse when the
+    dataset's manifest is no longer the recorded one (`prepare --overwrite` with another seed
+    keeps the counts and changes the split) unless the records are byte for byte the same
+    (a prepare run again with the same options rewrites only the manifest's date)."""
+    from finetune.plan import summarize_dataset
+
+    was = plan.dataset
+    try:
+        if was.path.startswith(REMOTE_SCHEMES):
+            now = backend.dataset_summary(was.path)
+        else:
+            now = summarize_dataset(Path(was.path), verify_checksums=False)
+    except DataError as exc:
+        raise DataError(f"run {run_id} cannot resume on its dataset: {exc.what}", exc.fix) from None
+    if now.manifest_sha256 == was.manifest_sha256 or _same_records(was, now):
+        return
+    changed = sorted(set(was.rec_sha256) ^ set(now.rec_sha256)) or [
+        name for name, sha in sorted(was.rec_sha256.items()) if now.rec_sha256[name] != sha
+    ]
+    raise DataError(
+        f"run {run_id} trained on dataset {was.name!r} at {was.path} with manifest sha256 "
+        f"{was.manifest_sha256}; that folder now holds manifest sha256 {now.manifest_sha256} "
+        f"({', '.join(changed) or 'other counts or classes'} changed): resuming would train "
+        "on other data",
+        "launch a new run on the dataset as it is now, or prepare the dataset again exactly "
+        "as before (same images, options and --seed) to resume this run.",
+    )
+
+
+def _same_records(was, now) -> bool:
+    keys = ("name", "num_classes", "train_count", "val_count", "test_count", "rec_sha256")
+    return all(getattr(was, k) == getattr(now, k) for k in keys)
 
 
 def submit(plan, backend: Backend, ledger: Ledger, run: Run) -> Run:
     """Submit a run already in the ledger (a resume); a refused submit is recorded as failed."""
     try:
         ref = backend.submit(plan, run, journal(ledger, run.id))
+    except BusyError:  # another resume of the run won: its process and record stand
+        raise
     except FinetuneError as exc:
         ledger.update(run.id, status="failed", exit_reason=str(exc), ended_at=time.time())
         raise

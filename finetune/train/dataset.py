@@ -62,7 +62,23 @@ def resolve(train_dir: Path, val_dir: Path, hp: TrainHyperparameters) -> Dataset
         )
         if where is not None:
             test_rec, test_idx = _split_files(where, manifest, "test", "train")
-    return DatasetFiles(manifest, train_rec, train_idx, val_rec, val_idx, test_rec, test_idx)
+    files = DatasetFiles(manifest, train_rec, train_idx, val_rec, val_idx, test_rec, test_idx)
+    _check_records(files)
+    return files
+
+
+def _check_records(files: DatasetFiles) -> None:
+    """Every record's framing and label, every .idx offset (finetune.data.recordcheck), before
+    an engine's reader opens the files: MXNet would segfault on a bad offset and train on an
+    impossible label; torch would fail on it with a raw IndexError mid-run."""
+    from finetune.data.recordcheck import check_split
+
+    m = files.manifest
+    splits = [("train", files.train_rec, files.train_idx), ("val", files.val_rec, files.val_idx)]
+    if files.test_rec is not None:
+        splits.append(("test", files.test_rec, files.test_idx))
+    for split, rec, idx in splits:
+        check_split(rec, idx, m.num_classes, m.splits[split].count)
 
 
 def _load(directory: Path, channel: str) -> mf.DatasetManifest:
@@ -96,18 +112,24 @@ def _check_hparams(m: mf.DatasetManifest, hp: TrainHyperparameters) -> None:
 def _split_files(directory: Path, m: mf.DatasetManifest, split: str, channel: str):
     paths = []
     for ext in ("rec", "idx"):
-        name = m.file_name(split, ext)
+        name = m.file_name(split, ext)  # (m.name was checked to be a plain name)
         path = directory / name
-        if not path.is_file():
+        st, problem = mf.listed_stat(directory, name)  # (a link to a regular file is fine)
+        if problem == f"{name}: missing":
             raise DataError(
                 f"{channel} channel: {name} is missing from {directory}",
                 f"copy the whole prepared folder (manifest.json and {m.name}_*.rec/.idx) "
                 "into the channel.",
             )
-        entry = m.files.get(name)
-        if entry is not None and path.stat().st_size != entry.bytes:
+        if problem:
             raise DataError(
-                f"{channel} channel: {name} has {path.stat().st_size} bytes, the manifest "
+                f"{channel} channel: {problem} in {directory}",
+                "copy the file again from the prepared dataset.",
+            )
+        entry = m.files.get(name)
+        if entry is not None and st.st_size != entry.bytes:
+            raise DataError(
+                f"{channel} channel: {name} has {st.st_size} bytes, the manifest "
                 f"says {entry.bytes} (a partial copy?)",
                 "copy the file again from the prepared dataset.",
             )

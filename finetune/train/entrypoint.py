@@ -2,9 +2,11 @@
 
 SageMaker starts a bring-your-own image as ``docker run IMAGE train``, so a leading ``train``
 argument is accepted and ignored. Everything else comes from the /opt/ml tree (see
-finetune.train.contract; FINETUNE_ML_ROOT moves it). Exit codes: 0 done, or stopped by SIGTERM
-with a checkpoint saved (the next start resumes); otherwise the FinetuneError's code (1 for an
-unexpected error), with the reason in /opt/ml/output/failure.
+finetune.train.contract; FINETUNE_ML_ROOT moves it). Exit codes: 0 done, the model written;
+75 (finetune.train.signals.EXIT_STOPPED) stopped by SIGTERM/SIGINT with a checkpoint saved,
+unfinished (the next start resumes; /opt/ml/output/stopped.json and the failure file say so);
+otherwise the FinetuneError's code (1 for an unexpected error), with the reason in
+/opt/ml/output/failure.
 
 The same command on every host serves a PyTorch run of several processes: it starts them
 through torchrun (finetune.train.engines.torch.launch) -- or, started by torchrun, it is one
@@ -22,7 +24,15 @@ import traceback
 from finetune.errors import FinetuneError
 from finetune.train import distributed
 from finetune.train.contract import Layout, load_job
-from finetune.train.signals import StopRequest, survive_lost_output
+from finetune.train.signals import (
+    EXIT_STOPPED,
+    StopRequest,
+    mark_stopped,
+    model_written,
+    read_stopped,
+    stopped_file,
+    survive_lost_output,
+)
 
 USAGE = "usage: python -m finetune.train [train]   (inputs: the /opt/ml tree, or $FINETUNE_ML_ROOT)"
 FAILURE_LIMIT = 1024  # SageMaker shows this much of the failure file as FailureReason
@@ -46,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     layout = Layout.from_env()
     if _rank() is None:  # (a worker of torchrun: the launcher did it; a sibling may have failed)
         layout.failure_file.unlink(missing_ok=True)  # a stale reason from an earlier attempt
+        stopped_file(layout.root).unlink(missing_ok=True)  # and its stop marker
     try:
         with StopRequest() as stop:  # first thing: a stop during start-up is honoured too
             job = load_job(layout)
@@ -60,6 +71,35 @@ def main(argv: list[str] | None = None) -> int:
         detail = traceback.format_exc()
         return _fail(layout, f"unexpected error: {type(exc).__name__}: {exc}\n\n{detail}", 1)
     _report(job, layout, result)
+    return _outcome(job, layout, result)
+
+
+def _outcome(job, layout: Layout, result) -> int:
+    """The exit code of a run that raised nothing: EXIT_STOPPED (and the marker) when a signal
+    stopped it, 0 when it finished -- and only with its model written, so that no reader can
+    ever record a finished run without one."""
+    rank = _rank()
+    if result.stopped_by:
+        if rank not in (None, 0):
+            # rank 0 saves the checkpoint and speaks for the run; were this worker to exit
+            # non-zero first, torchrun's agent would kill rank 0 in the middle of its save
+            return 0
+        progress = getattr(result, "progress", None)
+        if progress is not None:
+            where = f"epoch {progress.epoch + 1}, batch {progress.batch}, step {progress.step}"
+        else:  # the launcher of torchrun's workers: rank 0 said where
+            where = (read_stopped(layout.root) or {}).get("where") or "the newest checkpoint"
+        reason = mark_stopped(layout.root, result.stopped_by, where)
+        print(reason, file=sys.stderr, flush=True)
+        _write_reason(layout, reason, rank)
+        return EXIT_STOPPED
+    if rank in (None, 0) and job.is_first_host and not model_written(layout.model_dir):
+        return _fail(
+            layout,
+            f"the trainer ended without a stop and without writing the model into "
+            f"{layout.model_dir}; the run is not finished",
+            1,
+        )
     return 0
 
 
@@ -96,6 +136,13 @@ def _fail(layout: Layout, reason: str, code: int) -> int:
     if rank is not None:  # the first of torchrun's processes to fail names the cause
         reason = f"training process rank {rank}: {reason}"
     print(f"training failed: {reason}", file=sys.stderr, flush=True)
+    _write_reason(layout, reason, rank)
+    distributed.exit_if_abandoned(code)  # (a multi-host job that failed ends here)
+    return code
+
+
+def _write_reason(layout: Layout, reason: str, rank: int | None) -> None:
+    """The reason into the failure file, where SageMaker reads FailureReason from."""
     try:
         layout.failure_file.parent.mkdir(parents=True, exist_ok=True)
         with open(layout.failure_file, "x" if rank is not None else "w", encoding="utf-8") as f:
@@ -104,5 +151,3 @@ def _fail(layout: Layout, reason: str, code: int) -> int:
         pass  # another process failed first (this one may only have lost its peer)
     except OSError as exc:  # an unwritable output folder must not hide the real reason
         print(f"(could not write {layout.failure_file}: {exc})", file=sys.stderr)
-    distributed.exit_if_abandoned(code)  # (a multi-host job that failed ends here)
-    return code

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import time
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from typing import Protocol
 
 from finetune import metrics
 from finetune.data.manifest import write_atomic
+from finetune.errors import ConfigError
 from finetune.recipes.scaling import LrSchedule, steps_per_epoch
 from finetune.record import RECORD_FILE, launch_record, manifest_sha256
 from finetune.train import dataset, preprocess
@@ -102,6 +104,7 @@ class _Run:
     epoch_started: float = 0.0
     timed_here: float = 0.0  # this process's steady-state seconds of the current epoch
     last_save: float = field(default_factory=time.monotonic)
+    tallied_step: int = 0  # the step of the last loss sync (the NaN check's resolution)
 
     @property
     def steps(self) -> int:
@@ -140,7 +143,9 @@ def fit(job: TrainJob, session: Session, stop: StopRequest | None = None) -> Fit
     if stop:
         _save(run, progress, stop.signal_name)
         return FitResult(stop.signal_name, progress, resumed)
-    test = _finish(run, progress) if session.is_first_host else None
+    test, done = _finish(run, progress) if session.is_first_host else (None, True)
+    if not done:  # stopped while scoring the test split: no model yet; a restart scores it
+        return FitResult(stop.signal_name, progress, resumed)
     return FitResult(None, progress, resumed, test)
 
 
@@ -226,6 +231,7 @@ def _train_epoch(run: _Run, progress: Progress) -> None:
     last_print = time.monotonic()
     telemetry = getattr(run.session, "telemetry", None)
     run.session.begin_epoch(progress.epoch, progress.batch)
+    run.tallied_step = progress.step
     if warmup == 0:
         watch.start()
     for done in range(1, remaining + 1):
@@ -258,9 +264,29 @@ def _train_epoch(run: _Run, progress: Progress) -> None:
 
 def _tally(run: _Run, progress: Progress) -> None:
     loss_sum, hits, seen = run.session.sync()
+    if not math.isfinite(loss_sum):  # every later step would be NaN too: stop, as failed
+        raise _diverged(run, progress, loss_sum)
+    run.tallied_step = progress.step
     progress.loss_sum += loss_sum
     progress.hits += hits
     progress.seen += seen
+
+
+def _diverged(run: _Run, p: Progress, loss: float) -> ConfigError:
+    """The loss is summed between syncs (a sync per step would stall the device): name the
+    step it was seen at and the steps it may have become non-finite in."""
+    which = "NaN" if math.isnan(loss) else "infinite"
+    since = (
+        f" (summed over steps {run.tallied_step + 1}-{p.step})"
+        if p.step > run.tallied_step + 1
+        else ""
+    )
+    return ConfigError(
+        f"the training loss became {which} at epoch {p.epoch} step {p.step}{since}, with "
+        f"learning rate {run.schedule.at_step(max(p.step - 1, 0)):g}: training diverged",
+        "lower the learning rate and launch again (optimizer.lr_per_gpu in the recipe, or "
+        "lr=VALUE after the recipe's name on the command line).",
+    )
 
 
 def _evaluate(run: _Run, split: str, rec: Path, idx: Path, labels) -> Evaluation | None:
@@ -324,8 +350,9 @@ def _save(run: _Run, progress: Progress, reason: str, best: bool = False) -> flo
     return run.last_save - started
 
 
-def _finish(run: _Run, progress: Progress) -> Evaluation | None:
-    """The best checkpoint's weights into the network, the test split once, the artifact."""
+def _finish(run: _Run, progress: Progress) -> tuple[Evaluation | None, bool]:
+    """The best checkpoint's weights into the network, the test split once, the artifact;
+    (the test's evaluation, False when a stop cut the test split short: no artifact)."""
     best = run.checkpoints.best()
     if best is not None and best.directory != _newest(run):
         run.session.load_weights(best)
@@ -334,6 +361,8 @@ def _finish(run: _Run, progress: Progress) -> Evaluation | None:
     if files.test_rec is not None:
         labels = record_labels(files.test_rec, files.test_idx)
         test = _evaluate(run, "test", files.test_rec, files.test_idx, labels)
+        if test is None and run.stop:
+            return None, False
         if test is not None:
             out = run.job.layout.output_data_dir
             test.save_report(out, files.classes, progress.best_epoch)
@@ -341,7 +370,7 @@ def _finish(run: _Run, progress: Progress) -> Evaluation | None:
             _add_test_to_last_event(run, progress, test)
     _write_summary(run, progress, test)
     _write_artifact(run, progress)
-    return test
+    return test, True
 
 
 def _newest(run: _Run) -> Path | None:

@@ -183,3 +183,21 @@ def test_plot_into_a_read_only_folder_is_a_clear_error(ledger_with_runs, tmp_pat
     res = finetune_in(READ_ONLY, folder, "cost-report", "--plot", str(folder / "r.png"), env=env)
     assert_clear_error(res, 3, "Cannot write the plot", "Read-only file system")
     assert list(folder.iterdir()) == []
+
+
+def test_plot_replaces_only_a_plot_finetune_wrote(ledger_with_runs, tmp_path):
+    photo = tmp_path / "holiday.png"
+    mine = b"\x89PNG\r\n\x1a\n the user's own picture"
+    photo.write_bytes(mine)
+    res = _invoke("--plot", str(photo))
+    assert res.exit_code == 2, res.output
+    assert "not a plot finetune wrote" in res.output and "To fix:" in res.output
+    assert photo.read_bytes() == mine
+    # its own plot, though, is replaced by the next report (the usual loop)
+    ours = tmp_path / "scaling.svg"
+    assert _invoke("--plot", str(ours)).exit_code == 0
+    first = ours.read_bytes()
+    res = _invoke("ft-1gpu", "ft-8gpu", "--plot", str(ours))
+    assert res.exit_code == 0, res.output
+    assert ours.read_bytes() != first  # written again
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["holiday.png", "scaling.svg"]

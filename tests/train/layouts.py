@@ -33,3 +33,18 @@ def generate_scales(root: Path, per_class: int, side: int, seed: int = 0) -> Pat
                 draw.ellipse([cx - r, cy - r, cx + r, cy + r], fill=fill)
             img.save(folder / f"{i:03d}.jpg", quality=92)
     return root
+
+
+def generate_brightness(root: Path, per_class: int, side: int, seed: int = 0) -> Path:
+    """Two classes a network separates within a few steps: dark and bright noise (JPEGs of
+    ``side`` px, pixel values 0-90 or 165-255)."""
+    from PIL import Image
+
+    rng = random.Random(seed)
+    for label, (name, low) in enumerate({"dark": 0, "bright": 165}.items()):
+        folder = root / f"{label:02d}.{name}"
+        folder.mkdir(parents=True, exist_ok=True)
+        for i in range(per_class):
+            pixels = bytes(rng.randint(low, low + 90) for _ in range(side * side * 3))
+            Image.frombytes("RGB", (side, side), pixels).save(folder / f"{i:03d}.jpg", quality=92)
+    return root

@@ -1,8 +1,9 @@
 """Kill the trainer and start it again: it resumes from its newest complete checkpoint.
 
 SIGKILL loses at most one checkpoint interval; SIGTERM loses nothing (the trainer finishes
-its batch, checkpoints and exits 0). Both run ``python -m finetune.train`` as a container
-does, on a temporary /opt/ml tree, and the finished run has every epoch exactly once.
+its batch, checkpoints and exits 75, EXIT_STOPPED: unfinished). Both run ``python -m
+finetune.train`` as a container does, on a temporary /opt/ml tree, and the finished run has
+every epoch exactly once.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import time
 import pytest
 
 from finetune.metrics import read as read_metrics
+from finetune.train.signals import EXIT_STOPPED, STOPPED_MARK, read_stopped
 
 from .conftest import Output, hparams, make_tree, start_trainer
 
@@ -82,8 +84,10 @@ def test_sigterm_checkpoints_and_loses_nothing(root):
     first = Output(start_trainer(root, "train", FINETUNE_LOG_EVERY="1"))
     first.wait_for(lambda: (first.values("finetune-progress", "step") or [0])[-1] >= 13)
     first.proc.send_signal(signal.SIGTERM)
-    assert first.finish() == 0, first.text()
+    assert first.finish() == EXIT_STOPPED, first.text()  # unfinished: not 0
     assert "stopped by SIGTERM, checkpoint saved" in first.text()
+    assert read_stopped(root)["signal"] == "SIGTERM"
+    assert (root / "output" / "failure").read_text().startswith(STOPPED_MARK)
     reached = first.values("finetune-progress", "step")[-1]
     state = _newest_state(root)
     assert (state["reason"], state["step"]) == ("SIGTERM", reached)  # not one batch lost

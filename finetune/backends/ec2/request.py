@@ -146,20 +146,24 @@ def run_instances_kwargs(spec: LaunchSpec, token: str) -> dict:
     return kwargs
 
 
-def instance_policy(bucket: str, run_prefix: str, read_prefixes, image: str) -> dict:
+def instance_policy(
+    bucket: str, run_prefix: str, read_prefixes, image: str, partition: str = "aws"
+) -> dict:
     """The instance role's only permissions: read the dataset (``read_prefixes``: one key
     prefix or several, see finetune.aws.datasetscope), read/write the run's prefix, pull the
-    training image. (Session Manager access comes from AWS's managed policy.)"""
+    training image. (Session Manager access comes from AWS's managed policy.) ``partition``:
+    the region's (finetune.aws.session.partition_of), so China and GovCloud ARNs match."""
     reads = [read_prefixes] if isinstance(read_prefixes, str) else list(read_prefixes)
     repo = _ecr_repository_arn(image)
+    s3 = f"arn:{partition}:s3:::{bucket}"
     statements = [
-        _allow("ReadDataset", ["s3:GetObject"], [f"arn:aws:s3:::{bucket}/{r}*" for r in reads]),
+        _allow("ReadDataset", ["s3:GetObject"], [f"{s3}/{r}*" for r in reads]),
         _allow(
             "RunPrefix",
             ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
-            [f"arn:aws:s3:::{bucket}/{run_prefix}*"],
+            [f"{s3}/{run_prefix}*"],
         ),
-        _allow("ListOwnPrefixes", ["s3:ListBucket"], [f"arn:aws:s3:::{bucket}"])
+        _allow("ListOwnPrefixes", ["s3:ListBucket"], [s3])
         | {"Condition": {"StringLike": {"s3:prefix": [f"{p}*" for p in (run_prefix, *reads)]}}},
         _allow("EcrLogin", ["ecr:GetAuthorizationToken"], ["*"]),
     ]
@@ -175,5 +179,11 @@ def _allow(sid: str, actions: list[str], resources_: list[str]) -> dict:
 
 def _ecr_repository_arn(image: str) -> str | None:
     """'ACCOUNT.dkr.ecr.REGION.amazonaws.com/repo:tag' -> the repository's ARN."""
-    m = re.fullmatch(r"(\d{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com/([^:@]+)(?:[:@].*)?", image)
-    return f"arn:aws:ecr:{m[2]}:{m[1]}:repository/{m[3]}" if m else None
+    m = re.fullmatch(
+        r"(\d{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/([^:@]+)(?:[:@].*)?", image
+    )
+    if not m:
+        return None
+    from finetune.aws.session import partition_of
+
+    return f"arn:{partition_of(m[2])}:ecr:{m[2]}:{m[1]}:repository/{m[3]}"

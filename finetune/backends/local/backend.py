@@ -14,10 +14,12 @@ from pydantic import Field
 from finetune import metrics as mt
 from finetune.backends import base
 from finetune.backends.base import Capabilities, Feature, Hooks, Preflight, Status
-from finetune.backends.local.runner import LOCK_FILE, lock_held
-from finetune.errors import UsageError
+from finetune.backends.local.runner import LOCK_FILE, lock_held, take_lock
+from finetune.errors import BusyError, UsageError
 from finetune.processes import alive
-from finetune.train import mltree
+from finetune.train import mltree, signals
+
+RUNNER = "finetune.backends.local.runner"
 
 
 class LocalOptions(base.Options):
@@ -85,32 +87,43 @@ class LocalBackend:
         return []
 
     def submit(self, plan, run, journal=None) -> str:
-        """Lay out RUN_DIR/ml, then start the supervisor detached; returns its pid. Refused
-        while a process of the run (a trainer whose supervisor was killed) is still alive."""
+        """Lay out RUN_DIR/ml, then start the supervisor detached; returns its pid. The run's
+        lock is taken here, before anything is touched, and handed to the supervisor: of two
+        resumes at once, one starts and the other is refused (BusyError) having changed
+        nothing; refused too while a process of the run (a trainer whose supervisor was
+        killed) is still alive."""
         run_dir = Path(run.run_dir)
-        if lock_held(run_dir):
-            raise UsageError(
+        lock = _take_lock_soon(run_dir)
+        if lock is None:
+            raise BusyError(
                 f"run {run.id} still has a live process (it holds {run_dir / LOCK_FILE}); "
                 "a second trainer would write into the same run",
                 f"wait for it to end (`finetune runs stop {run.id}` asks it to), then resume.",
             )
+        with lock:  # this process's copy; the supervisor keeps the lock through its own
+            return str(self._start(plan, run_dir, lock.fileno()).pid)
+
+    def _start(self, plan, run_dir: Path, lock_fd: int) -> subprocess.Popen:
         mltree.layout(run_dir / "ml", plan)
         (run_dir / "plan.json").write_text(plan.to_json())
         for stale in ("exit.json", "runner.json"):  # a resumed run starts a new attempt
             (run_dir / stale).unlink(missing_ok=True)
+        # and its trainer's end: a new one killed before it clears them must not inherit them
+        signals.stopped_file(run_dir / "ml").unlink(missing_ok=True)
+        (run_dir / "ml" / "output" / "failure").unlink(missing_ok=True)
         env = dict(os.environ)
         if plan.resources.device == "gpu" and self.gpu_ids:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in self.gpu_ids)
         with open(run_dir / "runner.log", "ab") as runner_log:  # the child keeps its own copy
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "finetune.backends.local.runner", str(run_dir)],
+            return subprocess.Popen(
+                [sys.executable, "-m", RUNNER, str(run_dir), str(lock_fd)],
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=runner_log,
+                pass_fds=(lock_fd,),
                 start_new_session=True,  # survives the terminal: `launch --detach`
             )
-        return str(proc.pid)
 
     def status(self, run) -> Status:
         run_dir = Path(run.run_dir)
@@ -182,20 +195,56 @@ def _output_facts(run_dir: Path) -> dict | None:
 
 
 def _final(run_dir: Path, info: dict) -> Status:
+    """How the trainer ended, from its exit code and what it left in the ml tree: "completed"
+    only with the model written; a signal's stop (EXIT_STOPPED, the marker) or kill is
+    "interrupted" -- "stopped" when the user asked -- and resumable."""
     code = info.get("exit_code")
     times = dict(
         started_at=info.get("started_at"),
         ended_at=info.get("ended_at"),
         facts=_output_facts(run_dir),
     )
-    failure = run_dir / "ml" / "output" / "failure"
-    if code == 0:
-        state = "stopped" if info.get("stop_requested") else "completed"
-        return Status(state, **times)
+    ml = run_dir / "ml"
+    asked = bool(info.get("stop_requested"))
+    resume = "resume with `finetune launch --resume RUN`"
+    marker = signals.read_stopped(ml)
+    if code == signals.EXIT_STOPPED or marker:
+        why = (marker or {}).get("reason") or f"the trainer stopped after a checkpoint ({code})"
+        return Status("stopped" if asked else "interrupted", reason=f"{why}; {resume}", **times)
+    if code == 0 and signals.model_written(ml / "model"):
+        return Status("completed", **times)
+    if code == 0:  # never "completed" without the model (a trainer older than its marker)
+        why = "the trainer ended without writing the model"
+        return Status("stopped" if asked else "interrupted", reason=f"{why}; {resume}", **times)
+    failure = ml / "output" / "failure"
     reason = failure.read_text()[:1024].strip() if failure.exists() else ""
-    if info.get("stop_requested") and not reason:
+    if isinstance(code, int) and code < 0 and not reason:  # killed: it could not checkpoint
+        name = _signal_name(-code)
+        why = f"the trainer was killed by {name} (its newest checkpoint is kept)"
+        return Status("stopped" if asked else "interrupted", reason=f"{why}; {resume}", **times)
+    if asked and not reason:
         return Status("stopped", reason=f"trainer exited with {code} after a stop", **times)
     return Status("failed", reason=reason or f"trainer exited with code {code}", **times)
+
+
+def _take_lock_soon(run_dir: Path, wait_s: float = 10.0):
+    """The run's lock; when the last attempt has ended (exit.json) its supervisor may still
+    hold it for a moment on its way out, so wait for that, not for a live one."""
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while (lock := take_lock(run_dir)) is None and (run_dir / "exit.json").exists():
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.05)
+    return lock
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def _read_json(path: Path) -> dict:

@@ -1,6 +1,6 @@
 """Supervisor of one local run: starts the trainer, forwards stop signals, records the end.
 
-    python -m finetune.backends.local.runner RUN_DIR
+    python -m finetune.backends.local.runner RUN_DIR [LOCK_FD]
 
 Runs detached from the terminal (its own session), so a `launch --detach` or a closed
 terminal does not end the training. It writes RUN_DIR/runner.json when it starts and
@@ -10,7 +10,9 @@ was requested. The trainer's output goes to RUN_DIR/train.log.
 Nothing of a run outlives its supervisor: the trainer gets SIGTERM (it checkpoints and
 exits) the moment the supervisor dies, even by SIGKILL (Linux's parent-death signal), and
 both hold RUN_DIR/run.lock (one flock, shared through the inherited descriptor) for as long
-as either lives, so a resume cannot start a second trainer beside a live one.
+as either lives, so a resume cannot start a second trainer beside a live one. The backend
+takes that lock before it starts the supervisor and passes it on as LOCK_FD, so that of two
+resumes at once the loser is refused before it has started or changed anything.
 """
 
 from __future__ import annotations
@@ -44,8 +46,8 @@ def lock_held(run_dir: Path) -> bool:
     return False
 
 
-def _take_lock(run_dir: Path):
-    """The run's lock, or None when a process of the run still holds it."""
+def take_lock(run_dir: Path):
+    """The run's lock (an open file), or None when a process of the run still holds it."""
     lock = open(run_dir / LOCK_FILE, "a")  # noqa: SIM115 (held for the process's life)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -70,12 +72,25 @@ def _die_with_parent(parent: int):
     return arm
 
 
-def main(run_dir: Path) -> int:
-    lock = _take_lock(run_dir)
+def main(run_dir: Path, lock_fd: int | None = None) -> int:
+    """Supervise one attempt of the run; ``lock_fd``: the run's lock, already taken."""
+    lock = take_lock(run_dir) if lock_fd is None else open(lock_fd, "a")  # noqa: SIM115
     if lock is None:
         print(f"another process of {run_dir} is alive (it holds {LOCK_FILE})", file=sys.stderr)
         return 3
     env = dict(os.environ, FINETUNE_ML_ROOT=str(run_dir / "ml"), PYTHONUNBUFFERED="1")
+    # before the trainer starts and runner.json names this process: a stop sent at once
+    # is forwarded (or, before there is a trainer, handed to it on its start)
+    stop = {"requested": False, "child": None, "forwarded": False}
+
+    def forward(signum, frame):  # the trainer checkpoints on SIGTERM and exits
+        stop["requested"] = True
+        if stop["child"] is not None:
+            stop["forwarded"] = True
+            stop["child"].send_signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
     with open(run_dir / "train.log", "ab") as log:
         child = subprocess.Popen(
             [sys.executable, "-m", "finetune.train"],
@@ -86,19 +101,14 @@ def main(run_dir: Path) -> int:
             pass_fds=(lock.fileno(),),  # the trainer holds the run's lock as long as it lives
             preexec_fn=_die_with_parent(os.getpid()),  # safe: no threads here yet
         )
+    stop["child"] = child
+    if stop["requested"] and not stop["forwarded"]:  # it came while the trainer started
+        child.send_signal(signal.SIGTERM)
     started = time.time()
     write_atomic(
         run_dir / "runner.json",
         json.dumps({"runner_pid": os.getpid(), "trainer_pid": child.pid, "started_at": started}),
     )
-    stop = {"requested": False}
-
-    def forward(signum, frame):  # the trainer checkpoints on SIGTERM and exits
-        stop["requested"] = True
-        child.send_signal(signal.SIGTERM)
-
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
     code = child.wait()
     write_atomic(
         run_dir / "exit.json",
@@ -115,4 +125,4 @@ def main(run_dir: Path) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(Path(sys.argv[1])))
+    sys.exit(main(Path(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else None))

@@ -45,16 +45,30 @@ def trust(account: str) -> dict:
     }
 
 
-def policy(run_id: str, bucket: str, reads: list[str], image: str, region: str, account: str):
-    """The run's permissions: ``reads`` are key prefixes of the dataset (and --read-prefix)."""
+def policy(
+    run_id: str,
+    bucket: str,
+    reads: list[str],
+    image: str,
+    region: str,
+    account: str,
+    network: tuple[tuple[str, ...], tuple[str, ...]] = ((), ()),
+    kms_key: str | None = None,
+):
+    """The run's permissions: ``reads`` are key prefixes of the dataset (and --read-prefix);
+    ``network`` (subnets, security groups) and ``kms_key`` add what a job in a VPC or an
+    encrypted job needs, only when given (finetune.backends.sagemaker.jobaccess)."""
+    from finetune.aws.session import partition_of
+    from finetune.backends.sagemaker import jobaccess
     from finetune.backends.sagemaker.sourcedir import CODE_ROOT
 
-    obj = f"arn:aws:s3:::{bucket}/"
+    partition = partition_of(region)
+    obj = f"arn:{partition}:s3:::{bucket}/"
     job = rq.job_name(run_id)  # resumed jobs are JOB-r1, JOB-r2, ...
     checkpoints = f"{rq.CHECKPOINT_ROOT}{run_id}/"
-    logs = f"arn:aws:logs:{region}:{account}:{LOGS}"
+    logs = f"arn:{partition}:logs:{region}:{account}:{LOGS}"
     statements = [
-        _allow("ListOwnPrefixes", ["s3:ListBucket"], [f"arn:aws:s3:::{bucket}"])
+        _allow("ListOwnPrefixes", ["s3:ListBucket"], [f"arn:{partition}:s3:::{bucket}"])
         | {"Condition": {"StringLike": {"s3:prefix": [f"{p}*" for p in (*reads, checkpoints)]}}},
         _allow("ReadDataset", ["s3:GetObject"], [f"{obj}{p}*" for p in reads]),
         # the torch engine's source directory (sourcedir.py), which AWS's PyTorch image runs
@@ -91,6 +105,8 @@ def policy(run_id: str, bucket: str, reads: list[str], image: str, region: str, 
             "ecr:GetDownloadUrlForLayer",
         ]
         statements.append(_allow("PullImage", pull, [repo]))
+    statements += jobaccess.vpc_statements(*network, region, account)
+    statements += jobaccess.kms_statements(kms_key, region, account)
     return {"Version": "2012-10-17", "Statement": statements}
 
 
@@ -102,7 +118,11 @@ def _repository_arn(image: str) -> str | None:
     m = re.fullmatch(
         r"(\d{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/([^:@]+)[:@].*", image
     )
-    return f"arn:aws:ecr:{m[2]}:{m[1]}:repository/{m[3]}" if m else None
+    if not m:
+        return None
+    from finetune.aws.session import partition_of
+
+    return f"arn:{partition_of(m[2])}:ecr:{m[2]}:{m[1]}:repository/{m[3]}"
 
 
 def ensure(iam, run_id: str, account: str, doc: dict, boundary: str) -> None:

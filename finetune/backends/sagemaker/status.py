@@ -11,14 +11,20 @@ SageMaker's documented statuses (TrainingJobStatus / SecondaryStatus):
 A spot interruption is not the end of a job: SageMaker waits for capacity and restarts it
 from the last checkpoint, so "Interrupted" maps to running. Time limits end it for good and
 map to the ledger's "interrupted" (resumable from the checkpoints); a user's stop to "stopped".
+A trainer stopped by a signal from elsewhere checkpoints and exits with 75 (EXIT_STOPPED)
+after writing a failure reason that starts with "finetune-stopped", so SageMaker says
+"Failed": that job is "interrupted" and resumable, never "completed" (a trainer exits 0 only
+with its model written) nor a failure.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import datetime
 
 from finetune.backends.base import Status
+from finetune.train.signals import EXIT_STOPPED, STOPPED_MARK
 
 _IN_PROGRESS = {
     "Starting": "submitted",
@@ -28,6 +34,17 @@ _IN_PROGRESS = {
 }
 _FINAL = {"Completed": "completed", "Failed": "failed", "Stopped": "stopped"}
 _TIME_LIMITS = ("MaxRuntimeExceeded", "MaxWaitTimeExceeded")
+# how the trainer's stop exit reads in FailureReason: our reason, or the PyTorch toolkit's
+# "ExitCode 75" / the platform's "exit code: 75" where the toolkit replaced the reason
+_STOPPED_EXIT = re.compile(rf"\b(ExitCode|exit code:?)\s+{EXIT_STOPPED}\b", re.IGNORECASE)
+
+
+def stopped_by_signal(job: dict) -> bool:
+    """Whether a failed job's trainer only stopped after a checkpoint (resumable)."""
+    reason = job.get("FailureReason") or ""
+    return job.get("TrainingJobStatus") == "Failed" and (
+        STOPPED_MARK in reason or bool(_STOPPED_EXIT.search(reason))
+    )
 
 
 def state_of(job: dict) -> str:
@@ -37,7 +54,7 @@ def state_of(job: dict) -> str:
         return _IN_PROGRESS.get(secondary, "running")
     if primary == "Stopping":
         return "stopping"
-    if primary == "Stopped" and secondary in _TIME_LIMITS:
+    if (primary == "Stopped" and secondary in _TIME_LIMITS) or stopped_by_signal(job):
         return "interrupted"
     return _FINAL.get(primary, "stopped" if primary == "Deleting" else "running")
 
@@ -75,6 +92,9 @@ def reason_of(job: dict, state: str, run_id: str) -> str | None:
     resume = f"resume from the last checkpoint with `finetune launch --resume {run_id}`"
     if state == "failed":
         return _failure(job.get("FailureReason") or "SageMaker gave no reason", job, run_id)
+    if stopped_by_signal(job):
+        why = " ".join(job["FailureReason"].split())[:400]
+        return f"the trainer was stopped by a signal after a checkpoint ({why}); {resume}"
     if secondary == "MaxWaitTimeExceeded":
         wait = job.get("StoppingCondition", {}).get("MaxWaitTimeInSeconds")
         return f"spot capacity did not come back within --max-wait ({wait} s); {resume}"

@@ -88,7 +88,17 @@ def ensure_run_role(aws: Aws, opts, run_id: str, dataset_root: str) -> None:
     from finetune.backends.sagemaker import runrole
 
     reads = read_prefixes(dataset_root, opts.bucket, opts.read_prefix)
-    doc = runrole.policy(run_id, opts.bucket, reads, opts.image, aws.region, aws.account_id)
+    network = (tuple(opts.subnet), tuple(opts.security_group))
+    doc = runrole.policy(
+        run_id,
+        opts.bucket,
+        reads,
+        opts.image,
+        aws.region,
+        aws.account_id,
+        network=network,
+        kms_key=opts.kms_key,
+    )
     boundary = boundary_arn(aws.account_id, aws.region)
     with aws_errors("CreateRole", resource=runrole.role_name(run_id), region=aws.region):
         runrole.ensure(aws.client("iam"), run_id, aws.account_id, doc, boundary)

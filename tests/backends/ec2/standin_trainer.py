@@ -2,8 +2,10 @@
 
 It keeps the trainer's contract where the agent can see it: reads FINETUNE_ML_ROOT's
 config, resumes from the newest complete ckpt-NNNNNN, appends one metrics event per epoch,
-checkpoints every epoch (keeping two), checkpoints and exits 0 on SIGTERM, writes the model
-at the end. STANDIN_EPOCH_SECONDS sets the pace; STANDIN_FAIL=1 makes it fail.
+checkpoints every epoch (keeping two), on SIGTERM checkpoints and exits as the trainer does
+(EXIT_STOPPED and its output/stopped.json), writes the model folder (the trainer's model
+files) at the end. STANDIN_EPOCH_SECONDS sets the pace; STANDIN_FAIL=1 makes it fail;
+STANDIN_STOP_AT_EPOCH=N stops it at epoch N as a SIGTERM to the trainer alone would.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import signal
 import sys
 import time
 from pathlib import Path
+
+from finetune.train.signals import EXIT_STOPPED, MODEL_FILES, mark_stopped
 
 STOP = {"now": False}
 
@@ -54,14 +58,16 @@ def main() -> int:
     if os.environ.get("STANDIN_FAIL"):
         (root / "output" / "failure").write_text("standin: asked to fail")
         return 3
+    stop_at = int(os.environ.get("STANDIN_STOP_AT_EPOCH") or -1)
     while state["epoch"] < epochs:
         deadline = time.time() + pace
         while time.time() < deadline and not STOP["now"]:
             time.sleep(0.01)
-        if STOP["now"]:
+        if STOP["now"] or state["epoch"] == stop_at:
             _save(ckpts, state)
             print(f"standin: stopped in epoch {state['epoch']}, checkpointed", flush=True)
-            return 0
+            mark_stopped(root, "SIGTERM", f"epoch {state['epoch'] + 1}")
+            return EXIT_STOPPED
         event = dict(
             epoch=state["epoch"],
             samples=80,
@@ -78,6 +84,8 @@ def main() -> int:
         _save(ckpts, state)
         print(f"standin: epoch {state['epoch']} done", flush=True)
     (root / "model" / "model.params").write_bytes(b"weights")
+    for name in MODEL_FILES:
+        (root / "model" / name).write_text("{}")
     return 0
 
 

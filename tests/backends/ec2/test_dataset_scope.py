@@ -55,3 +55,30 @@ def test_a_named_prefix_is_all_the_role_reads(ec2_aws, tiny_dataset):
     run_id = re.search(r"Run (ft-[\w-]+) started", res.output)[1]
     assert CliRunner().invoke(app, ["runs", "stop", run_id]).exit_code == 0
     assert instances_of(run_id, ["pending", "running"]) == []
+
+
+def test_the_shared_dataset_is_readable_through_role_and_boundary(ec2_aws, tiny_dataset):
+    """Issue 22: the role sent for `--read-prefix s3://BUCKET/shared/...`, replayed with the
+    stack's boundary: the dataset reads (the boundary allowed finetune/* only); other runs'
+    data does not; a prefix the boundary cannot read is refused before anything is made."""
+    from finetune.aws import infra
+    from tests.security.iam_eval import Request, allowed
+
+    bucket = os.environ["FINETUNE_BUCKET"]
+    uri = _upload_to(tiny_dataset, "shared/shapes/")
+    res = _launch(uri, "--read-prefix", f"s3://{bucket}/shared/shapes/")
+    assert res.exit_code == 0, res.output
+    (put,) = ec2_aws.sent("PutRolePolicy")
+    role = json.loads(put["PolicyDocument"])
+    (create,) = ec2_aws.sent("CreateRole")
+    account = create["PermissionsBoundary"].split(":")[4]
+    boundary = infra.render(infra.policy_document("boundary"), infra.Names(account, REGION, bucket))
+    obj = f"arn:aws:s3:::{bucket}"
+    assert allowed(role, Request("s3:GetObject", f"{obj}/shared/shapes/train/x.rec"), boundary)
+    other = f"{obj}/finetune/runs/ft-other/model/model.pt"
+    assert not allowed(role, Request("s3:GetObject", other), boundary)
+    run_id = re.search(r"Run (ft-[\w-]+) started", res.output)[1]
+    assert CliRunner().invoke(app, ["runs", "stop", run_id]).exit_code == 0
+    res = _launch(_upload_to(tiny_dataset, "mine/shapes/"), "--read-prefix", f"s3://{bucket}/mine/")
+    assert res.exit_code == 2 and "outside what a run may read" in res.output, res.output
+    assert len(ec2_aws.sent("CreateRole")) == 1

@@ -188,6 +188,43 @@ def test_resume_starts_a_new_job_on_the_same_checkpoints(cloud, fast, tiny_datas
     assert _only_run().status == "completed"
 
 
+# How SageMaker reports a container that exited 75 after the trainer's stop: the failure
+# file our entrypoint writes, or (the PyTorch toolkit's launcher) its own ExitCode report.
+_STOPPED_REASONS = [
+    "AlgorithmError: finetune-stopped: stopped by SIGTERM after a checkpoint (epoch 1, batch "
+    "1, step 1); the run is unfinished and resumes from that checkpoint when started again, "
+    "exit code: 75",
+    'AlgorithmError: ExecuteUserScriptError:\nExitCode 75\nErrorMessage ""\nCommand '
+    '"/opt/conda/bin/python3.11 finetune_entry.py", exit code: 75',
+]
+
+
+@pytest.mark.parametrize("reason", _STOPPED_REASONS, ids=["entrypoint", "toolkit"])
+def test_a_job_whose_trainer_stopped_after_a_checkpoint_is_interrupted(
+    cloud, fast, tiny_dataset, reason
+):
+    """The trainer got SIGTERM early (epoch 1, step 1), checkpointed and exited with
+    EXIT_STOPPED: SageMaker says Failed. The run is interrupted -- neither completed without
+    a model nor failed -- and `launch --resume` finishes it."""
+    stopped = h.step(
+        "Failed", "Failed", 120, "Training job failed", FailureReason=reason,
+        TrainingTimeInSeconds=120, BillableTimeInSeconds=120,
+    )  # fmt: skip
+    cloud.script([h.step("InProgress", "Training", 90), stopped])
+    res = cli(*SMOKE, "--dataset", str(tiny_dataset), "--instance", "p3.2xlarge")
+    assert res.exit_code == 1 and "interrupted" in res.output, res.output
+    run = _only_run()
+    assert run.status == "interrupted"
+    assert "stopped by a signal after a checkpoint" in run.exit_reason
+    assert f"finetune launch --resume {run.id}" in run.exit_reason
+    shown = json.loads(cli("runs", "show", run.id, "--json").output)
+    assert shown["status"] == "interrupted"
+    cloud.script(h.ON_DEMAND)
+    res = cli("launch", "--resume", run.id)
+    assert res.exit_code == 0, res.output
+    assert _only_run().status == "completed"
+
+
 def test_ctrl_c_can_stop_the_job(cloud, tiny_dataset):
     """A real `finetune launch` on a terminal (a pty) gets a real Ctrl-C (SIGINT) while it
     follows the job; the user answers "s": StopTrainingJob is sent, the run ends stopped."""

@@ -4,7 +4,10 @@ prepare   plan.json + dataset + checkpoints (+ the log so far) from S3 -> an /op
 supervise the trainer as a child; every ``upload_interval`` s: checkpoints, metrics, log,
           status; every ``poll_interval`` s: IMDS spot/instance-action. On a notice or on
           SIGTERM: SIGTERM to the trainer (it checkpoints and exits), upload, "interrupted".
-finish    model + final status to S3, exit code (0, 1, or 75 = interrupted), shutdown command
+finish    model + final status to S3, exit code (0, 1, or 75 = interrupted), shutdown command;
+          a trainer that stopped by itself after a checkpoint (its exit code 75, the same
+          EX_TEMPFAIL, or its output/stopped.json) is "interrupted" too, and "completed" needs
+          the model written
 """
 
 from __future__ import annotations
@@ -191,6 +194,10 @@ def _finish(run: Attempt, code: int, reason: str | None, kind: str) -> int:
         run.say(f"stopped for a restart ({reason}); trainer exit code {code}")
         state, exit_code, extra = p.INTERRUPTED, p.EXIT_INTERRUPTED, dict(reason=reason)
         extra["interruption"] = kind
+    elif stopped := _stopped_alone(run, code):  # a signal reached the trainer, not the agent
+        run.say(f"the trainer stopped after a checkpoint: {stopped}")
+        state, exit_code = p.INTERRUPTED, p.EXIT_INTERRUPTED
+        extra = dict(reason=stopped, interruption="signal")
     elif code == 0:
         if run.primary:
             _retry(run, lambda: run.store.upload_tree(run.cfg.ml_root / "model", p.MODEL))
@@ -205,6 +212,20 @@ def _finish(run: Attempt, code: int, reason: str | None, kind: str) -> int:
     _retry(run, run.upload)
     _retry(run, lambda: run.status(state, **extra, **ended))
     return exit_code
+
+
+def _stopped_alone(run: Attempt, code: int) -> str | None:
+    """Why the run is unfinished although the trainer ended by itself: it exited with
+    EXIT_STOPPED or left its stop marker, or (the first host) exited 0 without writing the
+    model -- a run is never "completed" without its model. None: finished, or failed."""
+    from finetune.train import signals
+
+    marker = signals.read_stopped(run.cfg.ml_root)
+    if code == signals.EXIT_STOPPED or marker:
+        return (marker or {}).get("reason") or f"trainer exit code {code}"
+    if code == 0 and run.primary and not signals.model_written(run.cfg.ml_root / "model"):
+        return "the trainer ended without writing the model"
+    return None
 
 
 def _try(run: Attempt, action) -> bool:

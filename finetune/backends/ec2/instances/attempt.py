@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from finetune.aws.datasetscope import read_prefixes
 from finetune.aws.infra import boundary_arn
+from finetune.aws.session import partition_of
 from finetune.backends.base import Journal
 from finetune.backends.ec2 import checks as ec2_checks
 from finetune.backends.ec2 import cost as ec2_cost
@@ -92,7 +93,8 @@ def _placement(ec2, state: Ec2State, count: int, prefer_subnet: str | None):
 def _role(clients, run_id: str, state: Ec2State) -> str:
     """The run's own instance profile: its S3 prefix, its dataset, its image; no more."""
     reads = read_prefixes(state.dataset_uri, state.bucket, state.options.read_prefix)
-    policy = instance_policy(state.bucket, state.prefix, reads, state.image)
+    partition = partition_of(state.region)
+    policy = instance_policy(state.bucket, state.prefix, reads, state.image, partition)
     boundary = boundary_arn(ec2_infra.account(clients("sts", state.region)), state.region)
     return ec2_infra.ensure_instance_profile(clients("iam", state.region), run_id, policy, boundary)
 

@@ -17,7 +17,17 @@ AMI_PARAMETERS = {  # AWS Deep Learning Base GPU AMIs (NVIDIA driver + Docker), 
 }
 SECURITY_GROUP = "finetune-no-ingress"
 ROLE_PATH = "/finetune/"
-SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
+SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"  # in partition aws
+
+
+def ssm_core_policy(iam) -> str:
+    """AWS's managed Session Manager policy in the partition of ``iam``'s region (China and
+    GovCloud have their own ARNs: arn:aws-cn:..., arn:aws-us-gov:...). botocore resolves the
+    partition from the client's region (an IAM client's region_name becomes 'aws-cn-global')."""
+    partition = getattr(iam.meta, "partition", None) or "aws"
+    return SSM_CORE_POLICY.replace("arn:aws:", f"arn:{partition}:", 1)
+
+
 LIVE_STATES = ["pending", "running", "stopping", "stopped"]
 _TRUST = {
     "Version": "2012-10-17",
@@ -183,7 +193,7 @@ def ensure_instance_profile(iam, run_id: str, policy: dict, boundary: str) -> st
         iam.put_role_policy(
             RoleName=name, PolicyName="run-access", PolicyDocument=json.dumps(policy)
         )
-        iam.attach_role_policy(RoleName=name, PolicyArn=SSM_CORE_POLICY)
+        iam.attach_role_policy(RoleName=name, PolicyArn=ssm_core_policy(iam))
         _ignore_exists(
             lambda: iam.create_instance_profile(InstanceProfileName=name, Path=ROLE_PATH)
         )
@@ -203,7 +213,7 @@ def delete_instance_profile(iam, name: str) -> None:
         lambda: iam.remove_role_from_instance_profile(InstanceProfileName=name, RoleName=name),
         lambda: iam.delete_instance_profile(InstanceProfileName=name),
         lambda: iam.delete_role_policy(RoleName=name, PolicyName="run-access"),
-        lambda: iam.detach_role_policy(RoleName=name, PolicyArn=SSM_CORE_POLICY),
+        lambda: iam.detach_role_policy(RoleName=name, PolicyArn=ssm_core_policy(iam)),
         lambda: iam.delete_role(RoleName=name),
     ]
     for step in steps:

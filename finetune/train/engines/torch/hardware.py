@@ -1,5 +1,5 @@
-"""This process's hardware: which device, how many CPU threads, what precision, how much
-memory, the NVML names of its GPUs and the datasheet peak the telemetry compares against."""
+"""This process's hardware: which device, how many CPU threads, how much memory, the NVML
+names of its GPUs and the datasheet peak the telemetry compares against."""
 
 from __future__ import annotations
 
@@ -66,18 +66,6 @@ def peak_record(telemetry: Telemetry) -> dict | None:
         return None
     return {"model": peak.model, "tflops": peak.tflops(telemetry.precision),
             "precision": telemetry.precision, "source": peak.source}  # fmt: skip
-
-
-def precision(asked: str, device: torch.device) -> str:
-    """fp32 on a CPU (bf16 autocast is ~7x slower there); bf16 on GPUs that have it, else
-    fp16 with a gradient scaler (T4, V100)."""
-    if device.type != "cuda":
-        if asked in ("bf16", "fp16"):
-            log.warning("precision=%s asked on a CPU: training in fp32", asked)
-        return "fp32"
-    if asked != "auto":
-        return asked
-    return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
 
 
 def decoded_bytes(files: dataset.DatasetFiles, contract: Preprocessing) -> int:

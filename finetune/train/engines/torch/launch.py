@@ -15,9 +15,13 @@ WORLD_SIZE, LOCAL_RANK... and the workers join one DistributedDataParallel group
 
 Under torchrun already (SageMaker's PyTorch toolkit starts scripts that way) the process just
 joins the group. The agent runs in a thread so that this process keeps its own SIGTERM/SIGINT
-handling: a stop is forwarded to the workers, which agree to stop after the same step,
-checkpoint (rank 0) and exit 0. A worker that dies makes the agent stop the others (SIGTERM,
-then SIGKILL after ``SHUTDOWN_S``); its rank, exit code or signal become this run's failure.
+handling: a stop is forwarded to the workers, which agree to stop after the same step; rank 0
+checkpoints and exits with EXIT_STOPPED (the others with 0), which is this run's stop, not a
+failure (a stop may also reach a worker directly: the launcher learns it the same way). A
+worker that dies makes the agent stop the others (SIGTERM, then SIGKILL after
+``SHUTDOWN_S``); its rank, exit code or signal become this run's failure. The agent's logs go
+to a folder of the run's own output tree, removed when the workers have ended (torch would
+leave a torchelastic_* folder in the system's temporary folder for every run).
 """
 
 from __future__ import annotations
@@ -25,9 +29,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -37,7 +43,7 @@ from finetune.errors import ConfigError, FinetuneError
 from finetune.train import distributed
 from finetune.train.contract import TrainJob
 from finetune.train.engines.torch.ddp import PARENT_ENV
-from finetune.train.signals import StopRequest
+from finetune.train.signals import EXIT_STOPPED, StopRequest, read_stopped
 
 PORT_ENV = "FINETUNE_TORCHRUN_PORT"
 DEFAULT_PORT = 29500  # torchrun's
@@ -130,6 +136,17 @@ def _free_port() -> int:
 def run(job: TrainJob, launch: Launch, stop: StopRequest) -> str | None:
     """Start this host's workers and wait for them; returns the stop signal's name when they
     stopped on request, raises ProcessFailed when one failed."""
+    output = job.layout.root / "output"
+    output.mkdir(parents=True, exist_ok=True)
+    logs = tempfile.mkdtemp(prefix="torchelastic-", dir=output)
+    try:
+        return _run(job, launch, stop, logs)
+    finally:
+        shutil.rmtree(logs, ignore_errors=True)
+
+
+def _run(job: TrainJob, launch: Launch, stop: StopRequest, logs: str) -> str | None:
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
     config = LaunchConfig(
@@ -143,6 +160,7 @@ def run(job: TrainJob, launch: Launch, stop: StopRequest) -> str | None:
         max_restarts=0,
         monitor_interval=0.1,
         shutdown_timeout=SHUTDOWN_S,
+        logs_specs=DefaultLogsSpecs(log_dir=logs),
     )
     log.info(
         "torchrun: host %d of %d, %d process(es) here, %d in all, master %s:%d",
@@ -172,8 +190,24 @@ def run(job: TrainJob, launch: Launch, stop: StopRequest) -> str | None:
             thread.join(SHUTDOWN_S)
     error = outcome.get("error")
     if error is not None:
+        stopped = _stopped_by(error, job)
+        if stopped:
+            return stopped
         raise _failure(error, job, launch)
     return stop.signal_name if stop else None
+
+
+def _stopped_by(error: BaseException, job: TrainJob) -> str | None:
+    """The signal that stopped the workers, when the agent's "failure" is only rank 0's
+    EXIT_STOPPED after its checkpoint (and its marker); None for a real failure."""
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+
+    if not isinstance(error, ChildFailedError) or not error.failures:
+        return None
+    if any(f.exitcode != EXIT_STOPPED for f in error.failures.values()):
+        return None
+    marker = read_stopped(job.layout.root)
+    return marker.get("signal") if marker else None
 
 
 def _failure(error: BaseException, job: TrainJob, launch: Launch) -> FinetuneError:

@@ -20,8 +20,8 @@ from finetune.errors import DataError
 from finetune.hparams import TrainHyperparameters
 from finetune.train import preprocess
 from finetune.train.engines.torch import validation
+from finetune.train.engines.torch.files import ENGINE_FILE, WEIGHTS
 from finetune.train.engines.torch.resident import ImageStore
-from finetune.train.engines.torch.session import ENGINE_FILE, WEIGHTS
 
 ONNX_FILE = "model.onnx"
 INPUT, OUTPUT = "data", "scores"

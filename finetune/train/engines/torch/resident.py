@@ -141,10 +141,21 @@ def _decode(payloads: list[bytes], device, rec: Path) -> list[torch.Tensor]:
             ) from None
 
 
-def pil_decode(payload: bytes):
-    """A record's image as a PIL image (the streaming path and the tests)."""
-    from PIL import Image
+def pil_decode(payload: bytes, where: str = "an image record"):
+    """A record's image as a PIL image (the streaming path and the tests); a DataError
+    naming ``where`` when it does not decode (Pillow's own message would name the bytes
+    buffer it read: "<_io.BytesIO object at 0x...>")."""
+    from PIL import Image, UnidentifiedImageError
 
-    image = Image.open(io.BytesIO(payload))
-    image.load()
-    return image
+    try:
+        image = Image.open(io.BytesIO(payload))
+        image.load()
+    except UnidentifiedImageError:
+        why = "is not a readable image (unknown or corrupt format)"
+    except (OSError, SyntaxError, ValueError) as exc:
+        why = f"is a corrupt image ({exc})"
+    else:
+        return image
+    raise DataError(
+        f"{where} {why}", "prepare the dataset again (`finetune prepare` checks every image)."
+    )

@@ -27,7 +27,7 @@ def evaluate(session, split: str, evaluator: Evaluator | None, stop: StopRequest
     count = _split_count(session.files, split)
     records, real = ddp.shard(count, g.rank, g.world)
     done = 0
-    for x, y in session._eval_batches(split, records):
+    for x, y in session.data.eval_batches(split, records):
         halt, _ = session.agree(stop, False)  # a stop reaches every process within one batch
         if halt:
             return False

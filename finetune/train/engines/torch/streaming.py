@@ -39,7 +39,7 @@ class RecordDataset(torch.utils.data.Dataset):
             self._reader = RecordReader(self.rec, self.idx)
         header, payload = unpack_header(self._reader.read_key(self.keys[record]))
         label = int(header.label if header.flag == 0 else header.label[0])
-        image = pil_decode(payload)
+        image = pil_decode(payload, f"{self.rec}: record {record} (key {self.keys[record]})")
         if self.train:
             rng = np.random.default_rng([self.seed, epoch, record])
             array = self.contract.train_array(image, rng)

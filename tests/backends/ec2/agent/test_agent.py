@@ -100,6 +100,35 @@ def test_sigterm_is_handled_like_a_notice(agent_env, fake_imds, tmp_path):
     assert max(checkpoint_seqs(s3_keys(prefix + p.CHECKPOINTS))) > max(first)
 
 
+def test_a_trainer_stopped_by_a_signal_of_its_own_is_interrupted_not_completed(
+    agent_env, fake_imds, tmp_path
+):
+    """A signal that reaches the trainer alone (not the agent): it checkpoints and exits with
+    EXIT_STOPPED (75) and its marker. The attempt is interrupted (resumable), no model is
+    uploaded, and the next attempt finishes the run with every epoch once."""
+    prefix = agent_env[p.ENV_PREFIX]
+    first = start_agent(
+        agent_env, tmp_path / "ml1", fake_imds.url, STANDIN_EPOCH_SECONDS="0.05",
+        STANDIN_STOP_AT_EPOCH="1",
+    )  # fmt: skip
+    assert first.wait(60) == p.EXIT_INTERRUPTED
+    doc = status(prefix)
+    assert doc["state"] == "interrupted" and doc["interruption"] == "signal"
+    assert doc["reason"].startswith("finetune-stopped: stopped by SIGTERM after a checkpoint")
+    assert doc["epochs_done"] == 1
+    assert not any("/model/" in k for k in s3_keys(prefix))
+    assert "training completed" not in s3_text(prefix, p.LOG)
+
+    second = start_agent(
+        agent_env, tmp_path / "ml2", fake_imds.url, attempt=2, STANDIN_EPOCH_SECONDS="0.05"
+    )
+    assert second.wait(60) == p.EXIT_COMPLETED
+    assert status(prefix)["state"] == "completed"
+    epochs = [json.loads(line)["epoch"] for line in s3_text(prefix, p.METRICS).splitlines()]
+    assert epochs == [0, 1, 2]
+    assert prefix + "model/model.params" in s3_keys(prefix)
+
+
 def test_sigkill_loses_at_most_one_checkpoint_interval(agent_env, fake_imds, tmp_path):
     """Killed without warning (agent and trainer together), S3 still holds the newest
     checkpoint or the one before it: the upload interval (0.3 s) is shorter than the

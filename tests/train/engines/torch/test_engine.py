@@ -29,10 +29,11 @@ from finetune.train.engines.torch import fit  # noqa: E402
 from finetune.train.engines.torch.resident import ImageStore  # noqa: E402
 from finetune.train.engines.torch.streaming import RecordDataset  # noqa: E402
 from finetune.train.preprocess import Preprocessing  # noqa: E402
+from finetune.train.signals import EXIT_STOPPED  # noqa: E402
 
-from .conftest import Output, hparams, make_tree, start_trainer  # noqa: E402
-from .layouts import generate_scales  # noqa: E402
-from .recount import recount  # noqa: E402
+from ...conftest import Output, hparams, make_tree, start_trainer  # noqa: E402
+from ...layouts import generate_scales  # noqa: E402
+from ...recount import recount  # noqa: E402
 
 
 def thp(**overrides):
@@ -151,7 +152,7 @@ def test_a_run_stopped_and_resumed_ends_with_the_same_weights(tmp_path, tiny_dat
     first = Output(start_trainer(root, FINETUNE_LOG_EVERY="1"))
     first.wait_for(lambda: any(line.startswith("finetune-progress") for line in first.lines))
     first.proc.send_signal(signal.SIGTERM)
-    assert first.finish(timeout=120) == 0, first.text()
+    assert first.finish(timeout=120) == EXIT_STOPPED, first.text()
     assert "stopped by SIGTERM" in first.text()
     second = Output(start_trainer(root))
     assert second.finish(timeout=300) == 0, second.text()

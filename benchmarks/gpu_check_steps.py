@@ -1,0 +1,206 @@
+"""The steps of ``python -m benchmarks.gpu_check`` (one GPU), each a function of the check's
+context returning a dict; a step that cannot run here raises Skip with the reason, which the
+report names. Every step also runs on a CPU at toy sizes (``--cpu-dry``), so the suite keeps
+them working; only what truly needs CUDA is skipped there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.gpu_throughput import _sync, hyperparameters, make_dataset, reference
+from benchmarks.train_overhead import make_tree
+
+# nvjpeg (the resident path's decoder on a GPU) against Pillow (the streaming path's decoder,
+# the preprocessing contract's reference): JPEG decoders differ in IDCT rounding and chroma
+# upsampling, by a level or two on most values and more along sharp colour edges. Chosen
+# bounds, not measured ones: no GPU was available when they were written.
+DECODE_MEAN_ABS_MAX = 2.0  # mean |difference| over all values, 8-bit levels
+DECODE_WITHIN_8_MIN = 0.99  # share of values within 8 levels
+
+# MLPerf Training v4.0 (2024, the last round with ResNet-50): 8 x H100, NVIDIA's
+# eos_ngc24.04_mxnet submission (MXNet + DALI, batch 400 per GPU), ~57,250 img/s.
+MLPERF_RESNET50_H100 = {
+    "images_per_s_per_gpu": 7156,
+    "source": "MLPerf Training v4.0, 8 x H100 (NVIDIA eos_ngc24.04_mxnet, MXNet + DALI, "
+    "batch 400/GPU): about 57,250 img/s = 7,156 per GPU; a tuned record, not a plain loop",
+}
+DRY_GPU = "H100 SXM"  # the GPU the model's prediction is shown for when there is none
+
+
+class Skip(Exception):
+    """This step (or part) cannot run here; the message says why."""
+
+
+@dataclass
+class Context:
+    """What the steps share: sizes (``a``, as benchmarks.gpu_throughput takes them), the
+    device, the work folder and the generated dataset."""
+
+    a: object
+    gpu: bool
+    work: Path
+    classes: int
+    dataset: Path | None = None
+    device_name: str | None = None
+
+
+def environment(ctx: Context) -> dict:
+    """Versions, the device, and the GPU's dense peaks as finetune's catalog knows them."""
+    import torch
+    import torchvision
+
+    from finetune.catalog import gpu_peaks
+
+    peak = gpu_peaks.lookup(ctx.device_name)
+    return {
+        "torch": torch.__version__,
+        "torchvision": torchvision.__version__,
+        "cuda": torch.version.cuda,
+        "device": ctx.device_name or "cpu",
+        "catalog_gpu": peak.model if peak else None,
+        "bf16_peak_tflops": peak.bf16 if peak else None,
+    }
+
+
+def dataset(ctx: Context) -> dict:
+    """Generated JPEGs prepared by finetune into a .rec (Caltech-256-sized on a GPU)."""
+    a = ctx.a
+    started = time.perf_counter()
+    ctx.dataset = make_dataset(ctx.work, a.side, a.train, a.val, classes=ctx.classes)
+    manifest = json.loads((ctx.dataset / "manifest.json").read_text())
+    counts = {k: v["count"] for k, v in manifest["splits"].items()}
+    return {"classes": ctx.classes, "counts": counts, "side": a.side,
+            "seconds": time.perf_counter() - started}  # fmt: skip
+
+
+def engine_run(ctx: Context, path: str, compiled: bool) -> dict:
+    """A whole finetune.train job in-process: its metrics event and run record."""
+    from finetune.train.contract import Layout, load_job
+    from finetune.train.engines.torch import fit
+
+    # whole epochs on a GPU (engine_batches 0), a batch or two at toy sizes
+    a = argparse.Namespace(**{**vars(ctx.a), "batches": ctx.a.engine_batches})
+    manifest = json.loads((ctx.dataset / "manifest.json").read_text())
+    hp = hyperparameters(a, a.model, manifest["splits"]["train"]["count"], ctx.classes,
+                         data_path=path, compile=compiled)  # fmt: skip
+    root = make_tree(ctx.work / f"ml-{path}-{int(compiled)}", ctx.dataset, hp)
+    started = time.perf_counter()
+    fit(load_job(Layout(root)))
+    wall = time.perf_counter() - started
+    out = root / "output" / "data"
+    event = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])
+    record = json.loads((out / "run-record.json").read_text())
+    keep = ("samples_per_sec", "train_acc", "val_acc", "input_wait_fraction", "data_bound",
+            "achieved_tflops", "pct_of_peak", "gpu_util_pct", "gpu_mem_gib")  # fmt: skip
+    return {"model": a.model, "data_path": path, "compile": compiled, "wall_s": wall,
+            "precision_asked": a.precision, "precision_used": record.get("precision"),
+            "model_written": (root / "model").is_dir() and any((root / "model").iterdir()),
+            **{k: event.get(k) for k in keep}}  # fmt: skip
+
+
+def decode(ctx: Context) -> dict:
+    """The resident path's decoder (nvjpeg on a GPU, batched) against Pillow's, on the
+    dataset's own JPEGs, within the stated tolerance."""
+    import numpy as np
+    import torch
+
+    from finetune.data.recordio import RecordReader, unpack_header
+    from finetune.train.engines.torch.resident import _decode, pil_decode
+
+    rec = next(ctx.dataset.glob("*_train.rec"))
+    reader = RecordReader(rec, rec.with_suffix(".idx"))
+    payloads = [unpack_header(reader.read_key(k))[1] for k in reader.keys[: ctx.a.decode_n]]
+    device = "cuda" if ctx.gpu else "cpu"
+    _sync(torch.device(device))
+    started = time.perf_counter()
+    ours = _decode(payloads, device, rec)
+    _sync(torch.device(device))
+    seconds = time.perf_counter() - started
+    diffs = []
+    for payload, image in zip(payloads, ours, strict=True):
+        want = np.asarray(pil_decode(payload).convert("RGB"), dtype=np.int16)
+        got = image.cpu().permute(1, 2, 0).numpy().astype(np.int16)
+        diffs.append(np.abs(got - want).ravel())
+    d = np.concatenate(diffs)
+    mean, within = float(d.mean()), float((d <= 8).mean())
+    ok = mean <= DECODE_MEAN_ABS_MAX and within >= DECODE_WITHIN_8_MIN
+    return {"decoder": "nvjpeg (torchvision.io.decode_jpeg, device=cuda)" if ctx.gpu
+            else "torchvision CPU decode (the resident path on a CPU)",
+            "against": "Pillow (the streaming path's decoder)", "images": len(payloads),
+            "images_per_s": len(payloads) / seconds, "mean_abs_diff": mean,
+            "max_abs_diff": int(d.max()), "share_within_8": within,
+            "tolerance": {"mean_abs_diff_max": DECODE_MEAN_ABS_MAX,
+                          "share_within_8_min": DECODE_WITHIN_8_MIN},
+            "within_tolerance": ok}  # fmt: skip
+
+
+def ddp(ctx: Context) -> dict:
+    """One-process DistributedDataParallel (NCCL on a GPU; gloo on a CPU): its gradients equal
+    the plain model's, and an all-reduce returns the one process's value."""
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+    from torchvision import models
+
+    dev = torch.device("cuda" if ctx.gpu else "cpu")
+    backend = "nccl" if ctx.gpu else "gloo"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    try:
+        torch.manual_seed(0)
+        plain = models.resnet18(num_classes=8).to(dev)
+        twin = models.resnet18(num_classes=8).to(dev)
+        twin.load_state_dict(plain.state_dict())
+        wrapped = DistributedDataParallel(twin, device_ids=[0] if ctx.gpu else None)
+        x = torch.randn(8, 3, 32, 32, device=dev)
+        y = torch.arange(8, device=dev) % 8
+        for net in (plain, wrapped):
+            torch.nn.functional.cross_entropy(net(x), y).backward()
+        pairs = list(zip(plain.parameters(), twin.parameters(), strict=True))
+        worst = max(float((p.grad - q.grad).abs().max()) for p, q in pairs)
+        # one process: DDP's all-reduce divides by 1, so only kernel choice may differ (cuDNN)
+        same = all(torch.allclose(p.grad, q.grad, rtol=1e-3, atol=1e-5) for p, q in pairs)
+        t = torch.full((4,), 3.0, device=dev)
+        dist.all_reduce(t)
+        _sync(dev)
+        return {"backend": backend, "world_size": dist.get_world_size(),
+                "max_grad_diff": worst, "all_reduce_ok": bool((t == 3.0).all()),
+                "grads_match": same}  # fmt: skip
+    finally:
+        dist.destroy_process_group()
+
+
+def throughput(ctx: Context, model: str, compiled: bool) -> dict:
+    """The network alone (benchmarks.gpu_throughput.reference) with its anchors beside it:
+    the performance model's prediction for this GPU, and MLPerf's H100 record for ResNet-50."""
+    from finetune.catalog import gpu_peaks
+    from finetune.catalog.perf.model import Setup, predict
+
+    a = ctx.a
+    got = reference(a, model, compiled)
+    peak = gpu_peaks.lookup(ctx.device_name)
+    gpu = peak.model if peak else DRY_GPU
+    # the prediction is for the real sizes (224 px, this batch on a GPU), whatever ran here
+    batch = a.batch if ctx.gpu else 256
+    pred = predict(Setup(network=model, gpu_model=gpu, precision="bf16", batch_per_device=batch))
+    row = {"model": model, "compile": compiled, "images_per_s": got["images_per_s"],
+           "compile_s": got["compile_s"], "batch": a.batch, "image_size": a.image_size,
+           "precision": a.precision,
+           "predicted": None if pred is None else {
+               "gpu": gpu, "images_per_s": pred.images_per_sec, "low": pred.low,
+               "high": pred.high, "basis": list(pred.basis)}}  # fmt: skip
+    if pred is not None and ctx.gpu:
+        row["measured_over_predicted"] = got["images_per_s"] / pred.images_per_sec
+    if model == "resnet50":
+        row["mlperf_v4_0_h100"] = MLPERF_RESNET50_H100
+        if ctx.gpu:
+            row["measured_over_mlperf"] = got["images_per_s"] / 7156
+    return row

@@ -1,0 +1,89 @@
+"""Folders finetune writes whole, and the folders it must never replace.
+
+A folder finetune publishes (an exported model, a cloud run's model in the cache) is filled
+in a temporary sibling and renamed into place only when complete, so a folder that exists is
+whole. Replacing one moves the old folder aside, renames the new one in, and only then
+removes the old one; a failure before that puts the old one back, so a failed write leaves
+what was there as it was. Nothing here deletes a folder it did not create or move aside
+itself, and a caller decides (``check_old``) whether an existing folder may be replaced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from finetune.errors import UsageError
+
+
+class Occupied(Exception):
+    """``dest`` exists and the caller gave no ``check_old``: it is left alone."""
+
+
+def publish(
+    dest: Path, fill: Callable[[Path], None], check_old: Callable[[Path], None] | None = None
+) -> Path:
+    """Run ``fill(tmp)`` on an empty temporary folder beside ``dest``, then rename it to
+    ``dest``. An existing ``dest`` is replaced only when ``check_old`` is given; it raises to
+    refuse, and is asked before the work and again right before the swap (the folder may
+    have changed meanwhile); without it an existing ``dest`` raises Occupied. Returns
+    ``dest``. OSErrors propagate: the caller words them."""
+    if dest.exists() or dest.is_symlink():
+        if check_old is None:
+            raise Occupied(dest)
+        check_old(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.parent))
+    try:
+        fill(tmp)
+        _swap(tmp, dest, check_old)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return dest
+
+
+def _swap(new: Path, dest: Path, check_old: Callable[[Path], None] | None) -> None:
+    """Rename ``new`` to ``dest``; an old ``dest`` goes aside first and is removed last."""
+    if not (dest.exists() or dest.is_symlink()):
+        os.rename(new, dest)
+        return
+    if check_old is None:
+        raise Occupied(dest)  # it appeared while the new one was being written
+    check_old(dest)
+    aside = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old-", dir=dest.parent))
+    old = aside / "old"
+    try:
+        os.rename(dest, old)  # a rename never follows a link and never merges folders
+    except BaseException:
+        aside.rmdir()
+        raise
+    try:
+        os.rename(new, dest)
+    except BaseException:
+        os.rename(old, dest)  # should this fail too, the old folder stays in ``aside``
+        aside.rmdir()
+        raise
+    shutil.rmtree(aside, ignore_errors=True)  # only what was moved aside above
+
+
+def refuse_protected(path: Path, option: str) -> None:
+    """A UsageError when ``path`` is the file system's root, the home folder, the current
+    folder, or a folder holding one of them: no command replaces those, whatever is in them.
+    A pure path check: it touches nothing."""
+    resolved = Path(os.path.abspath(path.expanduser())).resolve()
+    protected = {"the file system's root": Path(resolved.anchor), "the current folder": Path.cwd()}
+    with contextlib.suppress(RuntimeError):  # no HOME, no passwd entry: no home to protect
+        protected["your home folder"] = Path.home()
+    for what, place in protected.items():
+        place = place.resolve()
+        if resolved == place or resolved in place.parents:
+            holds = "is" if resolved == place else "holds"
+            raise UsageError(
+                f"{option} {path} {holds} {what}: finetune never replaces it",
+                f"give {option} a new folder of its own, e.g. {option} ./model-export.",
+            )

@@ -1,0 +1,137 @@
+"""The session's data, resident or streaming, behind one interface chosen once at build:
+``batches(epoch, position)`` (this process's training batches of an epoch, from a position
+on) and ``eval_batches(split, records)`` (a split's validation batches, file order).
+
+Both cut an epoch the same way: a permutation seeded by (seed, epoch), in full global batches
+(at most ``steps``), each process keeping its slice of every global batch. ``resident`` keeps
+the decoded images on the device and crops them there, drawing boxes and flips for the whole
+global batch from a generator seeded by (seed, epoch, position); ``stream`` has loader worker
+processes apply the Pillow reference. Either way a run resumed at any position draws what the
+uninterrupted run drew.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import torch
+
+from finetune.train import dataset
+from finetune.train.engines.torch import boxes, ddp, hardware, streaming, validation
+from finetune.train.engines.torch.resident import ImageStore
+from finetune.train.preprocess import Preprocessing
+
+RESIDENT_SHARE = 0.5  # auto: resident when decoded images take at most this much memory
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+log = logging.getLogger(__name__)
+
+
+class _Batches:
+    """What both data paths share: the epoch's order and this process's slice of it."""
+
+    path = ""
+
+    def __init__(self, files: dataset.DatasetFiles, contract: Preprocessing,
+                 device: torch.device, hp, group: ddp.Group, steps: int) -> None:  # fmt: skip
+        self.files, self.contract, self.device = files, contract, device
+        self.hp, self.group, self.steps = hp, group, steps
+        self.local_batch = ddp.local_batch(hp.global_batch_size, group.world)
+        self.workers = hardware.loader_workers(hp.loader_workers)
+
+    def order(self, epoch: int) -> list[torch.Tensor]:
+        """The epoch's global batches of record numbers (a permutation seeded by (seed,
+        epoch), cut in full batches; a split smaller than one batch repeats to fill it)."""
+        count = self.files.train_count
+        order = torch.randperm(count, generator=boxes.generator(self.hp.seed, epoch))
+        b = self.local_batch * self.group.world  # the global batch
+        if count < b:
+            order = order.repeat(b // count + 1)
+        return [order[i * b : (i + 1) * b] for i in range(max(1, count // b))][: self.steps]
+
+    def mine(self) -> slice:
+        """This process's part of a global batch."""
+        b, rank = self.local_batch, self.group.rank
+        return slice(rank * b, (rank + 1) * b)
+
+    def split(self, split: str):
+        f = self.files
+        return (f.val_rec, f.val_idx) if split == "val" else (f.test_rec, f.test_idx)
+
+
+class ResidentBatches(_Batches):
+    """Every split decoded once onto the device; crops gathered there."""
+
+    path = "resident"
+
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        f = self.files
+        self.train = ImageStore.load(f.train_rec, f.train_idx, self.contract, self.device)
+        self._eval: dict[str, ImageStore] = {}
+
+    def batches(self, epoch: int, position: int = 0) -> Iterator[Batch]:
+        """(x, y) of this process for the epoch's batches from ``position`` on."""
+        store, mine, size = self.train, self.mine(), self.contract.image_size
+        for at, index in enumerate(self.order(epoch)[position:], position):
+            g = boxes.generator(self.hp.seed, epoch, at)
+            dev_idx = index.to(self.device)
+            w, h = store.widths[dev_idx].cpu(), store.heights[dev_idx].cpu()
+            box = boxes.train(w, h, self.contract, g)[mine]  # drawn for the global batch
+            flip = boxes.flips(len(index), self.contract, g)[mine]
+            dev_idx = dev_idx[mine]
+            pixels = store.crops(dev_idx, box, size, flip)
+            x = validation.normalize(pixels, self.contract)
+            yield x.contiguous(memory_format=torch.channels_last), store.labels[dev_idx]
+
+    def eval_batches(self, split: str, records: list[int] | None = None) -> Iterator[Batch]:
+        """(x, y) batches of ``records`` of ``split`` (default: all, in file order)."""
+        if split not in self._eval:
+            rec, idx = self.split(split)
+            self._eval[split] = ImageStore.load(rec, idx, self.contract, self.device)
+        return validation.resident_batches(self._eval[split], self.contract, records)
+
+
+class StreamBatches(_Batches):
+    """Images decoded every epoch by loader worker processes."""
+
+    path = "stream"
+
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        f = self.files
+        self.train = streaming.RecordDataset(
+            f.train_rec, f.train_idx, self.contract, True, self.hp.seed
+        )
+
+    def batches(self, epoch: int, position: int = 0) -> Iterator[Batch]:
+        """(x, y) of this process for the epoch's batches from ``position`` on."""
+        mine = self.mine()
+        rest = [b[mine].tolist() for b in self.order(epoch)[position:]]
+        pin = self.device.type == "cuda"
+        for x, y in streaming.loader(self.train, rest, epoch, self.workers, pin):
+            x = x.to(self.device, non_blocking=True).contiguous(memory_format=torch.channels_last)
+            yield x, y.to(self.device, non_blocking=True)
+
+    def eval_batches(self, split: str, records: list[int] | None = None) -> Iterator[Batch]:
+        """(x, y) batches of ``records`` of ``split`` (default: all, in file order)."""
+        rec, idx = self.split(split)
+        return validation.stream_batches(
+            rec, idx, self.contract, self.device, self.workers, self.hp.seed, records
+        )
+
+
+def open_batches(files, contract: Preprocessing, device: torch.device, hp, group, steps: int):
+    """The run's data path (``hp.data_path``; ``auto``: resident when the decoded images
+    take at most RESIDENT_SHARE of the device's free memory), its training split loaded."""
+    path = hp.data_path
+    if path == "auto":
+        need, have = hardware.decoded_bytes(files, contract), hardware.memory(device)
+        path = "resident" if need <= RESIDENT_SHARE * have else "stream"
+        log.info("data path %s: decoded images ~%.2f GB, %s memory %.1f GB",
+                 path, need / 1e9, device.type, have / 1e9)  # fmt: skip
+    if group.local_rank == 0:
+        print(f"finetune-data path={path} device={device.type}", flush=True)
+    kind = ResidentBatches if path == "resident" else StreamBatches
+    return kind(files, contract, device, hp, group, steps)

@@ -1,0 +1,114 @@
+"""The GPU code paths on a CPU: bf16 autocast, fp16 autocast with the gradient scaler, fused
+SGD and torch.compile run end to end with the real trainer -- each learns, checkpoints and
+resumes to the weights of an uninterrupted run."""
+
+from __future__ import annotations
+
+import json
+import signal
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torchvision")
+
+from finetune.metrics import read as read_metrics  # noqa: E402
+from finetune.train.contract import Layout, load_job  # noqa: E402
+from finetune.train.engines.torch import fit  # noqa: E402
+
+from ...conftest import Output, hparams, make_tree, start_trainer  # noqa: E402
+from ...layouts import generate_brightness  # noqa: E402
+from ...recount import recount  # noqa: E402
+
+# 16 validation images of 2 classes: a model that guesses gets 15 or 16 right with
+# probability 17 / 2**16 (< 3e-4); one class for everything gets 8
+LEARNED = 15 / 16
+
+
+@pytest.fixture(scope="module")
+def bright(tmp_path_factory):
+    """Dark and bright noise, 20 images a class at 40 px: 24 training, 16 validation."""
+    from finetune.data.datasets import prepare_folder
+
+    images = generate_brightness(tmp_path_factory.mktemp("bright") / "img", 20, 40)
+    out = tmp_path_factory.mktemp("bright") / "ds"
+    params = dict(train_per_class=12, resize=40, quality=90)
+    prepare_folder(images, out, "bright", params, workers=1)
+    return out
+
+
+def gpu_hp(**overrides):
+    """The recipes' optimizer (SGD, momentum 0.9) on resnet18 at 32 px, two classes; the
+    batch norms keep their initial statistics, so that validation after a few steps
+    measures the weights learnt (running statistics take tens of steps to settle)."""
+    base = dict(engine="torch", model="resnet18", loader_workers=0, optimizer="sgd",
+                momentum=0.9, lr=0.005, lr_per_device=0.005, epochs=2, num_classes=2,
+                num_training_samples=24, top_k=1, batchnorm="frozen",
+                checkpoint_interval_s=3600)  # fmt: skip
+    base.update(overrides)
+    return hparams(**base)
+
+
+def _weights(root):
+    return torch.load(root / "model" / "model.pt", weights_only=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("asked", "compiled"),
+    [("bf16", False), ("fp16", False), ("fp32", True)],
+    ids=["bf16", "fp16-scaler", "compile"],
+)
+def test_gpu_code_paths_learn_checkpoint_and_resume_on_a_cpu(tmp_path, bright, asked, compiled):
+    hp = gpu_hp(precision=asked, compile=compiled)
+    plain = make_tree(tmp_path / "plain", bright, hp)
+    fit(load_job(Layout(plain)))
+    # learns: accuracy recounted from the saved predictions and the .lst labels
+    accuracies = [a for a, _ in recount(plain, bright, "bright")]
+    assert accuracies[-1] >= LEARNED, accuracies
+
+    # stopped by SIGTERM after its first step, checkpointed, resumed in a new process
+    root = make_tree(tmp_path / "stopped", bright, hp)
+    first = Output(start_trainer(root, FINETUNE_LOG_EVERY="1"))
+    first.wait_for(lambda: any(line.startswith("finetune-progress") for line in first.lines))
+    first.proc.send_signal(signal.SIGTERM)
+    assert first.finish(timeout=300) == 0, first.text()
+    assert "stopped by SIGTERM" in first.text()
+    said = f"precision={asked} on a CPU: autocast" if asked != "fp32" else "compile=true on a CPU"
+    assert said in first.text(), first.text()  # the slow path is said, in the trainer's output
+    (checkpoint,) = [p for p in (root / "checkpoints").iterdir() if p.name.startswith("ckpt-")]
+    scaler = torch.load(checkpoint / "optimizer.pt", weights_only=True)["scaler"]
+    assert (scaler.get("scale", 0.0) > 0) == (asked == "fp16"), scaler  # fp16 keeps its scale
+    second = Output(start_trainer(root))
+    assert second.finish(timeout=600) == 0, second.text()
+    assert "finetune-resume" in second.text()
+
+    a, b = _weights(plain), _weights(root)
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+    metrics = read_metrics(root / "output" / "data" / "metrics.jsonl")
+    assert [a for a, _ in recount(root, bright, "bright")] == accuracies
+    assert [e.val_acc for e in metrics] == accuracies
+    record = json.loads((root / "output" / "data" / "run-record.json").read_text())
+    assert record["precision"] == asked and record["device_kind"] == "cpu"
+
+
+def test_auto_precision_is_fp32_on_a_cpu_and_explicit_ones_are_kept():
+    from finetune.train.engines.torch import precision
+
+    cpu = torch.device("cpu")
+    assert precision.choose("auto", cpu) == "fp32"
+    assert [precision.choose(p, cpu) for p in ("fp32", "bf16", "fp16")] == ["fp32", "bf16", "fp16"]
+    assert not precision.scaler("bf16", cpu).is_enabled()
+    assert precision.scaler("fp16", cpu).is_enabled()
+
+
+def test_the_optimizer_is_fused_on_a_cpu_and_its_rate_comes_from_the_schedule():
+    from finetune.train.engines.torch import precision
+
+    net = torch.nn.Linear(3, 2)
+    for name in ("sgd", "nag", "adam"):
+        hp = hparams(engine="torch", model="resnet18", optimizer=name, momentum=0.9)
+        opt = precision.optimizer([{"params": list(net.parameters()), "lr_mult": 1.0}], hp)
+        assert opt.defaults["fused"] is True and opt.param_groups[0]["lr"] == 0.0, name
