@@ -26,9 +26,11 @@ def test_first_signal_sets_the_flag_second_exits():
 def test_a_stop_still_checkpoints_when_whoever_read_the_output_is_gone(tmp_path, tiny_dataset):
     """SIGTERM to a process group kills a parent with no handler (AWS's training toolkit)
     and the pipe it read our output from: the trainer's next line must not end the run
-    before its checkpoint (the old trainer died of BrokenPipeError, saving nothing)."""
+    before its checkpoint (the old trainer died of BrokenPipeError, exit 1, saving nothing)."""
     import subprocess
     import sys
+
+    from finetune.train.signals import EXIT_STOPPED, STOPPED_MARK, read_stopped
 
     from .conftest import REPO, hparams, make_tree, trainer_env
 
@@ -51,8 +53,9 @@ def test_a_stop_still_checkpoints_when_whoever_read_the_output_is_gone(tmp_path,
             seen += chunk
     # (the reader is closed: the trainer's next write finds a broken pipe)
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=120) == 0
-    assert not (root / "output" / "failure").exists()
+    assert proc.wait(timeout=120) == EXIT_STOPPED  # stopped, unfinished: not a failure
+    assert (root / "output" / "failure").read_text().startswith(STOPPED_MARK)
+    assert read_stopped(root)["signal"] == "SIGTERM"
     saved = sorted((root / "checkpoints").glob("ckpt-*"))
     assert saved, "no checkpoint after the stop"
     assert '"reason": "SIGTERM"' in (saved[-1] / "state.json").read_text()

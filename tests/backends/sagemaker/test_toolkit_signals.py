@@ -5,8 +5,9 @@ starts ``train`` without exec, and the toolkit installs no signal handler (see
 finetune/backends/sagemaker/options.py): a stop's SIGTERM to PID 1 most likely never arrives,
 hence the spot default of a checkpoint every 300 s, which the request carries. Where a
 SIGTERM does reach the whole group (``kill -TERM -PGID``), the toolkit dies at once and its
-pipe with it; the trainer still finishes its batch, writes a checkpoint and records no
-failure, and the job's next start resumes from that checkpoint and completes.
+pipe with it; the trainer still finishes its batch, writes a checkpoint and records a stop
+(output/stopped.json, a FailureReason that says so), not a crash, and the job's next start
+resumes from that checkpoint and completes.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import signal
 import time
 
 import pytest
+
+from finetune.train.signals import STOPPED_MARK, read_stopped
 
 from . import toolkit_host
 from .test_toolkit_emulation import _container_s3, _launch, _namespaces_work, cloud_endpoint
@@ -60,7 +63,8 @@ def test_sigterm_to_the_group_checkpoints_and_the_next_start_resumes(cloud, tiny
         for pid in toolkit_host.group(proc.pid):
             os.kill(pid, signal.SIGKILL)
     ml = host.ml
-    assert not (ml / "output" / "failure").exists(), (ml / "output" / "failure").read_text()
+    reason = (ml / "output" / "failure").read_text()  # SageMaker's FailureReason: a stop
+    assert reason.startswith(STOPPED_MARK) and read_stopped(ml)["signal"] == "SIGTERM", reason
     saved = sorted(p.name for p in (ml / "checkpoints").glob("ckpt-*"))
     assert saved, f"no checkpoint after SIGTERM:\n{log.read_text()[-3000:]}"
     state = json.loads((ml / "checkpoints" / saved[-1] / "state.json").read_text())
