@@ -38,6 +38,10 @@ class Resources(_Frozen):
     devices_per_host: int = Field(1, ge=1)
     device: Literal["gpu", "cpu"] = "cpu"
     spot: bool = False
+    # The longest checkpoint interval the backend allows where a stop may never reach the
+    # trainer (SageMaker spot): train.checkpoint_interval_s is capped at it; the note says why.
+    checkpoint_max_s: float | None = Field(None, gt=0)
+    checkpoint_note: str = ""
 
     @property
     def devices(self) -> int:
@@ -304,7 +308,7 @@ def hyperparameters(
         seed=t.seed,
         # top-k with k >= classes is always 100 %: report it only when it means something
         top_k=t.top_k if t.top_k < dataset.num_classes else 0,
-        checkpoint_interval_s=t.checkpoint_interval_s,
+        checkpoint_interval_s=checkpoint_interval(t, resources),
         keep_checkpoints=t.keep_checkpoints,
         max_batches_per_epoch=t.max_batches_per_epoch,
         data_path=d.path,
@@ -312,3 +316,11 @@ def hyperparameters(
         precision=t.precision,
         compile=t.compile,
     )
+
+
+def checkpoint_interval(train, resources: Resources) -> float:
+    """The recipe's train.checkpoint_interval_s, capped at the backend's longest for these
+    resources (Resources.checkpoint_max_s)."""
+    if resources.checkpoint_max_s is None:
+        return train.checkpoint_interval_s
+    return min(train.checkpoint_interval_s, resources.checkpoint_max_s)

@@ -51,6 +51,7 @@ def summary_rows(plan: Plan) -> list[tuple[str, str]]:
         ("warmup", _warmup(plan)),
         ("schedule", _schedule(r)),
         ("epochs", f"{r.schedule.epochs} x {der.steps_per_epoch} steps/epoch"),
+        ("checkpoints", _checkpoints(plan)),
         (
             "optimizer",
             f"{r.optimizer.name} momentum {r.optimizer.momentum:g} "
@@ -67,6 +68,16 @@ def _runtime_rows(runtime: dict[str, str] | None) -> list[tuple[str, str]]:
     where = runtime.get("image") or runtime.get("ami") or ""
     rows = [("runtime", f"{runtime.get('engine', '')} on {where}".strip())]
     return [*rows, ("needs", runtime["needs"])] if runtime.get("needs") else rows
+
+
+def _checkpoints(plan: Plan) -> str:
+    every = plan.hyperparameters.checkpoint_interval_s
+    text = f"every {every:g} s and at each epoch's end"
+    res = plan.resources
+    capped = res.checkpoint_max_s is not None and every < plan.recipe.train.checkpoint_interval_s
+    if capped and res.checkpoint_note:
+        text += f" ({res.checkpoint_note})"
+    return text
 
 
 def _weights(r: Recipe) -> str:

@@ -31,6 +31,7 @@ from finetune.train.signals import (
     model_written,
     read_stopped,
     stopped_file,
+    survive_lost_output,
 )
 
 USAGE = "usage: python -m finetune.train [train]   (inputs: the /opt/ml tree, or $FINETUNE_ML_ROOT)"
@@ -48,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     if args:
         print(f"unexpected arguments {args}\n{USAGE}", file=sys.stderr)
         return 2
+    survive_lost_output()  # before logging binds sys.stderr
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

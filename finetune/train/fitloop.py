@@ -210,7 +210,8 @@ def _epochs(run: _Run, progress: Progress) -> None:
                 progress.best_epoch, progress.best_val_acc = progress.epoch, val.accuracy
                 val.save_report(out, run.files.classes, progress.epoch)
         event = _epoch_event(run, progress, val)
-        _say(run, event.log_line())
+        if run.session.is_first_host:  # SageMaker's metric regexes read every host's log
+            _say(run, event.log_line())  # (the others' progress lines say they are alive)
         if getattr(run.session, "telemetry", None) is not None:
             _say(run, summary_line(event.epoch, event.model_dump()))
         if run.session.is_first_host:

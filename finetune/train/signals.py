@@ -11,6 +11,13 @@ supervisor, the EC2 agent, SageMaker's FailureReason) can tell it from a finishe
 trainer exits with ``EXIT_STOPPED`` (75, EX_TEMPFAIL: "try again", as the EC2 agent's own
 interrupted exit) and leaves ``output/stopped.json`` (:func:`mark_stopped`) plus a failure
 reason that starts with ``STOPPED_MARK``. Exit 0 means finished, with the model written.
+
+A SIGTERM to the whole process group (``kill -TERM -PGID``) reaches the trainer and whatever
+started it. Under AWS's training toolkit that parent has no handler and dies at once, taking
+the pipe our output goes to: ``survive_lost_output`` turns the broken pipe into /dev/null, so
+the trainer still finishes its batch, saves the checkpoint and exits as for any stop (75, tested
+in tests/backends/sagemaker/test_toolkit_signals.py). Where no signal arrives at all (AWS's
+image: a bash PID 1 that does not exec), the periodic checkpoint is what survives.
 """
 
 from __future__ import annotations
@@ -96,3 +103,52 @@ def read_stopped(ml_root: Path) -> dict | None:
 def model_written(model_dir: Path) -> bool:
     """Whether a model folder is complete: a run is "completed" only with one."""
     return all((Path(model_dir) / name).is_file() for name in MODEL_FILES)
+
+
+class _LostPipeSafe:
+    """A text stream whose reader may die: the first write to a broken pipe points the file
+    descriptor at /dev/null, and the run goes on without its log instead of dying mid-stop."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def _guard(self, call, *args):
+        try:
+            return call(*args)
+        except (BrokenPipeError, ValueError):  # ValueError: the stream was closed under us
+            self._to_devnull()
+            return None
+
+    def _to_devnull(self) -> None:
+        import os
+
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, self._stream.fileno())
+        except (OSError, ValueError):
+            pass
+        finally:
+            os.close(null)
+
+    def write(self, text: str) -> int:
+        self._guard(self._stream.write, text)
+        return len(text)
+
+    def flush(self) -> None:
+        self._guard(self._stream.flush)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def survive_lost_output() -> None:
+    """Keep training when whoever reads our stdout/stderr dies first. AWS's training toolkit
+    reads the trainer's output through a pipe and has no SIGTERM handler: a SIGTERM to its
+    process group kills it at once, and the trainer's next line (the one saying it stopped)
+    would raise BrokenPipeError before the checkpoint was written."""
+    import sys
+
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, _LostPipeSafe):
+            setattr(sys, name, _LostPipeSafe(stream))

@@ -208,6 +208,8 @@ def test_two_hosts_train_one_model_and_count_validation_exactly(tmp_path, tiny_d
                 p.kill()
     text = "\n\n".join(f"--- {n}\n{o.text()}" for n, o in outputs.items())
     assert codes == {"algo-1": 0, "algo-2": 0}, text
+    said = {n: o.text().count("finetune-metrics ") for n, o in outputs.items()}
+    assert said == {"algo-1": 2, "algo-2": 0}, text  # metrics once per epoch, by the validator
     assert len(children) >= 3, f"expected scheduler + 2 servers, saw {children}\n{text}"
     time.sleep(0.5)
     assert [pid for pid in children if _alive(pid)] == [], "scheduler/server left running"
