@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Protocol
 
 from finetune import metrics
-from finetune.data.manifest import write_atomic
 from finetune.errors import ConfigError
+from finetune.files import write_atomic
 from finetune.recipes.scaling import LrSchedule, steps_per_epoch
 from finetune.record import RECORD_FILE, launch_record, manifest_sha256
 from finetune.train import dataset, preprocess
