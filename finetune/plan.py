@@ -14,9 +14,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from finetune.contracts.hparams import TrainHyperparameters
 from finetune.data.manifest import plain_dataset_name
 from finetune.errors import ConfigError, DataError, UsageError
-from finetune.hparams import TrainHyperparameters
 from finetune.recipes import scaling
 from finetune.recipes.model import Recipe
 from finetune.report.planned import Estimate
@@ -270,7 +270,7 @@ def choose_kvstore(requested: str | None, resources: Resources) -> str:
 def hyperparameters(
     recipe: Recipe, dataset: DatasetSummary, resources: Resources, derived: Derived
 ) -> TrainHyperparameters:
-    """The trainer's contract, every value resolved (see finetune.hparams)."""
+    """The trainer's contract, every value resolved (see finetune.contracts.hparams)."""
     m, d, o, s, t = recipe.model, recipe.data, recipe.optimizer, recipe.schedule, recipe.train
     return TrainHyperparameters(
         engine=recipe.engine,

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
 
+from finetune.contracts.metrics import EpochMetrics
 from finetune.errors import DataError, did_you_mean
-from finetune.metrics import EpochMetrics
 from finetune.runs.storage import (
     StorageError,
     decode_json_columns,
@@ -60,7 +60,7 @@ class Run:
     cost_eur: float | None = None  # written by finetune before ledger schema 4; never read
     cost: dict = field(default_factory=dict)  # the same: older cost records (runs/charges.py)
     charges: list = field(default_factory=list)  # report.money.Charge dicts from the backend
-    record: dict = field(default_factory=dict)  # finetune.record.launch_record()
+    record: dict = field(default_factory=dict)  # finetune.contracts.record.launch_record()
     sweep_id: str | None = None  # the `finetune sweep` that launched it (schema 5)
     sweep_cell: str | None = None  # its cell's identity in that sweep
     sweep: dict = field(default_factory=dict)  # the cell's grid values

@@ -93,7 +93,7 @@ def runs_dir() -> Path:
 
 def new_run(plan, backend_name: str, run_id: str, run_dir: Path) -> Run:
     """The ledger row for a new run of ``plan`` (not yet stored)."""
-    from finetune.record import launch_record
+    from finetune.contracts.record import launch_record
 
     r = plan.resources
     return Run(

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from finetune.backends import get_backend
 from finetune.backends.base import Backend, Event, Feature, Journal, Status
-from finetune.metrics import EpochMetrics
+from finetune.contracts.metrics import EpochMetrics
 from finetune.runs.ledger import ACTIVE, Ledger, Run
 
 

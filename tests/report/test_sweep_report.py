@@ -11,7 +11,7 @@ from runfacts import pin_eur_rate
 from typer.testing import CliRunner
 
 from finetune.cli import app
-from finetune.metrics import EpochMetrics
+from finetune.contracts.metrics import EpochMetrics
 from finetune.report.money import EC2, Charge
 from finetune.runs.ledger import Run, open_default
 

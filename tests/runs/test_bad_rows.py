@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from finetune.cli import app
-from finetune.metrics import EpochMetrics
+from finetune.contracts.metrics import EpochMetrics
 from finetune.report.money import EC2, Charge
 from finetune.runs.ledger import Run, open_default
 from tests.report.runfacts import pin_eur_rate

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from finetune.metrics import EpochMetrics
+from finetune.contracts.metrics import EpochMetrics
 from finetune.report.money import SAGEMAKER, Charge
 from finetune.runs.ledger import Run
 from finetune.runs.views import run_dict, show_lines, steady_throughput
