@@ -15,8 +15,9 @@ app = typer.Typer(
 @app.command("show")
 def show(as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")):
     """Every setting, its value and where it came from (environment, config file, default)."""
-    from finetune import config, settings
+    from finetune import settings
     from finetune.cli._render import echo_json, info, rich_table
+    from finetune.settings import configfile as config
 
     entries = settings.show()
     if as_json:
