@@ -67,7 +67,7 @@ def is_abandoned(ledger: Ledger, run: Run, grace_s: float = GRACE_S, now=None) -
     launcher = _launcher(ledger, run)
     if not launcher or launcher.get("host") != socket.gethostname():
         return False  # launched elsewhere (or before launches were recorded): cannot tell
-    from finetune.processes import alive
+    from finetune.runs.processes import alive
 
     try:
         pid = int(launcher.get("pid", 0))

@@ -16,7 +16,7 @@ from finetune.backends.base import Capabilities, Feature, Hooks, Preflight, Stat
 from finetune.backends.local.runner import LOCK_FILE, lock_held, take_lock
 from finetune.contracts import metrics as mt
 from finetune.errors import BusyError, UsageError
-from finetune.processes import alive
+from finetune.runs.processes import alive
 from finetune.train import mltree, signals
 
 RUNNER = "finetune.backends.local.runner"
