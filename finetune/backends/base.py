@@ -22,7 +22,7 @@ from finetune.errors import FinetuneError, UsageError
 if TYPE_CHECKING:
     from finetune.contracts.metrics import EpochMetrics
     from finetune.plan import DatasetSummary, Plan, Resources
-    from finetune.runs.ledger import Run
+    from finetune.runs.run import Run
 
 
 class Feature(enum.Enum):

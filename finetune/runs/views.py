@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from finetune.contracts.metrics import EpochMetrics
-from finetune.runs.ledger import Run
+from finetune.runs.run import Run
 
 
 def _when(ts: float | None) -> str:

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 from finetune.backends import NAMES, get_backend
 from finetune.backends.base import Orphan
-from finetune.runs.ledger import ACTIVE, Ledger, Run
+from finetune.runs.ledger import Ledger
+from finetune.runs.run import ACTIVE, Run
 
 GRACE_S = 15 * 60  # a launch that has not heard back from its backend in this long is dead
 

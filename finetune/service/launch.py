@@ -22,7 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from finetune.backends import get_backend
 from finetune.backends.base import Backend, Feature, Hooks, Preflight, ResourceRequest
 from finetune.errors import BusyError, DataError, FinetuneError, UsageError
-from finetune.runs.ledger import ACTIVE, Ledger, Run, new_run_id
+from finetune.runs.ledger import Ledger
+from finetune.runs.run import ACTIVE, Run, new_run_id
 from finetune.service.sync import journal, keep
 
 REMOTE_SCHEMES = ("s3://",)  # a dataset already uploaded: the backend reads its summary

@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 
 from finetune.cli import app
 from finetune.contracts.metrics import EpochMetrics
-from finetune.runs.ledger import Run, open_default
+from finetune.runs.ledger import open_default
+from finetune.runs.run import Run
 
 RATE = 1.10  # USD per EUR: the rate pinned for the day the runs ended (2025-06-15)
 # (run id, instance, GPUs, USD/h, billable s, img/s per epoch)

@@ -10,7 +10,8 @@ import pytest
 
 from finetune.contracts.metrics import EpochMetrics
 from finetune.errors import DataError
-from finetune.runs.ledger import Ledger, Run, new_run_id
+from finetune.runs.ledger import Ledger
+from finetune.runs.run import Run, new_run_id
 from finetune.runs.schema import MIGRATIONS, SCHEMA_VERSION
 
 

@@ -10,7 +10,8 @@ import time
 from typer.testing import CliRunner
 
 from finetune.cli import app
-from finetune.runs.ledger import Run, open_default
+from finetune.runs.ledger import open_default
+from finetune.runs.run import Run
 from finetune.service.launch import runs_dir
 
 DAY = 86400

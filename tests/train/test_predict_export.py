@@ -19,7 +19,8 @@ from typer.testing import CliRunner
 
 from finetune.cli import app
 from finetune.data.recordio import RecordReader, unpack_header
-from finetune.runs.ledger import Run, open_default
+from finetune.runs.ledger import open_default
+from finetune.runs.run import Run
 
 from .conftest import hparams, make_tree
 

@@ -20,7 +20,8 @@ from typer.testing import CliRunner
 
 from finetune.cli import app
 from finetune.contracts.metrics import read as read_metrics
-from finetune.runs.ledger import ACTIVE, open_default
+from finetune.runs.ledger import open_default
+from finetune.runs.run import ACTIVE
 from finetune.train.signals import EXIT_STOPPED, MODEL_FILES
 
 pytestmark = pytest.mark.slow
