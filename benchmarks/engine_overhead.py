@@ -29,7 +29,7 @@ from benchmarks.train_overhead import compare, make_dataset, make_tree  # noqa: 
 
 
 def hyperparameters(args, train_count: int):
-    from finetune.hparams import TrainHyperparameters
+    from finetune.contracts.hparams import TrainHyperparameters
 
     return TrainHyperparameters(
         engine="torch",

@@ -60,7 +60,7 @@ def make_dataset(work: Path, side: int, train: int, val: int, classes: int = 8) 
 
 
 def hyperparameters(a, model: str, train_count: int, classes: int, **extra):
-    from finetune.hparams import TrainHyperparameters
+    from finetune.contracts.hparams import TrainHyperparameters
 
     return TrainHyperparameters(
         engine="torch", model=model, pretrained=False, num_classes=classes,

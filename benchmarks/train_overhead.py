@@ -53,7 +53,7 @@ def make_tree(root: Path, dataset: Path, hp) -> Path:
 
 
 def hyperparameters(args, train_count: int):
-    from finetune.hparams import TrainHyperparameters
+    from finetune.contracts.hparams import TrainHyperparameters
 
     return TrainHyperparameters(
         model=args.model,

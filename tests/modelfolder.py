@@ -17,7 +17,7 @@ def make_torch_model(folder: Path) -> Path:
     import torch
     from torchvision import models
 
-    from finetune.hparams import TrainHyperparameters
+    from finetune.contracts.hparams import TrainHyperparameters
     from finetune.train import preprocess
 
     hp = TrainHyperparameters(

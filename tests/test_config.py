@@ -7,8 +7,9 @@ import json
 import tomllib
 from typer.testing import CliRunner
 
-from finetune import config, settings
+from finetune import settings
 from finetune.cli import app
+from finetune.settings import configfile as config
 
 
 def invoke(*args, **env):

@@ -9,8 +9,9 @@ import pytest
 import tomllib
 from typer.testing import CliRunner
 
-from finetune import config, settings
+from finetune import settings
 from finetune.cli import app
+from finetune.settings import configfile as config
 
 LONG = "a" * 5000
 

@@ -12,8 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 from finetune.cli import app
-from finetune.metrics import EpochMetrics
-from finetune.runs.ledger import Run, open_default
+from finetune.contracts.metrics import EpochMetrics
+from finetune.runs.ledger import open_default
+from finetune.runs.run import Run
 
 
 def _run(*args, ok=True):

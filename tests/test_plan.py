@@ -8,9 +8,9 @@ import shutil
 import pytest
 
 from finetune.cli._plan_view import summary_lines
+from finetune.contracts.hparams import TrainHyperparameters
 from finetune.data import manifest as mf
 from finetune.errors import ConfigError, DataError, UsageError
-from finetune.hparams import TrainHyperparameters
 from finetune.plan import Plan, Resources, build_plan, choose_kvstore
 from finetune.recipes.loading import load_recipe
 

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from finetune.cli import app
 from finetune.cli._progress import EpochDisplay
-from finetune.metrics import BatchProgress, parse_progress
+from finetune.contracts.metrics import BatchProgress, parse_progress
 
 
 def _line(epoch: int, batch: int, steps: int = 50) -> str:

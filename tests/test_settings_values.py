@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from finetune import config
 from finetune.cli import app
+from finetune.settings import configfile as config
 
 
 def _run(*args, **env):

@@ -20,9 +20,9 @@ from pydantic import BaseModel, ConfigDict
 from finetune.errors import FinetuneError, UsageError
 
 if TYPE_CHECKING:
-    from finetune.metrics import EpochMetrics
+    from finetune.contracts.metrics import EpochMetrics
     from finetune.plan import DatasetSummary, Plan, Resources
-    from finetune.runs.ledger import Run
+    from finetune.runs.run import Run
 
 
 class Feature(enum.Enum):

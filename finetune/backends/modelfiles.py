@@ -14,7 +14,7 @@ import tarfile
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
-from finetune import folders
+from finetune import files
 from finetune.errors import DataError
 
 # What makes a folder a model folder (finetune.models.artifact reads these; no import of it:
@@ -38,7 +38,7 @@ def into_place(dest: Path, fill: Callable[[Path], None]) -> Path:
 
     # dest is a copy in finetune's own cache (settings' cache_dir/models/RUN/JOB): an older
     # copy there is finetune's to replace
-    return folders.publish(dest, fill_and_check, check_old=lambda old: None)
+    return files.publish(dest, fill_and_check, check_old=lambda old: None)
 
 
 def check_members(tar: tarfile.TarFile, source: str) -> list[tarfile.TarInfo]:

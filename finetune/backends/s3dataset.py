@@ -38,18 +38,7 @@ def summarize(uri: str, region: str | None = None):
             f"the dataset at {root} is incomplete: {', '.join(problems)} missing or wrong size",
             "launch once with the local folder as --dataset: finetune uploads what is missing.",
         )
-    val = m.splits.get("val")
-    return DatasetSummary(
-        path=root,
-        name=m.name,
-        num_classes=m.num_classes,
-        train_count=m.splits["train"].count,
-        val_count=val.count if val else 0,
-        test_count=test_count,
-        image_side=m.params.resize if m.params.resize and not m.params.pass_through else None,
-        manifest_sha256=hashlib.sha256(raw).hexdigest(),
-        rec_sha256={k: v.sha256 for k, v in sorted(m.files.items()) if k.endswith(".rec")},
-    )
+    return DatasetSummary.from_manifest(m, root, hashlib.sha256(raw).hexdigest())
 
 
 def _get(s3, bucket: str, key: str) -> bytes:

@@ -126,7 +126,7 @@ def follow_run(run, backend, ledger, detach: bool, as_json: bool) -> None:
 def _echo_log(lines: list[str], echo) -> None:
     """The trainer's log lines, indented; its metric lines are shown as epoch lines instead
     (and its progress lines as the bar)."""
-    from finetune.metrics import LOG_PREFIX
+    from finetune.contracts.metrics import LOG_PREFIX
 
     for line in lines:
         if LOG_PREFIX not in line:

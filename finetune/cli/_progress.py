@@ -1,6 +1,7 @@
-"""Live progress of a run in the terminal: the trainer's progress lines (every few seconds,
-finetune.metrics.BatchProgress) become one bar per epoch with steps, images/s, loss and the
-time left; without a terminal they become a plain line now and then; --quiet shows none."""
+"""Live progress of a run in the terminal: the trainer's progress lines (every few
+seconds, finetune.contracts.metrics.BatchProgress) become one bar per epoch with steps, images/s,
+loss and the time left; without a terminal they become a plain line now and then;
+--quiet shows none."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import time
 
 import typer
 
-from finetune.metrics import BatchProgress, parse_progress
+from finetune.contracts.metrics import BatchProgress, parse_progress
 
 PLAIN_EVERY_S = 10.0  # without a terminal: at most one progress line this often
 

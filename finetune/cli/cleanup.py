@@ -16,9 +16,9 @@ def cleanup(
     """Find instances, open spot requests and instance roles tagged by finetune that no live
     run owns (a launch killed before its backend answered counts as dead after 15 minutes),
     and remove them (terminate, cancel, delete). Without --yes it asks first."""
-    from finetune.durations import parse_duration
     from finetune.runs.ledger import open_default
     from finetune.service import cleanup as service_cleanup
+    from finetune.units.durations import parse_duration
 
     limit = parse_duration(older_than, "--older-than", minimum=0)  # 0s: whatever age
     with open_default() as ledger:

@@ -17,8 +17,9 @@ app = typer.Typer(
 @app.command("show")
 def show(fmt: str = FORMAT, as_json: bool = JSON_ALIAS):
     """Every setting, its value and where it came from (environment, config file, default)."""
-    from finetune import config, settings
+    from finetune import settings
     from finetune.cli._render import echo_json, emit_table, info, output_format
+    from finetune.settings import configfile as config
 
     fmt = output_format(fmt, as_json)
     entries = settings.show()

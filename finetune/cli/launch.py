@@ -122,8 +122,8 @@ def launch(
 
     pick.check_flags(instance, deadline, budget)
     if pick.is_pick(instance):
-        from finetune.durations import parse_duration
-        from finetune.eurocap import check_max_eur
+        from finetune.units.durations import parse_duration
+        from finetune.units.eurocap import check_max_eur
 
         choice = pick.choose(
             instance, recipe, dataset, tuple(overrides or ()), backend=backend, spot=spot,

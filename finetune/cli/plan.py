@@ -35,10 +35,10 @@ def plan(
     fastest within --budget named on top with their `finetune launch` command. Estimates
     only: nothing is created and no AWS call is made."""
     from finetune.cli._render import check_format
-    from finetune.durations import parse_duration
-    from finetune.eurocap import check_max_eur
     from finetune.planner.rank import plan_recipe
     from finetune.planner.render import FORMATS, render
+    from finetune.units.durations import parse_duration
+    from finetune.units.eurocap import check_max_eur
 
     fmt = check_format(fmt, FORMATS)
     if plot:

@@ -176,9 +176,9 @@ def prune(
 ) -> None:
     """Remove every ended run older than --older-than from this machine (folders and
     ledger rows); runs still running are kept and listed. Nothing in the cloud is touched."""
-    from finetune.durations import parse_duration
     from finetune.runs.ledger import open_default
     from finetune.service.removal import prune as prune_runs
+    from finetune.units.durations import parse_duration
 
     age = parse_duration(older_than, "--older-than")
     with open_default() as ledger:

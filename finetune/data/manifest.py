@@ -221,25 +221,5 @@ def listed_stat(directory: str | Path, name: str) -> tuple[os.stat_result | None
     return st, None
 
 
-def write_atomic(path: str | Path, text: str) -> None:
-    """Write ``text`` to a temporary name beside ``path``, fsync, then rename over it."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
-
-
-def fsync_dir(directory: str | Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def dump(manifest: DatasetManifest) -> str:
     return json.dumps(manifest.model_dump(mode="json"), indent=2) + "\n"

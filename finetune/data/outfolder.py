@@ -16,6 +16,7 @@ from pathlib import Path
 
 from finetune.data import manifest as mf
 from finetune.errors import DataError
+from finetune.files import fsync_dir, write_atomic
 
 JOURNAL = ".prepare-publishing.json"
 EXTENSIONS = (".rec", ".idx", ".lst")
@@ -49,13 +50,13 @@ def check_replaceable(out: Path, names: list[str]) -> None:
 def begin(out: Path, names: list[str]) -> None:
     """Record, before the first file is replaced, which files this publish writes."""
     doc = {"written_by": "finetune prepare", "files": [*names, mf.MANIFEST]}
-    mf.write_atomic(out / JOURNAL, json.dumps(doc))
+    write_atomic(out / JOURNAL, json.dumps(doc))
 
 
 def end(out: Path) -> None:
     """The manifest has landed: it lists the files now; the journal goes."""
     (out / JOURNAL).unlink(missing_ok=True)
-    mf.fsync_dir(out)
+    fsync_dir(out)
 
 
 def _listed(path: Path, written_by: str | None) -> set[str]:

@@ -26,6 +26,7 @@ from finetune.data.pack import Slot, default_workers, encode_to_scratch
 from finetune.data.recordio import IRHeader, RecordWriter, pack_header
 from finetune.data.split import SplitSpec, check_class_sizes, shuffled, split_parts, validate_spec
 from finetune.errors import DataError, UsageError
+from finetune.files import fsync_dir, write_atomic
 
 STAGING = ".prepare-staging"
 LOCK = ".prepare.lock"
@@ -271,9 +272,9 @@ def _publish(staging: Path, out: Path, manifest: mf.DatasetManifest) -> None:
     old = out / mf.MANIFEST
     if old.exists():
         old.unlink()  # from here until the new manifest lands, the folder is 'incomplete'
-        mf.fsync_dir(out)
+        fsync_dir(out)
     for name in manifest.files:
         os.replace(staging / name, out / name)
-    mf.fsync_dir(out)
-    mf.write_atomic(out / mf.MANIFEST, mf.dump(manifest))
+    fsync_dir(out)
+    write_atomic(out / mf.MANIFEST, mf.dump(manifest))
     outfolder.end(out)

@@ -15,6 +15,7 @@ from pathlib import Path
 from finetune.data import manifest as mf
 from finetune.data.safeopen import open_regular
 from finetune.errors import DataError
+from finetune.files import write_atomic
 
 CACHE = ".sha256-cache"
 
@@ -91,4 +92,4 @@ def _load(path: Path) -> dict:
 def _save(path: Path, cache: dict) -> None:
     """Best effort: on a read-only dataset the files are simply hashed every time."""
     with suppress(OSError):
-        mf.write_atomic(path, json.dumps(cache, indent=1, sort_keys=True))
+        write_atomic(path, json.dumps(cache, indent=1, sort_keys=True))

@@ -116,13 +116,13 @@ def export(run_or_folder: str, out: Path | None = None, overwrite: bool = False)
     preprocessing and a marker listing them. Written to a temporary folder, then renamed into
     place; ``overwrite`` replaces only a folder an earlier export wrote, never '/', the home
     or the current folder, and a failed export leaves the old one as it was."""
-    from finetune import folders
+    from finetune import files
     from finetune.train.engines import export_model
 
     model = artifact.locate(run_or_folder)
     out = Path(out).expanduser() if out else Path(f"{model.run_id or model.path.name}-export")
     if overwrite:
-        folders.refuse_protected(out, "--out")  # before anything else looks inside it
+        files.refuse_protected(out, "--out")  # before anything else looks inside it
 
     def fill(tmp: Path) -> None:
         export_model(model.engine, model.path, tmp)
@@ -131,8 +131,8 @@ def export(run_or_folder: str, out: Path | None = None, overwrite: bool = False)
         exportdir.seal(tmp, model.run_id)
 
     try:
-        return folders.publish(out, fill, exportdir.check_replaceable if overwrite else None)
-    except folders.Occupied:
+        return files.publish(out, fill, exportdir.check_replaceable if overwrite else None)
+    except files.Occupied:
         raise UsageError(
             f"{out} already exists", "choose another --out, or add --overwrite."
         ) from None

@@ -13,8 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from finetune.contracts.hparams import Augmentation, Engine
 from finetune.errors import ConfigError, did_you_mean
-from finetune.hparams import Augmentation, Engine
 
 Kvstore = Literal["device", "nccl", "local", "dist_sync", "dist_device_sync"]
 

@@ -6,7 +6,7 @@ import statistics
 from dataclasses import dataclass
 from datetime import datetime
 
-from finetune.metrics import EpochMetrics
+from finetune.contracts.metrics import EpochMetrics
 from finetune.report.money import Money
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+from finetune.contracts.metrics import EpochMetrics
 from finetune.errors import DataError, UsageError
-from finetune.metrics import EpochMetrics
 from finetune.report.cost import run_cost_eur
 from finetune.report.model import RunFacts
 

@@ -12,7 +12,7 @@ import time
 from datetime import date, datetime, timezone
 
 from finetune.report import money
-from finetune.runs.ledger import Run
+from finetune.runs.run import Run
 
 
 def run_money(run: Run) -> money.Money:

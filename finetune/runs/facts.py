@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from finetune.metrics import EpochMetrics
+from finetune.contracts.metrics import EpochMetrics
 from finetune.report.model import RunFacts
 from finetune.runs.charges import DAMAGED, run_money
-from finetune.runs.ledger import Run
+from finetune.runs.run import Run
 
 
 def clock_note(run: Run) -> str:

@@ -7,20 +7,17 @@ concurrent launches never interleave half-written runs.
 from __future__ import annotations
 
 import json
-import secrets
 import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field, fields
-from datetime import datetime, timezone
 from pathlib import Path
 
+from finetune.contracts.metrics import EpochMetrics
 from finetune.errors import DataError, did_you_mean
-from finetune.metrics import EpochMetrics
+from finetune.runs.run import COLUMNS, JSON_COLUMNS, Run, from_row, to_row
 from finetune.runs.storage import (
     StorageError,
-    decode_json_columns,
     default_path,
     open_read_only,
     open_read_write,
@@ -28,64 +25,6 @@ from finetune.runs.storage import (
 )
 
 LEDGER_FILE = "ledger.sqlite"
-ACTIVE = ("submitted", "running", "stopping")
-FINAL = ("completed", "failed", "stopped", "interrupted")
-
-
-@dataclass
-class Run:
-    """One row of ``runs``, with the plan decoded."""
-
-    id: str
-    created_at: float
-    recipe: str
-    dataset: str
-    backend: str
-    status: str
-    plan: dict
-    instance_type: str | None = None
-    instance_count: int = 1
-    devices_per_host: int = 1
-    device_kind: str = "cpu"
-    spot: bool = False
-    region: str | None = None
-    exit_reason: str | None = None
-    run_dir: str | None = None
-    backend_ref: str | None = None
-    started_at: float | None = None
-    ended_at: float | None = None
-    training_seconds: float | None = None
-    billable_seconds: float | None = None
-    interrupted_seconds: float | None = None
-    cost_eur: float | None = None  # written by finetune before ledger schema 4; never read
-    cost: dict = field(default_factory=dict)  # the same: older cost records (runs/charges.py)
-    charges: list = field(default_factory=list)  # report.money.Charge dicts from the backend
-    record: dict = field(default_factory=dict)  # finetune.record.launch_record()
-    sweep_id: str | None = None  # the `finetune sweep` that launched it (schema 5)
-    sweep_cell: str | None = None  # its cell's identity in that sweep
-    sweep: dict = field(default_factory=dict)  # the cell's grid values
-    updated_at: float = 0.0
-    # not a column: what could not be decoded from the row (a hand-damaged JSON column); the
-    # row is still listed, with its problems, rather than hiding the rest of the ledger
-    problems: list = field(default_factory=list, compare=False)
-
-    @property
-    def gpus(self) -> int:
-        return self.instance_count * self.devices_per_host
-
-    @property
-    def wall_seconds(self) -> float | None:
-        """Seconds from start to end (or now); never negative: an end a little before the
-        start is another clock's skew (see durations.elapsed, which says so)."""
-        if self.started_at is None:
-            return None
-        return max(0.0, (self.ended_at or time.time()) - self.started_at)
-
-
-def new_run_id(now: float | None = None) -> str:
-    """'ft-20261122-101500-a3f9': sortable, and valid as a SageMaker job name."""
-    stamp = datetime.fromtimestamp(now or time.time(), timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return f"ft-{stamp}-{secrets.token_hex(2)}"
 
 
 class Ledger:
@@ -137,7 +76,7 @@ class Ledger:
         now = time.time()
         run.created_at = run.created_at or now
         run.updated_at = now
-        cols = _row(run)
+        cols = to_row(run)
         with self._write() as c:
             # bandit B608 (SQL text): the column names are the Run dataclass's, values bound
             names, marks = ", ".join(cols), ", ".join("?" * len(cols))
@@ -152,11 +91,11 @@ class Ledger:
     def update(self, run_id: str, **fields) -> Run:
         """Set columns of one run (plan, cost, charges and record are encoded as JSON);
         returns the new row."""
-        for attr, col in _JSON_COLUMNS.items():
+        for attr, col in JSON_COLUMNS.items():
             if attr in fields:
                 fields[col] = json.dumps(fields.pop(attr))
         fields["updated_at"] = time.time()
-        unknown = set(fields) - _COLUMNS
+        unknown = set(fields) - COLUMNS
         if unknown:  # names go into the SQL text: only the table's own columns
             raise ValueError(f"not columns of runs: {', '.join(sorted(unknown))}")
         sets = ", ".join(f"{k} = ?" for k in fields)
@@ -183,7 +122,7 @@ class Ledger:
                 raise DataError(f"{run_id!r} matches {len(rows)} runs", "give more of the run id.")
         if row is None:
             raise self._unknown(run_id)
-        return _run(row)
+        return from_row(row)
 
     def list(
         self, recipe: str | None = None, since: float | None = None, sweep: str | None = None
@@ -197,7 +136,7 @@ class Ledger:
             q, args = q + " AND created_at >= ?", [*args, since]
         if sweep:
             q, args = q + " AND sweep_id = ?", [*args, sweep]
-        return [_run(r) for r in self._conn.execute(q + " ORDER BY created_at, id", args)]
+        return [from_row(r) for r in self._conn.execute(q + " ORDER BY created_at, id", args)]
 
     def delete(self, run_id: str) -> None:
         """Remove one run with its epochs and events (the schema cascades): a launch its
@@ -263,36 +202,6 @@ class Ledger:
             f"no run {run_id!r} in the ledger {self.path}.{did_you_mean(run_id, ids)}",
             "list runs with `finetune runs list`.",
         )
-
-
-_JSON_COLUMNS = {
-    "plan": "plan_json",
-    "cost": "cost_json",
-    "record": "record_json",
-    "charges": "charges_json",
-    "sweep": "sweep_json",
-}
-_NOT_COLUMNS = {"problems"}
-_COLUMNS = {f.name for f in fields(Run) if f.name not in _JSON_COLUMNS.keys() | _NOT_COLUMNS} | set(
-    _JSON_COLUMNS.values()
-)
-
-
-def _row(run: Run) -> dict:
-    d = dict(run.__dict__)
-    out = {k: v for k, v in d.items() if k not in _JSON_COLUMNS and k not in _NOT_COLUMNS}
-    for attr, col in _JSON_COLUMNS.items():
-        out[col] = json.dumps(d[attr])
-    out["spot"] = int(run.spot)
-    return out
-
-
-def _run(row: sqlite3.Row) -> Run:
-    """The row as a Run; a damaged JSON column is read as empty and named in ``problems``."""
-    d = dict(row)
-    problems = decode_json_columns(d, _JSON_COLUMNS)
-    d["spot"] = bool(d["spot"])
-    return Run(**d, problems=problems)
 
 
 def open_default(read_only_ok: bool = False) -> Ledger:

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, replace
 
 from finetune.report import money
-from finetune.runs.ledger import Run
+from finetune.runs.run import Run
 
 FINAL = ("completed", "failed", "stopped", "interrupted")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from finetune.metrics import EpochMetrics
-from finetune.runs.ledger import Run
+from finetune.contracts.metrics import EpochMetrics
+from finetune.runs.run import Run
 
 
 def _when(ts: float | None) -> str:

@@ -22,7 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from finetune.backends import get_backend
 from finetune.backends.base import Backend, Feature, Hooks, Preflight, ResourceRequest
 from finetune.errors import BusyError, DataError, FinetuneError, UsageError
-from finetune.runs.ledger import ACTIVE, Ledger, Run, new_run_id
+from finetune.runs.ledger import Ledger
+from finetune.runs.run import ACTIVE, Run, new_run_id
 from finetune.service.sync import journal, keep
 
 REMOTE_SCHEMES = ("s3://",)  # a dataset already uploaded: the backend reads its summary
@@ -96,7 +97,7 @@ def runs_dir() -> Path:
 
 def new_run(plan, backend_name: str, run_id: str, run_dir: Path) -> Run:
     """The ledger row for a new run of ``plan`` (not yet stored)."""
-    from finetune.record import launch_record
+    from finetune.contracts.record import launch_record
 
     r = plan.resources
     return Run(

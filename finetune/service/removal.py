@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from finetune.errors import FinetuneError, UsageError
-from finetune.runs.ledger import ACTIVE, Ledger, Run
+from finetune.runs.ledger import Ledger
+from finetune.runs.run import ACTIVE, Run
 
 
 @dataclass

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 from finetune.backends import get_backend
 from finetune.backends.base import Backend, Event, Feature, Journal, Status
-from finetune.metrics import EpochMetrics
-from finetune.runs.ledger import ACTIVE, Ledger, Run
+from finetune.contracts.metrics import EpochMetrics
+from finetune.runs.ledger import Ledger
+from finetune.runs.run import ACTIVE, Run
 
 
 def sync(run: Run, backend: Backend, ledger: Ledger) -> tuple[Run, Status, list[EpochMetrics]]:

@@ -42,8 +42,8 @@ class SweepPlan:
 
     def check_budget(self, max_eur: float | None) -> None:
         """UsageError when the total estimate exceeds ``max_eur`` (or cannot be known), or
-        when ``max_eur`` is no usable cap (zero, negative: finetune.eurocap)."""
-        from finetune.eurocap import check_max_eur
+        when ``max_eur`` is no usable cap (zero, negative: finetune.units.eurocap)."""
+        from finetune.units.eurocap import check_max_eur
 
         if check_max_eur(max_eur) is None:
             return

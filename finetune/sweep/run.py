@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from finetune.errors import FinetuneError
-from finetune.runs.ledger import ACTIVE
+from finetune.runs.run import ACTIVE
 from finetune.sweep import launcher
 from finetune.sweep.plan import PlannedCell, SweepPlan
 

@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from finetune.data.manifest import fsync_dir
 from finetune.errors import DataError
+from finetune.files import fsync_dir
 
 STATE = "state.json"
 BEST = "BEST"  # the name of the best-validation checkpoint

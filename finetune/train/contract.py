@@ -24,8 +24,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from finetune.contracts.hparams import TrainHyperparameters
 from finetune.errors import ConfigError, DataError, did_you_mean
-from finetune.hparams import TrainHyperparameters
 
 ROOT_ENV = "FINETUNE_ML_ROOT"
 TOOLKIT_PREFIX = "sagemaker_"  # SageMaker training toolkit hyperparameters

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from finetune.contracts.hparams import TrainHyperparameters
 from finetune.data import manifest as mf
 from finetune.errors import DataError
-from finetune.hparams import TrainHyperparameters
 
 _REPLAN = "plan the run again against this dataset (`finetune launch` reads its manifest)."
 

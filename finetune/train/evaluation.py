@@ -19,6 +19,7 @@ import numpy as np
 
 from finetune.data.recordio import RecordReader, unpack_header
 from finetune.errors import DataError
+from finetune.files import write_atomic
 
 
 def record_labels(rec: Path, idx: Path) -> np.ndarray:
@@ -89,7 +90,7 @@ class Evaluation:
         """``<split>-report.json``: accuracy, per-class accuracy, confusion matrix."""
         folder.mkdir(parents=True, exist_ok=True)
         text = json.dumps(self.report(classes, epoch), indent=1) + "\n"
-        _write_atomic(folder / f"{self.split}-report.json", text)
+        write_atomic(folder / f"{self.split}-report.json", text)
 
     def save_predictions(self, path: Path) -> None:
         """One CSV row per record, file order: index,label,top1..topk."""
@@ -97,7 +98,7 @@ class Evaluation:
         rows = ["index,label," + ",".join(f"top{i + 1}" for i in range(self.top.shape[1]))]
         for i, (label, top) in enumerate(zip(self.labels, self.top, strict=True)):
             rows.append(f"{i},{label}," + ",".join(str(int(t)) for t in top))
-        _write_atomic(path, "\n".join(rows) + "\n")
+        write_atomic(path, "\n".join(rows) + "\n")
 
 
 class Evaluator:
@@ -142,9 +143,3 @@ class Evaluator:
             )
         top = np.concatenate(self._tops) if self._tops else np.zeros((0, self.k), np.int64)
         return Evaluation(self.split, self.labels, top, self.num_classes)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)

@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from finetune import metrics
-from finetune.data.manifest import write_atomic
+from finetune.contracts import metrics
+from finetune.contracts.record import RECORD_FILE, launch_record, manifest_sha256
 from finetune.errors import ConfigError
+from finetune.files import write_atomic
 from finetune.recipes.scaling import LrSchedule, steps_per_epoch
-from finetune.record import RECORD_FILE, launch_record, manifest_sha256
 from finetune.train import dataset, preprocess
 from finetune.train.checkpoints import Checkpoint, CheckpointDir
 from finetune.train.contract import TrainJob
@@ -437,7 +437,7 @@ def _write_record(run: _Run, note: str | None) -> None:
 
 
 def _print_progress(run: _Run, p: Progress) -> None:
-    """One progress line (finetune.metrics.BatchProgress), the loss synced up to now."""
+    """One progress line (finetune.contracts.metrics.BatchProgress), the loss synced up to now."""
     _tally(run, p)
     seconds = p.seconds + time.monotonic() - run.epoch_started
     line = metrics.BatchProgress(

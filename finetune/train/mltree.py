@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from finetune.data.channels import CHANNELS, RECORDIO, channel_files
-from finetune.data.manifest import write_atomic
+from finetune.files import write_atomic
 
 __all__ = ["CHANNELS", "RECORDIO", "channel_files", "layout"]
 

@@ -78,7 +78,7 @@ def stopped_file(ml_root: Path) -> Path:
 def mark_stopped(ml_root: Path, signal_name: str, where: str) -> str:
     """Leave the marker of a stop after a checkpoint (``where``: the position it saved);
     returns the reason text, which also goes where SageMaker reads FailureReason from."""
-    from finetune.data.manifest import write_atomic
+    from finetune.files import write_atomic
 
     reason = (
         f"{STOPPED_MARK}: stopped by {signal_name} after a checkpoint ({where}); the run is "

@@ -4,9 +4,9 @@ of step time spent waiting for input, and achieved TFLOP/s against the GPU's den
 Engine-neutral: an engine measures and feeds a :class:`Telemetry` (input wait per step, the
 model's FLOPs per image, its GPUs' NVML identifiers and their datasheet peak); the epoch loop
 (finetune.train.fitloop) asks it for the epoch's fields of the metrics event
-(finetune.metrics.EpochMetrics: gpu_util_pct, gpu_mem_gib, input_wait_fraction, data_bound,
-achieved_tflops, peak_tflops, pct_of_peak) and prints a ``finetune-telemetry`` line where
-what was not measured reads "n/a". An engine without telemetry (MXNet) leaves them null.
+(finetune.contracts.metrics.EpochMetrics: gpu_util_pct, gpu_mem_gib, input_wait_fraction,
+data_bound, achieved_tflops, peak_tflops, pct_of_peak) and prints a ``finetune-telemetry``
+line where what was not measured reads "n/a". An engine without telemetry (MXNet) leaves them null.
 
 The data-bound verdict comes from the input wait, not from NVML utilisation: utilisation only
 says that some kernel ran during the sample period, so a GPU starved by its input pipeline

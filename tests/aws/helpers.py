@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from finetune import service
 from finetune.plan import Resources, build_plan
-from finetune.runs.ledger import Ledger, Run, new_run_id
+from finetune.runs.ledger import Ledger
+from finetune.runs.run import Run, new_run_id
 
 
 def sm_plan(dataset, hosts: int = 1, spot: bool = False, instance: str = "p3.8xlarge"):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from finetune import folders
+from finetune import files
 from finetune.cli import app
 from finetune.errors import UsageError
 from tests.fs_faults import READ_ONLY, assert_clear_error, finetune_in
@@ -125,7 +125,7 @@ def test_overwrite_refuses_the_root_by_its_path_alone(model_dir, tmp_path):
     # the guard first: should it ever let '/' through, the command below is never run
     for root in (Path("/"), tmp_path / ("../" * 40), Path("/tmp/..")):
         with pytest.raises(UsageError, match="file system's root"):
-            folders.refuse_protected(root, "--out")
+            files.refuse_protected(root, "--out")
     _refused(_export(model_dir, "/", "--overwrite"), 2, "is the file system's root")
 
 

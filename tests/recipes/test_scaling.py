@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
+from finetune.contracts.hparams import TrainHyperparameters
 from finetune.errors import ConfigError
-from finetune.hparams import TrainHyperparameters
 from finetune.recipes import scaling
 from finetune.recipes.scaling import LrSchedule
 

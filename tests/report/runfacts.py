@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import date, datetime
 
 from finetune.catalog.fx import Rate
-from finetune.metrics import EpochMetrics
+from finetune.contracts.metrics import EpochMetrics
 from finetune.report import money
 from finetune.report.model import RunFacts
 

@@ -12,8 +12,9 @@ from runfacts import pin_eur_rate
 from typer.testing import CliRunner
 
 from finetune.cli import app
-from finetune.metrics import EpochMetrics
-from finetune.runs.ledger import Run, open_default
+from finetune.contracts.metrics import EpochMetrics
+from finetune.runs.ledger import open_default
+from finetune.runs.run import Run
 
 RATE = 1.10  # USD per EUR: the rate pinned for the day the runs ended (2025-06-15)
 # (run id, instance, GPUs, USD/h, billable s, img/s per epoch)

@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 
 from finetune.cli import app
 from finetune.report.money import EC2, SAGEMAKER, Charge
-from finetune.runs.ledger import Run, open_default
+from finetune.runs.ledger import open_default
+from finetune.runs.run import Run
 
 RATE = 1.16
 T0 = 1_760_000_000.0  # 2025-10-09 08:53 UTC

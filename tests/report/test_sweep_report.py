@@ -11,9 +11,10 @@ from runfacts import pin_eur_rate
 from typer.testing import CliRunner
 
 from finetune.cli import app
-from finetune.metrics import EpochMetrics
+from finetune.contracts.metrics import EpochMetrics
 from finetune.report.money import EC2, Charge
-from finetune.runs.ledger import Run, open_default
+from finetune.runs.ledger import open_default
+from finetune.runs.run import Run
 
 RATE = 1.25  # USD per EUR, pinned for 2025-06-16 (a Monday)
 T0 = 1_750_075_200.0  # 2025-06-16 12:00 UTC

@@ -13,9 +13,10 @@ import pytest
 from typer.testing import CliRunner
 
 from finetune.cli import app
-from finetune.metrics import EpochMetrics
+from finetune.contracts.metrics import EpochMetrics
 from finetune.report.money import EC2, Charge
-from finetune.runs.ledger import Run, open_default
+from finetune.runs.ledger import open_default
+from finetune.runs.run import Run
 from tests.report.runfacts import pin_eur_rate
 
 T0 = 1_750_075_200.0  # 2025-06-16 12:00 UTC

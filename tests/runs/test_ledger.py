@@ -8,9 +8,10 @@ from contextlib import closing
 
 import pytest
 
+from finetune.contracts.metrics import EpochMetrics
 from finetune.errors import DataError
-from finetune.metrics import EpochMetrics
-from finetune.runs.ledger import Ledger, Run, new_run_id
+from finetune.runs.ledger import Ledger
+from finetune.runs.run import Run, new_run_id
 from finetune.runs.schema import MIGRATIONS, SCHEMA_VERSION
 
 

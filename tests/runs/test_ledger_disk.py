@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import sys
 
-from finetune.runs.ledger import Ledger, Run
+from finetune.runs.ledger import Ledger
+from finetune.runs.run import Run
 from tests.fs_faults import READ_ONLY, assert_clear_error, finetune_in
 
 RUN = "ft-20250616-120000-abcd"
 SEED = (
-    "import sys; from pathlib import Path; from finetune.runs.ledger import Ledger, Run; "
+    "import sys; from pathlib import Path; from finetune.runs.ledger import Ledger; "
+    "from finetune.runs.run import Run; "
     "led = Ledger(Path(sys.argv[1]) / 'ledger.sqlite'); "
     f"led.create(Run('{RUN}', 1.75e9, 'smoke', 'd', 'local', 'completed', {{}}, "
     "started_at=1.75e9, ended_at=1.75e9 + 42)); led.close()"

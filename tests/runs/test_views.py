@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from finetune.metrics import EpochMetrics
+from finetune.contracts.metrics import EpochMetrics
 from finetune.report.money import SAGEMAKER, Charge
-from finetune.runs.ledger import Run
+from finetune.runs.run import Run
 from finetune.runs.views import run_dict, show_lines, steady_throughput
 
 T0 = 1_760_000_000.0  # 2025-10-09 09:33 UTC: a Thursday, the ECB published that day

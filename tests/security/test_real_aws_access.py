@@ -214,7 +214,7 @@ def test_every_arn_shipped_is_in_the_regions_partition(region):
 def test_the_ssm_policy_attached_to_ec2_roles_is_in_the_regions_partition():
     import boto3
 
-    from finetune.backends.ec2.setup.infra import ssm_core_policy
+    from finetune.backends.ec2.setup.profile import ssm_core_policy
 
     for region, p in PARTITIONS.items():
         iam = boto3.client(

@@ -1,4 +1,4 @@
-"""One secret screen (finetune.secretscan) for every cloud backend, run before anything is
+"""One secret screen (backends/secretscan.py) for every cloud backend, run before anything is
 uploaded or sent: the token shapes it knows, what it must not flag (digests, paths, names),
 messages that name the field and never the value, and the EC2 and SageMaker paths."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import boto3
 import pytest
 
-from finetune import secretscan
+from finetune.backends import secretscan
 from finetune.backends.sagemaker import preflight
 
 # Shapes of real credentials, made up (AWS's documented example secret key among them).

@@ -10,7 +10,8 @@ import time
 from typer.testing import CliRunner
 
 from finetune.cli import app
-from finetune.runs.ledger import Run, open_default
+from finetune.runs.ledger import open_default
+from finetune.runs.run import Run
 from finetune.service.launch import runs_dir
 
 DAY = 86400
@@ -18,7 +19,7 @@ DAY = 86400
 
 def _add(run_id: str, status: str = "completed", age_days: float = 0, **kw) -> Run:
     """A run in the ledger with an epoch and events, and (by default) its own folder."""
-    from finetune.metrics import EpochMetrics
+    from finetune.contracts.metrics import EpochMetrics
 
     folder = kw.pop("run_dir", None) or runs_dir() / run_id
     folder.mkdir(parents=True, exist_ok=True)

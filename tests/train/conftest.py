@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from finetune.hparams import TrainHyperparameters
+from finetune.contracts.hparams import TrainHyperparameters
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from finetune.metrics import read as read_metrics
+from finetune.contracts.metrics import read as read_metrics
 from finetune.train import main
 from finetune.train.contract import ROOT_ENV
 

@@ -19,7 +19,8 @@ from typer.testing import CliRunner
 
 from finetune.cli import app
 from finetune.data.recordio import RecordReader, unpack_header
-from finetune.runs.ledger import Run, open_default
+from finetune.runs.ledger import open_default
+from finetune.runs.run import Run
 
 from .conftest import hparams, make_tree
 
@@ -163,7 +164,7 @@ def _validation_tensors(engine, run_dir, folder, packed_dir) -> np.ndarray:
         store = ImageStore.load(packed.rec, packed.idx, contract, "cpu")
         batches = validation.resident_batches(store, contract)
         return np.concatenate([x.contiguous().numpy() for x, _ in batches])
-    from finetune.hparams import TrainHyperparameters
+    from finetune.contracts.hparams import TrainHyperparameters
     from finetune.train.engines.mxnet.data import record_iter
 
     hp = TrainHyperparameters.from_strings(

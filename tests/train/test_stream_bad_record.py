@@ -10,6 +10,7 @@ import pytest
 
 from finetune.data import manifest as mf
 from finetune.data.recordio import RecordReader, RecordWriter, pack_header, unpack_header
+from finetune.files import write_atomic
 
 from .conftest import Output, hparams, make_tree, start_trainer
 
@@ -27,7 +28,7 @@ def test_a_record_that_is_not_an_image_fails_the_stream_run_clearly(tmp_path, ti
     manifest = mf.load(ds)  # sealed again: the sizes and checksums match the damaged files
     for f in (rec, idx):
         manifest.files[f.name] = mf.FileEntry(sha256=mf.sha256_file(f), bytes=f.stat().st_size)
-    mf.write_atomic(ds / mf.MANIFEST, mf.dump(manifest))
+    write_atomic(ds / mf.MANIFEST, mf.dump(manifest))
     hp = hparams(engine="torch", model="resnet18", data_path="stream", loader_workers=0, epochs=1)
     root = make_tree(tmp_path / "ml", ds, hp, checkpoint_local_path=None)
     out = Output(start_trainer(root))

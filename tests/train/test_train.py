@@ -10,7 +10,7 @@ import pytest
 
 mx = pytest.importorskip("mxnet")
 
-from finetune.metrics import read as read_metrics  # noqa: E402
+from finetune.contracts.metrics import read as read_metrics  # noqa: E402
 from finetune.train.contract import Layout, load_job  # noqa: E402
 from finetune.train.engines.mxnet import fit  # noqa: E402
 

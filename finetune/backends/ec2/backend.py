@@ -29,8 +29,8 @@ from finetune.backends.ec2.instances import observe as ec2_observe
 from finetune.backends.ec2.options import Ec2Options
 from finetune.backends.ec2.setup import infra as ec2_infra
 from finetune.backends.ec2.state import Candidate, Ec2State
+from finetune.contracts.metrics import EpochMetrics
 from finetune.errors import UsageError
-from finetune.metrics import EpochMetrics
 
 
 class Ec2Backend:

@@ -49,11 +49,11 @@ def preflight(plan, options: Ec2Options) -> str:
 
 
 def screen(plan) -> None:
-    """Refuse a plan carrying secrets (finetune.secretscan): plan.json goes to the run's S3
+    """Refuse a plan carrying secrets (backends/secretscan.py): plan.json goes to the run's S3
     prefix and the hyperparameters into the instance; checked before anything is sent."""
     import json
 
-    from finetune import secretscan
+    from finetune.backends import secretscan
 
     found = secretscan.scan_map("hyperparameter", plan.hyperparameters.to_strings())
     found += secretscan.scan_document("plan.json", json.loads(plan.to_json()))

@@ -9,9 +9,9 @@ from typing import Any
 from pydantic import Field
 
 from finetune.backends import base
-from finetune.durations import Duration
 from finetune.errors import UsageError
-from finetune.eurocap import EuroCap
+from finetune.units.durations import Duration
+from finetune.units.eurocap import EuroCap
 
 DEFAULT_MAX_RUNTIME_S = 6 * 3600
 # ec2.json rows written before the options were stored as given: old name -> flag name

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from finetune.backends.ec2.options import Ec2Options
-from finetune.data.manifest import write_atomic
+from finetune.files import write_atomic
 
 STATE_FILE = "ec2.json"
 

@@ -11,12 +11,12 @@ from pathlib import Path
 
 from pydantic import Field
 
-from finetune import metrics as mt
 from finetune.backends import base
 from finetune.backends.base import Capabilities, Feature, Hooks, Preflight, Status
 from finetune.backends.local.runner import LOCK_FILE, lock_held, take_lock
+from finetune.contracts import metrics as mt
 from finetune.errors import BusyError, UsageError
-from finetune.processes import alive
+from finetune.runs.processes import alive
 from finetune.train import mltree, signals
 
 RUNNER = "finetune.backends.local.runner"

@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from finetune.data.manifest import write_atomic
+from finetune.files import write_atomic
 
 LOCK_FILE = "run.lock"
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>

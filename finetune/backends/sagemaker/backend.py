@@ -15,7 +15,6 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from finetune import metrics as mt
 from finetune.aws import retries, sdk
 from finetune.aws.errors import aws_errors
 from finetune.aws.logs import JobLog, refresh
@@ -27,6 +26,7 @@ from finetune.backends.sagemaker import preflight
 from finetune.backends.sagemaker import request as rq
 from finetune.backends.sagemaker import status as st
 from finetune.backends.sagemaker import submit as sub
+from finetune.contracts import metrics as mt
 from finetune.errors import DataError, UsageError
 
 

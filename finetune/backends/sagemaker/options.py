@@ -14,9 +14,9 @@ from finetune.backends import base
 from finetune.backends.sagemaker import preflight
 from finetune.backends.sagemaker import request as rq
 from finetune.backends.sagemaker import submit as sub
-from finetune.durations import Duration
 from finetune.errors import UsageError
-from finetune.eurocap import EuroCap
+from finetune.units.durations import Duration
+from finetune.units.eurocap import EuroCap
 
 ROLE_PLACEHOLDER = "arn:aws:iam::000000000000:role/unset"  # valid shape, for the offline checks
 SAMPLE_RUN_ID = "ft-YYYYMMDD-HHMMSS-xxxx"

@@ -177,9 +177,9 @@ def _hyperparameters(req: dict, region) -> list[Problem]:
 
 
 def secrets_in(kind: str, values: dict[str, str]) -> list[Problem]:
-    """Secret-looking entries (finetune.secretscan, the screen every backend uses): they
+    """Secret-looking entries (backends/secretscan.py, the screen every backend uses): they
     would be visible to anyone who can describe the job."""
-    from finetune import secretscan
+    from finetune.backends import secretscan
 
     found = secretscan.scan_map(kind, values)
     return [Problem(w, f) for w, f in secretscan.messages(found, "DescribeTrainingJob")]

@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
+from finetune.contracts.metrics import METRIC_REGEXES
 from finetune.data.channels import RECORDIO
-from finetune.metrics import METRIC_REGEXES
 
 OUTPUT_ROOT = "finetune/output/"
 CHECKPOINT_ROOT = "finetune/checkpoints/"

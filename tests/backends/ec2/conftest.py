@@ -91,6 +91,7 @@ def ec2_aws(aws, fault_server, monkeypatch):
 
     from finetune.aws import retries
     from finetune.backends.ec2.setup import infra as ec2_infra
+    from finetune.backends.ec2.setup import profile as ec2_profile
 
     layer = fault_server.layer
     layer.requests.clear()
@@ -115,7 +116,7 @@ def ec2_aws(aws, fault_server, monkeypatch):
     ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
     for param in ec2_infra.AMI_PARAMETERS.values():
         put_public_ssm_parameter(param, ami)
-    add_aws_managed_policy(ec2_infra.SSM_CORE_POLICY.rsplit("/", 1)[1])
+    add_aws_managed_policy(ec2_profile.SSM_CORE_POLICY.rsplit("/", 1)[1])
     yield layer
     assert live_instances(ec2) == [], "an instance tagged by finetune was left running"
 

@@ -12,9 +12,9 @@ from finetune.backends.ec2.agent.imds import Imds, ImdsUnavailable
 from finetune.backends.ec2.instances import relaunch as rl
 from finetune.backends.ec2.instances.observe import observe
 from finetune.backends.ec2.options import Ec2Options
-from finetune.durations import parse_duration
 from finetune.errors import UsageError
 from finetune.runs.charges import run_money
+from finetune.units.durations import parse_duration
 
 from .control import instances_of, launch, sync
 

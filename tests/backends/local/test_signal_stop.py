@@ -19,8 +19,9 @@ import pytest
 from typer.testing import CliRunner
 
 from finetune.cli import app
-from finetune.metrics import read as read_metrics
-from finetune.runs.ledger import ACTIVE, open_default
+from finetune.contracts.metrics import read as read_metrics
+from finetune.runs.ledger import open_default
+from finetune.runs.run import ACTIVE
 from finetune.train.signals import EXIT_STOPPED, MODEL_FILES
 
 pytestmark = pytest.mark.slow

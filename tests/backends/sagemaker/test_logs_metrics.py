@@ -12,7 +12,7 @@ import boto3
 
 from finetune import service
 from finetune.backends.sagemaker.backend import SageMakerBackend, metrics_from_log
-from finetune.metrics import EpochMetrics
+from finetune.contracts.metrics import EpochMetrics
 from tests.aws import helpers as h
 from tests.aws.conftest import BUCKET, REGION
 from tests.aws.gateway import CONTAINER_KEY

@@ -8,7 +8,7 @@ import pytest
 from finetune.aws.image import default_image
 from finetune.backends.sagemaker import request as rq
 from finetune.backends.sagemaker.options import SageMakerOptions
-from finetune.metrics import METRIC_REGEXES
+from finetune.contracts.metrics import METRIC_REGEXES
 from finetune.plan import Resources, build_plan
 
 ROLE = "arn:aws:iam::123456789012:role/finetune-sagemaker"
@@ -111,7 +111,7 @@ def test_summary_lines(tiny_dataset):
 def test_metric_definitions_match_the_trainers_log_lines(tiny_dataset):
     import re
 
-    from finetune.metrics import EpochMetrics
+    from finetune.contracts.metrics import EpochMetrics
 
     event = EpochMetrics(
         epoch=3,

@@ -9,7 +9,7 @@ import pytest
 
 from finetune import service
 from finetune.backends.sagemaker.backend import SageMakerBackend
-from finetune.metrics import EpochMetrics
+from finetune.contracts.metrics import EpochMetrics
 from finetune.runs.spend import spend
 from finetune.service.sync import guard_budget
 from tests.aws import helpers as h

@@ -11,7 +11,7 @@ import pytest
 
 from finetune.backends.sagemaker.backend import SageMakerBackend
 from finetune.backends.sagemaker.request import JobOptions
-from finetune.metrics import METRIC_REGEXES
+from finetune.contracts.metrics import METRIC_REGEXES
 from tests.aws.conftest import BUCKET, REGION, ROLE
 from tests.aws.helpers import new_run, sm_plan
 

@@ -23,8 +23,8 @@ import pytest
 from typer.testing import CliRunner
 
 from finetune.cli import app
+from finetune.contracts.metrics import LOG_PREFIX
 from finetune.data.recordio import RecordReader, unpack_header
-from finetune.metrics import LOG_PREFIX
 from finetune.runs.ledger import open_default
 from tests.aws import helpers as h
 from tests.aws.conftest import REGION

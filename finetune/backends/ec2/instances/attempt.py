@@ -25,6 +25,7 @@ from finetune.backends.ec2.instances import run_instances
 from finetune.backends.ec2.request import instance_policy
 from finetune.backends.ec2.setup import ami as ec2_ami
 from finetune.backends.ec2.setup import infra as ec2_infra
+from finetune.backends.ec2.setup import profile as ec2_profile
 from finetune.backends.ec2.state import AttemptRecord, Ec2State
 from finetune.errors import FinetuneError
 
@@ -96,7 +97,9 @@ def _role(clients, run_id: str, state: Ec2State) -> str:
     partition = partition_of(state.region)
     policy = instance_policy(state.bucket, state.prefix, reads, state.image, partition)
     boundary = boundary_arn(ec2_infra.account(clients("sts", state.region)), state.region)
-    return ec2_infra.ensure_instance_profile(clients("iam", state.region), run_id, policy, boundary)
+    return ec2_profile.ensure_instance_profile(
+        clients("iam", state.region), run_id, policy, boundary
+    )
 
 
 def _with_engine(clients, state: Ec2State, spec, engine: str, image):

@@ -19,6 +19,7 @@ from finetune.backends.ec2.instances import intent as ec2_intent
 from finetune.backends.ec2.instances import observe as ec2_observe
 from finetune.backends.ec2.instances import relaunch as ec2_relaunch
 from finetune.backends.ec2.setup import infra as ec2_infra
+from finetune.backends.ec2.setup import profile as ec2_profile
 from finetune.backends.ec2.state import Ec2State
 from finetune.errors import FinetuneError
 
@@ -143,4 +144,4 @@ def release(clients, run, state: Ec2State) -> None:
     state.save(run.run_dir)
     if state.instance_profile:
         iam = clients("iam", state.region)
-        ec2_infra.delete_instance_profile(iam, state.instance_profile)
+        ec2_profile.delete_instance_profile(iam, state.instance_profile)

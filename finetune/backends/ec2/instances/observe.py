@@ -10,8 +10,8 @@ from finetune.backends.base import Status
 from finetune.backends.ec2.agent import protocol as p
 from finetune.backends.ec2.setup import infra as ec2_infra
 from finetune.backends.ec2.state import Ec2State
+from finetune.contracts.metrics import EpochMetrics
 from finetune.errors import DataError
-from finetune.metrics import EpochMetrics
 
 ENDED = ("shutting-down", "terminated", "stopping", "stopped")
 

@@ -14,6 +14,7 @@ import time
 from finetune.backends.base import Orphan
 from finetune.backends.ec2.request import PROJECT_TAG, RUN_TAG
 from finetune.backends.ec2.setup import infra as ec2_infra
+from finetune.backends.ec2.setup import profile as ec2_profile
 
 
 def find_orphans(clients, live_runs: set[str], older_than_s: float, now=None) -> list[Orphan]:
@@ -36,7 +37,7 @@ def remove(clients, orphans: list[Orphan]) -> list[str]:
         done += [f"cancelled spot request {r}" for r in requests]
     for o in orphans:
         if o.kind == "instance-profile":
-            ec2_infra.delete_instance_profile(clients("iam"), o.id)
+            ec2_profile.delete_instance_profile(clients("iam"), o.id)
             done.append(f"deleted instance profile and role {o.id}")
     return done
 
@@ -83,10 +84,10 @@ def _spot_requests(clients, now: float) -> list[Orphan]:
 
 def _profiles(clients, now: float) -> list[Orphan]:
     iam = clients("iam")
-    prefix = ec2_infra.profile_name("")
+    prefix = ec2_profile.profile_name("")
     out, marker = [], None
     while True:
-        kwargs = {"PathPrefix": ec2_infra.ROLE_PATH, **({"Marker": marker} if marker else {})}
+        kwargs = {"PathPrefix": ec2_profile.ROLE_PATH, **({"Marker": marker} if marker else {})}
         try:
             page = ec2_infra.call(iam.list_instance_profiles, **kwargs)
         except Exception as exc:

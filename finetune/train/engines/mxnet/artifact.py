@@ -12,7 +12,7 @@ from pathlib import Path
 
 import mxnet as mx
 
-from finetune.hparams import TrainHyperparameters
+from finetune.contracts.hparams import TrainHyperparameters
 
 PREFIX = "model"
 GLUON_PARAMS = "gluon.params"

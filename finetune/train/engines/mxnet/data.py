@@ -20,7 +20,7 @@ from pathlib import Path
 
 import mxnet as mx
 
-from finetune.hparams import TrainHyperparameters
+from finetune.contracts.hparams import TrainHyperparameters
 from finetune.train.preprocess import Preprocessing
 
 INTER_LINEAR = 1  # OpenCV's bilinear (MXNet's inter_method)

@@ -12,8 +12,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from finetune.contracts.hparams import TrainHyperparameters
 from finetune.errors import ConfigError
-from finetune.hparams import TrainHyperparameters
 
 log = logging.getLogger(__name__)
 

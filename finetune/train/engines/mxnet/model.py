@@ -16,8 +16,8 @@ from pathlib import Path
 import mxnet as mx
 from mxnet import gluon
 
+from finetune.contracts.hparams import TrainHyperparameters
 from finetune.errors import DataError, DependencyError
-from finetune.hparams import TrainHyperparameters
 from finetune.train.engines.models import MODELS, check_model
 from finetune.train.engines.mxnet.weights import SYMBOL_MODELS, Weights
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import mxnet as mx
 import numpy as np
 
+from finetune.contracts.hparams import TrainHyperparameters
 from finetune.errors import DataError
-from finetune.hparams import TrainHyperparameters
 from finetune.train.engines.mxnet.artifact import PREFIX
 from finetune.train.engines.mxnet.data import record_iter
 

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from finetune.data.manifest import write_atomic
 from finetune.errors import DataError
+from finetune.files import write_atomic
 from finetune.train.checkpoints import Checkpoint
 from finetune.train.engines.torch import hardware
 

@@ -13,8 +13,8 @@ import logging
 import torch
 from torch import nn
 
+from finetune.contracts.hparams import TrainHyperparameters
 from finetune.errors import ConfigError, DataError
-from finetune.hparams import TrainHyperparameters
 from finetune.train.engines.models import check_model
 from finetune.train.engines.torch import weights as wt
 

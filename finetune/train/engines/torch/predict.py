@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from finetune.contracts.hparams import TrainHyperparameters
 from finetune.errors import DataError
-from finetune.hparams import TrainHyperparameters
 from finetune.train import preprocess
 from finetune.train.engines.torch import validation
 from finetune.train.engines.torch.files import ENGINE_FILE, WEIGHTS

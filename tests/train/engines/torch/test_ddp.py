@@ -16,8 +16,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
+from finetune.contracts.metrics import read as read_metrics  # noqa: E402
 from finetune.errors import ConfigError  # noqa: E402
-from finetune.metrics import read as read_metrics  # noqa: E402
 from finetune.train import distributed  # noqa: E402
 from finetune.train.contract import Layout, load_job  # noqa: E402
 from finetune.train.engines.torch import ddp, fit, launch  # noqa: E402

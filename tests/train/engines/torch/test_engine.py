@@ -18,11 +18,11 @@ pytest.importorskip("torchvision")
 
 from PIL import Image  # noqa: E402
 
+from finetune.contracts.metrics import parse_progress  # noqa: E402
+from finetune.contracts.metrics import read as read_metrics  # noqa: E402
 from finetune.data.datasets import prepare_folder  # noqa: E402
 from finetune.data.recordio import RecordReader, unpack_header  # noqa: E402
 from finetune.errors import ConfigError, DataError  # noqa: E402
-from finetune.metrics import parse_progress  # noqa: E402
-from finetune.metrics import read as read_metrics  # noqa: E402
 from finetune.train.contract import Layout, load_job  # noqa: E402
 from finetune.train.engines.models import check_model  # noqa: E402
 from finetune.train.engines.torch import fit  # noqa: E402

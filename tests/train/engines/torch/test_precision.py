@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
-from finetune.metrics import read as read_metrics  # noqa: E402
+from finetune.contracts.metrics import read as read_metrics  # noqa: E402
 from finetune.train.contract import Layout, load_job  # noqa: E402
 from finetune.train.engines.torch import fit  # noqa: E402
 

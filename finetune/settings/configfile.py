@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 from finetune.errors import ConfigError
+from finetune.files import write_atomic
 
 ENV_FILE = "FINETUNE_CONFIG"
 ENV_PREFIX = "FINETUNE_"
@@ -61,6 +62,4 @@ def write(file: Path, data: dict[str, str]) -> None:
     file.parent.mkdir(parents=True, exist_ok=True)
     lines = ["# finetune settings: `finetune config show` explains them; env FINETUNE_* wins."]
     lines += [f"{k} = {json.dumps(v, ensure_ascii=False)}" for k, v in sorted(data.items())]
-    tmp = file.with_name(f".{file.name}.tmp-{os.getpid()}")
-    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    os.replace(tmp, file)
+    write_atomic(file, "\n".join(lines) + "\n")

@@ -1,7 +1,7 @@
 """Operator settings: where data lives and which AWS account to use.
 
-From the environment (FINETUNE_*), then the user's config file (finetune.config: `finetune
-config set KEY VALUE`), then the defaults below.
+From the environment (FINETUNE_*), then the user's config file (configfile.py here:
+`finetune config set KEY VALUE`), then the defaults below.
 """
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ def _user_dir(kind: str) -> Path:
 
 
 class _ConfigFile(PydanticBaseSettingsSource):
-    """The config file's values (finetune.config), below the environment variables."""
+    """The config file's values (finetune.settings.configfile), below the environment variables."""
 
     def get_field_value(self, field, field_name):  # the whole file is read in __call__
         return None, field_name, False
 
     def __call__(self) -> dict:
-        from finetune import config
+        from finetune.settings import configfile as config
 
         return {k: v for k, v in config.read().items() if k in self.settings_cls.model_fields}
 
@@ -120,7 +120,7 @@ def load() -> Settings:
 
 
 def _invalid(exc: ValidationError) -> ConfigError:
-    from finetune import config
+    from finetune.settings import configfile as config
 
     err = exc.errors()[0]
     name = str(err["loc"][0]) if err.get("loc") else "?"
@@ -196,7 +196,7 @@ def set_value(key: str, value: str | None) -> Path:
     the file's path."""
     from pydantic import ValidationError
 
-    from finetune import config
+    from finetune.settings import configfile as config
 
     name = check_key(key)
     data = config.read()
@@ -238,7 +238,7 @@ class Entry:
 
 def show() -> list[Entry]:
     """Every setting's value in effect and its source."""
-    from finetune import config
+    from finetune.settings import configfile as config
 
     current = load()
     from_file = config.read()

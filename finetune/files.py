@@ -1,4 +1,7 @@
-"""Folders finetune writes whole, and the folders it must never replace.
+"""Files and folders finetune writes whole, and the folders it must never replace.
+
+A file is written to a temporary name beside it, fsynced, then renamed over it
+(``write_atomic``), so a reader sees the old file or the new one, never half of one.
 
 A folder finetune publishes (an exported model, a cloud run's model in the cache) is filled
 in a temporary sibling and renamed into place only when complete, so a folder that exists is
@@ -87,3 +90,24 @@ def refuse_protected(path: Path, option: str) -> None:
                 f"{option} {path} {holds} {what}: finetune never replaces it",
                 f"give {option} a new folder of its own, e.g. {option} ./model-export.",
             )
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """Write ``text`` to a temporary name beside ``path``, fsync, then rename over it."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def fsync_dir(directory: str | Path) -> None:
+    """Flush a folder's entries (a rename, a new file) to disk."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

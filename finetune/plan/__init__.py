@@ -1,0 +1,23 @@
+"""The Plan of a run (model.py: what it is) and how one is built (build.py)."""
+
+from finetune.plan.build import (
+    build_plan,
+    choose_kvstore,
+    derive,
+    hyperparameters,
+    summarize_dataset,
+)
+from finetune.plan.model import SCHEMA_VERSION, DatasetSummary, Derived, Plan, Resources
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "DatasetSummary",
+    "Derived",
+    "Plan",
+    "Resources",
+    "build_plan",
+    "choose_kvstore",
+    "derive",
+    "hyperparameters",
+    "summarize_dataset",
+]
