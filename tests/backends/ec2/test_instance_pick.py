@@ -4,6 +4,7 @@ backend come from the same plan as `finetune plan`, and --dry-run says which and
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -30,7 +31,8 @@ def test_cheapest_dry_run_picks_the_lowest_price_and_says_why(ec2_aws, tiny_data
     assert res.exit_code == 0, res.output
     assert f"--instance cheapest: 1x {want} (" in res.output
     assert "on-demand on ec2 in us-east-1 -- the cheapest done within 1 h" in res.output
-    assert f"resources  ec2 {want}: 1 host(s)" in res.output  # the plan that would launch
+    # the plan that would launch (labels are padded to the longest one)
+    assert re.search(rf"resources +ec2 {re.escape(want)}: 1 host\(s\)", res.output), res.output
     assert "EC2 instances:" in res.output and f"1 x {want} (on demand)" in res.output
     assert ec2_aws.sent("RunInstances") == []
 
