@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from finetune.errors import UsageError
+from finetune.hparams import ENGINES
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ def build(engine: str) -> EngineBuild:
         return BUILDS[engine]
     except KeyError:
         raise UsageError(
-            f'unknown engine "{engine}"', f"use one of: {', '.join(BUILDS)}."
+            f'unknown engine "{engine}"', f"use one of: {', '.join(ENGINES)}."
         ) from None
 
 

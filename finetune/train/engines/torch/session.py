@@ -1,4 +1,4 @@
-"""The PyTorch engine's side of a run (finetune.train.fitloop.Session): device and precision,
+"""The PyTorch engine's side of a run (finetune.train.protocol.Session): device and precision,
 a torchvision ResNet, SGD/Adam with a head group, and the resident or streaming data path;
 under torchrun one process per device, DistributedDataParallel (finetune.train.engines.torch.
 ddp), each process training its slice of every global batch.
@@ -15,7 +15,6 @@ import contextlib
 import json
 import logging
 import platform
-import signal
 import time
 from pathlib import Path
 
@@ -71,7 +70,7 @@ class TorchSession:
             )
         self.device = hardware.device(hp.device, g.local_rank)
         hardware.threads(self.device, g.local_world)
-        self.devices, self.workers, self.ranks = g.local_world, g.nodes, g.world
+        self.devices, self.hosts = g.local_world, g.nodes
         self.is_first_host, self.local_rank = g.rank == 0, g.local_rank
         self.precision = hardware.precision(hp.precision, self.device)
         self.contract = Preprocessing.from_hparams(hp)
@@ -256,16 +255,6 @@ class TorchSession:
         self._hits.zero_()
         self._seen = 0
         return loss, int(hits), int(seen)
-
-    def agree(self, stop: StopRequest, save_due: bool) -> tuple[bool, bool]:
-        """After every step: (stop, checkpoint now), one answer for every process. A stop any
-        process got reaches all of them (all end after this same step); the caller must act
-        on the returned stop, not on its own flag, which a signal may set just after this."""
-        mine = signal.Signals[stop.signal_name].value if stop else 0
-        signum, save = self.group.agree(mine, save_due)
-        if signum:
-            stop.request(ddp.signal_name(signum))
-        return bool(signum), save
 
     # ---- input wait -------------------------------------------------------------------
     def _clock(self):
