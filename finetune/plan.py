@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from finetune.data.manifest import plain_dataset_name
 from finetune.errors import ConfigError, DataError, UsageError
@@ -85,7 +85,15 @@ class Derived(_Frozen):
     warmup_steps: int
     steps_per_epoch: int
     total_steps: int
-    kvstore: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stored_kvstore(cls, data: Any) -> Any:
+        """Plans stored before issue 20 carry MXNet's kvstore here; it lives in the
+        hyperparameters (chosen by finetune.train.engines.mxnet.kvstore)."""
+        if isinstance(data, dict) and "kvstore" in data:
+            data = {k: v for k, v in data.items() if k != "kvstore"}
+        return data
 
 
 class Plan(_Frozen):
@@ -249,29 +257,17 @@ def derive(recipe: Recipe, dataset: DatasetSummary, resources: Resources) -> Der
         warmup_steps=scaling.warmup_steps(warm_epochs, spe),
         steps_per_epoch=spe,
         total_steps=spe * sched.epochs,
-        kvstore=choose_kvstore(recipe.train.kvstore, resources),
     )
-
-
-def choose_kvstore(requested: str | None, resources: Resources) -> str:
-    """MXNet's gradient exchange: distributed across hosts, on-device within one host."""
-    if requested is None:
-        if resources.hosts > 1:
-            return "dist_device_sync" if resources.device == "gpu" else "dist_sync"
-        return "device" if resources.device == "gpu" and resources.devices_per_host > 1 else "local"
-    if resources.hosts > 1 and not requested.startswith("dist"):
-        raise ConfigError(
-            f"train.kvstore={requested} cannot synchronise {resources.hosts} hosts",
-            "use train.kvstore=dist_sync or dist_device_sync, or leave it unset.",
-        )
-    return requested
 
 
 def hyperparameters(
     recipe: Recipe, dataset: DatasetSummary, resources: Resources, derived: Derived
 ) -> TrainHyperparameters:
     """The trainer's contract, every value resolved (see finetune.hparams)."""
+    from finetune.train.engines.mxnet import kvstore
+
     m, d, o, s, t = recipe.model, recipe.data, recipe.optimizer, recipe.schedule, recipe.train
+    kv = kvstore.choose(t.kvstore, resources.hosts, resources.device, resources.devices_per_host)
     return TrainHyperparameters(
         engine=recipe.engine,
         model=m.name,
@@ -299,7 +295,7 @@ def hyperparameters(
         lr_factor=s.factor,
         warmup_epochs=derived.warmup_epochs,
         device=resources.device,
-        kvstore=derived.kvstore,
+        kvstore=kv,
         seed=t.seed,
         # top-k with k >= classes is always 100 %: report it only when it means something
         top_k=t.top_k if t.top_k < dataset.num_classes else 0,
