@@ -11,7 +11,7 @@ from finetune.cli._plan_view import summary_lines
 from finetune.contracts.hparams import TrainHyperparameters
 from finetune.data import manifest as mf
 from finetune.errors import ConfigError, DataError, UsageError
-from finetune.plan import Plan, Resources, build_plan, choose_kvstore
+from finetune.plan import Plan, Resources, build_plan
 from finetune.recipes.loading import load_recipe
 
 
@@ -28,8 +28,8 @@ def test_plan_from_the_tiny_dataset(tiny_dataset):
     assert plan.dataset.manifest_sha256 == mf.sha256_file(tiny_dataset / mf.MANIFEST)
     d = plan.derived
     assert (d.devices, d.global_batch, d.steps_per_epoch, d.total_steps) == (1, 8, 10, 20)
-    assert (d.lr, d.kvstore, d.warmup_steps) == (0.01, "local", 0)
     hp = plan.hyperparameters
+    assert (d.lr, hp.kvstore, d.warmup_steps) == (0.01, "local", 0)
     assert (hp.device, hp.top_k, hp.lr_steps, hp.image_size) == ("cpu", 5, (1.0,), 32)
 
 
@@ -40,8 +40,8 @@ def test_scaled_plan_with_warmup_in_steps(tiny_dataset):
     d = plan.derived
     assert (d.devices, d.global_batch, d.steps_per_epoch) == (8, 16, 5)
     assert d.lr == pytest.approx(0.08)
-    assert (d.warmup_steps, d.warmup_epochs, d.kvstore) == (3, 0.6, "dist_device_sync")
     hp = plan.hyperparameters
+    assert (d.warmup_steps, d.warmup_epochs, hp.kvstore) == (3, 0.6, "dist_device_sync")
     assert (hp.hosts, hp.devices_per_host, hp.global_batch_size, hp.lr) == (2, 4, 16, d.lr)
     assert plan.lr_schedule().at_step(0) == pytest.approx(0.01)
     assert plan.lr_schedule().at_step(3) == pytest.approx(0.08)
@@ -165,24 +165,13 @@ def test_resources_rules():
     )
 
 
-@pytest.mark.parametrize(
-    ("requested", "hosts", "per_host", "device", "expect"),
-    [
-        (None, 1, 1, "cpu", "local"),
-        (None, 1, 1, "gpu", "local"),
-        (None, 1, 8, "gpu", "device"),
-        (None, 2, 8, "gpu", "dist_device_sync"),
-        (None, 2, 1, "cpu", "dist_sync"),
-        ("nccl", 1, 8, "gpu", "nccl"),
-    ],
-)
-def test_choose_kvstore(requested, hosts, per_host, device, expect):
-    res = Resources(backend="ec2", instance_type="x", hosts=hosts, devices_per_host=per_host,
-                    device=device)  # fmt: skip
-    assert choose_kvstore(requested, res) == expect
-
-
-def test_single_host_kvstore_cannot_span_hosts():
-    res = Resources(backend="ec2", instance_type="x", hosts=2, devices_per_host=8, device="gpu")
-    with pytest.raises(ConfigError, match="cannot synchronise 2 hosts"):
-        choose_kvstore("device", res)
+def test_a_stored_plan_with_the_kvstore_in_derived_still_reads(tiny_dataset):
+    """Plans written before issue 20 carry MXNet's kvstore in ``derived``: they still load,
+    and the kvstore the trainer gets is the hyperparameters' (the same value)."""
+    plan = build_plan("smoke-resnet18", tiny_dataset, Resources(device="cpu"))
+    stored = json.loads(plan.to_json())
+    assert "kvstore" not in stored["derived"]
+    stored["derived"]["kvstore"] = "local"  # as an older launch wrote it
+    again = Plan.from_json(json.dumps(stored))
+    assert again.derived == plan.derived
+    assert again.hyperparameters.kvstore == plan.hyperparameters.kvstore == "local"

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from finetune.contracts.hparams import ENGINES
 from finetune.errors import UsageError
 
 
@@ -71,7 +72,7 @@ def build(engine: str) -> EngineBuild:
         return BUILDS[engine]
     except KeyError:
         raise UsageError(
-            f'unknown engine "{engine}"', f"use one of: {', '.join(BUILDS)}."
+            f'unknown engine "{engine}"', f"use one of: {', '.join(ENGINES)}."
         ) from None
 
 

@@ -20,7 +20,9 @@ from finetune.errors import ConfigError, did_you_mean
 Augmentation = Literal[
     "none", "crop", "crop_color", "crop_color_transform", "resized_crop", "resized_crop_color"
 ]
-Engine = Literal["mxnet", "torch"]  # finetune.train.engines
+# the training engines (finetune.train.engines): the one list every other module imports
+ENGINES = ("mxnet", "torch")
+Engine = Literal[ENGINES]
 
 
 class TrainHyperparameters(BaseModel):

@@ -2,7 +2,6 @@
 
 from finetune.plan.build import (
     build_plan,
-    choose_kvstore,
     derive,
     hyperparameters,
     summarize_dataset,
@@ -16,7 +15,6 @@ __all__ = [
     "Plan",
     "Resources",
     "build_plan",
-    "choose_kvstore",
     "derive",
     "hyperparameters",
     "summarize_dataset",

@@ -119,29 +119,17 @@ def derive(recipe: Recipe, dataset: DatasetSummary, resources: Resources) -> Der
         warmup_steps=scaling.warmup_steps(warm_epochs, spe),
         steps_per_epoch=spe,
         total_steps=spe * sched.epochs,
-        kvstore=choose_kvstore(recipe.train.kvstore, resources),
     )
-
-
-def choose_kvstore(requested: str | None, resources: Resources) -> str:
-    """MXNet's gradient exchange: distributed across hosts, on-device within one host."""
-    if requested is None:
-        if resources.hosts > 1:
-            return "dist_device_sync" if resources.device == "gpu" else "dist_sync"
-        return "device" if resources.device == "gpu" and resources.devices_per_host > 1 else "local"
-    if resources.hosts > 1 and not requested.startswith("dist"):
-        raise ConfigError(
-            f"train.kvstore={requested} cannot synchronise {resources.hosts} hosts",
-            "use train.kvstore=dist_sync or dist_device_sync, or leave it unset.",
-        )
-    return requested
 
 
 def hyperparameters(
     recipe: Recipe, dataset: DatasetSummary, resources: Resources, derived: Derived
 ) -> TrainHyperparameters:
     """The trainer's contract, every value resolved (see finetune.contracts.hparams)."""
+    from finetune.train.engines.mxnet import kvstore
+
     m, d, o, s, t = recipe.model, recipe.data, recipe.optimizer, recipe.schedule, recipe.train
+    kv = kvstore.choose(t.kvstore, resources.hosts, resources.device, resources.devices_per_host)
     return TrainHyperparameters(
         engine=recipe.engine,
         model=m.name,
@@ -169,7 +157,7 @@ def hyperparameters(
         lr_factor=s.factor,
         warmup_epochs=derived.warmup_epochs,
         device=resources.device,
-        kvstore=derived.kvstore,
+        kvstore=kv,
         seed=t.seed,
         # top-k with k >= classes is always 100 %: report it only when it means something
         top_k=t.top_k if t.top_k < dataset.num_classes else 0,

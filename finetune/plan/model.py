@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from finetune.contracts.hparams import TrainHyperparameters
 from finetune.data.manifest import plain_dataset_name
@@ -108,7 +108,15 @@ class Derived(_Frozen):
     warmup_steps: int
     steps_per_epoch: int
     total_steps: int
-    kvstore: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stored_kvstore(cls, data: Any) -> Any:
+        """Plans stored before issue 20 carry MXNet's kvstore here; it lives in the
+        hyperparameters (chosen by finetune.train.engines.mxnet.kvstore)."""
+        if isinstance(data, dict) and "kvstore" in data:
+            data = {k: v for k, v in data.items() if k != "kvstore"}
+        return data
 
 
 class Plan(_Frozen):

@@ -92,7 +92,8 @@ class TrainSection(_Section):
     top_k: int = Field(5, ge=0)  # also report top-k accuracy (0: off)
     checkpoint_interval_s: float = Field(600.0, gt=0, allow_inf_nan=False)
     keep_checkpoints: int = Field(2, ge=1)  # newest kept on disk (the best one is kept too)
-    kvstore: Kvstore | None = None  # None: chosen from the resources (see finetune.plan)
+    # None: chosen from the resources (finetune.train.engines.mxnet.kvstore)
+    kvstore: Kvstore | None = None
     max_batches_per_epoch: int = Field(0, ge=0)  # 0: all; >0 for smoke runs
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # torch: auto picks per GPU
     compile: bool = False  # torch: torch.compile the network

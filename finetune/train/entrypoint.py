@@ -22,8 +22,9 @@ import sys
 import traceback
 
 from finetune.errors import FinetuneError
-from finetune.train import distributed
+from finetune.train import engines
 from finetune.train.contract import Layout, load_job
+from finetune.train.protocol import Launched
 from finetune.train.signals import (
     EXIT_STOPPED,
     StopRequest,
@@ -60,11 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with StopRequest() as stop:  # first thing: a stop during start-up is honoured too
             job = load_job(layout)
-            # several hosts on a dist kvstore: scheduler/server children + DMLC_* for the worker
-            with distributed.roles(job):
-                from finetune.train.engines import fit
-
-                result = fit(job, stop)
+            result = engines.fit(job, stop)  # (each engine starts its own processes)
     except FinetuneError as exc:
         return _fail(layout, str(exc), exc.exit_code)
     except Exception as exc:
@@ -84,8 +81,8 @@ def _outcome(job, layout: Layout, result) -> int:
             # rank 0 saves the checkpoint and speaks for the run; were this worker to exit
             # non-zero first, torchrun's agent would kill rank 0 in the middle of its save
             return 0
-        progress = getattr(result, "progress", None)
-        if progress is not None:
+        if not isinstance(result, Launched):
+            progress = result.progress
             where = f"epoch {progress.epoch + 1}, batch {progress.batch}, step {progress.step}"
         else:  # the launcher of torchrun's workers: rank 0 said where
             where = (read_stopped(layout.root) or {}).get("where") or "the newest checkpoint"
@@ -108,10 +105,12 @@ def _report(job, layout: Layout, result) -> None:
     leave it to rank 0 and to the launcher)."""
     # (several hosts: the first one writes the model and the checkpoints)
     where = layout.model_dir if job.is_first_host else f"{min(job.hosts)}'s {layout.model_dir}"
-    processes = getattr(result, "processes", None)
-    if processes is not None:  # this process started the run's processes
+    if isinstance(result, Launched):  # this process started the run's processes
         ended = f"stopped by {result.stopped_by}" if result.stopped_by else "ended"
-        print(f"torchrun: {processes} of {result.world} training processes {ended}", flush=True)
+        print(
+            f"torchrun: {result.processes} of {result.world} training processes {ended}",
+            flush=True,
+        )
     elif _rank() not in (None, 0):
         return
     elif result.stopped_by:
@@ -137,7 +136,7 @@ def _fail(layout: Layout, reason: str, code: int) -> int:
         reason = f"training process rank {rank}: {reason}"
     print(f"training failed: {reason}", file=sys.stderr, flush=True)
     _write_reason(layout, reason, rank)
-    distributed.exit_if_abandoned(code)  # (a multi-host job that failed ends here)
+    engines.exit_if_abandoned(code)  # (a multi-host MXNet job that failed ends here)
     return code
 
 

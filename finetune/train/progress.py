@@ -6,8 +6,12 @@ Engine-neutral: both engines keep a :class:`Progress` and hand it to the epoch l
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict, dataclass, field, fields
+
+from finetune.contracts import metrics
+from finetune.errors import ConfigError
 
 
 @dataclass
@@ -56,6 +60,76 @@ class Progress:
         fresh = Progress(**keep)
         for f in fields(self):  # in place: the epoch's tally holds this object
             setattr(self, f.name, getattr(fresh, f.name))
+
+    @property
+    def rate(self) -> float:
+        """This host's images per second after the warm-up batches (0 before any)."""
+        return self.timed_samples / self.timed_seconds if self.timed_seconds > 0 else 0.0
+
+    def event(
+        self,
+        *,
+        hosts: int,
+        devices: int,
+        lr: float,
+        epoch_started: float,
+        val,
+        top_k: int,
+        extra: dict,
+    ) -> metrics.EpochMetrics:
+        """The finished epoch's metrics event: this host's tallies times ``hosts``, the
+        validation ``val`` (a finetune.train.evaluation.Evaluation, or None) and ``extra``
+        (the telemetry's fields)."""
+        rate = self.rate
+        return metrics.EpochMetrics(
+            epoch=self.epoch,
+            samples=self.samples * hosts,
+            samples_per_sec=rate * hosts,
+            epoch_seconds=self.seconds + time.monotonic() - epoch_started,
+            train_loss=self.loss_sum / max(self.seen, 1),
+            train_acc=self.hits / max(self.seen, 1),
+            val_acc=val.accuracy if val else None,
+            val_top_k=val.top_k_accuracy() if val and top_k else None,
+            val_count=val.count if val else None,
+            best_epoch=self.best_epoch,
+            lr=lr,
+            devices=devices,
+            hosts=hosts,
+            time=time.time(),
+            **extra,
+        )  # fmt: skip
+
+    def progress_line(self, steps: int, lr: float, hosts: int, epoch_started: float) -> str:
+        """One progress line (contracts.metrics.BatchProgress), the loss synced up to now."""
+        seconds = self.seconds + time.monotonic() - epoch_started
+        return metrics.BatchProgress(
+            epoch=self.epoch,
+            batch=self.batch,
+            steps=steps,
+            step=self.step,
+            lr=lr,
+            train_loss=self.loss_sum / self.seen if self.seen else None,
+            images=self.samples,
+            seconds=seconds,
+            images_per_sec=self.samples * hosts / seconds if seconds > 0 else 0.0,
+        ).log_line()
+
+    def diverged(self, loss: float, tallied_step: int, lr: float) -> ConfigError:
+        """The error of a non-finite ``loss``. The loss is summed between syncs (a sync per
+        step would stall the device): name the step it was seen at and the steps since the
+        last sync (``tallied_step``) it may have become non-finite in."""
+        which = "NaN" if math.isnan(loss) else "infinite"
+        since = (
+            f" (summed over steps {tallied_step + 1}-{self.step})"
+            if self.step > tallied_step + 1
+            else ""
+        )
+        return ConfigError(
+            f"the training loss became {which} at epoch {self.epoch} step {self.step}{since}, "
+            f"with learning rate {lr:g}: training diverged",
+            "lower the learning rate and launch again (optimizer.lr_per_gpu in the recipe, or "
+            "lr=VALUE after the recipe's name on the command line).",
+        )
 
 
 class Stopwatch:

@@ -31,7 +31,7 @@ from pathlib import Path
 EXIT_STOPPED = 75  # EX_TEMPFAIL: stopped by a signal after a checkpoint; start again to resume
 STOPPED_MARK = "finetune-stopped"  # the first word of the reason a stopped trainer leaves
 STOPPED_FILE = "stopped.json"  # in the /opt/ml/output folder, beside the failure file
-# the files of a complete model folder (fitloop writes hyperparameters.json last)
+# the files of a complete model folder (finetune.train.outputs writes hyperparameters.json last)
 MODEL_FILES = ("classes.json", "preprocessing.json", "hyperparameters.json")
 
 

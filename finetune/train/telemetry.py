@@ -6,7 +6,8 @@ model's FLOPs per image, its GPUs' NVML identifiers and their datasheet peak); t
 (finetune.train.fitloop) asks it for the epoch's fields of the metrics event
 (finetune.contracts.metrics.EpochMetrics: gpu_util_pct, gpu_mem_gib, input_wait_fraction,
 data_bound, achieved_tflops, peak_tflops, pct_of_peak) and prints a ``finetune-telemetry``
-line where what was not measured reads "n/a". An engine without telemetry (MXNet) leaves them null.
+line where what was not measured reads "n/a". An engine without telemetry (MXNet) has a
+:class:`NoTelemetry`, which leaves them null and prints no line.
 
 The data-bound verdict comes from the input wait, not from NVML utilisation: utilisation only
 says that some kernel ran during the sample period, so a GPU starved by its input pipeline
@@ -150,9 +151,31 @@ class Telemetry:
             "pct_of_peak": 100 * achieved / peak if achieved is not None and peak else None,
         }
 
+    def summary(self, epoch: int, fields: dict) -> str:
+        """The epoch's ``finetune-telemetry`` line (:func:`summary_line`)."""
+        return summary_line(epoch, fields)
+
     def close(self) -> None:
         if self.sampler is not None:
             self.sampler.close()
+
+
+class NoTelemetry:
+    """The telemetry of an engine that measures nothing (MXNet): no fields, no line."""
+
+    def start_timing(self) -> None:
+        """Nothing to time."""
+
+    def epoch_fields(self, samples_per_sec: float, timed_seconds: float) -> dict:
+        """No fields: the metrics event leaves them null."""
+        return {}
+
+    def summary(self, epoch: int, fields: dict) -> None:
+        """No line."""
+        return None
+
+    def close(self) -> None:
+        """Nothing to end."""
 
 
 def summary_line(epoch: int, fields: dict) -> str:

@@ -1,32 +1,24 @@
 """Training engines behind one call, ``fit(job)``, chosen by the hyperparameters' ``engine``:
 MXNet (GluonCV, the studies' engine, GPUs before Hopper) and PyTorch (torchvision, today's
-GPUs), both behind finetune.train.fitloop.Session."""
+GPUs), both behind finetune.train.protocol.Session."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from finetune.contracts.hparams import ENGINES
 from finetune.errors import ConfigError, require_module
+from finetune.train.protocol import Launched
 
-ENGINES = ("mxnet", "torch")
-
-
-@dataclass(frozen=True)
-class Launched:
-    """What ``fit`` returns in a process that started the run's training processes (torchrun)
-    instead of training itself; they wrote the outputs and printed their own lines."""
-
-    processes: int  # on this host
-    world: int  # in the whole run
-    stopped_by: str | None
+__all__ = ["ENGINES", "Launched", "exit_if_abandoned", "export_model", "fit", "predict_scores"]
 
 
 def fit(job, stop=None):
     """Run ``job`` with its engine (imported here: engines are heavy and optional); ``stop``
-    is a finetune.train.signals.StopRequest, checked after every batch."""
+    is a finetune.train.signals.StopRequest, checked after every batch. Each engine starts
+    its own processes on several devices or hosts (MXNet: parameter-server roles; torch:
+    torchrun)."""
     engine = job.hparams.engine
     if engine == "mxnet":
-        require_module("mxnet")
+        # (imports MXNet itself, after its parameter-server launcher set DMLC_*)
         from finetune.train.engines.mxnet import fit as mxnet_fit
 
         return mxnet_fit(job, stop)
@@ -39,12 +31,21 @@ def fit(job, stop=None):
     raise ConfigError(f"unknown engine {engine!r}", f"use one of: {', '.join(ENGINES)}.")
 
 
+def exit_if_abandoned(code: int) -> None:
+    """After a failure (its reason written): end this process at once with ``code`` when an
+    engine left its processes behind -- MXNet's kvstore would otherwise wait at exit for
+    workers that never come (finetune.train.engines.mxnet.cluster)."""
+    from finetune.train.engines.mxnet import cluster
+
+    cluster.exit_if_abandoned(code)
+
+
 def _module(engine: str, name: str):
     """``finetune.train.engines.<engine>.<name>``, its framework checked first."""
     import importlib
 
     needs = {"mxnet": ("mxnet",), "torch": ("torch", "torchvision")}
-    if engine not in needs:
+    if engine not in ENGINES:
         raise ConfigError(f"unknown engine {engine!r}", f"use one of: {', '.join(ENGINES)}.")
     for module in needs[engine]:
         require_module(module)

@@ -3,6 +3,7 @@ money is spent) and again by the trainer. No engine library is imported here."""
 
 from __future__ import annotations
 
+from finetune.contracts.hparams import ENGINES
 from finetune.errors import ConfigError, did_you_mean
 
 _MXNET_DEPTHS = {
@@ -30,10 +31,10 @@ MODELS: dict[str, tuple[str, ...]] = {
 def check_model(engine: str, model: str) -> None:
     """ConfigError for a model ``engine`` cannot build, with a did-you-mean over every
     engine's names (a torch name under the MXNet engine says which engine has it)."""
-    if engine not in MODELS:
+    if engine not in ENGINES:
         raise ConfigError(
-            f"unknown engine {engine!r}.{did_you_mean(engine, list(MODELS))}",
-            f"use one of: {', '.join(MODELS)}.",
+            f"unknown engine {engine!r}.{did_you_mean(engine, list(ENGINES))}",
+            f"use one of: {', '.join(ENGINES)}.",
         )
     if model in MODELS[engine]:
         return

@@ -1,19 +1,37 @@
-"""The MXNet 1.9 + GluonCV engine. Importing this package imports MXNet."""
+"""The MXNet 1.9 + GluonCV engine. Importing this package imports no MXNet (and nothing
+heavy): on several hosts its launcher (:mod:`finetune.train.engines.mxnet.cluster`) must set
+the parameter server's DMLC_* variables before MXNet is imported, and `launch` asks
+:mod:`finetune.train.engines.mxnet.kvstore` when it plans a run; :func:`fit` imports MXNet."""
 
 from __future__ import annotations
 
-from finetune.train import dataset, fitloop
+from typing import TYPE_CHECKING
+
+from finetune.errors import require_module
 from finetune.train.contract import TrainJob
-from finetune.train.engines.mxnet.session import MXNetSession
+from finetune.train.engines.mxnet import cluster
 from finetune.train.signals import StopRequest
 
-FitResult = fitloop.FitResult
+if TYPE_CHECKING:
+    from finetune.train.fitloop import FitResult
 
 
-def fit(job: TrainJob, stop: StopRequest | None = None) -> fitloop.FitResult:
-    """Train as ``job`` says with MXNet, resuming from its newest checkpoint."""
+def fit(job: TrainJob, stop: StopRequest | None = None) -> FitResult:
+    """Train as ``job`` says with MXNet, resuming from its newest checkpoint; on several hosts
+    with a dist kvstore, as the worker of this host's parameter-server roles."""
+    with cluster.roles(job):
+        require_module("mxnet")
+        return _train(job, stop)
+
+
+def _train(job: TrainJob, stop: StopRequest | None) -> FitResult:
+    # (a frame of its own: the session, and its kvstore, are garbage when it returns, and
+    # freeing the kvstore is what says goodbye to the cluster in cluster.roles)
+    from finetune.train import dataset, fitloop
+    from finetune.train.engines.mxnet.session import MXNetSession
+
     files = dataset.resolve(job.channels["train"], job.channels["validation"], job.hparams)
     return fitloop.fit(job, MXNetSession(job, files), stop)
 
 
-__all__ = ["FitResult", "fit"]
+__all__ = ["fit"]

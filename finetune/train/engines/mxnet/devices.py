@@ -66,7 +66,7 @@ def _kvstore(name: str, contexts: list, hosts: int):
 
     if name.startswith("dist"):
         if os.environ.get("DMLC_ROLE") == "worker":
-            # a parameter-server cluster is up (finetune.train.distributed set DMLC_*)
+            # a parameter-server cluster is up (finetune.train.engines.mxnet.cluster set DMLC_*)
             return mx.kv.create(name)
         log.info(
             "kvstore %s without a parameter-server cluster (planned for %d host(s), this job "

@@ -1,4 +1,4 @@
-"""The MXNet engine's side of a run (finetune.train.fitloop.Session): devices, network,
+"""The MXNet engine's side of a run (finetune.train.protocol.Session): devices, network,
 gluon Trainer on a kvstore, and the ImageRecordIter loaders.
 
 One process per host. Every step: split the batch over the devices, forward + backward, one
@@ -24,7 +24,9 @@ from finetune.train.engines.mxnet import artifact, devices, model, weights
 from finetune.train.engines.mxnet.data import preprocess_threads, record_iter
 from finetune.train.engines.mxnet.tally import Tally
 from finetune.train.evaluation import Evaluator
+from finetune.train.protocol import OneProcess
 from finetune.train.signals import StopRequest
+from finetune.train.telemetry import NoTelemetry
 
 PARAMS = "model.params"
 TRAINER = "trainer.states"
@@ -43,8 +45,11 @@ class MXNetSession:
         _seed(job.hparams.seed)
         self.dev = devices.select(job.hparams)
         self.devices = len(self.dev.contexts)
-        self.workers = self.dev.num_workers
+        self.hosts = self.dev.num_workers  # (one kvstore worker per host)
         self.is_first_host = job.is_first_host
+        # one process per host, each deciding alone: the kvstore only sums gradients
+        self.group = OneProcess()
+        self.telemetry = NoTelemetry()
         self.loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
         self.tally = Tally()
 
@@ -90,7 +95,7 @@ class MXNetSession:
         return net, trainer
 
     def _train_iter(self, epoch: int):
-        parts = dict(num_parts=self.workers, part_index=self.dev.rank)
+        parts = dict(num_parts=self.hosts, part_index=self.dev.rank)
         f = self.files
         return record_iter(f.train_rec, f.train_idx, self.hp, self.local_batch, True, **parts)
 
@@ -114,7 +119,7 @@ class MXNetSession:
             losses = [self.loss_fn(o, y) for o, y in zip(outputs, labels, strict=True)]
         autograd.backward(losses)
         # gradients are summed over every device of every host: normalise by the global batch
-        self.trainer.step(batch.data[0].shape[0] * self.workers)
+        self.trainer.step(batch.data[0].shape[0] * self.hosts)
         self.tally.add(losses, outputs, labels)
         return batch.data[0].shape[0]
 
@@ -131,7 +136,11 @@ class MXNetSession:
         return self.tally.sync()
 
     # ---- evaluation -------------------------------------------------------------------
-    def evaluate(self, split: str, evaluator: Evaluator, stop: StopRequest) -> bool:
+    def evaluate(
+        self, split: str, evaluator: Evaluator, stop: StopRequest, shared: bool = False
+    ) -> bool:
+        """Every batch of ``split`` into ``evaluator``, on this host alone (``shared`` is
+        never asked: the group of an MXNet run is one process, the first host validates)."""
         it = self._eval_iter(split)
         it.reset()
         contexts = self.dev.contexts
@@ -177,7 +186,7 @@ class MXNetSession:
             )
         if self.dev.kind == "gpu":
             notes.append("cuDNN may pick non-deterministic convolution algorithms on GPUs")
-        if self.workers > 1:
+        if self.hosts > 1:
             notes.append("gradients of several hosts are summed in arrival order")
         return {
             "engine": "mxnet",
@@ -185,7 +194,7 @@ class MXNetSession:
             "cuda": _cuda_version(),
             "device_kind": self.dev.kind,
             "devices": self.devices,
-            "hosts": self.workers,
+            "hosts": self.hosts,
             "machine": platform.machine(),
             "nondeterminism": notes,
         }

@@ -6,6 +6,7 @@ from __future__ import annotations
 from finetune.train import dataset, fitloop
 from finetune.train.contract import TrainJob
 from finetune.train.engines.torch.session import TorchSession
+from finetune.train.protocol import Launched
 from finetune.train.signals import StopRequest
 
 
@@ -13,7 +14,6 @@ def fit(job: TrainJob, stop: StopRequest | None = None):
     """Train as ``job`` says with PyTorch, resuming from its newest checkpoint; when the job
     needs several processes and this one was not started by torchrun, start them instead
     (finetune.train.engines.torch.launch) and return a Launched."""
-    from finetune.train.engines import Launched
     from finetune.train.engines.torch import launch
 
     stop = StopRequest() if stop is None else stop

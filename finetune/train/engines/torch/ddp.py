@@ -23,6 +23,7 @@ import torch
 import torch.distributed as dist
 
 from finetune.errors import ConfigError
+from finetune.train.signals import StopRequest
 
 TIMEOUT_ENV = "FINETUNE_DDP_TIMEOUT_S"  # a collective waiting longer than this fails
 DEFAULT_TIMEOUT_S = 600.0
@@ -33,7 +34,8 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Group:
-    """Rank and sizes of this process (all 0/1 when it trains alone)."""
+    """Rank and sizes of this process (all 0/1 when it trains alone): the epoch loop's
+    finetune.train.protocol.ProcessGroup."""
 
     rank: int = 0
     world: int = 1
@@ -45,14 +47,21 @@ class Group:
     def nodes(self) -> int:
         return max(self.world // self.local_world, 1)
 
-    def agree(self, signal_number: int, save_due: bool) -> tuple[int, bool]:
-        """Every process's stop signal (the highest number any got, 0: none) and whether any
-        wants a checkpoint now: one small all-reduce, so all stop after the same step."""
+    def agree(self, stop: StopRequest, save_due: bool) -> tuple[bool, bool]:
+        """After every step: (stop, checkpoint now), one answer for every process (the
+        finetune.train.protocol.ProcessGroup's). One small all-reduce of the highest signal
+        number any process got and whether any wants a checkpoint: a stop any process got
+        reaches all of them (all end after this same step); the caller must act on the
+        returned stop, not on its own flag, which a signal may set just after this."""
+        mine = signal.Signals[stop.signal_name].value if stop else 0
         if self.world == 1:
-            return signal_number, save_due
-        t = torch.tensor([signal_number, int(save_due)], dtype=torch.int64)
+            return bool(mine), save_due
+        t = torch.tensor([mine, int(save_due)], dtype=torch.int64)
         dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.control)
-        return int(t[0]), bool(t[1])
+        signum, save = int(t[0]), bool(t[1])
+        if signum:
+            stop.request(signal_name(signum))
+        return bool(signum), save
 
     def sum(self, values: list[float]) -> list[float]:
         """Element-wise sums over the processes (float64)."""

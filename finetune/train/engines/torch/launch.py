@@ -9,7 +9,7 @@ WORLD_SIZE, LOCAL_RANK... and the workers join one DistributedDataParallel group
 
     nnodes       = hosts in resourceconfig.json        node_rank = this host's place in them, sorted
     nproc        = CUDA GPUs here (device=cpu, or none: devices_per_host)
-    master       = the first sorted host's address (finetune.train.distributed's resolution:
+    master       = the first sorted host's address (finetune.train.hosts' resolution:
                    FINETUNE_HOST_ADDRESS_OVERRIDE, the EC2 agent's FINETUNE_HOST_ADDRESSES, DNS)
                    and port FINETUNE_TORCHRUN_PORT (29500); one host: 127.0.0.1, a free port
 
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from finetune.errors import ConfigError, FinetuneError
-from finetune.train import distributed
+from finetune.train import hosts as host_addresses
 from finetune.train.contract import TrainJob
 from finetune.train.engines.torch.ddp import PARENT_ENV
 from finetune.train.signals import EXIT_STOPPED, StopRequest, read_stopped
@@ -100,7 +100,7 @@ def plan(
     if len(hosts) == 1:
         address, port = "127.0.0.1", _port(environ, default=_free_port())
     else:
-        address = distributed.first_host_address(hosts, environ, resolve, "the torchrun master")
+        address = host_addresses.first_host_address(hosts, environ, resolve, "the torchrun master")
         port = _port(environ, default=DEFAULT_PORT)
     return Launch(len(hosts), hosts.index(job.current_host), nproc, address, port)
 

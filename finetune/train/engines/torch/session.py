@@ -1,7 +1,7 @@
-"""The PyTorch engine's side of a run (finetune.train.fitloop.Session): a torchvision ResNet on
-one device, SGD/Adam with a head group, one step path; under torchrun one process per device,
-DistributedDataParallel (finetune.train.engines.torch.ddp), each process training its slice of
-every global batch.
+"""The PyTorch engine's side of a run (finetune.train.protocol.Session): a torchvision ResNet
+on one device, SGD/Adam with a head group, one step path; under torchrun one process per
+device, DistributedDataParallel (finetune.train.engines.torch.ddp), each process training its
+slice of every global batch; the process group is the session's ``group``.
 
 Decided once in :meth:`TorchSession.build`: precision, scaler and optimizer (precision), the
 data path (batches: resident or stream, one interface), the telemetry and its input clock
@@ -16,7 +16,6 @@ run resumed from any checkpoint continues exactly as the uninterrupted run would
 from __future__ import annotations
 
 import logging
-import signal
 from pathlib import Path
 
 import torch
@@ -55,7 +54,7 @@ class TorchSession:
             )
         self.device = hardware.device(hp.device, g.local_rank)
         hardware.threads(self.device, g.local_world)
-        self.devices, self.workers, self.ranks = g.local_world, g.nodes, g.world
+        self.devices, self.hosts = g.local_world, g.nodes
         self.is_first_host, self.local_rank = g.rank == 0, g.local_rank
         self.precision = precision.choose(hp.precision, self.device)
         self.contract = Preprocessing.from_hparams(hp)
@@ -159,16 +158,6 @@ class TorchSession:
         self._hits.zero_()
         self._seen = 0
         return loss, int(hits), int(seen)
-
-    def agree(self, stop: StopRequest, save_due: bool) -> tuple[bool, bool]:
-        """After every step: (stop, checkpoint now), one answer for every process. A stop any
-        process got reaches all of them (all end after this same step); the caller must act
-        on the returned stop, not on its own flag, which a signal may set just after this."""
-        mine = signal.Signals[stop.signal_name].value if stop else 0
-        signum, save = self.group.agree(mine, save_due)
-        if signum:
-            stop.request(ddp.signal_name(signum))
-        return bool(signum), save
 
     # ---- evaluation -------------------------------------------------------------------
     def evaluate(

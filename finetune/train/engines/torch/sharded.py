@@ -28,7 +28,7 @@ def evaluate(session, split: str, evaluator: Evaluator | None, stop: StopRequest
     records, real = ddp.shard(count, g.rank, g.world)
     done = 0
     for x, y in session.data.eval_batches(split, records):
-        halt, _ = session.agree(stop, False)  # a stop reaches every process within one batch
+        halt, _ = g.agree(stop, False)  # a stop reaches every process within one batch
         if halt:
             return False
         n = len(y)

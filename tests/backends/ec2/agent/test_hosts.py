@@ -13,7 +13,7 @@ from finetune.backends.ec2.agent import protocol as p
 from finetune.backends.ec2.agent.config import AgentConfig
 from finetune.backends.ec2.agent.supervisor import AgentError, Attempt
 from finetune.backends.ec2.agent.sync import RunStore
-from finetune.train.distributed import ADDRESSES_ENV
+from finetune.train.hosts import ADDRESSES_ENV
 
 BUCKET, PREFIX = "finetune-hosts-test", "finetune/runs/ft-x/"
 DOC = {

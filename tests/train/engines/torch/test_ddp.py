@@ -18,9 +18,9 @@ pytest.importorskip("torchvision")
 
 from finetune.contracts.metrics import read as read_metrics  # noqa: E402
 from finetune.errors import ConfigError  # noqa: E402
-from finetune.train import distributed  # noqa: E402
 from finetune.train.contract import Layout, load_job  # noqa: E402
 from finetune.train.engines.torch import ddp, fit, launch  # noqa: E402
+from finetune.train.hosts import ADDRESSES_ENV  # noqa: E402
 from finetune.train.signals import EXIT_STOPPED  # noqa: E402
 
 from ...conftest import Output, hparams, make_tree, start_trainer  # noqa: E402
@@ -126,7 +126,7 @@ def test_the_launch_plan_follows_the_hosts_and_devices(tmp_path, tiny_dataset):
     assert launch.plan(_job(tmp_path / "g", tiny_dataset, device="auto"), {}, gpus=4).nproc == 4
     assert launch.plan(_job(tmp_path / "c", tiny_dataset, devices_per_host=1), {}) is None
 
-    addresses = {distributed.ADDRESSES_ENV: json.dumps({"algo-1": "10.0.0.5"}),
+    addresses = {ADDRESSES_ENV: json.dumps({"algo-1": "10.0.0.5"}),
                  launch.PORT_ENV: "29611"}  # fmt: skip
     hosts = _job(tmp_path / "h", tiny_dataset, ("algo-2", "algo-1"), "algo-2", device="auto")
 

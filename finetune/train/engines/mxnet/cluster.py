@@ -1,7 +1,9 @@
-"""Multi-host training through MXNet's own parameter server (ps-lite), from the one entrypoint.
+"""The MXNet engine's launcher: multi-host training through MXNet's own parameter server
+(ps-lite), as finetune.train.engines.torch.launch is the torch engine's (torchrun).
 
 When resourceconfig.json lists more than one host and the kvstore is ``dist_sync`` or
-``dist_device_sync``, every host runs ``python -m finetune.train`` and that process:
+``dist_device_sync``, every host runs ``python -m finetune.train`` and that process, in the
+engine's ``fit`` before MXNet is imported:
 
 - starts the *scheduler* role (first of the sorted hosts only) and one *server* role as child
   processes: each is a Python process that imports mxnet with ``DMLC_ROLE=scheduler|server``
@@ -10,10 +12,8 @@ When resourceconfig.json lists more than one host and the kvstore is ``dist_sync
 - then trains itself as the *worker*, ``mx.kv.create(kvstore)`` giving its rank and the
   number of workers.
 
-All of them get the DMLC_* environment: the scheduler's address (``hosts[0]`` resolved with
-socket.gethostbyname; ``FINETUNE_HOST_ADDRESS_OVERRIDE`` maps every host to one address, for
-tests; ``FINETUNE_HOST_ADDRESSES``, a JSON map of names to addresses, names them one by one,
-as the EC2 agent does), its port (``FINETUNE_PS_PORT``, default 9000), one server and one
+All of them get the DMLC_* environment: the scheduler's address (the first host's, as
+finetune.train.hosts resolves it), its port (``FINETUNE_PS_PORT``, default 9000), one server and one
 worker per host, and
 the network interface SageMaker names in resourceconfig.json. The children are terminated
 when the worker leaves (normally, on failure or after SIGTERM) and get SIGTERM from the
@@ -37,11 +37,10 @@ from dataclasses import dataclass
 
 from finetune.errors import ConfigError
 from finetune.train.contract import TrainJob
+from finetune.train.hosts import first_host_address
 
 PORT_ENV = "FINETUNE_PS_PORT"
 DEFAULT_PORT = 9000
-ADDRESS_OVERRIDE_ENV = "FINETUNE_HOST_ADDRESS_OVERRIDE"
-ADDRESSES_ENV = "FINETUNE_HOST_ADDRESSES"  # JSON {"algo-1": "10.0.0.5", ...} (the EC2 agent)
 DIST_KVSTORES = ("dist_sync", "dist_device_sync")
 STOP_GRACE_S = 5.0  # a child gets this long after SIGTERM before SIGKILL
 FINISH_WAIT_S = 10.0  # after training, how long the children may take to end by themselves
@@ -105,39 +104,6 @@ def plan(
     ordered = tuple(sorted(hosts))
     address = first_host_address(ordered, environ, resolve, "the parameter-server scheduler")
     return Cluster(ordered, current_host, address, int(raw_port), interface or None)
-
-
-def first_host_address(
-    hosts: tuple[str, ...] | list[str],
-    environ: Mapping[str, str],
-    resolve: Callable[[str], str] = socket.gethostbyname,
-    role: str = "the first host",
-) -> str:
-    """The address of the first of the sorted ``hosts`` (every host agrees on it): the
-    override, the EC2 agent's map, else name resolution. ``role`` names it in errors."""
-    first = sorted(hosts)[0]
-    override = environ.get(ADDRESS_OVERRIDE_ENV) or _mapped(environ.get(ADDRESSES_ENV), first)
-    try:
-        return override or resolve(first)
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot resolve the first host {first!r} ({role}): {exc}",
-            "every host must resolve the names in resourceconfig.json (SageMaker's do).",
-        ) from None
-
-
-def _mapped(text: str | None, host: str) -> str | None:
-    """``host``'s address in the JSON map of FINETUNE_HOST_ADDRESSES, if it names one."""
-    if not text:
-        return None
-    try:
-        value = json.loads(text).get(host)
-    except (ValueError, AttributeError):
-        raise ConfigError(
-            f"{ADDRESSES_ENV} is not a JSON object of host names to addresses",
-            f'set it like {ADDRESSES_ENV}=\'{{"algo-1": "10.0.0.5"}}\', or unset it.',
-        ) from None
-    return str(value) if value else None
 
 
 def plan_for(job: TrainJob) -> Cluster | None:

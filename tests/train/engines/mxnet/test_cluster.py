@@ -13,17 +13,17 @@ import time
 import pytest
 
 from finetune.errors import ConfigError
-from finetune.train import distributed
-
-from .conftest import Output, hparams, make_tree, start_trainer
-from .recount import recount
+from finetune.train import hosts as host_addresses
+from finetune.train.engines.mxnet import cluster as ps
+from tests.train.conftest import Output, hparams, make_tree, start_trainer
+from tests.train.recount import recount
 
 HOSTS = ["algo-2", "algo-1"]  # unsorted on purpose: the first *sorted* host schedules
 
 
 def test_plan_single_host_or_local_kvstore_is_none():
-    assert distributed.plan(["algo-1"], "algo-1", "dist_sync", environ={}) is None
-    assert distributed.plan(HOSTS, "algo-1", "device", environ={}) is None
+    assert ps.plan(["algo-1"], "algo-1", "dist_sync", environ={}) is None
+    assert ps.plan(HOSTS, "algo-1", "device", environ={}) is None
 
 
 def test_plan_roles_and_environment():
@@ -33,10 +33,8 @@ def test_plan_roles_and_environment():
         resolved.append(name)
         return "10.0.0.1"
 
-    first = distributed.plan(HOSTS, "algo-1", "dist_sync", "eth0", environ={}, resolve=resolve)
-    second = distributed.plan(
-        HOSTS, "algo-2", "dist_device_sync", None, environ={}, resolve=resolve
-    )
+    first = ps.plan(HOSTS, "algo-1", "dist_sync", "eth0", environ={}, resolve=resolve)
+    second = ps.plan(HOSTS, "algo-2", "dist_device_sync", None, environ={}, resolve=resolve)
     assert resolved == ["algo-1", "algo-1"]
     assert first.child_roles == ("scheduler", "server")
     assert second.child_roles == ("server",)
@@ -53,56 +51,52 @@ def test_plan_roles_and_environment():
 
 
 def test_plan_overrides_and_bad_port():
-    env = {distributed.ADDRESS_OVERRIDE_ENV: "127.0.0.1", distributed.PORT_ENV: "9123"}
+    env = {host_addresses.ADDRESS_OVERRIDE_ENV: "127.0.0.1", ps.PORT_ENV: "9123"}
 
     def no_dns(name):
         raise AssertionError("the override must skip name resolution")
 
-    cluster = distributed.plan(HOSTS, "algo-2", "dist_sync", environ=env, resolve=no_dns)
+    cluster = ps.plan(HOSTS, "algo-2", "dist_sync", environ=env, resolve=no_dns)
     assert (cluster.root_uri, cluster.port) == ("127.0.0.1", 9123)
     with pytest.raises(ConfigError, match="FINETUNE_PS_PORT"):
-        distributed.plan(HOSTS, "algo-1", "dist_sync", environ={distributed.PORT_ENV: "x"})
+        ps.plan(HOSTS, "algo-1", "dist_sync", environ={ps.PORT_ENV: "x"})
 
     def unknown(name):
         raise socket.gaierror("no such host")
 
     with pytest.raises(ConfigError, match="cannot resolve"):
-        distributed.plan(HOSTS, "algo-1", "dist_sync", environ={}, resolve=unknown)
+        ps.plan(HOSTS, "algo-1", "dist_sync", environ={}, resolve=unknown)
 
 
 def test_plan_address_map_names_the_first_host():
-    env = {distributed.ADDRESSES_ENV: '{"algo-1": "10.0.0.5", "algo-2": "10.0.0.6"}'}
+    env = {host_addresses.ADDRESSES_ENV: '{"algo-1": "10.0.0.5", "algo-2": "10.0.0.6"}'}
 
     def no_dns(name):
         raise AssertionError("a mapped host is not resolved")
 
-    cluster = distributed.plan(
-        ["algo-2", "algo-1"], "algo-2", "dist_sync", environ=env, resolve=no_dns
-    )
+    cluster = ps.plan(["algo-2", "algo-1"], "algo-2", "dist_sync", environ=env, resolve=no_dns)
     assert cluster.root_uri == "10.0.0.5"
-    partial = {distributed.ADDRESSES_ENV: '{"algo-2": "10.0.0.6"}'}
-    cluster = distributed.plan(
-        HOSTS, "algo-2", "dist_sync", environ=partial, resolve=lambda n: "1.2.3.4"
-    )
+    partial = {host_addresses.ADDRESSES_ENV: '{"algo-2": "10.0.0.6"}'}
+    cluster = ps.plan(HOSTS, "algo-2", "dist_sync", environ=partial, resolve=lambda n: "1.2.3.4")
     assert cluster.root_uri == "1.2.3.4"  # the first host is not in the map: DNS
     with pytest.raises(ConfigError, match="JSON object"):
-        distributed.plan(HOSTS, "algo-1", "dist_sync", environ={distributed.ADDRESSES_ENV: "[1"})
+        ps.plan(HOSTS, "algo-1", "dist_sync", environ={host_addresses.ADDRESSES_ENV: "[1"})
 
 
 def test_roles_start_children_set_worker_env_and_clean_up(tmp_path, monkeypatch):
     from finetune.train.contract import Layout, TrainJob
 
-    monkeypatch.setenv(distributed.ADDRESS_OVERRIDE_ENV, "127.0.0.1")
-    monkeypatch.setenv(distributed.PORT_ENV, str(_free_port()))
+    monkeypatch.setenv(host_addresses.ADDRESS_OVERRIDE_ENV, "127.0.0.1")
+    monkeypatch.setenv(ps.PORT_ENV, str(_free_port()))
     monkeypatch.delenv("DMLC_ROLE", raising=False)
     hp = hparams(hosts=2, kvstore="dist_sync", global_batch_size=16)
     job = TrainJob(Layout(tmp_path), hp, {}, tmp_path / "ckpt", "algo-2", tuple(HOSTS))
     single = TrainJob(Layout(tmp_path), hp, {}, tmp_path / "ckpt", "algo-1", ("algo-1",))
-    with distributed.roles(single) as cluster:
+    with ps.roles(single) as cluster:
         assert cluster is None and "DMLC_ROLE" not in os.environ
-    monkeypatch.setattr(distributed, "_abandoned", False)  # module state, restored after
+    monkeypatch.setattr(ps, "_abandoned", False)  # module state, restored after
     before = set(_children(os.getpid()))
-    with pytest.raises(RuntimeError, match="boom"), distributed.roles(job) as cluster:
+    with pytest.raises(RuntimeError, match="boom"), ps.roles(job) as cluster:
         assert cluster.child_roles == ("server",)
         assert os.environ["DMLC_ROLE"] == "worker"
         assert os.environ["DMLC_NUM_WORKER"] == "2"
@@ -111,7 +105,7 @@ def test_roles_start_children_set_worker_env_and_clean_up(tmp_path, monkeypatch)
         raise RuntimeError("boom")  # the server waits for a scheduler that never comes
     assert not _alive(started[0])  # terminated (and reaped), not left waiting
     assert "DMLC_ROLE" not in os.environ
-    assert distributed._abandoned
+    assert ps._abandoned
 
 
 def _free_port() -> int:
@@ -186,8 +180,8 @@ def test_two_hosts_train_one_model_and_count_validation_exactly(tmp_path, tiny_d
     )
     roots = {name: _host_tree(tmp_path, tiny_dataset, hp, name) for name in sorted(HOSTS)}
     env = {
-        distributed.ADDRESS_OVERRIDE_ENV: "127.0.0.1",
-        distributed.PORT_ENV: str(_free_port()),
+        host_addresses.ADDRESS_OVERRIDE_ENV: "127.0.0.1",
+        ps.PORT_ENV: str(_free_port()),
         "DMLC_INTERFACE": "lo",
     }
     started = time.monotonic()
@@ -242,7 +236,7 @@ def test_failed_host_exits_and_leaves_no_server(tmp_path, tiny_dataset):
     scheduler and server with it (the kernel sends them SIGTERM)."""
     hp = hparams(epochs=1, hosts=2, kvstore="dist_sync", global_batch_size=16)
     roots = {name: _host_tree(tmp_path, tiny_dataset, hp, name) for name in sorted(HOSTS)}
-    env = {distributed.ADDRESS_OVERRIDE_ENV: "127.0.0.1", distributed.PORT_ENV: str(_free_port())}
+    env = {host_addresses.ADDRESS_OVERRIDE_ENV: "127.0.0.1", ps.PORT_ENV: str(_free_port())}
     first = start_trainer(roots["algo-1"], **env)
     # fails in the first epoch, after the cluster is up
     second = start_trainer(roots["algo-2"], FINETUNE_LOG_EVERY="x", **env)
@@ -284,5 +278,5 @@ def test_stop_children_escalates_to_kill():
     )
     polite = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     assert stubborn.stdout.readline().strip() == "ready"
-    distributed.stop_children([stubborn, polite], grace=0.5)
+    ps.stop_children([stubborn, polite], grace=0.5)
     assert stubborn.returncode == -9 and polite.returncode == -15  # killed after the grace

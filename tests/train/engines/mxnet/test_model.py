@@ -10,9 +10,8 @@ mx = pytest.importorskip("mxnet")
 from finetune.errors import ConfigError, DataError  # noqa: E402
 from finetune.train.engines.mxnet import model  # noqa: E402
 from finetune.train.engines.mxnet.weights import Weights  # noqa: E402
-
-from .conftest import hparams  # noqa: E402
-from .weightfiles import save_symbol_checkpoint, save_zoo_params  # noqa: E402
+from tests.train.conftest import hparams  # noqa: E402
+from tests.train.weightfiles import save_symbol_checkpoint, save_zoo_params  # noqa: E402
 
 pytestmark = pytest.mark.mxnet
 CPU = [mx.cpu()]

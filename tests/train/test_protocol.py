@@ -1,0 +1,90 @@
+"""The epoch loop keeps its protocol: it calls a session's members and never probes for them;
+both engines' sessions provide every member; the null group and the no-op telemetry of a run
+of one process; one list of engine names that every per-engine table covers."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import inspect
+import re
+import typing
+from pathlib import Path
+
+import pytest
+
+from finetune.catalog.engines import BUILDS
+from finetune.contracts.hparams import ENGINES, Engine
+from finetune.train import fitloop, protocol
+from finetune.train.engines.models import AUGMENTATIONS, MODELS
+from finetune.train.signals import StopRequest
+from finetune.train.telemetry import NoTelemetry, Telemetry
+
+SESSIONS = {
+    "mxnet": ("finetune.train.engines.mxnet.session", "MXNetSession"),
+    "torch": ("finetune.train.engines.torch.session", "TorchSession"),
+}
+
+
+def test_the_fit_loop_never_probes_a_session():
+    tree = ast.parse(Path(fitloop.__file__).read_text(encoding="utf-8"))
+    probes = [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("getattr", "hasattr")
+    ]
+    assert probes == []
+
+
+def _members(cls) -> tuple[list[str], list[str]]:
+    """(the protocol's attributes, its methods)."""
+    methods = [n for n, v in vars(cls).items() if callable(v) and not n.startswith("_")]
+    return list(cls.__annotations__), methods
+
+
+@pytest.mark.parametrize("engine", list(SESSIONS))
+def test_every_session_provides_the_whole_protocol(engine):
+    module, name = SESSIONS[engine]
+    needs = {"mxnet": ("mxnet",), "torch": ("torch", "torchvision")}[engine]
+    for lib in needs:
+        if importlib.util.find_spec(lib) is None:
+            pytest.skip(f"{lib} is not installed")
+    cls = getattr(importlib.import_module(module), name)
+    source = inspect.getsource(cls)
+    attributes, methods = _members(protocol.Session)
+    assert {"files", "devices", "hosts", "is_first_host", "group", "telemetry"} <= set(attributes)
+    for attribute in attributes:  # set on the instance, in __init__ or build
+        assert re.search(rf"self\.{attribute}\b[^=\n]*=", source), attribute
+    for method in methods:
+        assert callable(getattr(cls, method, None)), method
+        wanted = list(inspect.signature(getattr(protocol.Session, method)).parameters)
+        given = list(inspect.signature(getattr(cls, method)).parameters)
+        assert given[: len(wanted)] == wanted, method  # evaluate(..., shared) included
+
+
+def test_one_process_decides_alone():
+    group, stop = protocol.OneProcess(), StopRequest()
+    assert (group.world, group.local_rank) == (1, 0)
+    assert group.agree(stop, True) == (False, True)
+    assert group.agree(stop, False) == (False, False)
+    stop.request("SIGTERM")
+    assert group.agree(stop, False) == (True, False)
+    assert stop.signal_name == "SIGTERM"
+
+
+def test_no_telemetry_adds_nothing_and_says_nothing():
+    quiet = NoTelemetry()
+    quiet.start_timing()
+    assert quiet.epoch_fields(100.0, 2.0) == {}
+    assert quiet.summary(0, {"epoch": 0}) is None
+    # the measuring one answers the same calls
+    fields = Telemetry(precision="fp32").epoch_fields(100.0, 2.0)
+    assert Telemetry(precision="fp32").summary(3, fields).startswith("finetune-telemetry epoch=3")
+
+
+def test_one_list_of_engine_names_covers_every_table():
+    assert typing.get_args(Engine) == ENGINES == ("mxnet", "torch")
+    for table in (MODELS, AUGMENTATIONS, BUILDS):
+        assert tuple(table) == ENGINES
