@@ -146,3 +146,13 @@ def test_an_empty_variable_still_means_unset_but_config_set_refuses_it(monkeypat
     assert res.exit_code == 0, res.output
     res = cli("config", "set", "region", "")
     assert res.exit_code == 4 and "'' is not a region name" in res.output and _stored() == {}
+
+
+def test_the_region_list_read_as_data_is_the_catalogs():
+    """settings.names reads the bundled snapshot's regions without the catalog's code (which
+    needs the settings): the same regions the catalog module reads."""
+    from finetune.catalog import snapshot
+    from finetune.settings import names
+
+    assert names.CATALOG_FILE == snapshot.FILE
+    assert names._catalog_regions() == {region for _, region in snapshot.rows()}

@@ -73,7 +73,7 @@ class Names:
 
     def __post_init__(self) -> None:
         """A region or bucket given (not a placeholder) is checked as FINETUNE_* are."""
-        from finetune.aws.names import check_bucket, check_region
+        from finetune.settings.names import check_bucket, check_region
 
         if self.region != "REGION":
             check_region(self.region, "--region")

@@ -97,9 +97,9 @@ def configured_region(region: str | None = None) -> str | None:
 
 
 def _check_flag(region: str | None) -> None:
-    """A --region flag is checked like FINETUNE_REGION (finetune.aws.names)."""
+    """A --region flag is checked like FINETUNE_REGION (finetune.settings.names)."""
     if region:
-        from finetune.aws.names import check_region
+        from finetune.settings.names import check_region
 
         check_region(region, "--region")
 

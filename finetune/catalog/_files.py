@@ -17,13 +17,6 @@ def bundled_text(name: str) -> str:
     return resources.files("finetune.catalog").joinpath(name).read_text(encoding="utf-8")
 
 
-def cache_dir() -> Path:
-    """The user cache that overrides the bundled snapshot: <FINETUNE_CACHE_DIR>/prices."""
-    from finetune import settings
-
-    return settings.get().cache_dir / "prices"
-
-
 def read_rows(text: str, header: tuple[str, ...], origin: str) -> list[dict[str, str]]:
     """CSV rows as dicts, after checking the header names every column we need."""
     reader = csv.DictReader(io.StringIO(text))

@@ -11,7 +11,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from finetune.catalog import fx, prices
-from finetune.catalog._files import atomic_write, cache_dir
+from finetune.catalog._files import atomic_write
+from finetune.catalog.usercache import cache_dir
 
 META_FILE = "refresh.json"
 

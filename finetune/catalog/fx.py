@@ -21,7 +21,8 @@ from datetime import date
 from functools import lru_cache
 from pathlib import Path
 
-from finetune.catalog._files import cache_dir, read_rows, rows_to_csv
+from finetune.catalog._files import read_rows, rows_to_csv
+from finetune.catalog.usercache import cache_dir
 from finetune.errors import DataError, FinetuneError
 
 HEADER = ("Date", "USDPerEUR", "Source")

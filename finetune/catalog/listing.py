@@ -115,7 +115,7 @@ def list_offers(
     are the documented default-discount estimate.
     """
     if region:  # a typo is refused, not answered with an empty table
-        from finetune.aws.names import check_region
+        from finetune.settings.names import check_region
 
         check_region(region, "--region")
     book = prices.load()

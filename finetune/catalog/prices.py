@@ -16,7 +16,8 @@ from datetime import date
 from pathlib import Path
 
 from finetune.catalog import instances, snapshot
-from finetune.catalog._files import cache_dir, read_rows, rows_to_csv
+from finetune.catalog._files import read_rows, rows_to_csv
+from finetune.catalog.usercache import cache_dir
 from finetune.errors import DataError, FinetuneError, UsageError, did_you_mean
 
 HEADER = ("InstanceType", "Region", "Backend", "PriceUSD", "AsOf", "Source")

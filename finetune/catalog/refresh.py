@@ -21,8 +21,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from finetune.catalog import fx, instances, prices
-from finetune.catalog._files import cache_dir
 from finetune.catalog.cache import cache_age, stamp, write_prices, write_rates
+from finetune.catalog.usercache import cache_dir
 from finetune.errors import CloudError, DataError, UsageError
 
 ECB_URL = "https://www.ecb.europa.eu/stats/eurofxref/eurofxref-hist-90d.xml"

@@ -84,10 +84,10 @@ def plan_recipe(
     ``budget_eur`` picked (without them: the cheapest and the fastest). ``live_spot``: spot
     rows at the backends' current spot prices (EC2's, per zone; needs credentials)."""
     from finetune import backends
-    from finetune.aws.names import check_region
     from finetune.aws.session import configured_region
     from finetune.plan import build_plan
     from finetune.runs.facts import measured_history
+    from finetune.settings.names import check_region
 
     if backend is not None and backend not in [name for name, _, _ in backends.priced()]:
         backends.check_name(backend)  # an unknown name: UsageError with a suggestion

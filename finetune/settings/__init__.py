@@ -54,9 +54,9 @@ class Settings(BaseSettings):
     @field_validator("region", "bucket")
     @classmethod
     def _aws_name(cls, value, info):
-        """A region or bucket from the environment or the config file (finetune.aws.names);
+        """A region or bucket from the environment or the config file (finetune.settings.names);
         an empty one is unset, as it always was (`FINETUNE_REGION= finetune ...`)."""
-        from finetune.aws import names
+        from finetune.settings import names
 
         if value == "":
             return None
@@ -203,7 +203,7 @@ def set_value(key: str, value: str | None) -> Path:
     if value is None:
         data.pop(name, None)
     else:
-        from finetune.aws import names
+        from finetune.settings import names
 
         names.check_setting(name, value, f"`config set {name}`")
         try:  # the value must be one the settings accept (a path for data_dir, ...)

@@ -80,7 +80,7 @@ def plan_sweep(
     from finetune.backends import on_this_machine
 
     if region:  # priced per cell: a typo must not price every cell as "no price"
-        from finetune.aws.names import check_region
+        from finetune.settings.names import check_region
 
         check_region(region, "--region")
     grid = g.parse_grid(grid_specs)

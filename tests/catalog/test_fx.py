@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from finetune.catalog import fx
-from finetune.catalog._files import cache_dir
+from finetune.catalog.usercache import cache_dir
 from finetune.errors import DataError
 
 ECB = (Path(__file__).parent / "fixtures" / "ecb-hist.xml").read_bytes()

@@ -6,7 +6,7 @@ from datetime import date
 import pytest
 
 from finetune.catalog import prices
-from finetune.catalog._files import cache_dir
+from finetune.catalog.usercache import cache_dir
 from finetune.errors import DataError, UsageError
 
 # Oracles read by hand from finetune/catalog/skypilot_aws_vms.csv (= skypilot-org/

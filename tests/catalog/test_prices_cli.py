@@ -8,7 +8,7 @@ from pricing_fakes import ec2_product
 from typer.testing import CliRunner
 
 from finetune.catalog import prices
-from finetune.catalog._files import cache_dir
+from finetune.catalog.usercache import cache_dir
 from finetune.cli import app
 
 runner = CliRunner()

@@ -7,7 +7,7 @@ import pytest
 from pricing_fakes import ec2_product, sagemaker_product
 
 from finetune.catalog import fx, prices, refresh
-from finetune.catalog._files import cache_dir
+from finetune.catalog.usercache import cache_dir
 from finetune.errors import CloudError, UsageError
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)

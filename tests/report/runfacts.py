@@ -78,7 +78,7 @@ def pin_eur_rate(on: date, usd_per_eur: float, source: str = "ECB (test)") -> No
     """Make ``usd_per_eur`` the EUR rate of the day ``on`` (other days keep the bundled ECB
     history), through the rate cache that `finetune prices refresh` writes."""
     from finetune.catalog import fx
-    from finetune.catalog._files import cache_dir
+    from finetune.catalog.usercache import cache_dir
 
     folder = cache_dir()
     folder.mkdir(parents=True, exist_ok=True)

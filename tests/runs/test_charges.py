@@ -11,7 +11,7 @@ from datetime import date
 import pytest
 
 from finetune.catalog import fx
-from finetune.catalog._files import cache_dir
+from finetune.catalog.usercache import cache_dir
 from finetune.runs.charges import run_money
 from finetune.runs.ledger import Ledger
 from finetune.runs.schema import MIGRATIONS

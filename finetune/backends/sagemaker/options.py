@@ -9,12 +9,12 @@ from dataclasses import replace
 
 from pydantic import Field
 
-from finetune.aws.names import Region
 from finetune.backends import base
 from finetune.backends.sagemaker import preflight
 from finetune.backends.sagemaker import request as rq
 from finetune.backends.sagemaker import submit as sub
 from finetune.errors import UsageError
+from finetune.settings.names import Region
 from finetune.units.durations import Duration
 from finetune.units.eurocap import EuroCap
 

@@ -8,7 +8,6 @@ import json
 import logging
 import platform
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 
@@ -16,9 +15,6 @@ from finetune.errors import DataError
 from finetune.files import write_atomic
 from finetune.train.checkpoints import Checkpoint
 from finetune.train.engines.torch import hardware
-
-if TYPE_CHECKING:
-    from finetune.train.engines.torch.session import TorchSession
 
 WEIGHTS = "model.pt"
 ENGINE_FILE = "engine.json"  # in the model folder: how this engine validated
@@ -55,8 +51,9 @@ def export(model_dir: Path, net, data_path: str) -> None:
     write_atomic(model_dir / ENGINE_FILE, json.dumps(info, indent=1) + "\n")
 
 
-def environment(s: TorchSession) -> dict:
-    """The run record's engine fields: versions, devices, precision, data path, peak."""
+def environment(s) -> dict:
+    """The run record's engine fields of TorchSession ``s`` (passed in, not imported: the
+    session uses this module): versions, devices, precision, data path, peak."""
     import torchvision
 
     cuda = s.device.type == "cuda"

@@ -3,8 +3,9 @@
 a typo is refused where it is typed -- not shown by a dry run as if valid, nor sent to AWS.
 
 Regions: every region of every partition botocore knows (its bundled partitions.json, read
-offline as a file), then the catalog's. Buckets: S3's general-purpose naming rules
-(https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html).
+offline as a file), then the regions of the bundled price catalog (its CSV read as data: this
+module sits below the catalog's code, which needs the settings). Buckets: S3's
+general-purpose naming rules (https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pydantic import BeforeValidator, ValidationInfo
 
 from finetune.errors import ConfigError, did_you_mean
 
+CATALOG_FILE = "skypilot_aws_vms.csv"  # finetune.catalog.snapshot's file
 MAX_REGION = 32  # the longest AWS region name is 16 characters; a cap keeps messages short
 _REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d{1,2}")
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
@@ -34,9 +36,13 @@ def shown(value: str, limit: int = 40) -> str:
 
 @lru_cache(maxsize=1)
 def _catalog_regions() -> frozenset[str]:
-    from finetune.catalog import snapshot
+    """The Region column of the bundled EC2 price snapshot (finetune/catalog/*.csv)."""
+    import csv
+    from importlib import resources
 
-    return frozenset(region for _, region in snapshot.rows())
+    text = resources.files("finetune.catalog").joinpath(CATALOG_FILE).read_text(encoding="utf-8")
+    rows = csv.DictReader(line for line in text.splitlines() if not line.startswith("#"))
+    return frozenset(r["Region"] for r in rows if _REGION.fullmatch(r.get("Region") or ""))
 
 
 @lru_cache(maxsize=1)
