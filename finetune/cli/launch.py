@@ -118,19 +118,8 @@ def launch(
         return
     if not recipe:
         raise typer.BadParameter("give a RECIPE (or --resume RUN)", param_hint="RECIPE")
-    from finetune.planner import choose as pick
-
-    pick.check_flags(instance, deadline, budget)
-    if pick.is_pick(instance):
-        from finetune.units.durations import parse_duration
-        from finetune.units.eurocap import check_max_eur
-
-        choice = pick.choose(
-            instance, recipe, dataset, tuple(overrides or ()), backend=backend, spot=spot,
-            region=region, deadline_s=parse_duration(deadline, "--deadline") if deadline else None,
-            budget_eur=check_max_eur(budget, "--budget"),
-        )  # fmt: skip
-        typer.echo("\n".join(choice.lines), err=True)
+    choice = _picked(instance, recipe, dataset, overrides, backend, spot, region, deadline, budget)
+    if choice is not None:  # --instance cheapest|fastest: the plan's pick, said on stderr
         backend, instance, count, spot = choice.backend, choice.instance, choice.count, choice.spot
         region = choice.region
     request = service.LaunchRequest(
@@ -172,3 +161,23 @@ def launch(
         be = planned.backend
         typer.echo(f"Run {run.id} started ({be.name}); logs: finetune runs logs {run.id}", err=True)
         follow_run(run, be, ledger, detach, as_json)
+
+
+def _picked(instance, recipe, dataset, overrides, backend, spot, region, deadline, budget):
+    """The plan's pick for --instance cheapest|fastest (shown on stderr), None for an instance
+    type; --deadline/--budget are refused without a pick (finetune.planner.choose)."""
+    from finetune.planner import choose as pick
+
+    pick.check_flags(instance, deadline, budget)
+    if not pick.is_pick(instance):
+        return None
+    from finetune.units.durations import parse_duration
+    from finetune.units.eurocap import check_max_eur
+
+    choice = pick.choose(
+        instance, recipe, dataset, tuple(overrides or ()), backend=backend, spot=spot,
+        region=region, deadline_s=parse_duration(deadline, "--deadline") if deadline else None,
+        budget_eur=check_max_eur(budget, "--budget"),
+    )  # fmt: skip
+    typer.echo("\n".join(choice.lines), err=True)
+    return choice

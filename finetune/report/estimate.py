@@ -162,27 +162,9 @@ def estimate_run(
     price = prices.price(inst.name, region, backend)  # SageMaker: EC2 x markup until a refresh
     rate = rate or fx.eur_rate()
     quote = (spot_quote or spot.estimated(price)) if use_spot else price
-    charge = money.Charge(
-        rule=backend,  # the price book's service: ec2 | sagemaker, whose billing rule applies
-        instance_type=price.display_name,
-        instances=instance_count,
-        seconds=0,
-        usd_per_hour=quote.usd_per_hour,
-        price_source=quote.source,
-        price_as_of=quote.as_of_iso,
-        market="spot" if use_spot else "on-demand",
-    )
-    gpus = inst.gpu_count * instance_count
-    fields = dict(
-        instance_type=price.display_name, instance_count=instance_count, gpus=gpus,
-        hourly_usd=quote.usd_per_hour, eur_per_hour=money.eur_per_hour(charge, rate),
-        price_as_of=price.as_of_iso, price_age=price.age, price_source=price.source,
-        price_is_estimate=price.estimate, charge=charge.to_dict(),
-        spot_estimate=bool(use_spot and quote.estimate),
-        usd_per_eur=rate.usd_per_eur, rate_date=rate.on.isoformat(), rate_source=rate.source,
-        precision=precision_for(work, inst.gpu_model),
-    )  # fmt: skip
-    head = f"{fields['eur_per_hour']:.2f} EUR/h for {gpus}x {inst.gpu_model}"
+    charge = _planned_charge(backend, price, quote, instance_count, use_spot)
+    fields = _price_fields(inst, price, quote, charge, rate, instance_count, use_spot, work)
+    head = f"{fields['eur_per_hour']:.2f} EUR/h for {fields['gpus']}x {inst.gpu_model}"
     lines = [head + _spot(quote if use_spot else None)]
     setup = setup_for(work, inst, instance_count, images_per_epoch + other_images)
     tp = throughput_for(setup, work.engine, history)
@@ -193,18 +175,53 @@ def estimate_run(
         )
     else:
         run = dict(images_per_epoch=images_per_epoch, epochs=epochs, charge=charge, rate=rate)
-        lost = None
-        if use_spot and checkpoint_interval_s:
-            work_s = images_per_epoch * epochs / tp.images_per_sec + overhead_seconds
-            lost = spot.interruption_overhead(work_s, instance_count, checkpoint_interval_s)
-        lines += _time_and_money(fields, tp, run, overhead_seconds, lost.seconds if lost else 0)
-        if lost is not None:
-            fields["interruption_seconds"] = lost.seconds
-            lines.append(lost.describe())
+        every = checkpoint_interval_s if use_spot else None
+        lines += _run_lines(fields, tp, run, overhead_seconds, every, instance_count)
     kind = "estimated price" if price.estimate else "price"
     lines.append(f"{kind}: {price.source} ({price.age}); EUR: {rate.describe()}")
     warning = instances.retirement_warning(inst)
     return Estimate(**fields, summary=(*lines, warning) if warning else tuple(lines))
+
+
+def _planned_charge(backend: str, price, quote, instances_: int, use_spot: bool) -> money.Charge:
+    """The charge a run would make, billed by ``money.euros`` like a finished one's."""
+    return money.Charge(
+        rule=backend,  # the price book's service: ec2 | sagemaker, whose billing rule applies
+        instance_type=price.display_name,
+        instances=instances_,
+        seconds=0,
+        usd_per_hour=quote.usd_per_hour,
+        price_source=quote.source,
+        price_as_of=quote.as_of_iso,
+        market="spot" if use_spot else "on-demand",
+    )
+
+
+def _price_fields(inst, price, quote, charge, rate, count: int, use_spot: bool, work) -> dict:
+    """The Estimate's price, rate and device fields (time and euros come later)."""
+    return dict(
+        instance_type=price.display_name, instance_count=count, gpus=inst.gpu_count * count,
+        hourly_usd=quote.usd_per_hour, eur_per_hour=money.eur_per_hour(charge, rate),
+        price_as_of=price.as_of_iso, price_age=price.age, price_source=price.source,
+        price_is_estimate=price.estimate, charge=charge.to_dict(),
+        spot_estimate=bool(use_spot and quote.estimate),
+        usd_per_eur=rate.usd_per_eur, rate_date=rate.on.isoformat(), rate_source=rate.source,
+        precision=precision_for(work, inst.gpu_model),
+    )  # fmt: skip
+
+
+def _run_lines(fields: dict, tp, run: dict, overhead: float, every, count: int) -> list[str]:
+    """Time and euros into ``fields``; with a spot checkpoint interval ``every``, the expected
+    interruptions' lost work added and named (catalog.spot.interruption_overhead)."""
+    lost = None
+    if every:
+        work_s = run["images_per_epoch"] * run["epochs"] / tp.images_per_sec + overhead
+        lost = spot.interruption_overhead(work_s, count, every)
+    lines = _time_and_money(fields, tp, run, overhead, lost.seconds if lost else 0)
+    if lost is not None:
+        fields["interruption_seconds"] = lost.seconds
+        lines.append(lost.describe())
+    return lines
 
 
 def _time_and_money(

@@ -66,7 +66,6 @@ def policy(
     obj = f"arn:{partition}:s3:::{bucket}/"
     job = rq.job_name(run_id)  # resumed jobs are JOB-r1, JOB-r2, ...
     checkpoints = f"{rq.CHECKPOINT_ROOT}{run_id}/"
-    logs = f"arn:{partition}:logs:{region}:{account}:{LOGS}"
     statements = [
         _allow("ListOwnPrefixes", ["s3:ListBucket"], [f"arn:{partition}:s3:::{bucket}"])
         | {"Condition": {"StringLike": {"s3:prefix": [f"{p}*" for p in (*reads, checkpoints)]}}},
@@ -84,18 +83,7 @@ def policy(
             [f"{obj}{checkpoints}*"],
         ),
         _allow("EcrToken", ["ecr:GetAuthorizationToken"], ["*"]),
-        _allow(
-            "WriteLogs",
-            [
-                "logs:CreateLogGroup",
-                "logs:CreateLogStream",
-                "logs:DescribeLogStreams",
-                "logs:PutLogEvents",
-            ],
-            [logs, f"{logs}:log-stream:*"],
-        ),
-        _allow("PutTrainingMetrics", ["cloudwatch:PutMetricData"], ["*"])
-        | {"Condition": {"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/TrainingJobs"}}},
+        *_log_statements(f"arn:{partition}:logs:{region}:{account}:{LOGS}"),
     ]
     repo = _repository_arn(image)
     if repo:
@@ -108,6 +96,16 @@ def policy(
     statements += jobaccess.vpc_statements(*network, region, account)
     statements += jobaccess.kms_statements(kms_key, region, account)
     return {"Version": "2012-10-17", "Statement": statements}
+
+
+def _log_statements(logs: str) -> list[dict]:
+    """The training log group's streams and SageMaker's training metrics namespace."""
+    writes = ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:DescribeLogStreams"]
+    return [
+        _allow("WriteLogs", [*writes, "logs:PutLogEvents"], [logs, f"{logs}:log-stream:*"]),
+        _allow("PutTrainingMetrics", ["cloudwatch:PutMetricData"], ["*"])
+        | {"Condition": {"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/TrainingJobs"}}},
+    ]
 
 
 def _allow(sid: str, actions: list[str], resources: list[str]) -> dict:

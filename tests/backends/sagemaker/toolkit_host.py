@@ -31,7 +31,8 @@ TOOLKIT_MODULE = "sagemaker_pytorch_container.training:main"
 GROUP = "homogeneousCluster"
 
 # Inside the namespace: the hostname, /etc/hosts, then /opt as a tmpfs holding the machine's
-# own /opt entries (bound back) and ml (the host's folder); then the toolkit's entry point.
+# own /opt entries (bound back; never a real /opt/ml, which an instance would not have) and ml
+# (the host's folder); then the toolkit's entry point.
 HOST_SCRIPT = r"""
 set -euo pipefail
 hostname "$EMU_HOSTNAME"
@@ -39,7 +40,7 @@ mount --bind "$EMU_HOSTS_FILE" /etc/hosts
 mkdir -p "$EMU_OPT_ORIG" && mount --bind /opt "$EMU_OPT_ORIG"
 mount -t tmpfs emulated-opt /opt
 for entry in "$EMU_OPT_ORIG"/*; do
-  [[ -d "$entry" ]] || continue
+  [[ -d "$entry" && "${entry##*/}" != ml ]] || continue
   mkdir "/opt/${entry##*/}" && mount --bind "$entry" "/opt/${entry##*/}"
 done
 mkdir /opt/ml && mount --bind "$EMU_ML" /opt/ml
