@@ -7,11 +7,11 @@ edited since, a sub-folder -- is someone else's, and is refused before anything 
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
 from finetune import __version__
+from finetune.data.manifest import sha256_file
 from finetune.errors import UsageError
 
 MARKER = ".finetune-export.json"
@@ -20,7 +20,7 @@ MARKER = ".finetune-export.json"
 def seal(folder: Path, run_id: str | None) -> None:
     """Write the marker of a freshly filled export ``folder`` (its files, sizes, sha256)."""
     files = {
-        p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)}
+        p.name: {"bytes": p.stat().st_size, "sha256": sha256_file(p)}
         for p in sorted(folder.iterdir())
         if p.name != MARKER
     }
@@ -71,12 +71,4 @@ def _same(path: Path, listed: dict) -> bool:
     entry = listed.get(path.name)
     if not isinstance(entry, dict) or path.is_symlink() or not path.is_file():
         return False
-    return path.stat().st_size == entry.get("bytes") and _sha256(path) == entry.get("sha256")
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return path.stat().st_size == entry.get("bytes") and sha256_file(path) == entry.get("sha256")
