@@ -48,7 +48,7 @@ PIP=(.venv/bin/python -m pip install --disable-pip-version-check -q -c requireme
 # The build tools live in .venv, so the editable install needs no isolated build
 # environment (which would look setuptools up in an index on every run).
 "${PIP[@]}" setuptools wheel
-"${PIP[@]}" --no-build-isolation -e ".[train,torch,aws,dev]"
+"${PIP[@]}" --no-build-isolation -e ".[train,torch,aws,dev,metrics]"
 # gluoncv declares opencv-python, whose current release needs numpy>=2 and would break
 # mxnet; its real needs are in the [train] extra, so install it without dependencies.
 "${PIP[@]}" --no-deps "gluoncv==0.10.5.post0"

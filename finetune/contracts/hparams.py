@@ -23,6 +23,9 @@ Augmentation = Literal[
 # the training engines (finetune.train.engines): the one list every other module imports
 ENGINES = ("mxnet", "torch")
 Engine = Literal[ENGINES]
+# the optional metric loggers (finetune.train.metriclog): the one list of their names
+METRIC_LOGGERS = ("tensorboard", "mlflow")
+MetricLoggerName = Literal[METRIC_LOGGERS]
 
 
 class TrainHyperparameters(BaseModel):
@@ -82,6 +85,14 @@ class TrainHyperparameters(BaseModel):
     # output then does not depend on how the global batch is split), "sync" with the
     # statistics of the global batch (SyncBatchNorm, GPUs only)
     batchnorm: Literal["batch", "frozen", "sync"] = "batch"
+    # copies of the metrics where people watch training (finetune.train.metriclog); the
+    # tracking URI "" is a SQLite store in the run's output folder
+    metric_loggers: tuple[MetricLoggerName, ...] = ()
+    mlflow_tracking_uri: str = ""
+    mlflow_experiment: str = ""
+    # euros per hour of all the run's instances at the planned price (the estimate's, from
+    # finetune.report.money); 0 on this machine. The loggers' "euros so far".
+    eur_per_hour: float = Field(0.0, ge=0, allow_inf_nan=False)
 
     def to_strings(self) -> dict[str, str]:
         """The SageMaker hyperparameters map: every value a string (JSON for non-strings)."""

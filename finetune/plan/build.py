@@ -168,6 +168,9 @@ def hyperparameters(
         loader_workers=d.loader_workers,
         precision=t.precision,
         compile=t.compile,
+        metric_loggers=recipe.metric_logging.loggers,
+        mlflow_tracking_uri=recipe.metric_logging.mlflow_tracking_uri,
+        mlflow_experiment=recipe.metric_logging.mlflow_experiment or recipe.name,
     )
 
 

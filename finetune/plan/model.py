@@ -140,7 +140,9 @@ class Plan(_Frozen):
         ``summary`` lines are what ``summary_lines`` shows."""
         if not isinstance(estimate, Estimate):
             estimate = Estimate.model_validate(dict(estimate))
-        return self.model_copy(update={"estimate": estimate})
+        # the trainer's "euros so far" (finetune.train.metriclog) at the same price
+        hp = self.hyperparameters.model_copy(update={"eur_per_hour": estimate.eur_per_hour or 0.0})
+        return self.model_copy(update={"estimate": estimate, "hyperparameters": hp})
 
     def with_runtime(self, runtime: Mapping[str, str]) -> Plan:
         """A copy recording what runs the engine (a backend's image or AMI choice)."""

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from finetune.contracts.hparams import Augmentation, Engine
+from finetune.contracts.hparams import Augmentation, Engine, MetricLoggerName
 from finetune.errors import ConfigError, did_you_mean
 
 Kvstore = Literal["device", "nccl", "local", "dist_sync", "dist_device_sync"]
@@ -99,6 +99,21 @@ class TrainSection(_Section):
     compile: bool = False  # torch: torch.compile the network
 
 
+class MetricLoggingSection(_Section):
+    """Copies of the metrics where people watch training (finetune.train.metriclog): none by
+    default; the JSON-lines metrics and the ledger stay the record."""
+
+    loggers: tuple[MetricLoggerName, ...] = ()  # tensorboard, mlflow
+    mlflow_tracking_uri: str = ""  # "": SQLite in the run's output folder; any MLflow URI
+    mlflow_experiment: str = ""  # "": the recipe's name
+
+    @model_validator(mode="after")
+    def _once(self) -> MetricLoggingSection:
+        if len(set(self.loggers)) != len(self.loggers):
+            raise ValueError(f"loggers names one twice: {list(self.loggers)}")
+        return self
+
+
 class Recipe(_Section):
     """A complete, validated recipe. Build it with ``finetune.recipes.loading.load_recipe``."""
 
@@ -110,6 +125,7 @@ class Recipe(_Section):
     optimizer: OptimizerSection
     schedule: ScheduleSection
     train: TrainSection
+    metric_logging: MetricLoggingSection = MetricLoggingSection()
 
 
 def field_paths(cls: type[BaseModel] = Recipe, prefix: str = "") -> list[str]:

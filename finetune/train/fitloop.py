@@ -26,14 +26,14 @@ from pathlib import Path
 
 from finetune.contracts import metrics
 from finetune.contracts.hparams import TrainHyperparameters
-from finetune.recipes import scaling
 from finetune.recipes.scaling import LrSchedule, steps_per_epoch
-from finetune.train import dataset, outputs
+from finetune.train import dataset, metriclog, outputs
 from finetune.train.checkpoints import CheckpointDir
 from finetune.train.contract import TrainJob
 from finetune.train.evaluation import Evaluation, Evaluator, record_labels
 from finetune.train.progress import Progress, Stopwatch
 from finetune.train.protocol import Session
+from finetune.train.rescale import rescale
 from finetune.train.signals import StopRequest
 
 LOG_EVERY_ENV = "FINETUNE_LOG_EVERY"  # batches between progress lines (default 50)
@@ -64,6 +64,7 @@ class _Run:
     timed_here: float = 0.0  # this process's steady-state seconds of the current epoch
     last_save: float = field(default_factory=time.monotonic)
     tallied_step: int = 0  # the step of the last loss sync (the NaN check's resolution)
+    loggers: metriclog.Loggers = field(default_factory=metriclog.Loggers)  # optional copies
 
     @property
     def steps(self) -> int:
@@ -84,7 +85,9 @@ def fit(job: TrainJob, session: Session, stop: StopRequest | None = None) -> Fit
     run = _Run(job, session, files, LrSchedule.from_hparams(hp, steps), checkpoints, stop, hp)
     if session.is_first_host:
         run.val_labels = record_labels(files.val_rec, files.val_idx)
-        outputs.write_record(job, hp, session.environment(), note)
+        record = outputs.write_record(job, hp, session.environment(), note)
+        if session.group.local_rank == 0:
+            run.loggers = metriclog.start(job, hp, record)
     if note:
         _say(run, f"finetune-rescale {note}")
     progress = Progress.from_state(resume.state) if resume else Progress()
@@ -97,38 +100,27 @@ def fit(job: TrainJob, session: Session, stop: StopRequest | None = None) -> Fit
             f"finetune-resume checkpoint={resume.directory.name} epoch={progress.epoch} "
             f"batch={progress.batch} step={progress.step}",
         )
-    _epochs(run, progress)
     resumed = resume.directory.name if resume else None
+    try:
+        result = _train(run, progress, resumed)
+    except BaseException:
+        run.loggers.close("FAILED")
+        raise
+    run.loggers.close("KILLED" if result.stopped_by else "FINISHED")
+    return result
+
+
+def _train(run: _Run, progress: Progress, resumed: str | None) -> FitResult:
+    """The remaining epochs, then the test split and the artifact unless stopped."""
+    stop = run.stop
+    _epochs(run, progress)
     if stop:
         _save(run, progress, stop.signal_name)
         return FitResult(stop.signal_name, progress, resumed)
-    test, done = _finish(run, progress) if session.is_first_host else (None, True)
+    test, done = _finish(run, progress) if run.session.is_first_host else (None, True)
     if not done:  # stopped while scoring the test split: no model yet; a restart scores it
         return FitResult(stop.signal_name, progress, resumed)
     return FitResult(None, progress, resumed, test)
-
-
-def rescale(
-    hp: TrainHyperparameters, devices: int, hosts: int
-) -> tuple[TrainHyperparameters, str | None]:
-    """The hyperparameters for the devices and hosts actually found: the linear scaling rule
-    (finetune.recipes.scaling) applied again from ``lr_per_device`` when they differ from
-    the plan; (hp, the note saying so, or None)."""
-    if (devices, hosts) == (hp.devices_per_host, hp.hosts):
-        return hp, None
-    update = {
-        "devices_per_host": devices,
-        "hosts": hosts,
-        "global_batch_size": scaling.global_batch(hp.batch_size_per_device, devices, hosts),
-        "lr": scaling.scaled_lr(hp.lr_per_device, devices, hosts),
-    }
-    note = (
-        f"planned {hp.devices_per_host} device(s) x {hp.hosts} host(s), found {devices} x "
-        f"{hosts}: global batch {hp.global_batch_size} -> {update['global_batch_size']}, "
-        f"lr {hp.lr:g} -> {update['lr']:g} (linear scaling rule from lr_per_device)"
-    )
-    log.warning("%s", note)
-    return hp.model_copy(update=update), note
 
 
 def _say(run: _Run, line: str) -> None:
@@ -175,6 +167,8 @@ def _epochs(run: _Run, progress: Progress) -> None:
             _say(run, telemetry_line)
         if run.session.is_first_host:
             metrics.append(run.job.metrics_file, event)
+        seconds = sum(e["epoch_seconds"] for e in progress.events) + event.epoch_seconds
+        run.loggers.epoch(progress.step, event, metriclog.eur_so_far(run.hp, seconds))
         progress.next_epoch(event.model_dump())
         _save(run, progress, "epoch", best=best)
 
@@ -295,4 +289,6 @@ def _print_progress(run: _Run, p: Progress) -> None:
     """One progress line (finetune.contracts.metrics.BatchProgress), the loss synced up to now."""
     _tally(run, p)
     lr = run.schedule.at_step(max(p.step - 1, 0))
-    _say(run, p.progress_line(run.steps, lr, run.session.hosts, run.epoch_started))
+    line = p.batch_progress(run.steps, lr, run.session.hosts, run.epoch_started)
+    _say(run, line.log_line())
+    run.loggers.step(p.step, line.train_loss, lr, line.images_per_sec)

@@ -28,9 +28,10 @@ PREDICTIONS_DIR = "predictions"  # <split>-epoch-NNN.csv: every epoch's predicti
 
 def write_record(
     job: TrainJob, hp: TrainHyperparameters, environment: dict, note: str | None
-) -> None:
+) -> dict:
     """run-record.json: the launch-side record plus what only this machine knows (the
-    engine's ``environment``, the hyperparameters it trains with, the rescale ``note``)."""
+    engine's ``environment``, the hyperparameters it trains with, the rescale ``note``);
+    returns the record."""
     record = launch_record(manifest_sha256(job.channels["train"]))
     record.update(environment)
     record["hyperparameters"] = hp.to_strings()
@@ -39,6 +40,7 @@ def write_record(
     out = job.layout.output_data_dir
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / RECORD_FILE, json.dumps(record, indent=1, default=str) + "\n")
+    return record
 
 
 def rewrite_metrics(job: TrainJob, events: list[dict]) -> None:

@@ -99,8 +99,11 @@ class Progress:
             **extra,
         )  # fmt: skip
 
-    def progress_line(self, steps: int, lr: float, hosts: int, epoch_started: float) -> str:
-        """One progress line (contracts.metrics.BatchProgress), the loss synced up to now."""
+    def batch_progress(
+        self, steps: int, lr: float, hosts: int, epoch_started: float
+    ) -> metrics.BatchProgress:
+        """Where the epoch stands (its ``log_line()`` is the progress line), the loss synced
+        up to now."""
         seconds = self.seconds + time.monotonic() - epoch_started
         return metrics.BatchProgress(
             epoch=self.epoch,
@@ -112,7 +115,7 @@ class Progress:
             images=self.samples,
             seconds=seconds,
             images_per_sec=self.samples * hosts / seconds if seconds > 0 else 0.0,
-        ).log_line()
+        )
 
     def diverged(self, loss: float, tallied_step: int, lr: float) -> ConfigError:
         """The error of a non-finite ``loss``. The loss is summed between syncs (a sync per

@@ -20,8 +20,8 @@ from finetune.data.recordio import RecordReader, unpack_header  # noqa: E402
 from finetune.train.contract import Layout, load_job  # noqa: E402
 from finetune.train.engines.mxnet import fit  # noqa: E402
 from finetune.train.engines.mxnet.data import record_iter  # noqa: E402
-from finetune.train.fitloop import rescale  # noqa: E402
 from finetune.train.preprocess import Preprocessing  # noqa: E402
+from finetune.train.rescale import rescale  # noqa: E402
 
 from .conftest import hparams, make_tree  # noqa: E402
 from .layouts import generate_scales  # noqa: E402

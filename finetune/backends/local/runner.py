@@ -79,6 +79,7 @@ def main(run_dir: Path, lock_fd: int | None = None) -> int:
         print(f"another process of {run_dir} is alive (it holds {LOCK_FILE})", file=sys.stderr)
         return 3
     env = dict(os.environ, FINETUNE_ML_ROOT=str(run_dir / "ml"), PYTHONUNBUFFERED="1")
+    env["FINETUNE_RUN_ID"] = run_dir.name  # (the metric loggers name their run after it)
     # before the trainer starts and runner.json names this process: a stop sent at once
     # is forwarded (or, before there is a trainer, handed to it on its start)
     stop = {"requested": False, "child": None, "forwarded": False}
