@@ -194,11 +194,11 @@ def test_newer_gpus_rank_above_older_ones_for_a_torch_bf16_run(network):
     GPU), and the model carries that over -- equal within 1 %, not ahead."""
     for per_host, fams in ((1, (None,) * 5), (8, ("p4d", "p4d", "p5", "p5e", "p6-b200"))):
         gpus = ("A100", "A100 80GB", "H100", "H200", "B200")
-        rate = {
-            g: model.predict(model.Setup(network, g, "bf16", 64, gpus_per_host=per_host,
-                                         family=fam)).images_per_sec  # fmt: skip
+        setups = [
+            model.Setup(network, g, "bf16", 64, gpus_per_host=per_host, family=fam)
             for g, fam in zip(gpus, fams, strict=True)
-        }
+        ]
+        rate = {s.gpu_model: model.predict(s).images_per_sec for s in setups}
         assert max(rate["A100"], rate["A100 80GB"]) < rate["H100"] < rate["H200"], rate
         assert rate["B200"] == pytest.approx(rate["H200"], rel=0.01), rate
 
