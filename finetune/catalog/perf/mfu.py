@@ -155,7 +155,8 @@ def _transfer(setup, level: int, found: list, tuned: list) -> tuple[list, list[s
     """Levels 3 and 4: rows of other GPUs carried to the setup's GPU (the module's rule)."""
     if level == 3:
         out, how = _by_suite(setup, found, tuned, own=True)
-        return (out, how) if out else (found, ["carried over by the GPUs' peak ratio"])
+        peak = f"carried to {setup.gpu_model} by the GPUs' peak ratio (no suite measured both)"
+        return (out, how) if out else (found, [peak])
     found = _same_net(found, flops.network_key(setup.network)) or found
     for own in (True, False):
         out, how = _by_suite(setup, found, tuned, own)
