@@ -53,7 +53,8 @@ def torch_runnable(region: str, max_gpus: int = 99) -> set[str]:
 def a10g_resnet50_images_per_sec() -> float:
     """A10G (Ampere) has no plain-loop row of its own: the two plain-loop ResNet-50 rows of
     its architecture (timm's RTX 3090 AMP, NCHW and NHWC) carry their MFU over by the ratio
-    of the bf16/fp16 dense peaks; their median MFU is their mean (two rows)."""
+    of the bf16/fp16 dense peaks (no benchmark suite measured both the A10G and the 3090, so
+    the model's peak-ratio fallback); their median MFU is their mean (two rows)."""
     rows = [CAL["timm-rtx3090-nchw-resnet50"], CAL["timm-rtx3090-nhwc-resnet50"]]
     ratio = float(PEAKS["A10G"]["DenseBf16Tflops"]) / float(PEAKS["RTX 3090"]["DenseFp16Tflops"])
     return statistics.median(float(r["ImagesPerSec"]) for r in rows) * ratio

@@ -1,7 +1,7 @@
 """Leave-one-out backtest of the performance model against its own calibration rows.
 
 Every row is predicted from all the others (the row is excluded from the MFU it learns, the
-tuned bound, the plain share and the fitted straggler jitter), as the kind of run it is (a
+record bound, the plain share and the fitted straggler jitter), as the kind of run it is (a
 tuned record is predicted as a tuned record, a plain loop as a plain loop), on its own
 devices, precision and batch. The figures are what tests/catalog/test_perf_backtest.py
 bounds and benchmarks/estimate_backtest.py prints; nothing here is tuned to them.

@@ -6,7 +6,7 @@ name), devices per host and hosts, precision, batch per device, framework, data 
 MLPerf), ``reference`` (vendor-tuned or synthetic-data benchmarks: NVIDIA's
 DeepLearningExamples with DALI, the MXNet FAQ, timm's benchmark script), ``plain`` (a plain
 training loop on real data, as finetune's own engine is). The model predicts one kind class
-from rows of that class; tuned rows bound it from above.
+from rows of that class; records bound a plain prediction from above.
 """
 
 from __future__ import annotations

@@ -4,22 +4,28 @@ Rows count only in the kind class predicted -- ``plain`` (a plain training loop:
 finetune's own engine is) or tuned (``record``, ``reference``) -- and the precision class
 (fp32/tf32 vs fp16/bf16). Nearest level first:
 
-1. the same GPU and network; 2. the same GPU; 3. the same architecture, other GPUs (transfer
-   between GPUs of one generation by their peak ratio: the MFU carries over);
-4. across generations, the stated rule: a row's MFU x (tuned MFU on the target's GPU or
-   architecture / tuned MFU on the row's GPU or architecture), tuned rows of the same network
-   where there are any -- newer GPUs reach a smaller fraction of their peak on the same
-   network, and the tuned rows measured on both say by how much; where tuned rows are missing
-   on either side, the MFU of the nearest architecture as it is. Band +-40 %, and the basis
-   says that no row of this kind exists in the GPU's generation;
+1. the same GPU and network; 2. the same GPU; 3. the same architecture, other GPUs;
+4. other generations (the basis says no row of this kind exists in the GPU's generation;
+   band +-40 %);
 5. no row of this kind at this precision anywhere: tuned MFU x the plain share (plain / tuned
    MFU where a cell was measured both ways), band +-50 %.
 
+Moving a row's MFU from its GPU to the setup's (levels 3 and 4) is the one stated rule:
+x (a tuned suite's MFU on the setup's GPU / the same suite's on the row's GPU), the median
+over suites that measured both GPUs themselves (same network where they did) -- the plain /
+tuned ratio measured on the row's GPU, applied to the tuned rows of the setup's own GPU. A
+generation's efficiency (Hopper reaches a smaller share of its larger peak than Ampere) and a
+card's (a GeForce RTX 3090 reaches a larger share of its fp32-accumulate peak than an A100 of
+its own) then carry over as measured. Where no suite measured both GPUs: in one architecture
+by their peak ratio (the MFU as it is); across generations the suites' MFU on each GPU's
+architecture; else the MFU of the nearest architecture as it is.
+
 Within a level, rows at the batch per device nearest the setup's (within a factor of 2 of
 the nearest) count: small batches leave a GPU idle. The point is their median; the band
-their range widened by the level's margin. Plain predictions are capped by the best tuned
-row of the same network on the GPU (or its architecture): a plain loop does not beat a
-tuned record.
+their range widened by the level's margin. Plain predictions are capped by the best record
+row (MLPerf) of the same network on the GPU (or its architecture): a plain loop does not
+beat a record. Reference rows are no ceiling: on the RTX 3090 timm's plain NHWC loop (1,218
+img/s) beats Lambda's reference NCHW run (905), and finetune's torch engine is NHWC too.
 """
 
 from __future__ import annotations
@@ -36,8 +42,8 @@ DEFAULT_BATCH = 32  # a row that does not give its batch (the studies' tables)
 LEVEL = {
     1: "same GPU and network",
     2: "same GPU, other networks",
-    3: "same architecture, other GPUs (by peak ratio)",
-    4: "no row of this kind in this GPU's generation: across generations by tuned ratio",
+    3: "same architecture, other GPUs",
+    4: "no row of this kind in this GPU's generation: from other generations",
 }
 
 
@@ -110,47 +116,74 @@ def _same_net(rows: list, net: str | None) -> list:
     return [(r, m) for r, m in rows if flops.network_key(r.network) == net]
 
 
-def _by_source(gpu_model: str, network: str, batch: int, tuned: list) -> dict[str, float]:
-    """Median tuned MFU per source (benchmark suite) on this GPU, else its architecture."""
+def _by_source(gpu_model: str, network: str, batch: int, tuned: list, own: bool) -> dict:
+    """{source: median tuned MFU of that benchmark suite on this GPU} (``own``: only where
+    the suite measured this GPU itself; else also on its architecture)."""
     out = {}
     for source in {r.source for r, _ in tuned}:
         rows = [(r, m) for r, m in tuned if r.source == source]
         rows = _same_net(rows, flops.network_key(network)) or rows
-        _level, near = level_rows(gpu_model, network, batch, rows)
-        if near:
+        level, near = level_rows(gpu_model, network, batch, rows)
+        if near and (level < 3 or not own):
             out[source] = statistics.median(m for _, m in near)
     return out
 
 
-def _across(setup, found: list, tuned: list) -> list:
-    """Level 4: each row's MFU transferred to the setup's GPU (the rule in the docstring),
-    the tuned ratio taken within one source, so like is compared with like."""
-    found = _same_net(found, flops.network_key(setup.network)) or found
-    target = _by_source(setup.gpu_model, setup.network, setup.batch_per_device, tuned)
-    out = []
+def _by_suite(setup, found: list, tuned: list, own: bool) -> tuple[list, list[str]]:
+    """Each row's MFU x (a suite's MFU on the setup's GPU / on the row's GPU), the median
+    over suites on both; rows without such a suite drop out. Also what it did, in words."""
+    target = _by_source(setup.gpu_model, setup.network, setup.batch_per_device, tuned, own)
+    out, how = [], {}
     for r, m in found:
-        source = _by_source(r.gpu_model, setup.network, batch_of(r), tuned)
-        ratios = [target[s] / source[s] for s in target.keys() & source.keys()]
-        if ratios:
-            out.append((r, m * statistics.median(ratios)))
-    if out:
-        return out
+        mine = _by_source(r.gpu_model, setup.network, batch_of(r), tuned, own)
+        both = sorted(target.keys() & mine.keys())
+        if both:
+            ratio = statistics.median(target[s] / mine[s] for s in both)
+            out.append((r, m * ratio))
+            how[(r.gpu_model, ratio)] = f"x {ratio:.3f} from {r.gpu_model} ({_short(both)})"
+    where = "" if own else " (the suites' rows on each GPU's architecture)"
+    lines = [f"carried to {setup.gpu_model} by measured suite ratio{where}: " + "; ".join(
+        list(how.values())[:3])] if out else []  # fmt: skip
+    return out, lines
+
+
+def _short(sources: list[str]) -> str:
+    return ", ".join(s.split(",")[0].split(" (")[0] for s in sources)
+
+
+def _transfer(setup, level: int, found: list, tuned: list) -> tuple[list, list[str]]:
+    """Levels 3 and 4: rows of other GPUs carried to the setup's GPU (the module's rule)."""
+    if level == 3:
+        out, how = _by_suite(setup, found, tuned, own=True)
+        peak = f"carried to {setup.gpu_model} by the GPUs' peak ratio (no suite measured both)"
+        return (out, how) if out else (found, [peak])
+    found = _same_net(found, flops.network_key(setup.network)) or found
+    for own in (True, False):
+        out, how = _by_suite(setup, found, tuned, own)
+        if out:
+            return out, how
     arch = gpus.architecture(setup.gpu_model)
     apart = [gpus.generation_distance(arch, gpus.architecture(r.gpu_model)) for r, _ in found]
-    return [row for row, d in zip(found, apart, strict=True) if d == min(apart)]
+    near = [row for row, d in zip(found, apart, strict=True) if d == min(apart)]
+    return near, ["no suite measured both: the nearest architecture's MFU as it is"]
 
 
 def learn(setup, exclude: frozenset[str], tuned: bool):
-    """(median MFU, low, high, level, rows) from one kind class; None without rows."""
+    """(median MFU, low, high, level, rows, how they were carried over) from one kind class;
+    None without rows."""
     found = candidates(setup.precision, exclude, tuned)
     if not found:
         return None
     level, rows = level_rows(setup.gpu_model, setup.network, setup.batch_per_device, found)
     if not rows:
-        level, rows = 4, _across(setup, found, candidates(setup.precision, exclude, True))
+        level, rows = 4, found
+    how: list[str] = []
+    if level >= 3:
+        rows, how = _transfer(setup, level, rows, candidates(setup.precision, exclude, True))
     mfus = [m for _, m in rows]
     margin = MARGIN[level]
-    return statistics.median(mfus), min(mfus) * (1 - margin), max(mfus) * (1 + margin), level, rows
+    low, high = min(mfus) * (1 - margin), max(mfus) * (1 + margin)
+    return statistics.median(mfus), low, high, level, rows, how
 
 
 def plain_share(exclude: frozenset[str] = frozenset()) -> tuple[float, int]:
@@ -196,11 +229,12 @@ def _learned(key: tuple, exclude: frozenset[str]):
         return _from_tuned(setup, exclude)
     if got is None:
         return None
-    point, low, high, level, rows = got
+    point, low, high, level, rows, how = got
     what = "tuned (record/reference)" if tuned else "plain-loop"
     basis = [
         f"MFU {point:.1%} (band {low:.1%}-{high:.1%}): median of {len(rows)} {what} "
-        f"calibration row(s), {LEVEL[level]}: {_ids(rows)}"
+        f"calibration row(s), {LEVEL[level]}: {_ids(rows)}",
+        *how,
     ]
     if not tuned:
         point, low, high = _tuned_bound(setup, exclude, (point, low, high), basis)
@@ -212,7 +246,7 @@ def _from_tuned(setup, exclude: frozenset[str]):
     got = learn(setup, exclude, True)
     if got is None:
         return None
-    point, low, high, level, rows = got
+    point, low, high, level, rows, _how = got
     share, cells = plain_share(exclude)
     margin = MARGIN[5]
     point, low, high = point * share, low * share * (1 - margin), high * share * (1 + margin)
@@ -231,18 +265,18 @@ def _ids(rows) -> str:
 
 
 def _tuned_bound(setup, exclude, mfus, basis: list[str]):
-    """A plain loop does not beat a tuned row of the same network on the same GPU (or
+    """A plain loop does not beat a record row of the same network on the same GPU (or
     architecture): cap the MFU and its band there."""
     net = flops.network_key(setup.network)
     same_net = [
         (r, m)
         for r, m in candidates(setup.precision, exclude, True)
-        if flops.network_key(r.network) == net
+        if flops.network_key(r.network) == net and r.kind == "record"
     ]
     _level, bound = level_rows(setup.gpu_model, setup.network, setup.batch_per_device, same_net)
     if not bound:
         return mfus
     row, top = max(bound, key=lambda rm: rm[1])
     if top < mfus[2]:
-        basis.append(f"tuned rows bound the MFU at {top:.1%} ({row.cite()})")
+        basis.append(f"record rows bound the MFU at {top:.1%} ({row.cite()})")
     return tuple(min(m, top) for m in mfus)
