@@ -33,6 +33,10 @@ def build_plan(
     else:
         recipe = load_recipe(recipe, overrides)
     check_model(recipe.engine, recipe.model.name)  # before the dataset is read
+    if recipe.engine == "torch":
+        from finetune.train.engines.backbones import check_image_size
+
+        check_image_size(recipe.model.name, recipe.data.image_size)
     check_augmentation(recipe.engine, recipe.data.augmentation)
     resources = resources or Resources()
     if isinstance(dataset_dir, DatasetSummary):
@@ -168,7 +172,18 @@ def hyperparameters(
         loader_workers=d.loader_workers,
         precision=t.precision,
         compile=t.compile,
+        **_preprocessing(recipe),
     )
+
+
+def _preprocessing(recipe: Recipe) -> dict:
+    """The weights' own evaluation transform (resize ratio, interpolation, mean/std) for a
+    torch model (finetune.train.engines.backbones); the MXNet engine keeps the defaults."""
+    if recipe.engine != "torch":
+        return {}
+    from finetune.train.engines.backbones import preprocessing
+
+    return preprocessing(recipe.model.name, recipe.data.image_size)
 
 
 def checkpoint_interval(train, resources: Resources) -> float:
