@@ -87,7 +87,7 @@ def test_the_head_is_the_networks_last_linear_layer(name):
 
 @pytest.mark.parametrize("name", ["mobilenet_v3_small", "convnext_tiny"])
 def test_a_frozen_backbone_keeps_its_normalisation_and_weights(name):
-    """Three SGD steps with a frozen backbone: every backbone parameter and buffer (BatchNorm
+    """Two SGD steps with a frozen backbone: every backbone parameter and buffer (BatchNorm
     running statistics; LayerNorm's scale and shift) is bit-identical, the head moved."""
     hp = hparams(engine="torch", model=name, freeze_backbone=True, num_classes=3,
                  optimizer="sgd", lr=0.5, lr_per_device=0.5)  # fmt: skip
@@ -102,7 +102,7 @@ def test_a_frozen_backbone_keeps_its_normalisation_and_weights(name):
     norms = [m for n, m in net.named_modules() if isinstance(m, model.NORMS)]
     assert norms and not any(m.training for m in norms)
     assert net.get_submodule(head).training
-    for _ in range(3):
+    for _ in range(2):
         x = torch.randn(4, 3, 32, 32)
         loss = nn.functional.cross_entropy(net(x), torch.tensor([0, 1, 2, 0]))
         loss.backward()
