@@ -6,7 +6,8 @@ measured with. The reference implementation here (Pillow + numpy) *defines* it; 
 tests hold each engine's data path against it.
 
 Both splits first resize the decoded image so that its shorter side is ``resize_shorter``
-pixels (``round(image_size / 0.875)``, 256 for 224, the usual ImageNet evaluation ratio), so
+pixels (the weights' own ratio, e.g. 236 for ConvNeXt-T at 224; for ResNets
+``round(image_size / 0.875)``, 256 for 224, the usual ImageNet evaluation ratio), so
 the network sees objects at one scale whatever ``prepare --resize`` stored. Sizes follow
 MXNet's integer rule (the longer side is ``resize_shorter * long // short``, floored; a square
 image keeps both sides equal), which torchvision's ``Resize(int)`` also follows.
@@ -23,11 +24,11 @@ Resampling filter of the shorter-side resize: ``interpolation``, the weights' ow
 or bicubic for EfficientNet-B*, Swin and MaxViT; finetune.train.engines.backbones), and
 ``resize_shorter`` keeps the weights' resize/crop ratio; a ResNet keeps the studies' 0.875 and
 bilinear, which MXNet implements too. Random-resized training crops are resampled bilinearly
-whatever the interpolation (validation never is). MXNet resizes with OpenCV's INTER_LINEAR, which samples at the
-half-pixel centres without low-pass filtering; Pillow's BILINEAR (the reference) widens the
-filter when it shrinks (antialiasing). On a resize factor near 1 they agree to a grey level
-or two; when shrinking by 2x or more they differ on sharp edges. The oracle test states the
-bound it measured and why.
+whatever the interpolation (validation never is). MXNet resizes with OpenCV's INTER_LINEAR,
+which samples at the half-pixel centres without low-pass filtering; Pillow's BILINEAR (the
+reference) widens the filter when it shrinks (antialiasing). On a resize factor near 1 they
+agree to a grey level or two; when shrinking by 2x or more they differ on sharp edges. The
+oracle test states the bound it measured and why.
 """
 
 from __future__ import annotations

@@ -94,9 +94,8 @@ def test_a_small_models_row_is_what_torchs_flop_counter_counts():
     params = sum(p.numel() for p in net.parameters())
     net = net.to("meta")  # shapes are all a FLOP count needs (real tensors: ~10x slower)
     x = torch.empty(2, 3, 224, 224, device="meta")
-    with FlopCounterMode(display=False) as forward:
-        with torch.no_grad():
-            net.eval()(x)
+    with FlopCounterMode(display=False) as forward, torch.no_grad():
+        net.eval()(x)
     with FlopCounterMode(display=False) as train:
         net.train()(x).sum().backward()
     r = FLOPS[("mobilenet_v3_small", 224)]

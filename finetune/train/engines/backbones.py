@@ -48,7 +48,8 @@ FAMILIES: dict[str, Family] = {
     "vit": Family("heads.head", "image_size", "LayerNorm"),  # position embeddings per size
     "swin": Family("head", norms="LayerNorm"),
     "swin_v2": Family("head", norms="LayerNorm"),
-    "maxvit": Family("classifier.5", "input_size", "BatchNorm, LayerNorm"),  # ..., Linear(bias=False)
+    # MaxViT's classifier ends with Linear(bias=False)
+    "maxvit": Family("classifier.5", "input_size", "BatchNorm, LayerNorm"),
 }
 
 
@@ -105,9 +106,11 @@ def _rows() -> list[Backbone]:
     rows += [
         b("efficientnet_v2_s", "efficientnet_v2", "EfficientNet_V2_S_Weights", V1, 384, 384),
         b("efficientnet_v2_m", "efficientnet_v2", "EfficientNet_V2_M_Weights", V1, 480, 480),
-        b("efficientnet_v2_l", "efficientnet_v2", "EfficientNet_V2_L_Weights", V1, 480, 480,
-          "bicubic", HALF, HALF),  # fmt: skip
     ]
+    v2l = dict(interpolation="bicubic", mean=HALF, std=HALF)
+    rows.append(
+        b("efficientnet_v2_l", "efficientnet_v2", "EfficientNet_V2_L_Weights", V1, 480, 480, **v2l)
+    )
     for kind in ("x", "y"):
         for size in ("400mf", "800mf", "1_6gf", "3_2gf", "8gf", "16gf", "32gf"):
             enum = f"RegNet_{kind.upper()}_{size.upper()}_Weights"

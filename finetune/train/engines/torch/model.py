@@ -16,6 +16,7 @@ training behaviour. The head learns at ``head_lr_mult`` x the rate.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import torch
@@ -88,10 +89,10 @@ def _pretrained(hp: TrainHyperparameters, found: wt.Found, head: str) -> nn.Modu
     if backbones.get(hp.model).family == "vit":
         from torchvision.models.vision_transformer import interpolate_embeddings
 
-        try:  # the weights' grid of patches resampled to this image size's (a no-op at 224)
+        # the weights' grid of patches resampled to this image size's (a no-op at 224); not
+        # a ViT state_dict: load_state_dict below says what does not fit
+        with contextlib.suppress(KeyError, ValueError, RuntimeError):
             state = interpolate_embeddings(hp.image_size, net.patch_size, state)
-        except (KeyError, ValueError, RuntimeError):
-            pass  # not a ViT state_dict: load_state_dict below says what does not fit
     try:
         net.load_state_dict(state, strict=True)
     except RuntimeError as exc:

@@ -70,7 +70,8 @@ def test_the_smoke_recipe_trains_and_predict_reproduces_validation(
     plan = build_plan(recipe, tiny_dataset, overrides=["loader_workers=0"])
     hp = plan.hyperparameters
     row = backbones.TABLE[model]
-    assert (hp.model, hp.image_size, hp.resize_shorter) == (model, 32, round(32 * row.resize / row.crop))
+    resize = round(32 * row.resize / row.crop)
+    assert (hp.model, hp.image_size, hp.resize_shorter) == (model, 32, resize)
     assert (hp.interpolation, hp.mean, hp.std) == (row.interpolation, row.mean, row.std)
     root = make_tree(tmp_path / "ml", tiny_dataset, hp)
     assert fit(load_job(Layout(root))).stopped_by is None
