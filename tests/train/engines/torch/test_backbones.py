@@ -148,3 +148,42 @@ def test_names_and_sizes_are_checked_with_clear_errors():
     with pytest.raises(ConfigError, match="multiples of 224"):
         backbones.check_image_size("maxvit_t", 32)
     backbones.check_image_size("swin_t", 37)  # windows pad: any size
+
+
+def test_bicubic_resize_agrees_between_the_resident_path_and_the_reference(image_folder, tmp_path):
+    """The contract's bicubic resize (EfficientNet-B*, Swin, MaxViT weights): torchvision's
+    antialiased bicubic on the device against Pillow's BICUBIC (the reference, the streaming
+    path): within about a grey level (measured: max 1.0 level, mean 0.003 of one; one level
+    is 1/57 after normalisation). And it is bicubic: the bilinear resize differs."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from finetune.data.datasets import prepare_folder
+    from finetune.data.recordio import RecordReader, unpack_header
+    from finetune.train.engines.torch import boxes
+    from finetune.train.engines.torch.resident import ImageStore
+    from finetune.train.preprocess import Preprocessing
+
+    ds = tmp_path / "ds"
+    prepare_folder(image_folder, ds, "shapes", dict(train_per_class=10, resize=64), workers=1)
+    rec, idx = ds / "shapes_val.rec", ds / "shapes_val.idx"
+
+    def resident(contract):
+        store = ImageStore.load(rec, idx, contract, "cpu")
+        box = boxes.center(store.widths, store.heights, 32)
+        flip = torch.zeros(len(store), dtype=torch.bool)
+        return store.crops(torch.arange(len(store)), box, 32, flip).numpy()
+
+    bicubic = Preprocessing(image_size=32, resize_shorter=37, interpolation="bicubic")
+    got = resident(bicubic)
+    with RecordReader(rec, idx) as reader:
+        images = [Image.open(io.BytesIO(unpack_header(reader.read_key(k))[1])) for k in reader.keys]
+    mean = np.asarray(bicubic.mean, np.float32)[None, :, None, None]
+    std = np.asarray(bicubic.std, np.float32)[None, :, None, None]
+    ref = np.stack([bicubic.val_array(image) for image in images])
+    diff = np.abs((got - mean) / std - ref)
+    assert diff.max() <= 2 / 57 and diff.mean() <= 0.001, (diff.max(), diff.mean())
+    bilinear = resident(bicubic.model_copy(update={"interpolation": "bilinear"}))
+    assert np.abs(bilinear - got).max() >= 5  # grey levels: another filter
