@@ -175,3 +175,32 @@ def test_a_stored_plan_with_the_kvstore_in_derived_still_reads(tiny_dataset):
     again = Plan.from_json(json.dumps(stored))
     assert again.derived == plan.derived
     assert again.hyperparameters.kvstore == plan.hyperparameters.kvstore == "local"
+
+
+def test_models_and_image_sizes_are_checked_before_the_dataset_is_read(tmp_path):
+    """Model names and sizes fail at plan time with what would work, before any dataset is
+    read (the dataset given does not even exist); the MXNet engine refuses torch models."""
+    missing = tmp_path / "no-such-dataset"
+    with pytest.raises(ConfigError, match=r"(?s)unknown model 'convnext_tini'.*convnext_tiny"):
+        build_plan("smoke-convnext-tiny", missing, overrides=["model=convnext_tini"])
+    with pytest.raises(ConfigError, match=r"(?s)multiples of 16.*=32 or 48"):
+        build_plan("smoke-vit-b16", missing, overrides=["image_size=40"])
+    with pytest.raises(ConfigError, match=r"maxvit_t takes image sizes that are multiples of 224"):
+        build_plan("smoke-vit-b16", missing, overrides=["model=maxvit_t"])
+    with pytest.raises(ConfigError, match=r"torch model, but this recipe runs the mxnet engine"):
+        build_plan("smoke-resnet18", missing, overrides=["model=efficientnet_v2_s"])
+
+
+def test_a_torch_plan_carries_the_weights_preprocessing(tiny_dataset):
+    """Swin-T's weights: bicubic, shorter side 232 for a 224 crop -> 33 px at 32 (by hand:
+    round(32 x 232 / 224) = round(33.14)); torchvision's mean/std x 255. ResNets keep the
+    studies' 0.875 and mean/std, as the MXNet engine does."""
+    hp = build_plan("smoke-vit-b16", tiny_dataset, overrides=["model=swin_t"]).hyperparameters
+    assert (hp.resize_shorter, hp.interpolation) == (33, "bicubic")
+    assert hp.mean == pytest.approx((0.485 * 255, 0.456 * 255, 0.406 * 255))
+    assert hp.std == pytest.approx((0.229 * 255, 0.224 * 255, 0.225 * 255))
+    resnet = build_plan("smoke-resnet18-torch", tiny_dataset).hyperparameters
+    mxnet = build_plan("smoke-resnet18", tiny_dataset).hyperparameters
+    assert (resnet.resize_shorter, resnet.interpolation) == (round(32 / 0.875), "bilinear")
+    assert (resnet.mean, resnet.std) == (mxnet.mean, mxnet.std)
+    assert mxnet.resize_shorter == 0  # the contract's default: image_size / 0.875

@@ -57,6 +57,7 @@ def summary_rows(plan: Plan) -> list[tuple[str, str]]:
             f"{r.optimizer.name} momentum {r.optimizer.momentum:g} "
             f"wd {r.optimizer.wd:g}, {r.data.image_size} px, {r.data.augmentation}",
         ),
+        ("preprocessing", _preprocessing(plan)),
     ]
     return rows + _runtime_rows(plan.runtime) + _estimate_rows(plan.estimate)
 
@@ -78,6 +79,18 @@ def _checkpoints(plan: Plan) -> str:
     if capped and res.checkpoint_note:
         text += f" ({res.checkpoint_note})"
     return text
+
+
+def _preprocessing(plan: Plan) -> str:
+    """The validation transform the run (and predict, export) applies."""
+    hp = plan.hyperparameters
+    resize = hp.resize_shorter or round(hp.image_size / 0.875)
+    mean = "/".join(f"{m:g}" for m in hp.mean)
+    std = "/".join(f"{s:g}" for s in hp.std)
+    return (
+        f"shorter side {resize} px ({hp.interpolation}), centre {hp.image_size} px, "
+        f"mean {mean}, std {std}"
+    )
 
 
 def _weights(r: Recipe) -> str:

@@ -50,6 +50,11 @@ class TrainHyperparameters(BaseModel):
     augmentation: Augmentation = "crop"
     mean: tuple[float, float, float] = (123.68, 116.779, 103.939)
     std: tuple[float, float, float] = (58.393, 57.12, 57.375)
+    # the weights' own evaluation transform (finetune.train.engines.backbones, filled in at
+    # plan time): the shorter side both splits are resized to (0: image_size / 0.875) and
+    # the resampling filter of that resize
+    resize_shorter: int = Field(0, ge=0)
+    interpolation: Literal["bilinear", "bicubic"] = "bilinear"
     # optimisation, already scaled by the linear scaling rule
     epochs: int = Field(gt=0)
     batch_size_per_device: int = Field(gt=0)

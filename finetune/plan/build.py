@@ -33,6 +33,10 @@ def build_plan(
     else:
         recipe = load_recipe(recipe, overrides)
     check_model(recipe.engine, recipe.model.name)  # before the dataset is read
+    if recipe.engine == "torch":
+        from finetune.train.engines.backbones import check_image_size
+
+        check_image_size(recipe.model.name, recipe.data.image_size)
     check_augmentation(recipe.engine, recipe.data.augmentation)
     resources = resources or Resources()
     if isinstance(dataset_dir, DatasetSummary):
@@ -171,7 +175,18 @@ def hyperparameters(
         metric_loggers=recipe.metric_logging.loggers,
         mlflow_tracking_uri=recipe.metric_logging.mlflow_tracking_uri,
         mlflow_experiment=recipe.metric_logging.mlflow_experiment or recipe.name,
+        **_preprocessing(recipe),
     )
+
+
+def _preprocessing(recipe: Recipe) -> dict:
+    """The weights' own evaluation transform (resize ratio, interpolation, mean/std) for a
+    torch model (finetune.train.engines.backbones); the MXNet engine keeps the defaults."""
+    if recipe.engine != "torch":
+        return {}
+    from finetune.train.engines.backbones import preprocessing
+
+    return preprocessing(recipe.model.name, recipe.data.image_size)
 
 
 def checkpoint_interval(train, resources: Resources) -> float:

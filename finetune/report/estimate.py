@@ -249,7 +249,7 @@ def _time_and_money(
     )  # fmt: skip
     learned = " (learned from your ledger, not the model)" if tp.measured else ""
     bound = "; data-bound: the CPUs' decode rate sets the pace" if tp.data_bound else ""
-    wide = "; wider band: no plain-loop row in this GPU's generation" if tp.wider_band else ""
+    wide = "; wider band (the throughput basis says why)" if tp.wider_band else ""
     spot_lost = f" + {lost:.0f} s spot interruptions" if lost else ""
     return [
         f"~{point.billable_seconds / 60:.0f} min ({run['epochs']} epochs at "

@@ -44,7 +44,7 @@ class Estimate(BaseModel):
     precision: str | None = None
     efficiency: float | None = None  # scaling efficiency over the devices
     data_bound: bool = False  # the CPUs' decode rate, not the GPUs, sets the pace
-    wider_band: bool = False  # no row of the predicted kind in this GPU's generation
+    wider_band: bool = False  # no row of this kind in the GPU's generation, or of the family
     basis: tuple[str, ...] = ()
     interruption_seconds: float | None = None  # spot: expected lost work, in ``seconds``
     summary: tuple[str, ...] = ()  # what `launch --dry-run` shows

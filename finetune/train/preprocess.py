@@ -6,7 +6,8 @@ measured with. The reference implementation here (Pillow + numpy) *defines* it; 
 tests hold each engine's data path against it.
 
 Both splits first resize the decoded image so that its shorter side is ``resize_shorter``
-pixels (``round(image_size / 0.875)``, 256 for 224, the usual ImageNet evaluation ratio), so
+pixels (the weights' own ratio, e.g. 236 for ConvNeXt-T at 224; for ResNets
+``round(image_size / 0.875)``, 256 for 224, the usual ImageNet evaluation ratio), so
 the network sees objects at one scale whatever ``prepare --resize`` stored. Sizes follow
 MXNet's integer rule (the longer side is ``resize_shorter * long // short``, floored; a square
 image keeps both sides equal), which torchvision's ``Resize(int)`` also follows.
@@ -19,11 +20,15 @@ image keeps both sides equal), which torchvision's ``Resize(int)`` also follows.
 - then an optional horizontal flip (p = 0.5), optional colour and affine jitter (training
   only), and per-channel ``(pixel - mean) / std`` on 0-255 RGB values, NCHW float32.
 
-Resampling filter: bilinear. MXNet resizes with OpenCV's INTER_LINEAR, which samples at the
-half-pixel centres without low-pass filtering; Pillow's BILINEAR (the reference) widens the
-filter when it shrinks (antialiasing). On a resize factor near 1 they agree to a grey level
-or two; when shrinking by 2x or more they differ on sharp edges. The oracle test states the
-bound it measured and why.
+Resampling filter of the shorter-side resize: ``interpolation``, the weights' own (bilinear,
+or bicubic for EfficientNet-B*, Swin and MaxViT; finetune.train.engines.backbones), and
+``resize_shorter`` keeps the weights' resize/crop ratio; a ResNet keeps the studies' 0.875 and
+bilinear, which MXNet implements too. Random-resized training crops are resampled bilinearly
+whatever the interpolation (validation never is). MXNet resizes with OpenCV's INTER_LINEAR,
+which samples at the half-pixel centres without low-pass filtering; Pillow's BILINEAR (the
+reference) widens the filter when it shrinks (antialiasing). On a resize factor near 1 they
+agree to a grey level or two; when shrinking by 2x or more they differ on sharp edges. The
+oracle test states the bound it measured and why.
 """
 
 from __future__ import annotations
@@ -67,7 +72,7 @@ class Preprocessing(BaseModel):
     version: int = 1
     image_size: int
     resize_shorter: int
-    interpolation: Literal["bilinear"] = "bilinear"
+    interpolation: Literal["bilinear", "bicubic"] = "bilinear"  # of the shorter-side resize
     train_crop: Literal["center", "random", "resized"] = "random"
     area: tuple[float, float] = (0.08, 1.0)  # resized_crop: fraction of the resized image
     ratio: tuple[float, float] = (3 / 4, 4 / 3)  # resized_crop: width / height
@@ -84,7 +89,8 @@ class Preprocessing(BaseModel):
         preset = _PRESETS[hp.augmentation]
         return cls(
             image_size=hp.image_size,
-            resize_shorter=resize_for(hp.image_size),
+            resize_shorter=hp.resize_shorter or resize_for(hp.image_size),
+            interpolation=hp.interpolation,
             train_crop=preset["crop"],
             flip=preset["flip"],
             color=preset.get("color", {}),
@@ -162,7 +168,8 @@ class Preprocessing(BaseModel):
 
         size = self.resized_size(*image.size)
         rgb = image.convert("RGB")
-        return rgb if rgb.size == size else rgb.resize(size, Image.BILINEAR)
+        kind = Image.BICUBIC if self.interpolation == "bicubic" else Image.BILINEAR
+        return rgb if rgb.size == size else rgb.resize(size, kind)
 
 
 def resize_for(image_size: int) -> int:

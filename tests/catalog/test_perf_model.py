@@ -13,6 +13,7 @@ import pytest
 from finetune.catalog.perf import backtest, calibration, flops, mfu, model, scaling
 
 MIXED = ("fp16", "bf16", "amp")
+DENSE = ("resnet", "wide_resnet", "vit", "swin", "swin_v2")  # families without grouped convs
 
 
 def _csv(name: str, package: str) -> list[dict]:
@@ -56,14 +57,70 @@ def test_flop_table_covers_the_recipes_and_shows_three_x_forward():
         r = FLOPS[(net, size)]
         assert "flop_counter" in r["Counter"] and r["TorchVersion"]
         assert flops.lookup(net, size).gflops == pytest.approx(gflops(net, size))
-    for (net, _size), r in FLOPS.items():
+    for (_net, _size), r in FLOPS.items():
         counted, three_x = float(r["TrainGflops"]), float(r["ThreeXForwardGflops"])
-        if net.startswith("resnet") or net.startswith("vit"):
+        if r["Family"] in DENSE:  # no grouped convolutions
             assert counted == pytest.approx(three_x, rel=0.03) and not r["Notes"]
         else:  # depthwise convolutions: the counter's backward ignores groups
             assert counted > 1.1 * three_x and "3 x forward" in r["Notes"]
     assert flops.lookup("resnet50_v1", 224).network == "resnet50"  # GluonCV's name
     assert flops.lookup("imagenet11k-resnet-152", 224).network == "resnet152"
+
+
+def test_every_model_of_the_torch_engine_is_counted_at_its_own_and_the_recipes_sizes():
+    from finetune.recipes.loading import BUILTIN_DIR, load_recipe
+    from finetune.train.engines import backbones
+
+    for name, row in backbones.TABLE.items():
+        for size in {row.crop, 224} - ({224} if row.multiple_of > 224 else set()):
+            assert FLOPS[(name, size)]["Family"] == row.family, (name, size)
+    for path in BUILTIN_DIR.glob("*.yaml"):
+        recipe = load_recipe(path.stem)
+        if recipe.engine == "torch":
+            key = (recipe.model.name, recipe.data.image_size)
+            assert key in FLOPS and flops.lookup(*key).gflops == pytest.approx(gflops(*key))
+
+
+def test_a_small_models_row_is_what_torchs_flop_counter_counts():
+    """MobileNetV3-Small at 224 px (depthwise convolutions: the row says the counter overcounts
+    their backward and the model charges 3 x forward), counted here (batch 2) by
+    torch.utils.flop_counter.FlopCounterMode around one forward and one backward: the row's
+    training and forward GFLOPs per image, and its 3 x forward."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.flop_counter import FlopCounterMode
+    from torchvision import models
+
+    net = models.get_model("mobilenet_v3_small", weights=None)
+    params = sum(p.numel() for p in net.parameters())
+    net = net.to("meta")  # shapes are all a FLOP count needs (real tensors: ~10x slower)
+    x = torch.empty(2, 3, 224, 224, device="meta")
+    with FlopCounterMode(display=False) as forward, torch.no_grad():
+        net.eval()(x)
+    with FlopCounterMode(display=False) as train:
+        net.train()(x).sum().backward()
+    r = FLOPS[("mobilenet_v3_small", 224)]
+    assert float(r["TrainGflops"]) == pytest.approx(train.get_total_flops() / 2e9, abs=5e-4)
+    assert float(r["ForwardGflops"]) == pytest.approx(forward.get_total_flops() / 2e9, abs=5e-4)
+    assert float(r["ThreeXForwardGflops"]) == pytest.approx(3 * float(r["ForwardGflops"]), abs=2e-3)
+    assert int(r["Parameters"]) == params
+    assert flops.lookup("mobilenet_v3_small", 224).gflops == float(r["ThreeXForwardGflops"])
+
+
+def test_a_family_without_calibration_rows_takes_other_networks_mfu_with_a_wider_band():
+    """Only timm's RTX 3090 ResNet-50 row left: Swin-T (no Swin row anywhere) gets the MFU
+    that row implies (same GPU, other networks: band +-20 %), charged at Swin-T's own FLOPs,
+    and the band widens by a further +-25 %. ConvNeXt-T, whose family has rows, does not."""
+    kept = "timm-rtx3090-nhwc-resnet50"
+    r = row(kept)
+    by_hand = float(r["ImagesPerSec"]) * gflops("resnet50", 224) / gflops("swin_t", 224)
+    p = model.predict(model.Setup("swin_t", "RTX 3090", "fp16", 64), exclude=all_but(kept))
+    assert p.images_per_sec == pytest.approx(by_hand, rel=1e-9) and p.level == 2
+    assert (p.low, p.high) == pytest.approx((0.8 * 0.75 * by_hand, 1.2 * 1.25 * by_hand))
+    assert p.wider_band and any("no calibration row of the swin family" in b for b in p.basis)
+    c = model.predict(model.Setup("convnext_tiny", "RTX 3090", "fp16", 64), exclude=all_but(kept))
+    by_hand = float(r["ImagesPerSec"]) * gflops("resnet50", 224) / gflops("convnext_tiny", 224)
+    assert (c.low, c.high) == pytest.approx((0.8 * by_hand, 1.2 * by_hand), rel=1e-9)
+    assert not c.wider_band
 
 
 def test_every_single_device_row_implies_its_mfu_by_hand():

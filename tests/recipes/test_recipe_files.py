@@ -43,6 +43,46 @@ def test_smoke_recipe_is_small():
     assert (smoke.data.image_size, smoke.train.batch_per_gpu, smoke.schedule.epochs) == (32, 8, 2)
 
 
+# (recipe, model, optimizer, reference rate, reference global batch): torchvision's reference
+# commands (references/classification/README.md); ViT-B/16 follows the ViT paper's transfer
+# recipe (SGD, 0.003 for 512 images) instead
+NEW_FAMILIES = [
+    ("caltech256-convnext-tiny", "convnext_tiny", "adam", 1e-3 / 5, 1024),
+    ("caltech256-efficientnet-v2-s", "efficientnet_v2_s", "sgd", 0.5 / 5, 1024),
+    ("caltech256-vit-b16", "vit_b_16", "sgd", 0.003, 512),
+]
+
+
+@pytest.mark.parametrize(("name", "model", "optimizer", "rate", "batch"), NEW_FAMILIES)
+def test_new_family_recipes_state_their_source_and_arithmetic(name, model, optimizer, rate, batch):
+    """The per-GPU rate is the source's rate per image (a fifth of torchvision's training
+    rate, or the ViT paper's fine-tuning rate) times the per-GPU batch; the header cites the
+    source and shows the arithmetic; the smoke variant trains the same model and optimizer
+    kind from random weights at 32 px."""
+    r = load_recipe(name)
+    assert (r.engine, r.model.name, r.model.pretrained, r.optimizer.name) == (
+        "torch",
+        model,
+        True,
+        optimizer,
+    )
+    assert r.optimizer.lr_per_gpu == pytest.approx(rate / batch * r.train.batch_per_gpu)
+    header = (BUILTIN_DIR / f"{name}.yaml").read_text().split("\nname:")[0]
+    assert "references/classification/README.md" in header and "per GPU" in header
+    assert f"{r.optimizer.lr_per_gpu:g}".replace("e-05", "e-5") in header  # the result shown
+    smoke = load_recipe(name.replace("caltech256-", "smoke-"))
+    assert (smoke.model.name, smoke.model.pretrained, smoke.optimizer.name) == (
+        model,
+        False,
+        optimizer,
+    )
+    assert (smoke.data.image_size, smoke.schedule.epochs, smoke.train.max_batches_per_epoch) == (
+        32,
+        1,
+        2,
+    )
+
+
 def test_top_level_recipes_folder_holds_the_same_files():
     top = REPO / "recipes"
     assert sorted(p.stem for p in top.glob("*.yaml")) == BUNDLED

@@ -2,10 +2,12 @@
 
 train_flops.csv is written by scripts/count_train_flops.py with the engine's own counter
 (finetune.train.engines.torch.flops.per_image: one forward + backward on meta tensors) and
-shows the "3 x forward" rule beside it. The model uses the counted figure, except where the
-counter is known to overcount (depthwise convolutions: the row's Notes say so), where it
-uses 3 x forward. A size not in the table is scaled from the nearest counted size by pixel
-area (exact for convolutions, which is what the table holds at several sizes).
+shows the "3 x forward" rule beside it, for every network of the torch engine's model table
+(finetune.train.engines.backbones; the Family column is its family). The model uses the
+counted figure, except where the counter is known to overcount (depthwise convolutions: the
+row's Notes say so), where it uses 3 x forward. A size not in the table is scaled from the
+nearest counted size by pixel area (exact for convolutions, which is what the table holds at
+several sizes).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from finetune.catalog.perf._data import perf_text
 
 FILE = "train_flops.csv"
 HEADER = ("Network", "ImageSize", "Parameters", "TrainGflops", "ForwardGflops",
-          "ThreeXForwardGflops", "Counter", "TorchVersion", "Notes")  # fmt: skip
+          "ThreeXForwardGflops", "Counter", "TorchVersion", "Notes", "Family")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,7 @@ class FlopCount:
     three_x_forward_gflops: float
     torch_version: str
     note: str  # why the counted figure is not used, "" when it is
+    family: str = ""  # the torch engine's model family (resnet, convnext, vit, ...)
 
     @property
     def gflops(self) -> float:
@@ -55,7 +58,7 @@ def table() -> dict[tuple[str, int], FlopCount]:
     for r in read_rows(perf_text(FILE), HEADER, FILE):
         count = FlopCount(
             r["Network"], int(r["ImageSize"]), int(r["Parameters"]), float(r["TrainGflops"]),
-            float(r["ThreeXForwardGflops"]), r["TorchVersion"], r["Notes"],
+            float(r["ThreeXForwardGflops"]), r["TorchVersion"], r["Notes"], r["Family"],
         )  # fmt: skip
         out[(count.network, count.image_size)] = count
     return out
@@ -71,13 +74,29 @@ _ALIASES = (  # recipe model names (torchvision, GluonCV, the MXNet studies) -> 
 
 def network_key(model: str) -> str | None:
     """'resnet50_v1' / 'imagenet11k-resnet-152' -> 'resnet50' / 'resnet152'; None if unknown.
-    GluonCV's resnet50_v1 is charged as torchvision's resnet50 (v1.5: ~3 % more FLOPs)."""
+    A torchvision name in the table is itself ('wide_resnet50_2' is not 'resnet50'). GluonCV's
+    resnet50_v1 is charged as torchvision's resnet50 (v1.5: ~3 % more FLOPs)."""
     name = model.lower()
+    if name in _networks():
+        return name
     for pattern, key in _ALIASES:
         m = re.search(pattern, name)
         if m:
             return key.format(*m.groups())
     return None
+
+
+@functools.cache
+def _networks() -> dict[str, str]:
+    """{network: family} of every counted network."""
+    return {count.network: count.family for count in table().values()}
+
+
+def family(model: str) -> str | None:
+    """The model family of a recipe's model name ('resnet50_v1' -> 'resnet'); None if the
+    network is not counted."""
+    net = network_key(model)
+    return _networks().get(net) if net else None
 
 
 def lookup(model: str, image_size: int) -> FlopCount | None:
@@ -88,12 +107,11 @@ def lookup(model: str, image_size: int) -> FlopCount | None:
         return None
     if (net, image_size) in table():
         return table()[(net, image_size)]
-    if net.startswith("vit"):
-        return None  # a transformer's cost is not proportional to pixel area
+    if family(net) == "vit":
+        return None  # global attention: its cost is not proportional to pixel area
     near = min(sizes, key=lambda s: abs(s - image_size))
     base, area = table()[(net, near)], (image_size / near) ** 2
     return FlopCount(
         net, image_size, base.parameters, base.counted_gflops * area,
-        base.three_x_forward_gflops * area, base.torch_version,
-        base.note,
+        base.three_x_forward_gflops * area, base.torch_version, base.note, base.family,
     )  # fmt: skip

@@ -57,6 +57,7 @@ class Prediction:
     bound: str  # "compute" or "data"
     level: int  # 1-5, see mfu.LEVEL
     basis: tuple[str, ...] = field(default=())
+    uncalibrated: bool = False  # no calibration row of the network's family anywhere
 
     @property
     def data_bound(self) -> bool:
@@ -64,7 +65,7 @@ class Prediction:
 
     @property
     def wider_band(self) -> bool:
-        return self.level >= 4
+        return self.level >= 4 or self.uncalibrated
 
 
 def predict(setup: Setup, exclude: frozenset[str] = frozenset()) -> Prediction | None:
@@ -76,6 +77,10 @@ def predict(setup: Setup, exclude: frozenset[str] = frozenset()) -> Prediction |
     if count is None or peak is None or learned is None or setup.batch_per_device < 1:
         return None
     point, low, high, level, basis = learned
+    uncalibrated = mfu.uncalibrated_family(setup.network)
+    if uncalibrated:
+        low, high = low * (1 - mfu.FAMILY_MARGIN), high * (1 + mfu.FAMILY_MARGIN)
+        basis = (*basis, mfu.family_note(setup.network))
     per_tflop = 1e12 / (count.gflops * 1e9)  # images/s per TFLOP/s achieved
     rates = [m * peak[0] * per_tflop for m in (point, low, high)]
     kind = (
@@ -114,6 +119,7 @@ def predict(setup: Setup, exclude: frozenset[str] = frozenset()) -> Prediction |
         bound=bound,
         level=level,
         basis=tuple(lines),
+        uncalibrated=uncalibrated,
     )
 
 

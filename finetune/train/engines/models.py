@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from finetune.contracts.hparams import ENGINES
 from finetune.errors import ConfigError, did_you_mean
+from finetune.train.engines import backbones
 
 _MXNET_DEPTHS = {
     "_v1": (18, 34, 50, 101, 152),
@@ -23,9 +24,10 @@ MODELS: dict[str, tuple[str, ...]] = {
             + list(MXNET_SYMBOL_MODELS)
         )
     ),
-    # torchvision's ResNets (their ImageNet weights load unchanged)
-    "torch": ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152"),
+    # torchvision's ImageNet classification networks (finetune.train.engines.backbones)
+    "torch": tuple(backbones.TABLE),
 }
+_WHAT = {"mxnet": "GluonCV ResNets and the ImageNet-11k ResNet-152", "torch": "torchvision"}
 
 
 def check_model(engine: str, model: str) -> None:
@@ -38,16 +40,18 @@ def check_model(engine: str, model: str) -> None:
         )
     if model in MODELS[engine]:
         return
+    listed = backbones.known() if engine == "torch" else ", ".join(MODELS[engine])
     for other, names in MODELS.items():
         if model in names:
             raise ConfigError(
-                f"model {model!r} is a {other} model, but this recipe runs the {engine} engine",
-                f"set engine={other}, or use a {engine} model: {', '.join(MODELS[engine])}.",
+                f"model {model!r} is a {other} model, but this recipe runs the {engine} engine "
+                f"(it builds {_WHAT[engine]} only)",
+                f"set engine={other}, or use a {engine} model: {listed}.",
             )
     everything = [name for names in MODELS.values() for name in names]
     raise ConfigError(
         f"unknown model {model!r} for the {engine} engine.{did_you_mean(model, everything)}",
-        f"use one of: {', '.join(MODELS[engine])}.",
+        f"use one of: {listed}.",
     )
 
 

@@ -24,6 +24,7 @@ from finetune.contracts.hparams import TrainHyperparameters
 from finetune.train.preprocess import Preprocessing
 
 INTER_LINEAR = 1  # OpenCV's bilinear (MXNet's inter_method)
+INTER_CUBIC = 2  # OpenCV's bicubic (the contract's bicubic has no ResNet row: unused)
 
 
 def preprocess_threads() -> int:
@@ -85,7 +86,7 @@ def record_iter(
         batch_size=batch_size,
         shuffle=train,
         round_batch=False,
-        inter_method=INTER_LINEAR,
+        inter_method=INTER_CUBIC if contract.interpolation == "bicubic" else INTER_LINEAR,
         mean_r=mean_r,
         mean_g=mean_g,
         mean_b=mean_b,

@@ -1,5 +1,5 @@
-"""The PyTorch engine (torchvision ResNets). Importing this package imports torch; nothing
-here imports MXNet."""
+"""The PyTorch engine (torchvision's ImageNet networks: finetune.train.engines.backbones).
+Importing this package imports torch; nothing here imports MXNet."""
 
 from __future__ import annotations
 

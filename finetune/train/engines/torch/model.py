@@ -1,13 +1,22 @@
-"""The network: a torchvision ResNet, ImageNet weights loaded unchanged, a new head.
+"""The network: a torchvision ImageNet classifier (finetune.train.engines.backbones), ImageNet
+weights loaded unchanged, a new head.
 
 The weights are loaded into a network built with the file's own head size (1000 classes for
-ImageNet), then ``fc`` is replaced by a fresh Linear layer for the dataset's classes. A frozen
-backbone gets no gradients and its BatchNorm layers stay in eval mode (they normalise with
-the stored statistics and never update them); the head learns at ``head_lr_mult`` x the rate.
+ImageNet), then the family's head (``fc``, ``classifier.2``, ``heads.head``, ``head``, ...: the
+last Linear layer) is replaced by a fresh Linear layer for the dataset's classes, with the same
+bias setting, so the trained state_dict has the keys ``models.get_model(name,
+num_classes=N)`` has. A ViT's position embeddings are interpolated to the run's image size.
+
+A frozen backbone gets no gradients, and its normalisation layers stay in eval mode: BatchNorm
+normalises with the loaded running statistics and never updates them; LayerNorm and GroupNorm
+keep no statistics (they normalise each image by itself, the same in both modes), so for them
+"kept" means their loaded scale and shift never change. Dropout and stochastic depth keep their
+training behaviour. The head learns at ``head_lr_mult`` x the rate.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import torch
@@ -15,65 +24,123 @@ from torch import nn
 
 from finetune.contracts.hparams import TrainHyperparameters
 from finetune.errors import ConfigError, DataError
+from finetune.train.engines import backbones
 from finetune.train.engines.models import check_model
 from finetune.train.engines.torch import weights as wt
 
 log = logging.getLogger(__name__)
+NORMS = (nn.modules.batchnorm._BatchNorm, nn.LayerNorm, nn.GroupNorm)
+
+
+def construct(name: str, num_classes: int, image_size: int) -> nn.Module:
+    """torchvision's ``name`` with random weights and ``num_classes`` outputs, built for
+    ``image_size`` where the family's builder needs it (ViT, MaxViT)."""
+    from torchvision import models
+
+    row = backbones.get(name)
+    kwargs: dict = {}
+    size_arg = backbones.FAMILIES[row.family].size_arg
+    if size_arg == "image_size":
+        kwargs["image_size"] = image_size
+    elif size_arg == "input_size":
+        kwargs["input_size"] = (image_size, image_size)
+    return models.get_model(name, weights=None, num_classes=num_classes, **kwargs)
+
+
+def head_path(name: str) -> str:
+    """The dotted path (and state_dict prefix) of ``name``'s classifier head."""
+    return backbones.get(name).head
 
 
 def build(hp: TrainHyperparameters, found: wt.Found | None) -> tuple[nn.Module, dict]:
     """The network for ``hp`` and what was loaded (file, sha256, variant) for the record."""
-    from torchvision import models
-
     check_model("torch", hp.model)
+    head = head_path(hp.model)
     loaded: dict = {}
     if found is None:
-        net = models.get_model(hp.model, weights=None, num_classes=hp.num_classes)
+        net = construct(hp.model, hp.num_classes, hp.image_size)
     else:
         digest = wt.verify(found, hp.weights_sha256)
-        state = wt.load_state(found)
-        head = state.get("fc.weight")
-        if head is None or head.ndim != 2:
-            raise DataError(
-                f"{found.path} has no fc.weight: it is not a torchvision ResNet state_dict",
-                f"use torchvision's {hp.model} weights (e.g. {hp.model}-<hash>.pth).",
-            )
-        net = models.get_model(hp.model, weights=None, num_classes=head.shape[0])
-        try:
-            net.load_state_dict(state, strict=True)
-        except RuntimeError as exc:
-            raise DataError(
-                f"weights {found.path} do not fit {hp.model}: {str(exc).splitlines()[0]}",
-                f"use the weights of {hp.model} itself (the same depth).",
-            ) from None
-        net.fc = nn.Linear(net.fc.in_features, hp.num_classes)
+        net = _pretrained(hp, found, head)
+        replace_head(net, head, hp.num_classes)
         loaded = {"file": str(found.path), "sha256": digest, "variant": found.variant}
-        log.info("loaded %s (%s), head replaced for %d classes", found.path, digest[:12],
+        log.info("loaded %s (%s), %s replaced for %d classes", found.path, digest[:12], head,
                  hp.num_classes)  # fmt: skip
+        planned = backbones.get(hp.model).variant
+        if found.variant and found.variant != planned:
+            log.warning("%s holds %s weights; the preprocessing contract is %s's (planned)",
+                        found.path.name, found.variant, planned)  # fmt: skip
     if hp.freeze_backbone:
         for name, param in net.named_parameters():
-            param.requires_grad = name.startswith("fc.")
+            param.requires_grad = name.startswith(head + ".")
     return net, loaded
+
+
+def _pretrained(hp: TrainHyperparameters, found: wt.Found, head: str) -> nn.Module:
+    """The network with the file's weights, its head still the file's."""
+    state = wt.load_state(found)
+    weight = state.get(f"{head}.weight")
+    if weight is None or weight.ndim != 2:
+        raise DataError(
+            f"{found.path} has no {head}.weight: it is not a torchvision {hp.model} state_dict",
+            f"use torchvision's {hp.model} weights (e.g. {hp.model}-<hash>.pth).",
+        )
+    net = construct(hp.model, weight.shape[0], hp.image_size)
+    if backbones.get(hp.model).family == "vit":
+        from torchvision.models.vision_transformer import interpolate_embeddings
+
+        # the weights' grid of patches resampled to this image size's (a no-op at 224); not
+        # a ViT state_dict: load_state_dict below says what does not fit
+        with contextlib.suppress(KeyError, ValueError, RuntimeError):
+            state = interpolate_embeddings(hp.image_size, net.patch_size, state)
+    try:
+        net.load_state_dict(state, strict=True)
+    except RuntimeError as exc:
+        raise DataError(
+            f"weights {found.path} do not fit {hp.model}: {str(exc).splitlines()[0]}",
+            f"use the weights of {hp.model} itself (the same variant and size).",
+        ) from None
+    return net
+
+
+def replace_head(net: nn.Module, path: str, num_classes: int) -> None:
+    """A fresh Linear layer at ``path`` for ``num_classes`` (same inputs, same bias)."""
+    parent_path, _, leaf = path.rpartition(".")
+    parent = net.get_submodule(parent_path) if parent_path else net
+    old = net.get_submodule(path)
+    new = nn.Linear(old.in_features, num_classes, bias=old.bias is not None)
+    if isinstance(parent, nn.Sequential) and leaf.isdigit():
+        parent[int(leaf)] = new
+    else:
+        setattr(parent, leaf, new)
 
 
 def param_groups(net: nn.Module, hp: TrainHyperparameters) -> list[dict]:
     """Backbone and head as two optimizer groups; ``lr_mult`` scales each group's rate."""
-    head = [p for n, p in net.named_parameters() if n.startswith("fc.") and p.requires_grad]
-    body = [p for n, p in net.named_parameters() if not n.startswith("fc.") and p.requires_grad]
+    prefix = head_path(hp.model) + "."
+    named = [(n, p) for n, p in net.named_parameters() if p.requires_grad]
+    head = [p for n, p in named if n.startswith(prefix)]
+    body = [p for n, p in named if not n.startswith(prefix)]
     groups = [{"params": head, "lr_mult": hp.head_lr_mult}]
     if body:
         groups.insert(0, {"params": body, "lr_mult": 1.0})
     return groups
 
 
-def train_mode(net: nn.Module, frozen_backbone: bool, batchnorm: str = "batch") -> None:
-    """Training mode, except BatchNorm of a frozen backbone or with ``batchnorm=frozen``
-    (kept in eval mode: stored statistics, never updated)."""
+def train_mode(net: nn.Module, frozen_backbone: bool, batchnorm: str = "batch",
+               head: str = "fc") -> None:  # fmt: skip
+    """Training mode, except the normalisation layers of a frozen backbone (BatchNorm,
+    LayerNorm, GroupNorm: eval mode) and BatchNorm with ``batchnorm=frozen`` (stored
+    statistics, never updated). The head (``head``'s modules) trains either way."""
     net.train()
-    if frozen_backbone or batchnorm == "frozen":
-        for name, module in net.named_modules():
-            if isinstance(module, nn.modules.batchnorm._BatchNorm) and not name.startswith("fc"):
-                module.eval()
+    if not (frozen_backbone or batchnorm == "frozen"):
+        return
+    kinds = NORMS if frozen_backbone else nn.modules.batchnorm._BatchNorm
+    for name, module in net.named_modules():
+        if name == head or name.startswith(head + "."):
+            continue
+        if isinstance(module, kinds):
+            module.eval()
 
 
 def sync_batchnorm(net: nn.Module, device: torch.device) -> nn.Module:

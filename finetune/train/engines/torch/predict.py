@@ -21,6 +21,7 @@ from finetune.errors import DataError
 from finetune.train import preprocess
 from finetune.train.engines.torch import validation
 from finetune.train.engines.torch.files import ENGINE_FILE, WEIGHTS
+from finetune.train.engines.torch.model import construct
 from finetune.train.engines.torch.resident import ImageStore
 
 ONNX_FILE = "model.onnx"
@@ -30,10 +31,8 @@ log = logging.getLogger(__name__)
 
 def load_network(model_dir: Path, device: torch.device) -> torch.nn.Module:
     """The trained network of ``model_dir`` in eval mode on ``device``."""
-    from torchvision import models
-
     hp = _hparams(model_dir)
-    net = models.get_model(hp.model, weights=None, num_classes=hp.num_classes)
+    net = construct(hp.model, hp.num_classes, hp.image_size)
     try:
         state = torch.load(model_dir / WEIGHTS, map_location="cpu", weights_only=True)
         net.load_state_dict(state)

@@ -2,7 +2,8 @@
 
 A split is read once from its .rec (our RecordIO reader), decoded (torchvision's
 decode_jpeg, batched, on the GPU where there is one) and resized so its shorter side is the
-contract's ``resize_shorter`` (bilinear with antialiasing, as the Pillow reference does).
+contract's ``resize_shorter`` (its bilinear or bicubic filter, antialiased as the Pillow
+reference is).
 The images, of different widths and heights, sit in one flat uint8 buffer (HWC, row after
 row) with each image's offset and size. A batch of crops is one gather: every output pixel's
 source coordinates are computed from the crop boxes and sampled bilinearly (four gathers); a
@@ -109,14 +110,17 @@ def _neighbours(coord: torch.Tensor, extent: torch.Tensor):
 
 
 def resize(image: torch.Tensor, contract: Preprocessing) -> torch.Tensor:
-    """(3, H, W) uint8 -> shorter side ``resize_shorter`` (bilinear, antialiased)."""
+    """(3, H, W) uint8 -> shorter side ``resize_shorter`` (the contract's bilinear or
+    bicubic, antialiased as Pillow is)."""
+    from torchvision.transforms import InterpolationMode
     from torchvision.transforms.v2 import functional as F
 
     h, w = image.shape[1:]
     new_w, new_h = contract.resized_size(w, h)
     if (new_h, new_w) == (h, w):
         return image
-    return F.resize(image, [new_h, new_w], antialias=True)
+    mode = InterpolationMode(contract.interpolation)
+    return F.resize(image, [new_h, new_w], interpolation=mode, antialias=True)
 
 
 def _decode(payloads: list[bytes], device, rec: Path) -> list[torch.Tensor]:

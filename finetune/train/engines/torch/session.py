@@ -1,7 +1,8 @@
-"""The PyTorch engine's side of a run (finetune.train.protocol.Session): a torchvision ResNet
-on one device, SGD/Adam with a head group, one step path; under torchrun one process per
-device, DistributedDataParallel (finetune.train.engines.torch.ddp), each process training its
-slice of every global batch; the process group is the session's ``group``.
+"""The PyTorch engine's side of a run (finetune.train.protocol.Session): a torchvision ImageNet
+network (finetune.train.engines.backbones) on one device, SGD/Adam with a head group, one step
+path; under torchrun one process per device, DistributedDataParallel
+(finetune.train.engines.torch.ddp), each process training its slice of every global batch; the
+process group is the session's ``group``.
 
 Decided once in :meth:`TorchSession.build`: precision, scaler and optimizer (precision), the
 data path (batches: resident or stream, one interface), the telemetry and its input clock
@@ -127,7 +128,8 @@ class TorchSession:
         checkpoint stood)."""
         self._batches = self.data.batches(epoch, batch)
         # (evaluate() leaves eval mode)
-        model.train_mode(self.net, self.hp.freeze_backbone, self.hp.batchnorm)
+        hp = self.hp
+        model.train_mode(self.net, hp.freeze_backbone, hp.batchnorm, model.head_path(hp.model))
         self.telemetry.begin_epoch()
 
     def step(self, lr: float) -> int:
