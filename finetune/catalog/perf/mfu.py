@@ -23,7 +23,7 @@ architecture; else the MFU of the nearest architecture as it is.
 A network whose family (flops.family: convnext, vit, swin, ...) has no calibration row of any
 kind takes the MFU its GPU reaches on the networks that have rows (the levels above: the same
 fraction of peak, charged at the network's own counted FLOPs), and its band widens by a
-further +-FAMILY_MARGIN, said in the basis: how well a family's kernels use a GPU is what
+further +-families.FAMILY_MARGIN, said in the basis: how well a family's kernels use a GPU is what
 the rows would have told.
 
 Within a level, rows at the batch per device nearest the setup's (within a factor of 2 of
@@ -43,7 +43,6 @@ import statistics
 from finetune.catalog.perf import calibration, flops, gpus, scaling
 
 MARGIN = {1: 0.15, 2: 0.20, 3: 0.25, 4: 0.40, 5: 0.50}  # +- band around the MFU range
-FAMILY_MARGIN = 0.25  # further +- band for a family without any calibration row
 DEFAULT_PLAIN_SHARE = 0.5  # where no cell was measured both ways: an assumption
 DEFAULT_BATCH = 32  # a row that does not give its batch (the studies' tables)
 LEVEL = {
@@ -52,27 +51,6 @@ LEVEL = {
     3: "same architecture, other GPUs",
     4: "no row of this kind in this GPU's generation: from other generations",
 }
-
-
-@functools.cache
-def calibrated_families() -> frozenset[str]:
-    """The model families with at least one calibration row (any kind, precision, GPU)."""
-    return frozenset(f for row in calibration.rows() if (f := flops.family(row.network)))
-
-
-def uncalibrated_family(network: str) -> bool:
-    """True for a counted network whose family no calibration row measured."""
-    fam = flops.family(network)
-    return fam is not None and fam not in calibrated_families()
-
-
-def family_note(network: str) -> str:
-    """The basis line of the family rule (see the module docstring)."""
-    return (
-        f"no calibration row of the {flops.family(network)} family: the MFU measured on other "
-        f"networks carries over at {flops.network_key(network)}'s own FLOPs; band widened by "
-        f"a further +-{FAMILY_MARGIN:.0%}"
-    )
 
 
 def batch_of(row) -> int:

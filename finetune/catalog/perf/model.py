@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from finetune.catalog.perf import calibration, flops, gpus, mfu, pipeline, scaling
+from finetune.catalog.perf import calibration, families, flops, gpus, mfu, pipeline, scaling
 
 
 @dataclass(frozen=True)
@@ -77,10 +77,10 @@ def predict(setup: Setup, exclude: frozenset[str] = frozenset()) -> Prediction |
     if count is None or peak is None or learned is None or setup.batch_per_device < 1:
         return None
     point, low, high, level, basis = learned
-    uncalibrated = mfu.uncalibrated_family(setup.network)
+    uncalibrated = families.uncalibrated_family(setup.network)
     if uncalibrated:
-        low, high = low * (1 - mfu.FAMILY_MARGIN), high * (1 + mfu.FAMILY_MARGIN)
-        basis = (*basis, mfu.family_note(setup.network))
+        low, high = low * (1 - families.FAMILY_MARGIN), high * (1 + families.FAMILY_MARGIN)
+        basis = (*basis, families.family_note(setup.network))
     per_tflop = 1e12 / (count.gflops * 1e9)  # images/s per TFLOP/s achieved
     rates = [m * peak[0] * per_tflop for m in (point, low, high)]
     kind = (
