@@ -128,7 +128,7 @@ def test_config_show():
 
 def test_sweep_dry_run(tiny_dataset):
     args = ["sweep", "smoke-resnet18", "--dataset", str(tiny_dataset), "--dry-run",
-            "--grid", "batch_per_gpu=4,8"]  # fmt: skip
+            "--grid", "batch_per_device=4,8"]  # fmt: skip
     headers = _headers(_run(*args).stdout)
     cells = json.loads(_run(*args, "--format", "json").stdout)["cells"]
     for cell in cells:

@@ -36,7 +36,7 @@ def test_plan_from_the_tiny_dataset(tiny_dataset):
 def test_scaled_plan_with_warmup_in_steps(tiny_dataset):
     res = Resources(backend="sagemaker", instance_type="ml.p3.8xlarge", hosts=2,
                     devices_per_host=4, device="gpu", spot=True)  # fmt: skip
-    plan = build_plan("smoke-resnet18", tiny_dataset, res, ["batch_per_gpu=2", "warmup_steps=3"])
+    plan = build_plan("smoke-resnet18", tiny_dataset, res, ["batch_per_device=2", "warmup_steps=3"])
     d = plan.derived
     assert (d.devices, d.global_batch, d.steps_per_epoch) == (8, 16, 5)
     assert d.lr == pytest.approx(0.08)
@@ -45,7 +45,7 @@ def test_scaled_plan_with_warmup_in_steps(tiny_dataset):
     assert (hp.hosts, hp.devices_per_host, hp.global_batch_size, hp.lr) == (2, 4, 16, d.lr)
     assert plan.lr_schedule().at_step(0) == pytest.approx(0.01)
     assert plan.lr_schedule().at_step(3) == pytest.approx(0.08)
-    assert plan.overrides == ("batch_per_gpu=2", "warmup_steps=3")
+    assert plan.overrides == ("batch_per_device=2", "warmup_steps=3")
 
 
 def test_hyperparameters_round_trip_through_strings(tiny_dataset):
@@ -139,7 +139,7 @@ def test_damaged_dataset_is_a_data_error(tiny_dataset, tmp_path):
     ("overrides", "match"),
     [
         (["image_size=64"], "larger than the prepared images"),
-        (["batch_per_gpu=100"], "exceeds the 80 training images"),
+        (["batch_per_device=100"], "exceeds the 80 training images"),
     ],
 )
 def test_impossible_combinations(tiny_dataset, overrides, match):

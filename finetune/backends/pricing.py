@@ -23,7 +23,7 @@ def estimate_for(
         model=recipe.model.name,
         engine=recipe.engine,
         precision=recipe.train.precision,
-        batch_per_device=recipe.train.batch_per_gpu,
+        batch_per_device=recipe.train.batch_per_device,
         image_size=recipe.data.image_size,
     )
     return estimate_run(

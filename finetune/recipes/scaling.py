@@ -68,8 +68,8 @@ def check_rates(lr_per_device: float, lr: float, devices: int, head_mult: float,
     """check_float32 of the rates a run trains with, named as a recipe names them."""
     check_float32(
         {
-            "optimizer.lr_per_gpu": lr_per_device,
-            f"the scaled learning rate (lr_per_gpu x {devices} devices)": lr,
+            "optimizer.lr_per_device": lr_per_device,
+            f"the scaled learning rate (lr_per_device x {devices} devices)": lr,
             "the head's learning rate (lr x model.head_lr_mult)": lr * head_mult,
             "optimizer.wd": wd,
         }

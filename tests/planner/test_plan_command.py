@@ -127,7 +127,7 @@ def test_csv_has_the_same_names_and_figures(plan):
 
 def test_multi_host_candidates_scale_below_one_and_are_all_listed(plan):
     """batch 2 per GPU leaves room for 8 GPUs x 3 hosts; ec2 on-demand only."""
-    res = plan("train.batch_per_gpu=2", "--max-hosts", "3", "--no-spot", "--backend", "ec2",
+    res = plan("train.batch_per_device=2", "--max-hosts", "3", "--no-spot", "--backend", "ec2",
                "--format", "json")  # fmt: skip
     assert res.exit_code == 0, res.output
     rows = json.loads(res.stdout)["rows"]
@@ -142,7 +142,7 @@ def test_multi_host_candidates_scale_below_one_and_are_all_listed(plan):
 
 
 def test_the_pareto_flags_match_a_dominance_check_by_hand(plan):
-    rows = json.loads(plan("train.batch_per_gpu=2", "--max-hosts", "2", "--format",
+    rows = json.loads(plan("train.batch_per_device=2", "--max-hosts", "2", "--format",
                            "json").stdout)["rows"]  # fmt: skip
 
     def dominated(a):
