@@ -42,7 +42,7 @@ def test_scaled_plan_with_warmup_in_steps(tiny_dataset):
     assert d.lr == pytest.approx(0.08)
     hp = plan.hyperparameters
     assert (d.warmup_steps, d.warmup_epochs, hp.kvstore) == (3, 0.6, "dist_device_sync")
-    assert (hp.hosts, hp.devices_per_host, hp.global_batch_size, hp.lr) == (2, 4, 16, d.lr)
+    assert (hp.hosts, hp.devices_per_host, hp.global_batch, hp.lr) == (2, 4, 16, d.lr)
     assert plan.lr_schedule().at_step(0) == pytest.approx(0.01)
     assert plan.lr_schedule().at_step(3) == pytest.approx(0.08)
     assert plan.overrides == ("batch_per_device=2", "warmup_steps=3")
@@ -60,6 +60,30 @@ def test_hyperparameters_round_trip_through_strings(tiny_dataset):
     strings = plan.hyperparameters.to_strings()
     assert all(isinstance(v, str) for v in strings.values()) and len(strings) <= 100
     assert TrainHyperparameters.from_strings(strings) == plan.hyperparameters
+
+
+def test_hyperparameters_recorded_under_their_old_names_still_read(tiny_dataset):
+    """Issue 20 renamed batch_size_per_device and global_batch_size (one word per idea): a
+    hyperparameters.json or a plan stored before reads back; new ones carry the new names."""
+    plan = build_plan("smoke-resnet18", tiny_dataset, overrides=["batch_per_device=4"])
+    strings = plan.hyperparameters.to_strings()
+    assert (strings["batch_per_device"], strings["global_batch"]) == ("4", "4")
+    assert not {"batch_size_per_device", "global_batch_size"} & set(strings)
+    old = dict(strings)
+    old["batch_size_per_device"], old["global_batch_size"] = (
+        old.pop("batch_per_device"),
+        old.pop("global_batch"),
+    )
+    assert TrainHyperparameters.from_strings(old) == plan.hyperparameters
+    stored = json.loads(plan.to_json())
+    hp = stored["hyperparameters"]
+    hp["batch_size_per_device"], hp["global_batch_size"] = (
+        hp.pop("batch_per_device"),
+        hp.pop("global_batch"),
+    )
+    assert Plan.from_json(json.dumps(stored)) == plan
+    with pytest.raises(ConfigError, match="unknown hyperparameter"):  # not both at once
+        TrainHyperparameters.from_strings({**strings, "global_batch_size": "4"})
 
 
 def test_plan_json_round_trip_and_estimate_hook(tiny_dataset):

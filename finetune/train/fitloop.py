@@ -79,7 +79,7 @@ def fit(job: TrainJob, session: Session, stop: StopRequest | None = None) -> Fit
     resume = checkpoints.latest()
     if resume is not None:
         resume.check_fits(hp.model, hp.num_classes)
-    steps = steps_per_epoch(files.train_count, hp.global_batch_size, hp.max_batches_per_epoch)
+    steps = steps_per_epoch(files.train_count, hp.global_batch, hp.max_batches_per_epoch)
     session.build(hp, steps, resume)
     run = _Run(job, session, files, LrSchedule.from_hparams(hp, steps), checkpoints, stop, hp)
     if session.is_first_host:
@@ -119,12 +119,12 @@ def rescale(
     update = {
         "devices_per_host": devices,
         "hosts": hosts,
-        "global_batch_size": scaling.global_batch(hp.batch_size_per_device, devices, hosts),
+        "global_batch": scaling.global_batch(hp.batch_per_device, devices, hosts),
         "lr": scaling.scaled_lr(hp.lr_per_device, devices, hosts),
     }
     note = (
         f"planned {hp.devices_per_host} device(s) x {hp.hosts} host(s), found {devices} x "
-        f"{hosts}: global batch {hp.global_batch_size} -> {update['global_batch_size']}, "
+        f"{hosts}: global batch {hp.global_batch} -> {update['global_batch']}, "
         f"lr {hp.lr:g} -> {update['lr']:g} (linear scaling rule from lr_per_device)"
     )
     log.warning("%s", note)

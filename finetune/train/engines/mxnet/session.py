@@ -57,7 +57,7 @@ class MXNetSession:
     def build(self, hp, steps: int, resume: Checkpoint | None) -> None:
         self.hp = hp
         self.net, self.trainer = self._network(resume)
-        self.local_batch = hp.batch_size_per_device * self.devices
+        self.local_batch = hp.batch_per_device * self.devices
         self.train_iter = self._train_iter(0)
         self._iter_epoch = 0
         self._eval_iters: dict[str, object] = {}

@@ -118,7 +118,7 @@ def local_batch(global_batch: int, world: int) -> int:
     if global_batch % world:
         raise ConfigError(
             f"the global batch {global_batch} does not divide among the {world} training processes",
-            f"make it a multiple of {world}: batch_size_per_device x devices x hosts (what "
+            f"make it a multiple of {world}: batch_per_device x devices x hosts (what "
             "`finetune launch` derives).",
         )
     return global_batch // world
