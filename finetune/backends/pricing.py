@@ -32,7 +32,7 @@ def estimate_for(
         region=region,
         images_per_epoch=dataset.train_count,
         epochs=recipe.schedule.epochs,
-        instance_count=resources.hosts,
+        hosts=resources.hosts,
         backend=price_book,
         use_spot=resources.spot,
         history=history,

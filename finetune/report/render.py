@@ -37,14 +37,14 @@ class ReportRow:
     backend: str
     instance_type: str
     region: str
-    instance_count: int
-    gpus: int  # devices: GPUs, or CPU contexts for a CPU run (see device_kind)
+    hosts: int
+    devices: int  # GPUs, or CPU contexts for a CPU run (see device_kind)
     spot: bool
     wall_seconds: float
     billable_seconds: float  # per instance, as billed (0 for runs that cost nothing)
     epochs: int
     images_per_sec: float | None
-    images_per_sec_per_gpu: float | None
+    images_per_sec_per_device: float | None
     speedup: float | None
     efficiency: float | None
     baseline_runs: tuple[str, ...]
@@ -79,14 +79,14 @@ def _row(run: RunFacts, sc: scaling.Scaling, target: float | None) -> ReportRow:
         backend=run.backend,
         instance_type=run.instance_type,
         region=run.region,
-        instance_count=run.instance_count,
-        gpus=run.gpus,
+        hosts=run.hosts,
+        devices=run.devices,
         spot=run.spot,
         wall_seconds=run.wall_seconds,
         billable_seconds=run.billable_seconds,
         epochs=len(run.epochs),
         images_per_sec=run.images_per_sec,
-        images_per_sec_per_gpu=run.images_per_sec_per_gpu,
+        images_per_sec_per_device=run.images_per_sec_per_device,
         speedup=sc.speedup,
         efficiency=sc.efficiency,
         baseline_runs=sc.baseline_runs,
@@ -138,13 +138,13 @@ def build_report(
         f"{r.run_id}: no efficiency: no other 1-device run with the same recipe, dataset, "
         "model, engine, GPU model, batch per device and image size."
         for r in rows
-        if r.images_per_sec and r.speedup is None and r.gpus > 1
+        if r.images_per_sec and r.speedup is None and r.devices > 1
     ]
     totals = {
         "runs": len(rows),
         "eur": sum(r.eur for r in rows if r.eur is not None),
         "wall_seconds": sum(r.wall_seconds for r in rows),
-        "gpu_hours": sum(r.billable_seconds * r.gpus for r in rows if r.device_kind == "gpu")
+        "gpu_hours": sum(r.billable_seconds * r.devices for r in rows if r.device_kind == "gpu")
         / 3600,
     }
     return Report(rows, totals, provenance(runs), target_acc, notes)
@@ -223,13 +223,13 @@ def _human(report: Report) -> tuple[list[str], list[list[str]]]:
             r.status,
             r.backend,
             r.engine or "-",
-            f"{r.instance_count}x {r.instance_type}" if r.instance_count > 1 else r.instance_type,
-            f"{r.gpus} {r.device_kind.upper()}",
+            f"{r.hosts}x {r.instance_type}" if r.hosts > 1 else r.instance_type,
+            f"{r.devices} {r.device_kind.upper()}",
             "yes" if r.spot else "no",
             duration(r.wall_seconds),
             duration(r.billable_seconds),
             number(r.images_per_sec),
-            number(r.images_per_sec_per_gpu),
+            number(r.images_per_sec_per_device),
             number(r.speedup, ".2f", "x"),
             percent(r.efficiency),
             percent(r.best_val_acc),

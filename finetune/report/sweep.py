@@ -101,7 +101,7 @@ def render_sweep(report, rows: list[CellRow], fmt: str = "table") -> str:
 def _human(c: CellRow, with_target: bool) -> list[str]:
     r = c.run
     cells = [
-        c.cell, r.run_id, r.engine or "-", r.instance_type, f"{r.gpus} {r.device_kind.upper()}",
+        c.cell, r.run_id, r.engine or "-", r.instance_type, f"{r.devices} {r.device_kind.upper()}",
         number(r.images_per_sec), number(r.speedup, ".2f", "x"), percent(r.efficiency),
         percent(r.best_val_acc), euros(r.eur), euros(r.eur_per_epoch),
         number(c.eur_per_point, ".3f"), number(c.gpu_util_pct, ".0f", " %"),

@@ -18,7 +18,7 @@ def sweep():
         make_run(
             run_id="g8",
             instance_type="p3.16xlarge",
-            gpus_per_instance=8,
+            devices_per_host=8,
             steady_images_per_sec=2160.0,
             billable_seconds=600,
             wall_seconds=590,
@@ -35,7 +35,7 @@ def test_report_rows_totals_and_notes():
     g1, g8, broken = report.rows
     assert g8.speedup == pytest.approx(7.2) and g8.efficiency == pytest.approx(0.9)
     assert g1.eur == pytest.approx(2.55) and g1.eur_per_epoch == pytest.approx(0.425)
-    assert g8.eur == pytest.approx(3.4) and g8.images_per_sec_per_gpu == pytest.approx(270.0)
+    assert g8.eur == pytest.approx(3.4) and g8.images_per_sec_per_device == pytest.approx(270.0)
     assert g1.time_to_target_seconds == 500 and g1.eur_to_target == pytest.approx(2.55 * 5 / 6)
     assert broken.images_per_sec is None and broken.speedup is None and broken.eur_per_epoch is None
     assert broken.eur == pytest.approx(120 * 3.06 / 3600 / 1.2)  # still costs money

@@ -45,7 +45,7 @@ class MXNetSession:
         _seed(job.hparams.seed)
         self.dev = devices.select(job.hparams)
         self.devices = len(self.dev.contexts)
-        self.hosts = self.dev.num_workers  # (one kvstore worker per host)
+        self.hosts = self.dev.hosts  # (one kvstore worker per host)
         self.is_first_host = job.is_first_host
         # one process per host, each deciding alone: the kvstore only sums gradients
         self.group = OneProcess()

@@ -44,7 +44,8 @@ class Group:
     control: object = None  # the gloo group for control collectives (None: the default one)
 
     @property
-    def nodes(self) -> int:
+    def hosts(self) -> int:
+        """Machines in the group (torchrun's "nodes"), each with local_world processes."""
         return max(self.world // self.local_world, 1)
 
     def agree(self, stop: StopRequest, save_due: bool) -> tuple[bool, bool]:
