@@ -16,6 +16,7 @@ from finetune.report.text import (
     csv_text,
     duration,
     euros,
+    header_of,
     markdown_text,
     number,
     percent,
@@ -181,39 +182,27 @@ def render(report: Report, fmt: str = "table", width: int | None = None) -> str:
         names = list(ReportRow.__dataclass_fields__)
         return csv_text(names, [[_csv_value(getattr(r, n)) for n in names] for r in report.rows])
     headers, rows = _human(report)
-    footer = [_totals_line(report), *report.notes, report.provenance]
+    footer = [_totals_line(report), *target_line(report.target_acc), *report.notes]
+    footer.append(report.provenance)
     if fmt == "markdown":
         return markdown_text(headers, rows) + "\n\n" + "\n\n".join(footer) + "\n"
     footer = [wrap_text(line, width) for line in footer]
     return table_text(headers, rows, width) + "\n\n" + "\n".join(footer) + "\n"
 
 
-HEADERS = [
-    "run",
-    "recipe",
-    "dataset",
-    "status",
-    "backend",
-    "engine",
-    "instance",
-    "devices",
-    "spot",
-    "wall",
-    "billable",
-    "img/s",
-    "img/s/GPU",
-    "speedup",
-    "efficiency",
-    "best val acc",
-    "EUR",
-    "EUR/epoch",
-]
+# The table's columns: ReportRow fields, shown as report.text.header_of names them (the JSON
+# and CSV keys are the same words); durations and shares are formatted for people.
+COLUMNS = ["run_id", "recipe", "dataset", "status", "backend", "engine", "instance_type",
+           "hosts", "devices", "spot", "wall_seconds", "billable_seconds", "images_per_sec",
+           "images_per_sec_per_device", "speedup", "efficiency", "best_val_acc", "eur",
+           "eur_per_epoch"]  # fmt: skip
+TARGET_COLUMNS = ["time_to_target_seconds", "eur_to_target"]
+HEADERS = [header_of(c) for c in COLUMNS]
 
 
 def _human(report: Report) -> tuple[list[str], list[list[str]]]:
-    headers = list(HEADERS)
-    if report.target_acc is not None:
-        headers += [f"time to {report.target_acc:.1%}", f"EUR to {report.target_acc:.1%}"]
+    target = report.target_acc is not None
+    headers = HEADERS + ([header_of(c) for c in TARGET_COLUMNS] if target else [])
     rows = []
     for r in report.rows:
         cells = [
@@ -223,7 +212,8 @@ def _human(report: Report) -> tuple[list[str], list[list[str]]]:
             r.status,
             r.backend,
             r.engine or "-",
-            f"{r.hosts}x {r.instance_type}" if r.hosts > 1 else r.instance_type,
+            r.instance_type,
+            str(r.hosts),
             f"{r.devices} {r.device_kind.upper()}",
             "yes" if r.spot else "no",
             duration(r.wall_seconds),
@@ -236,10 +226,17 @@ def _human(report: Report) -> tuple[list[str], list[list[str]]]:
             euros(r.eur),
             euros(r.eur_per_epoch),
         ]
-        if report.target_acc is not None:
+        if target:
             cells += [duration(r.time_to_target_seconds), euros(r.eur_to_target)]
         rows.append(cells)
     return headers, rows
+
+
+def target_line(target_acc: float | None) -> list[str]:
+    """The footer line naming the target of the 'time/EUR to target' columns (if any)."""
+    if target_acc is None:
+        return []
+    return [f"Target: {target_acc:.1%} validation accuracy (time and EUR to reach it)."]
 
 
 def _totals_line(report: Report) -> str:

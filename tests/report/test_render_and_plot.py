@@ -52,10 +52,12 @@ def test_report_rows_totals_and_notes():
 
 def test_table_and_markdown_are_human_readable():
     report = render.build_report(sweep(), target_acc=0.865)
-    table = render.render(report, "table", width=250)  # wide enough for one line per run
+    # wide enough for one line per run and per header (the headers are the JSON keys' words)
+    table = render.render(report, "table", width=300)
     lines = table.splitlines()
-    assert lines[0].split()[:8] == [
-        "run", "recipe", "dataset", "status", "backend", "engine", "instance", "devices"
+    assert lines[0].split()[:10] == [
+        "run", "ID", "recipe", "dataset", "status", "backend", "engine", "instance", "type",
+        "hosts",
     ]  # fmt: skip
     g8 = next(line for line in lines if line.startswith("g8 "))
     for cell in ("p3.16xlarge", "8 GPU", "completed", "yes", "9m 50s", "10m 00s", "7.20x",
@@ -66,7 +68,7 @@ def test_table_and_markdown_are_human_readable():
     assert " ".join(table.split()).endswith(" ".join(report.provenance.split()))
     md = render.render(report, "markdown")
     assert (
-        md.startswith("| run | recipe | dataset | status | backend |")
+        md.startswith("| run ID | recipe | dataset | status | backend |")
         and "| --- |" in md
         and report.provenance in md
     )
@@ -84,7 +86,7 @@ def test_the_table_fits_the_terminal_and_never_breaks_a_cell(width, monkeypatch)
     for row in rows:  # every cell whole on one line, beside its run id
         for cell in row[1:]:
             assert any(line.startswith(row[0] + " ") and cell in line for line in lines), cell
-    wide = "".join(render.render(report, "table", width=250).split())
+    wide = "".join(render.render(report, "table", width=300).split())
     for header in headers:  # headers may wrap at spaces, but each is there
         assert all(word in table for word in header.split()) and "".join(header.split()) in wide
 
