@@ -94,3 +94,12 @@ def test_a_plan_stored_under_the_old_names_reads_silently(tiny_dataset, capsys):
     assert back == plan
     assert "batch_per_device" in back.to_json() and "per_gpu" not in back.to_json()
     assert capsys.readouterr().err == ""  # a record is not the user's to fix
+
+
+def test_a_sweep_grid_under_the_old_name_still_works(tiny_dataset):
+    args = ["sweep", "smoke-resnet18", "--dataset", str(tiny_dataset), "--dry-run", "--grid",
+            "batch_per_gpu=4,8", "--format", "json"]  # fmt: skip
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert [c["global_batch"] for c in json.loads(res.stdout)["cells"]] == [4, 8]
+    assert "batch_per_gpu" in res.stderr and "train.batch_per_device" in res.stderr
