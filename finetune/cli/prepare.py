@@ -134,10 +134,9 @@ def caltech256(
     from finetune import settings
     from finetune.cli._render import output_format, progress_bars
     from finetune.data import datasets
-
-    fmt = output_format(fmt, as_json)  # before any work: a typo should not wait
     from finetune.data.sources import ExtractLimits
 
+    fmt = output_format(fmt, as_json)  # before any work: a typo should not wait
     limits = ExtractLimits(int(max_extract_mb * 2**20), int(max_extract_gb * 2**30))
     kw = _common(
         out,
