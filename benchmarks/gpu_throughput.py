@@ -65,7 +65,7 @@ def hyperparameters(a, model: str, train_count: int, classes: int, **extra):
     return TrainHyperparameters(
         engine="torch", model=model, pretrained=False, num_classes=classes,
         num_training_samples=train_count, image_size=a.image_size, epochs=a.epochs,
-        batch_size_per_device=a.batch, global_batch_size=a.batch, optimizer="sgd",
+        batch_per_device=a.batch, global_batch=a.batch, optimizer="sgd",
         lr_per_device=0.1, lr=0.1, lr_schedule="constant", top_k=0, warmup_batches=a.warmup,
         checkpoint_interval_s=1e9, precision=a.precision, loader_workers=a.workers,
         max_batches_per_epoch=a.warmup + a.batches if a.batches else 0, **extra,

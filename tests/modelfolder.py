@@ -28,8 +28,8 @@ def make_torch_model(folder: Path) -> Path:
         num_training_samples=80,
         image_size=32,
         epochs=1,
-        batch_size_per_device=8,
-        global_batch_size=8,
+        batch_per_device=8,
+        global_batch=8,
         lr_per_device=0.001,
         lr=0.001,
     )

@@ -128,7 +128,7 @@ def test_config_show():
 
 def test_sweep_dry_run(tiny_dataset):
     args = ["sweep", "smoke-resnet18", "--dataset", str(tiny_dataset), "--dry-run",
-            "--grid", "batch_per_gpu=4,8"]  # fmt: skip
+            "--grid", "batch_per_device=4,8"]  # fmt: skip
     headers = _headers(_run(*args).stdout)
     cells = json.loads(_run(*args, "--format", "json").stdout)["cells"]
     for cell in cells:
@@ -150,3 +150,108 @@ def test_launch_dry_run_and_test_io_records(tiny_dataset):
     read = dict(csv.reader(io.StringIO(_run(*io_args, "--format", "csv").stdout)))
     assert int(read["images"]) >= 8 * 7 and float(read["images_per_second"]) > 0
     assert set(read) - {"key"} == set(json.loads(_run(*io_args, "--format", "json").stdout))
+
+
+# Every other table-printing command: its table, its JSON records and its CSV rows name the
+# same fields (a header's words joined by "_", `_snake`, written out above).
+
+
+def _three_formats(args, records_of):
+    """(headers, JSON records, CSV rows) of ``args``; every record and the CSV carry a field
+    for every header."""
+    headers = _headers(_run(*args).stdout)
+    records = records_of(json.loads(_run(*args, "--format", "json").stdout))
+    rows = list(csv.DictReader(io.StringIO(_run(*args, "--format", "csv").stdout)))
+    keys = {_snake(h) for h in headers}
+    assert records and rows and len(headers) > 3, headers
+    for record in records:
+        assert keys <= set(record), sorted(keys - set(record))
+    assert keys <= set(rows[0]), sorted(keys - set(rows[0]))
+    return headers, records, rows
+
+
+def test_cost_report(two_runs):
+    headers, runs, rows = _three_formats(["cost-report"], lambda d: d["runs"])
+    assert headers[:3] == ["run ID", "recipe", "dataset"] and "EUR per epoch" in headers
+    assert [r["run_id"] for r in runs] == [r["run_id"] for r in rows] == two_runs
+    assert [r["best_val_acc"] for r in runs] == [0.25, 0.75]
+    assert [float(r["wall_seconds"]) for r in rows] == [100.0, 101.0]
+    target = _run("cost-report", "--target-accuracy", "0.2", "--format", "json").stdout
+    table = _run("cost-report", "--target-accuracy", "0.2").stdout
+    assert {"time to target seconds", "EUR to target"} <= set(_headers(table))
+    assert "Target: 20.0% validation accuracy" in table
+    assert all(r["time_to_target_seconds"] == 2.0 for r in json.loads(target)["runs"])
+
+
+@pytest.fixture
+def sweep_runs():
+    with open_default() as led:
+        for i, cpus in enumerate((1, 2)):
+            rid = f"ft-s{cpus}"
+            led.create(
+                Run(
+                    id=rid,
+                    created_at=1_750_000_000.0 + i,
+                    recipe="smoke-resnet18",
+                    dataset="shapes",
+                    backend="local",
+                    status="completed",
+                    plan={"hyperparameters": {"model": "resnet18_v1", "batch_per_device": 4}},
+                    devices_per_host=cpus,
+                    device_kind="cpu",
+                    started_at=1_750_000_000.0,
+                    ended_at=1_750_000_050.0,
+                    sweep_id="sw-formats",
+                    sweep_cell=rid,
+                    sweep={"cpus": str(cpus)},
+                )
+            )
+            led.record_epochs(rid, [EpochMetrics(epoch=0, samples=80, samples_per_sec=40.0 * cpus,
+                                                 epoch_seconds=2.0 / cpus, train_loss=1.0,
+                                                 train_acc=0.5, val_acc=0.5, lr=0.01)])  # fmt: skip
+    return "sw-formats"
+
+
+def test_cost_report_of_a_sweep(sweep_runs):
+    args = ["cost-report", "--sweep", sweep_runs]
+    headers, cells, rows = _three_formats(args, lambda d: d["cells"])
+    assert headers[:2] == ["cell", "run ID"] and "peak share" in headers
+    assert [c["cell"] for c in cells] == [r["cell"] for r in rows] == ["cpus=1", "cpus=2"]
+    assert [c["devices"] for c in cells] == [1, 2]
+    assert cells[1]["speedup"] == pytest.approx(2.0)  # 80 img/s against the 1-CPU cell's 40
+
+
+def test_prices():
+    args = ["prices", "--gpu", "V100", "--region", "us-east-1", "--backend", "ec2"]
+    headers, offers, rows = _three_formats(args, lambda d: d["offers"])
+    assert headers[:3] == ["instance type", "GPU count", "GPU model"]
+    assert {"EUR per hour", "spot EUR per hour", "price age", "note"} <= set(headers)
+    by_type = {o["instance_type"]: o for o in offers}
+    assert by_type["p3.8xlarge"]["gpu_count"] == 4 and by_type["p3.8xlarge"]["gpu_model"] == "V100"
+    assert [r["instance_type"] for r in rows] == [o["instance_type"] for o in offers]
+    assert by_type["p3.2xlarge"]["note"] == "retired -> g5.2xlarge"
+
+
+def test_plan(tiny_dataset, monkeypatch):
+    monkeypatch.setenv("FINETUNE_REGION", "us-east-1")
+    args = ["plan", "smoke-resnet18-torch", "--dataset", str(tiny_dataset), "--max-hosts", "1"]
+    headers, plan_rows, rows = _three_formats(args, lambda d: d["rows"])
+    assert [_snake(h) for h in headers] == list(plan_rows[0]) == list(rows[0])
+    assert "EUR per epoch" in headers
+
+
+def test_prepare(image_folder, tmp_path):
+    def prepare(out, *fmt):
+        return _run("prepare", "folder", str(image_folder), "--out", str(tmp_path / out),
+                    "--resize", "32", "--workers", "1", *fmt)  # fmt: skip
+
+    assert "classes" in prepare("t").stdout
+    manifest = json.loads(prepare("j", "--format", "json").stdout)
+    pairs = dict(csv.reader(io.StringIO(prepare("c", "--format", "csv").stdout)))
+    assert pairs["key"] == "value" and pairs["name"] == manifest["name"] == "shapes"
+    assert json.loads(pairs["classes"]) == manifest["classes"] and len(manifest["classes"]) == 8
+    assert int(pairs["splits.train.count"]) == manifest["splits"]["train"]["count"] > 0
+    assert json.loads(prepare("a", "--json").stdout)["classes"] == manifest["classes"]  # old flag
+    bad = _run("prepare", "folder", str(image_folder), "--out", str(tmp_path / "x"),
+               "--format", "yml", ok=False)  # fmt: skip
+    assert bad.exit_code == 2 and "To fix:" in bad.output and not (tmp_path / "x").exists()

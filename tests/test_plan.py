@@ -36,16 +36,16 @@ def test_plan_from_the_tiny_dataset(tiny_dataset):
 def test_scaled_plan_with_warmup_in_steps(tiny_dataset):
     res = Resources(backend="sagemaker", instance_type="ml.p3.8xlarge", hosts=2,
                     devices_per_host=4, device="gpu", spot=True)  # fmt: skip
-    plan = build_plan("smoke-resnet18", tiny_dataset, res, ["batch_per_gpu=2", "warmup_steps=3"])
+    plan = build_plan("smoke-resnet18", tiny_dataset, res, ["batch_per_device=2", "warmup_steps=3"])
     d = plan.derived
     assert (d.devices, d.global_batch, d.steps_per_epoch) == (8, 16, 5)
     assert d.lr == pytest.approx(0.08)
     hp = plan.hyperparameters
     assert (d.warmup_steps, d.warmup_epochs, hp.kvstore) == (3, 0.6, "dist_device_sync")
-    assert (hp.hosts, hp.devices_per_host, hp.global_batch_size, hp.lr) == (2, 4, 16, d.lr)
+    assert (hp.hosts, hp.devices_per_host, hp.global_batch, hp.lr) == (2, 4, 16, d.lr)
     assert plan.lr_schedule().at_step(0) == pytest.approx(0.01)
     assert plan.lr_schedule().at_step(3) == pytest.approx(0.08)
-    assert plan.overrides == ("batch_per_gpu=2", "warmup_steps=3")
+    assert plan.overrides == ("batch_per_device=2", "warmup_steps=3")
 
 
 def test_hyperparameters_round_trip_through_strings(tiny_dataset):
@@ -60,6 +60,30 @@ def test_hyperparameters_round_trip_through_strings(tiny_dataset):
     strings = plan.hyperparameters.to_strings()
     assert all(isinstance(v, str) for v in strings.values()) and len(strings) <= 100
     assert TrainHyperparameters.from_strings(strings) == plan.hyperparameters
+
+
+def test_hyperparameters_recorded_under_their_old_names_still_read(tiny_dataset):
+    """Issue 20 renamed batch_size_per_device and global_batch_size (one word per idea): a
+    hyperparameters.json or a plan stored before reads back; new ones carry the new names."""
+    plan = build_plan("smoke-resnet18", tiny_dataset, overrides=["batch_per_device=4"])
+    strings = plan.hyperparameters.to_strings()
+    assert (strings["batch_per_device"], strings["global_batch"]) == ("4", "4")
+    assert not {"batch_size_per_device", "global_batch_size"} & set(strings)
+    old = dict(strings)
+    old["batch_size_per_device"], old["global_batch_size"] = (
+        old.pop("batch_per_device"),
+        old.pop("global_batch"),
+    )
+    assert TrainHyperparameters.from_strings(old) == plan.hyperparameters
+    stored = json.loads(plan.to_json())
+    hp = stored["hyperparameters"]
+    hp["batch_size_per_device"], hp["global_batch_size"] = (
+        hp.pop("batch_per_device"),
+        hp.pop("global_batch"),
+    )
+    assert Plan.from_json(json.dumps(stored)) == plan
+    with pytest.raises(ConfigError, match="unknown hyperparameter"):  # not both at once
+        TrainHyperparameters.from_strings({**strings, "global_batch_size": "4"})
 
 
 def test_plan_json_round_trip_and_estimate_hook(tiny_dataset):
@@ -139,7 +163,7 @@ def test_damaged_dataset_is_a_data_error(tiny_dataset, tmp_path):
     ("overrides", "match"),
     [
         (["image_size=64"], "larger than the prepared images"),
-        (["batch_per_gpu=100"], "exceeds the 80 training images"),
+        (["batch_per_device=100"], "exceeds the 80 training images"),
     ],
 )
 def test_impossible_combinations(tiny_dataset, overrides, match):

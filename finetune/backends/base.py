@@ -150,7 +150,7 @@ class Status:
     started_at: float | None = None
     ended_at: float | None = None
     # What the backend measured for the ledger: columns (training_seconds, billable_seconds,
-    # interrupted_seconds, instance_count, region, charges: report.money.Charge dicts --
+    # interrupted_seconds, hosts, region, charges: report.money.Charge dicts --
     # seconds, instances, prices paid and their sources, never euros) plus anything else
     # worth one "final" event (e.g. final_metrics). None: nothing beyond the state.
     facts: dict | None = None

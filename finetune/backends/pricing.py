@@ -23,7 +23,7 @@ def estimate_for(
         model=recipe.model.name,
         engine=recipe.engine,
         precision=recipe.train.precision,
-        batch_per_device=recipe.train.batch_per_gpu,
+        batch_per_device=recipe.train.batch_per_device,
         image_size=recipe.data.image_size,
     )
     return estimate_run(
@@ -32,7 +32,7 @@ def estimate_for(
         region=region,
         images_per_epoch=dataset.train_count,
         epochs=recipe.schedule.epochs,
-        instance_count=resources.hosts,
+        hosts=resources.hosts,
         backend=price_book,
         use_spot=resources.spot,
         history=history,

@@ -58,6 +58,7 @@ class Offer:
             "rate_source": self.rate.source,
             "retired": i.retired,
             "successor": i.successor,
+            "note": self.note(),
         }
 
 
@@ -78,11 +79,19 @@ class Unpriced:
             "backend": self.backend,
             "gpu_model": self.instance.gpu_model,
             "gpu_count": self.instance.gpu_count,
+            "gpu_memory_gib": self.instance.gpu_memory_gib,
+            "vcpus": self.instance.vcpus,
+            "memory_gib": self.instance.memory_gib,
             "usd_per_hour": None,
             "eur_per_hour": None,
+            "price_age": None,
             "price_source": self.why,
+            "spot_eur_per_hour": None,
             "retired": self.instance.retired,
             "successor": self.instance.successor,
+            "note": "; ".join(
+                x for x in (self.why, "retired" if self.instance.retired else "") if x
+            ),
         }
 
 

@@ -46,8 +46,8 @@ def summary_rows(plan: Plan) -> list[tuple[str, str]]:
         ("dataset", f"{ds.name} at {ds.path}"),
         ("classes", f"{ds.num_classes} ({_split_counts(ds)})"),
         ("resources", f"{where}: {res.hosts} host(s) x {res.devices_per_host} {res.device}"),
-        ("batch", f"{r.train.batch_per_gpu} per device -> {der.global_batch} global"),
-        ("lr", f"{r.optimizer.lr_per_gpu:g} per device -> {der.lr:g} (x{der.devices} devices)"),
+        ("batch", f"{r.train.batch_per_device} per device -> {der.global_batch} global"),
+        ("lr", f"{r.optimizer.lr_per_device:g} per device -> {der.lr:g} (x{der.devices} devices)"),
         ("warmup", _warmup(plan)),
         ("schedule", _schedule(r)),
         ("epochs", f"{r.schedule.epochs} x {der.steps_per_epoch} steps/epoch"),
@@ -103,7 +103,7 @@ def _warmup(plan: Plan) -> str:
     der = plan.derived
     if not der.warmup_steps:
         return "none"
-    begin = min(plan.recipe.optimizer.lr_per_gpu, der.lr)
+    begin = min(plan.recipe.optimizer.lr_per_device, der.lr)
     return f"{der.warmup_epochs:g} epoch(s) = {der.warmup_steps} steps, {begin:g} -> {der.lr:g}"
 
 

@@ -97,17 +97,18 @@ def check_format(fmt: str, choices: tuple[str, ...]) -> str:
 
 
 # One output convention: every command that prints a table or a record takes
-# --format table|json|csv; JSON keys are the table's headers in snake_case (`key_of`).
+# --format table|json|csv; JSON keys are the table's headers in snake_case (report.text's
+# key_of and header_of: one rule for every table).
 FORMATS = ("table", "json", "csv")
 FORMAT = typer.Option("table", "--format", help="table, json or csv (any case).")
 JSON_ALIAS = typer.Option(False, "--json", hidden=True, help="Deprecated: --format json.")
 
 
 def key_of(header: str) -> str:
-    """The JSON/CSV field name of a table header: its words in snake_case."""
-    import re
+    """The JSON/CSV field name of a table header (report.text.key_of, the one rule)."""
+    from finetune.report.text import key_of as rule
 
-    return re.sub(r"[^a-z0-9]+", "_", header.lower()).strip("_")
+    return rule(header)
 
 
 def output_format(fmt: str, as_json: bool = False, choices: tuple[str, ...] = FORMATS) -> str:

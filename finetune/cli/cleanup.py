@@ -12,34 +12,58 @@ def cleanup(
         "6h", "--older-than", help="Only what is older than this (e.g. 30m, 6h, 2d)."
     ),
     yes: bool = typer.Option(False, "--yes", help="Remove without asking."),
+    fmt: str = typer.Option(
+        "table", "--format", help="table, json or csv: what was found (messages go to stderr)."
+    ),
 ) -> None:
     """Find instances, open spot requests and instance roles tagged by finetune that no live
     run owns (a launch killed before its backend answered counts as dead after 15 minutes),
     and remove them (terminate, cancel, delete). Without --yes it asks first."""
+    from finetune.cli._render import FORMATS, check_format, emit_table
     from finetune.runs.ledger import open_default
     from finetune.service import cleanup as service_cleanup
     from finetune.units.durations import parse_duration
 
+    fmt = check_format(fmt, FORMATS)
+    say = typer.echo if fmt == "table" else lambda line: typer.echo(line, err=True)
     limit = parse_duration(older_than, "--older-than", minimum=0)  # 0s: whatever age
     with open_default() as ledger:
         found = service_cleanup.find(ledger, limit)
+        records = _records(found) if found else []
+        if fmt != "table" or records:
+            emit_table(fmt, HEADERS, [_cells(r) for r in records], records)
         if not found:
-            typer.echo(
-                f"Nothing to clean up: no finetune resource older than {older_than} is orphaned."
-            )
+            say(f"Nothing to clean up: no finetune resource older than {older_than} is orphaned.")
             return
-        for orphans in found.orphans.values():
-            for o in orphans:
-                run = o.run_id or "(no run tag)"
-                age = o.age_s / 3600
-                typer.echo(f"  {o.kind:<16} {o.id:<40} run {run}  {age:.1f} h  {o.detail}")
-        for run in found.abandoned:
-            typer.echo(f"  {'abandoned run':<16} {run.id:<40} launched, never accepted")
-        if not yes and not _confirm(len(found.abandoned) + sum(map(len, found.orphans.values()))):
-            typer.echo("Nothing removed. Re-run with --yes to remove them.")
+        if not yes and not _confirm(len(records)):
+            say("Nothing removed. Re-run with --yes to remove them.")
             return
         for line in service_cleanup.remove(ledger, found):
-            typer.echo(line)
+            say(line)
+
+
+HEADERS = ["kind", "ID", "run ID", "age hours", "detail"]  # fields: their words joined by "_"
+
+
+def _records(found) -> list[dict]:
+    """What was found, one record per resource (an abandoned run has no age)."""
+    out = [
+        {"kind": o.kind, "id": o.id, "run_id": o.run_id or None,
+         "age_hours": round(o.age_s / 3600, 3), "detail": o.detail}
+        for orphans in found.orphans.values()
+        for o in orphans
+    ]  # fmt: skip
+    out += [
+        {"kind": "abandoned run", "id": run.id, "run_id": run.id, "age_hours": None,
+         "detail": "launched, never accepted"}
+        for run in found.abandoned
+    ]  # fmt: skip
+    return out
+
+
+def _cells(r: dict) -> list[str]:
+    age = "-" if r["age_hours"] is None else f"{r['age_hours']:.1f}"
+    return [r["kind"], r["id"], r["run_id"] or "(no run tag)", age, r["detail"]]
 
 
 def _confirm(count: int) -> bool:

@@ -46,14 +46,26 @@ def deploy(
         None, help="AWS region (default: FINETUNE_REGION, then your config)."
     ),
     repository: str = typer.Option("finetune", help="ECR repository name for the training image."),
+    fmt: str = typer.Option(
+        "table", "--format", help="table, json or csv (key,value): the stack's outputs."
+    ),
 ) -> None:
     """Create or update the stack, wait for it, and print the settings to export."""
     from finetune.aws import infra
     from finetune.aws.session import connect
+    from finetune.cli._render import FORMATS, check_format, echo_json, record_csv
 
+    fmt = check_format(fmt, FORMATS)  # before the stack is touched
     aws = connect(region)
     typer.echo(f"Deploying stack {stack_name} in {aws.region} ...", err=True)
     outputs = infra.deploy(aws, stack_name, repository)
+    if fmt != "table":
+        record = dict(sorted(outputs.items()))
+        if fmt == "json":
+            echo_json(record)
+        else:
+            typer.echo(record_csv(record), nl=False)
+        return
     for key, value in sorted(outputs.items()):
         typer.echo(f"{key:<18} {value}")
     typer.echo(

@@ -10,7 +10,7 @@ def launch(
         None, help="Recipe name (see `finetune recipes list`) or path to a recipe YAML."
     ),
     overrides: list[str] = typer.Argument(
-        None, help="Recipe overrides as key=value, e.g. epochs=2 optimizer.lr_per_gpu=0.002."
+        None, help="Recipe overrides as key=value, e.g. epochs=2 optimizer.lr_per_device=0.002."
     ),
     dataset: str = typer.Option(
         None,

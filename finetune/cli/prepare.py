@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from finetune.cli._render import JSON_ALIAS
 from finetune.data.imaging import MAX_PIXELS
 
 app = typer.Typer(
@@ -84,7 +85,9 @@ _MAX_PIXELS = typer.Option(
     help="Skip (and list) images with more pixels than this, before decoding them: "
     "a small file can decode to gigabytes.",
 )
-_JSON = typer.Option(False, "--json", help="Print the manifest as JSON instead of a summary.")
+_FORMAT = typer.Option(
+    "table", "--format", help="table (a summary), json or csv (key,value): the manifest."
+)
 _OUT = typer.Option(None, "--out", help=OUT_HELP)
 
 
@@ -123,15 +126,17 @@ def caltech256(
     test_ratio: float = _TEST_RATIO,
     test_per_class: int = _TEST_PER_CLASS,
     max_pixels: int = _MAX_PIXELS,
-    as_json: bool = _JSON,
+    fmt: str = _FORMAT,
+    as_json: bool = JSON_ALIAS,
 ) -> None:
     """Prepare Caltech-256 as in MXNet's caltech256.sh, but reproducible: N training images
     per class by seeded shuffle, all others for validation, one shared class map."""
     from finetune import settings
-    from finetune.cli._render import progress_bars
+    from finetune.cli._render import output_format, progress_bars
     from finetune.data import datasets
     from finetune.data.sources import ExtractLimits
 
+    fmt = output_format(fmt, as_json)  # before any work: a typo should not wait
     limits = ExtractLimits(int(max_extract_mb * 2**20), int(max_extract_gb * 2**30))
     kw = _common(
         out,
@@ -147,7 +152,7 @@ def caltech256(
         test_per_class,
         max_pixels,
     )
-    with progress_bars(not as_json) as progress:
+    with progress_bars(fmt == "table") as progress:
         result = datasets.prepare_caltech256(
             source=source,
             sha256=sha256,
@@ -158,7 +163,7 @@ def caltech256(
             limits=limits,
             **kw,
         )
-    _report(result, as_json)
+    _report(result, fmt)
 
 
 @app.command("folder")
@@ -183,12 +188,14 @@ def folder(
     test_ratio: float = _TEST_RATIO,
     test_per_class: int = _TEST_PER_CLASS,
     max_pixels: int = _MAX_PIXELS,
-    as_json: bool = _JSON,
+    fmt: str = _FORMAT,
+    as_json: bool = JSON_ALIAS,
 ) -> None:
     """Prepare any folder-per-class image set (jpg, jpeg, png, bmp, webp)."""
-    from finetune.cli._render import progress_bars
+    from finetune.cli._render import output_format, progress_bars
     from finetune.data import datasets
 
+    fmt = output_format(fmt, as_json)  # before any work: a typo should not wait
     name = name or root.resolve().name
     if val_ratio is None and train_per_class is None:
         val_ratio = 0.2
@@ -209,17 +216,20 @@ def folder(
     kw["params"].update(
         val_ratio=val_ratio, train_per_class=train_per_class, exclude=tuple(exclude)
     )
-    with progress_bars(not as_json) as progress:
+    with progress_bars(fmt == "table") as progress:
         result = datasets.prepare_folder(root=root, progress=progress, **kw)
-    _report(result, as_json)
+    _report(result, fmt)
 
 
-def _report(result, as_json: bool) -> None:
-    from finetune.cli._render import echo_json
+def _report(result, fmt: str) -> None:
+    from finetune.cli._render import echo_json, record_csv
     from finetune.data.summary import summary_lines
 
-    if as_json:
+    if fmt == "json":
         echo_json(result.manifest.model_dump(mode="json"))
+        return
+    if fmt == "csv":
+        typer.echo(record_csv(result.manifest.model_dump(mode="json")), nl=False)
         return
     for line in summary_lines(result.manifest, result.out, result.reused):
         typer.echo(line)

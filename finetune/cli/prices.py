@@ -94,28 +94,44 @@ def _render(listing, fmt: str) -> str:
     return _table(listing, DEFAULT_SOURCE)
 
 
+# the table's columns: the JSON/CSV keys (catalog.listing's as_dict), shown as
+# report.text.header_of names them
+COLUMNS = [
+    "instance_type",
+    "gpu_count",
+    "gpu_model",
+    "gpu_memory_gib",
+    "vcpus",
+    "memory_gib",
+    "region",
+    "backend",
+    "eur_per_hour",
+    "spot_eur_per_hour",
+    "price_age",
+    "note",
+]
+
+
 def _table(listing, spot_note: str) -> str:
-    from finetune.report.text import table_text, wrap_text
+    from finetune.report.text import header_of, table_text, wrap_text
 
     sources = listing.sources()
-    headers = ["instance", "GPUs", "GPU mem", "vCPUs", "RAM", "region", "backend"]
-    headers += ["EUR/h", "spot EUR/h", "price age [source]", "note"]
+    headers = [header_of(c) for c in COLUMNS]
     rows = []
     for o in listing.offers:
         i, p = o.instance, o.price
         spot = f"{'~' if o.spot.estimate else ''}{o.spot_eur_per_hour:.3f}"
         age = f"{p.age} [{sources.index(p.source) + 1}]"
         rows.append(
-            [p.display_name, f"{i.gpu_count}x {i.gpu_model}", f"{i.gpu_memory_gib:g} GiB",
-             str(i.vcpus), f"{i.memory_gib:g} GiB", p.region, p.backend,
-             f"{o.eur_per_hour:.3f}", spot, age, o.note()]
+            [p.display_name, str(i.gpu_count), i.gpu_model, f"{i.gpu_memory_gib:g}", str(i.vcpus),
+             f"{i.memory_gib:g}", p.region, p.backend, f"{o.eur_per_hour:.3f}", spot, age,
+             o.note()]
         )  # fmt: skip
     for u in listing.unpriced:
         i, d = u.instance, u.as_dict()
-        note = "; ".join(x for x in (u.why, "retired" if i.retired else "") if x)
         rows.append(
-            [d["instance_type"], f"{i.gpu_count}x {i.gpu_model}", f"{i.gpu_memory_gib:g} GiB",
-             str(i.vcpus), f"{i.memory_gib:g} GiB", u.region, u.backend, "-", "-", "-", note]
+            [d["instance_type"], str(i.gpu_count), i.gpu_model, f"{i.gpu_memory_gib:g}",
+             str(i.vcpus), f"{i.memory_gib:g}", u.region, u.backend, "-", "-", "-", d["note"]]
         )  # fmt: skip
     if not rows:
         return "No instances match."

@@ -13,7 +13,7 @@ def sweep(
     dataset: str = typer.Option(None, help="Prepared dataset: folder or name (default: recipe's)."),
     grid: list[str] = typer.Option(
         None,
-        help="KEY=V1,V2 (repeat): instance, count, cpus (local), batch_per_gpu, engine, or any "
+        help="KEY=V1,V2 (repeat): instance, count, cpus (local), batch_per_device, engine, or any "
         "recipe key. Every combination is one run.",
     ),
     backend: str = typer.Option("local", help="Where every cell runs: local, sagemaker or ec2."),

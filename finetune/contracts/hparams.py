@@ -5,6 +5,9 @@ and writes ``to_strings()`` into hyperparameters.json (SageMaker carries a map<s
 at most 100 entries, values at most 2,500 characters). The trainer reads them back with
 ``from_strings()``. Derived values (global batch, scaled learning rate, warmup) travel too, so
 a run can be reproduced from its record alone. Pure data: no heavy imports.
+
+Names renamed since (issue 20: one word per idea, as in recipes and plans) are still read,
+so a run recorded before reads back and a hand-written map keeps working: see RENAMED.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from finetune.errors import ConfigError, did_you_mean
 
@@ -26,6 +29,8 @@ Engine = Literal[ENGINES]
 # the optional metric loggers (finetune.train.metriclog): the one list of their names
 METRIC_LOGGERS = ("tensorboard", "mlflow")
 MetricLoggerName = Literal[METRIC_LOGGERS]
+# old hyperparameter name -> its name now; accepted on reading, never written
+RENAMED = {"batch_size_per_device": "batch_per_device", "global_batch_size": "global_batch"}
 
 
 class TrainHyperparameters(BaseModel):
@@ -57,10 +62,10 @@ class TrainHyperparameters(BaseModel):
     interpolation: Literal["bilinear", "bicubic"] = "bilinear"
     # optimisation, already scaled by the linear scaling rule
     epochs: int = Field(gt=0)
-    batch_size_per_device: int = Field(gt=0)
+    batch_per_device: int = Field(gt=0)
     devices_per_host: int = Field(1, gt=0)
     hosts: int = Field(1, gt=0)
-    global_batch_size: int = Field(gt=0)
+    global_batch: int = Field(gt=0)
     optimizer: Literal["sgd", "nag", "adam"] = "sgd"
     lr_per_device: float = Field(gt=0, allow_inf_nan=False)
     lr: float = Field(gt=0, allow_inf_nan=False)  # = lr_per_device x devices_per_host x hosts
@@ -99,6 +104,13 @@ class TrainHyperparameters(BaseModel):
     # finetune.report.money); 0 on this machine. The loggers' "euros so far".
     eur_per_hour: float = Field(0.0, ge=0, allow_inf_nan=False)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: object) -> object:
+        """A map written before issue 20 (a stored plan, hyperparameters.json): old names read
+        as the new ones; both at once is left for ``extra="forbid"`` to refuse."""
+        return renamed(data) if isinstance(data, dict) else data
+
     def to_strings(self) -> dict[str, str]:
         """The SageMaker hyperparameters map: every value a string (JSON for non-strings)."""
         out = {}
@@ -109,6 +121,7 @@ class TrainHyperparameters(BaseModel):
     @classmethod
     def from_strings(cls, raw: dict[str, str]) -> TrainHyperparameters:
         """Parse the map written by ``to_strings`` (or by hand: plain numbers and words work)."""
+        raw = renamed(raw)
         unknown = sorted(set(raw) - set(cls.model_fields))
         if unknown:
             hint = did_you_mean(unknown[0], list(cls.model_fields))
@@ -126,6 +139,15 @@ class TrainHyperparameters(BaseModel):
                 f"hyperparameter {where}: {first['msg']} (got {raw.get(str(first['loc'][0]))!r})",
                 "fix the recipe or the override that produced it.",
             ) from None
+
+
+def renamed(values: dict) -> dict:
+    """``values`` with the names in RENAMED under their new names (where the new one is absent)."""
+    out = dict(values)
+    for old, new in RENAMED.items():
+        if old in out and new not in out:
+            out[new] = out.pop(old)
+    return out
 
 
 def _decode(value: str):

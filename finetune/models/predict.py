@@ -27,11 +27,13 @@ class Prediction:
     probabilities: list[float]
 
     def as_dict(self) -> dict:
+        """The JSON record: the table's columns (image, class, probability, next: the first
+        class and the ones after it) and ``top``, every class asked for in order."""
         top = [
             {"class": c, "label": i, "probability": p}
             for c, i, p in zip(self.classes, self.labels, self.probabilities, strict=True)
         ]
-        return {"image": self.image, "top": top}
+        return {"image": self.image, **top[0], "next": top[1:], "top": top}
 
 
 @dataclass(frozen=True)

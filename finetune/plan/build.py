@@ -99,12 +99,12 @@ def _check_fit(recipe: Recipe, dataset: DatasetSummary) -> None:
 def derive(recipe: Recipe, dataset: DatasetSummary, resources: Resources) -> Derived:
     """The linear scaling rule applied to recipe + resources, and the step counts."""
     per_host, hosts = resources.devices_per_host, resources.hosts
-    batch = scaling.global_batch(recipe.train.batch_per_gpu, per_host, hosts)
+    batch = scaling.global_batch(recipe.train.batch_per_device, per_host, hosts)
     if batch > dataset.train_count:
         raise ConfigError(
-            f"global batch {batch} ({recipe.train.batch_per_gpu} x {resources.devices} devices) "
+            f"global batch {batch} ({recipe.train.batch_per_device} x {resources.devices} devices) "
             f"exceeds the {dataset.train_count} training images",
-            "lower train.batch_per_gpu, use fewer devices, or a larger dataset.",
+            "lower train.batch_per_device, use fewer devices, or a larger dataset.",
         )
     spe = scaling.steps_per_epoch(dataset.train_count, batch, recipe.train.max_batches_per_epoch)
     sched, opt = recipe.schedule, recipe.optimizer
@@ -112,9 +112,9 @@ def derive(recipe: Recipe, dataset: DatasetSummary, resources: Resources) -> Der
         warm_epochs = scaling.warmup_epochs_from_steps(sched.warmup_steps, spe)
     else:
         warm_epochs = sched.warmup_epochs
-    lr = scaling.scaled_lr(opt.lr_per_gpu, per_host, hosts)
+    lr = scaling.scaled_lr(opt.lr_per_device, per_host, hosts)
     # what the trainer computes with, checked before anything is launched
-    scaling.check_rates(opt.lr_per_gpu, lr, resources.devices, recipe.model.head_lr_mult, opt.wd)
+    scaling.check_rates(opt.lr_per_device, lr, resources.devices, recipe.model.head_lr_mult, opt.wd)
     return Derived(
         devices=resources.devices,
         global_batch=batch,
@@ -147,12 +147,12 @@ def hyperparameters(
         image_size=d.image_size,
         augmentation=d.augmentation,
         epochs=s.epochs,
-        batch_size_per_device=t.batch_per_gpu,
+        batch_per_device=t.batch_per_device,
         devices_per_host=resources.devices_per_host,
         hosts=resources.hosts,
-        global_batch_size=derived.global_batch,
+        global_batch=derived.global_batch,
         optimizer=o.name,
-        lr_per_device=o.lr_per_gpu,
+        lr_per_device=o.lr_per_device,
         lr=derived.lr,
         momentum=o.momentum,
         wd=o.wd,

@@ -1,12 +1,13 @@
 """`finetune plan` as text: the picks on top, then a table that fits the terminal; or JSON
-and CSV for scripts, whose keys are the table's headers (planner.rank.COLUMNS)."""
+and CSV for scripts, whose keys are the table's headers (planner.rank.COLUMNS, shown as
+report.text.header_of names them)."""
 
 from __future__ import annotations
 
 import json
 
 from finetune.planner.rank import COLUMNS, Pick, PlanResult, Row
-from finetune.report.text import csv_text, table_text, wrap_text
+from finetune.report.text import csv_text, header_of, table_text, wrap_text
 
 FORMATS = ("table", "json", "csv")
 
@@ -22,8 +23,9 @@ def render(result: PlanResult, fmt: str = "table", width: int | None = None) -> 
     if result.cheapest is None:
         head.append("cheapest: no candidate finishes within the deadline (see the minutes column)")
     if result.fastest is None:
-        head.append("fastest: no candidate costs less than the budget (see the eur column)")
-    body = table_text(list(COLUMNS), [_cells(r) for r in result.rows], width)
+        head.append("fastest: no candidate costs less than the budget (see the EUR column)")
+    headers = [header_of(c) for c in COLUMNS]
+    body = table_text(headers, [_cells(r) for r in result.rows], width)
     tail = [f"{len(result.rows)} candidates ranked by euros; pareto: on the time-vs-euros front"]
     if result.unestimated:
         tail.append(f"not estimated ({len(result.unestimated)}): " + "; ".join(result.unestimated))

@@ -16,6 +16,7 @@ from pathlib import Path
 from finetune.errors import ConfigError, did_you_mean
 from finetune.recipes.model import Recipe, validate_recipe
 from finetune.recipes.overrides import apply_overrides
+from finetune.recipes.renamed import upgrade
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
 SUFFIXES = (".yaml", ".yml")
@@ -84,6 +85,7 @@ def load_file(path: str | Path, overrides: Sequence[str] = (), by_name: bool = F
             f"{path}: recipe name {data['name']!r} differs from its file name {path.stem!r}",
             f"rename the file to {data['name']}.yaml or set `name: {path.stem}`.",
         )
+    data = upgrade(data, str(path))  # renamed keys: read as the new ones, with a note
     source = str(path) + (f" with {' '.join(overrides)}" if overrides else "")
     return validate_recipe(apply_overrides(data, overrides), source)
 

@@ -2,8 +2,9 @@
 
 Every section is frozen and rejects unknown keys, so a typo (``epoch:`` for ``epochs:``) fails
 at load time with a did-you-mean instead of being silently ignored. Per-device values
-(``batch_per_gpu``, ``lr_per_gpu``) are what a recipe states; the totals follow from the
-linear scaling rule once the resources are known (see ``finetune.recipes.scaling``).
+(``batch_per_device``, ``lr_per_device``) are what a recipe states; the totals follow from the
+linear scaling rule once the resources are known (see ``finetune.recipes.scaling``). Keys
+renamed since (``*_per_gpu``) are still read: see ``finetune.recipes.renamed``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from finetune.contracts.hparams import Augmentation, Engine, MetricLoggerName
 from finetune.errors import ConfigError, did_you_mean
+from finetune.recipes.renamed import renamed_in_section
 
 Kvstore = Literal["device", "nccl", "local", "dist_sync", "dist_device_sync"]
 
@@ -50,7 +52,7 @@ class OptimizerSection(_Section):
     """The optimizer, with the learning rate of ONE device (scaled later by the device count)."""
 
     name: Literal["sgd", "nag", "adam"] = "sgd"
-    lr_per_gpu: float = Field(gt=0, allow_inf_nan=False)
+    lr_per_device: float = Field(gt=0, allow_inf_nan=False)
     momentum: float = Field(0.9, ge=0, lt=1)
     wd: float = Field(1e-4, ge=0, allow_inf_nan=False)
 
@@ -87,7 +89,7 @@ class ScheduleSection(_Section):
 class TrainSection(_Section):
     """Execution: batch of ONE device, seed, evaluation and checkpointing, gradient exchange."""
 
-    batch_per_gpu: int = Field(gt=0)
+    batch_per_device: int = Field(gt=0)
     seed: int = 0
     top_k: int = Field(5, ge=0)  # also report top-k accuracy (0: off)
     checkpoint_interval_s: float = Field(600.0, gt=0, allow_inf_nan=False)
@@ -126,6 +128,15 @@ class Recipe(_Section):
     schedule: ScheduleSection
     train: TrainSection
     metric_logging: MetricLoggingSection = MetricLoggingSection()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_keys(cls, data: object) -> object:
+        """Recipes stored before issue 20 (with a run's plan) say ``*_per_gpu``: read them
+        under the new names (files and overrides are upgraded, with a note, when loaded)."""
+        if not isinstance(data, dict):
+            return data
+        return {k: renamed_in_section(k, v) for k, v in data.items()}
 
 
 def field_paths(cls: type[BaseModel] = Recipe, prefix: str = "") -> list[str]:

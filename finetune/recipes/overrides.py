@@ -1,10 +1,12 @@
-"""``key=value`` overrides on top of a recipe: ``epochs=2 optimizer.lr_per_gpu=0.002``.
+"""``key=value`` overrides on top of a recipe: ``epochs=2 optimizer.lr_per_device=0.002``.
 
 Keys are dotted paths of the Recipe (``schedule.epochs``); a leaf name that occurs in one
 section only may be given alone (``epochs``), and the usual short names work too: ``lr``,
 ``batch``, ``epochs`` and ``model`` (see ALIASES). Values are typed like YAML scalars (``2`` is an
 int, ``0.002`` a float, ``true`` a bool, ``[4, 5]`` a list), except for text fields, which
-keep the text as written (``model.name=1`` stays "1"). Unknown keys fail with a did-you-mean;
+keep the text as written (``model.name=1`` stays "1"). A renamed key (``train.batch_per_gpu``,
+or ``batch_per_gpu`` alone) still works, with a note (finetune.recipes.renamed). Unknown keys
+fail with a did-you-mean;
 the values themselves are checked by the Recipe model after all overrides are applied.
 """
 
@@ -15,12 +17,13 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from finetune.errors import ConfigError, did_you_mean
+from finetune.recipes import renamed
 
 # Short names people type from other tools' habits; each is one recipe key.
 ALIASES = {
-    "lr": "optimizer.lr_per_gpu",
-    "batch": "train.batch_per_gpu",
-    "batch_size": "train.batch_per_gpu",
+    "lr": "optimizer.lr_per_device",
+    "batch": "train.batch_per_device",
+    "batch_size": "train.batch_per_device",
     "epochs": "schedule.epochs",
     "model": "model.name",
     "seed": "train.seed",
@@ -30,7 +33,7 @@ _FIX = "write overrides as KEY=VALUE with a dotted key, e.g. `schedule.epochs=2`
 
 
 def parse_override(text: str) -> tuple[str, object]:
-    """Split ``'optimizer.lr_per_gpu=0.002'`` into the full dotted key and its typed value."""
+    """Split ``'optimizer.lr_per_device=0.002'`` into the full dotted key and its typed value."""
     key, sep, raw = text.partition("=")
     key = key.strip()
     if not sep or not key:
@@ -42,11 +45,15 @@ def parse_override(text: str) -> tuple[str, object]:
 def resolve_key(key: str, paths: Sequence[str] | None = None) -> str:
     """The full dotted path for ``key``: itself, or the one path whose leaf it names
     (``paths``: the Recipe's dotted paths unless given)."""
+    recipe_keys = paths is None  # the Recipe's own: its renamed keys still resolve
     paths = tuple(paths) if paths is not None else _paths()
     if key in paths:
         return key
     if key in ALIASES:
         return ALIASES[key]
+    new = renamed.resolve(key) if recipe_keys else None
+    if new is not None:
+        return new
     sections = sorted({p.split(".")[0] for p in paths if "." in p})
     if key in sections:
         inside = ", ".join(p for p in paths if p.startswith(key + "."))

@@ -68,8 +68,8 @@ def check_rates(lr_per_device: float, lr: float, devices: int, head_mult: float,
     """check_float32 of the rates a run trains with, named as a recipe names them."""
     check_float32(
         {
-            "optimizer.lr_per_gpu": lr_per_device,
-            f"the scaled learning rate (lr_per_gpu x {devices} devices)": lr,
+            "optimizer.lr_per_device": lr_per_device,
+            f"the scaled learning rate (lr_per_device x {devices} devices)": lr,
             "the head's learning rate (lr x model.head_lr_mult)": lr * head_mult,
             "optimizer.wd": wd,
         }
@@ -80,18 +80,18 @@ FLOAT32_MAX = 3.4028234663852886e38
 FLOAT32_TINY = 1.401298464324817e-45  # the smallest positive (subnormal) float32
 
 
-def steps_per_epoch(num_samples: int, global_batch_size: int, max_batches: int = 0) -> int:
+def steps_per_epoch(num_samples: int, global_batch: int, max_batches: int = 0) -> int:
     """Optimisation steps in one epoch: full batches only (the last partial batch is left
     out, as PyTorch's drop_last does; the order is shuffled every epoch, so every image is
     still seen). Padding a partial batch would train on repeated images whose choice MXNet's
     ImageRecordIter makes by thread timing -- the run would not be reproducible. A dataset
     smaller than one batch still takes one (padded) step. ``max_batches`` > 0 caps it."""
-    if num_samples < 1 or global_batch_size < 1:
+    if num_samples < 1 or global_batch < 1:
         raise ConfigError(
-            f"cannot train {num_samples} samples in batches of {global_batch_size}",
+            f"cannot train {num_samples} samples in batches of {global_batch}",
             "use a prepared dataset with training images and a positive batch size.",
         )
-    steps = max(1, num_samples // global_batch_size)
+    steps = max(1, num_samples // global_batch)
     return min(steps, max_batches) if max_batches > 0 else steps
 
 

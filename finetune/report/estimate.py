@@ -59,7 +59,7 @@ def measurements(runs: Iterable[RunFacts]) -> list[throughput.Measurement]:
         throughput.Measurement(
             r.model,
             r.gpu_model,
-            r.gpus,
+            r.devices,
             r.images_per_sec,
             r.run_id,
             r.engine,
@@ -135,7 +135,7 @@ def estimate_run(
     region: str,
     images_per_epoch: int,
     epochs: int,
-    instance_count: int = 1,
+    hosts: int = 1,
     backend: str = "ec2",
     use_spot: bool = False,
     history: Iterable[throughput.Measurement] = (),
@@ -147,7 +147,7 @@ def estimate_run(
     spot_quote: spot.SpotPrice | None = None,
 ) -> Estimate:
     """Estimated seconds and EUR for ``epochs`` over ``images_per_epoch`` images of ``work``
-    (default: ``model`` with the torch engine's defaults) on ``instance_count`` instances.
+    (default: ``model`` with the torch engine's defaults) on ``hosts`` instances.
     ``other_images`` (validation, test) count towards what the engine keeps decoded.
     Spot with ``checkpoint_interval_s``: the time adds the expected interruptions' lost work
     (catalog.spot.interruption_overhead, its assumption named in the summary). ``rate``: the
@@ -162,11 +162,11 @@ def estimate_run(
     price = prices.price(inst.name, region, backend)  # SageMaker: EC2 x markup until a refresh
     rate = rate or fx.eur_rate()
     quote = (spot_quote or spot.estimated(price)) if use_spot else price
-    charge = _planned_charge(backend, price, quote, instance_count, use_spot)
-    fields = _price_fields(inst, price, quote, charge, rate, instance_count, use_spot, work)
+    charge = _planned_charge(backend, price, quote, hosts, use_spot)
+    fields = _price_fields(inst, price, quote, charge, rate, hosts, use_spot, work)
     head = f"{fields['eur_per_hour']:.2f} EUR/h for {fields['gpus']}x {inst.gpu_model}"
     lines = [head + _spot(quote if use_spot else None)]
-    setup = setup_for(work, inst, instance_count, images_per_epoch + other_images)
+    setup = setup_for(work, inst, hosts, images_per_epoch + other_images)
     tp = throughput_for(setup, work.engine, history)
     if tp is None:
         lines.append(
@@ -176,7 +176,7 @@ def estimate_run(
     else:
         run = dict(images_per_epoch=images_per_epoch, epochs=epochs, charge=charge, rate=rate)
         every = checkpoint_interval_s if use_spot else None
-        lines += _run_lines(fields, tp, run, overhead_seconds, every, instance_count)
+        lines += _run_lines(fields, tp, run, overhead_seconds, every, hosts)
     kind = "estimated price" if price.estimate else "price"
     lines.append(f"{kind}: {price.source} ({price.age}); EUR: {rate.describe()}")
     warning = instances.retirement_warning(inst)

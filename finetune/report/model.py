@@ -25,8 +25,8 @@ class RunFacts:
     model: str
     backend: str  # local | ec2 | sagemaker
     instance_type: str
-    instance_count: int
-    gpus_per_instance: int
+    hosts: int
+    devices_per_host: int
     spot: bool
     region: str
     started_at: datetime
@@ -50,8 +50,8 @@ class RunFacts:
             object.__setattr__(self, "gpu_model", _gpu_model(self.instance_type))
 
     @property
-    def gpus(self) -> int:
-        return self.instance_count * self.gpus_per_instance
+    def devices(self) -> int:
+        return self.hosts * self.devices_per_host
 
     @property
     def billable_seconds(self) -> float:
@@ -67,9 +67,9 @@ class RunFacts:
         return statistics.median(rates) if rates else None
 
     @property
-    def images_per_sec_per_gpu(self) -> float | None:
+    def images_per_sec_per_device(self) -> float | None:
         ips = self.images_per_sec
-        return ips / self.gpus if ips and self.gpus else None
+        return ips / self.devices if ips and self.devices else None
 
     @property
     def best_val_acc(self) -> float | None:

@@ -67,7 +67,7 @@ def peak_tflops(run) -> tuple[float | None, str]:
     found = _peak(run.gpu_model)
     if found is None:
         return None, f"n/a: no sourced peak for {run.gpu_model}"
-    return found[0] * run.gpus, found[1]
+    return found[0] * run.devices, found[1]
 
 
 def achieved_tflops(run) -> float | None:

@@ -105,15 +105,15 @@ def _draw_scaling(ax, rows) -> None:
     """Speedup against devices per series, each from its baseline (1, 1); integer axis."""
     from matplotlib.ticker import MaxNLocator
 
-    top = max(r.gpus for r in rows)
+    top = max(r.devices for r in rows)
     ax.plot([1, top], [1, top], linestyle="--", color="0.5", label="ideal (linear)")
     groups: dict[str, list] = {}
     for r in rows:
         groups.setdefault(_series(r), []).append(r)
     for label, group in groups.items():
-        group.sort(key=lambda r: r.gpus)
-        effs = ", ".join(f"{r.gpus}: {r.efficiency:.0%}" for r in group)
-        xs, ys = [1] + [r.gpus for r in group], [1.0] + [r.speedup for r in group]
+        group.sort(key=lambda r: r.devices)
+        effs = ", ".join(f"{r.devices}: {r.efficiency:.0%}" for r in group)
+        xs, ys = [1] + [r.devices for r in group], [1.0] + [r.speedup for r in group]
         ax.plot(xs, ys, marker="o", label=f"{label} (efficiency {effs})")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set(xlabel="devices", ylabel="speedup vs 1 device", title="Scaling")
@@ -139,7 +139,7 @@ def _draw_cost(ax, rows) -> None:
     priced = [r for r in rows if r.eur is not None and r.status == "completed"]
     markers: dict[str, list] = {}
     for r in priced:
-        name = f"{r.instance_count}x {r.instance_type}" if r.instance_count > 1 else r.instance_type
+        name = f"{r.hosts}x {r.instance_type}" if r.hosts > 1 else r.instance_type
         label = f"{name}{' ' + r.engine if r.engine else ''}{' spot' if r.spot else ''}"
         markers.setdefault(label, []).append(r)
     for label, group in markers.items():

@@ -16,6 +16,7 @@ from finetune.report.text import (
     csv_text,
     duration,
     euros,
+    header_of,
     markdown_text,
     number,
     percent,
@@ -37,14 +38,14 @@ class ReportRow:
     backend: str
     instance_type: str
     region: str
-    instance_count: int
-    gpus: int  # devices: GPUs, or CPU contexts for a CPU run (see device_kind)
+    hosts: int
+    devices: int  # GPUs, or CPU contexts for a CPU run (see device_kind)
     spot: bool
     wall_seconds: float
     billable_seconds: float  # per instance, as billed (0 for runs that cost nothing)
     epochs: int
     images_per_sec: float | None
-    images_per_sec_per_gpu: float | None
+    images_per_sec_per_device: float | None
     speedup: float | None
     efficiency: float | None
     baseline_runs: tuple[str, ...]
@@ -79,14 +80,14 @@ def _row(run: RunFacts, sc: scaling.Scaling, target: float | None) -> ReportRow:
         backend=run.backend,
         instance_type=run.instance_type,
         region=run.region,
-        instance_count=run.instance_count,
-        gpus=run.gpus,
+        hosts=run.hosts,
+        devices=run.devices,
         spot=run.spot,
         wall_seconds=run.wall_seconds,
         billable_seconds=run.billable_seconds,
         epochs=len(run.epochs),
         images_per_sec=run.images_per_sec,
-        images_per_sec_per_gpu=run.images_per_sec_per_gpu,
+        images_per_sec_per_device=run.images_per_sec_per_device,
         speedup=sc.speedup,
         efficiency=sc.efficiency,
         baseline_runs=sc.baseline_runs,
@@ -138,13 +139,13 @@ def build_report(
         f"{r.run_id}: no efficiency: no other 1-device run with the same recipe, dataset, "
         "model, engine, GPU model, batch per device and image size."
         for r in rows
-        if r.images_per_sec and r.speedup is None and r.gpus > 1
+        if r.images_per_sec and r.speedup is None and r.devices > 1
     ]
     totals = {
         "runs": len(rows),
         "eur": sum(r.eur for r in rows if r.eur is not None),
         "wall_seconds": sum(r.wall_seconds for r in rows),
-        "gpu_hours": sum(r.billable_seconds * r.gpus for r in rows if r.device_kind == "gpu")
+        "gpu_hours": sum(r.billable_seconds * r.devices for r in rows if r.device_kind == "gpu")
         / 3600,
     }
     return Report(rows, totals, provenance(runs), target_acc, notes)
@@ -181,39 +182,27 @@ def render(report: Report, fmt: str = "table", width: int | None = None) -> str:
         names = list(ReportRow.__dataclass_fields__)
         return csv_text(names, [[_csv_value(getattr(r, n)) for n in names] for r in report.rows])
     headers, rows = _human(report)
-    footer = [_totals_line(report), *report.notes, report.provenance]
+    footer = [_totals_line(report), *target_line(report.target_acc), *report.notes]
+    footer.append(report.provenance)
     if fmt == "markdown":
         return markdown_text(headers, rows) + "\n\n" + "\n\n".join(footer) + "\n"
     footer = [wrap_text(line, width) for line in footer]
     return table_text(headers, rows, width) + "\n\n" + "\n".join(footer) + "\n"
 
 
-HEADERS = [
-    "run",
-    "recipe",
-    "dataset",
-    "status",
-    "backend",
-    "engine",
-    "instance",
-    "devices",
-    "spot",
-    "wall",
-    "billable",
-    "img/s",
-    "img/s/GPU",
-    "speedup",
-    "efficiency",
-    "best val acc",
-    "EUR",
-    "EUR/epoch",
-]
+# The table's columns: ReportRow fields, shown as report.text.header_of names them (the JSON
+# and CSV keys are the same words); durations and shares are formatted for people.
+COLUMNS = ["run_id", "recipe", "dataset", "status", "backend", "engine", "instance_type",
+           "hosts", "devices", "spot", "wall_seconds", "billable_seconds", "images_per_sec",
+           "images_per_sec_per_device", "speedup", "efficiency", "best_val_acc", "eur",
+           "eur_per_epoch"]  # fmt: skip
+TARGET_COLUMNS = ["time_to_target_seconds", "eur_to_target"]
+HEADERS = [header_of(c) for c in COLUMNS]
 
 
 def _human(report: Report) -> tuple[list[str], list[list[str]]]:
-    headers = list(HEADERS)
-    if report.target_acc is not None:
-        headers += [f"time to {report.target_acc:.1%}", f"EUR to {report.target_acc:.1%}"]
+    target = report.target_acc is not None
+    headers = HEADERS + ([header_of(c) for c in TARGET_COLUMNS] if target else [])
     rows = []
     for r in report.rows:
         cells = [
@@ -223,23 +212,31 @@ def _human(report: Report) -> tuple[list[str], list[list[str]]]:
             r.status,
             r.backend,
             r.engine or "-",
-            f"{r.instance_count}x {r.instance_type}" if r.instance_count > 1 else r.instance_type,
-            f"{r.gpus} {r.device_kind.upper()}",
+            r.instance_type,
+            str(r.hosts),
+            f"{r.devices} {r.device_kind.upper()}",
             "yes" if r.spot else "no",
             duration(r.wall_seconds),
             duration(r.billable_seconds),
             number(r.images_per_sec),
-            number(r.images_per_sec_per_gpu),
+            number(r.images_per_sec_per_device),
             number(r.speedup, ".2f", "x"),
             percent(r.efficiency),
             percent(r.best_val_acc),
             euros(r.eur),
             euros(r.eur_per_epoch),
         ]
-        if report.target_acc is not None:
+        if target:
             cells += [duration(r.time_to_target_seconds), euros(r.eur_to_target)]
         rows.append(cells)
     return headers, rows
+
+
+def target_line(target_acc: float | None) -> list[str]:
+    """The footer line naming the target of the 'time/EUR to target' columns (if any)."""
+    if target_acc is None:
+        return []
+    return [f"Target: {target_acc:.1%} validation accuracy (time and EUR to reach it)."]
 
 
 def _totals_line(report: Report) -> str:

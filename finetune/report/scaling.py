@@ -54,7 +54,7 @@ def baselines(runs: list[RunFacts]) -> dict[tuple, tuple[float, list[str]]]:
     completed runs."""
     groups: dict[tuple, list[RunFacts]] = {}
     for run in runs:
-        if run.gpus == 1 and run.images_per_sec and run.status == "completed":
+        if run.devices == 1 and run.images_per_sec and run.status == "completed":
             groups.setdefault(baseline_key(run), []).append(run)
     return {
         key: (statistics.median(r.images_per_sec for r in group), [r.run_id for r in group])
@@ -84,11 +84,11 @@ def scaling(runs: list[RunFacts], pool: list[RunFacts] = ()) -> list[Scaling]:
     for run in runs:
         ips = run.images_per_sec
         b_ips, b_ids = base.get(baseline_key(run), (None, []))
-        if run.gpus <= 1:
+        if run.devices <= 1:
             b_ips, b_ids = None, []
         s = speedup(ips, b_ips) if ips and b_ips else None
-        e = efficiency(s, run.gpus) if s is not None else None
-        out.append(Scaling(run.run_id, run.gpus, ips, b_ips, tuple(b_ids), s, e))
+        e = efficiency(s, run.devices) if s is not None else None
+        out.append(Scaling(run.run_id, run.devices, ips, b_ips, tuple(b_ids), s, e))
     return out
 
 

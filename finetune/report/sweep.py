@@ -18,6 +18,7 @@ from finetune.report.text import (
     csv_text,
     duration,
     euros,
+    header_of,
     markdown_text,
     number,
     percent,
@@ -37,6 +38,17 @@ class CellRow:
     peak_tflops: float | None
     peak_source: str
     eur_at_peak: float | None
+
+    @property
+    def peak_share(self) -> float | None:
+        """Achieved over peak TFLOP/s (the table's % of peak)."""
+        ok = self.peak_tflops and self.achieved_tflops
+        return self.achieved_tflops / self.peak_tflops if ok else None
+
+    def record(self) -> dict:
+        """One flat JSON/CSV record: the run's report row, then the cell's own figures."""
+        own = {k: v for k, v in asdict(self).items() if k != "run"}
+        return {**asdict(self.run), **own, "peak_share": self.peak_share}
 
 
 def default_target(runs: list[RunFacts]) -> float | None:
@@ -72,42 +84,43 @@ def _cell(run: RunFacts, row: render.ReportRow) -> CellRow:
     )
 
 
-HEADERS = ["cell", "run", "engine", "instance", "devices", "img/s", "speedup", "efficiency",
-           "best acc", "EUR", "EUR/epoch", "EUR/acc pt", "GPU util", "TFLOP/s", "% peak",
-           "EUR at peak"]  # fmt: skip
+# the seeds' columns: CellRow.record() keys, shown as report.text.header_of names them
+COLUMNS = ["cell", "run_id", "engine", "instance_type", "devices", "images_per_sec", "speedup",
+           "efficiency", "best_val_acc", "eur", "eur_per_epoch", "eur_per_point", "gpu_util_pct",
+           "achieved_tflops", "peak_share", "eur_at_peak"]  # fmt: skip
+HEADERS = [header_of(c) for c in COLUMNS]
 
 
 def render_sweep(report, rows: list[CellRow], fmt: str = "table") -> str:
     """The seeds' table (table, markdown, json or csv) with notes and provenance."""
     if fmt == "json":
-        doc = {"cells": [asdict(c) for c in rows], "target_acc": report.target_acc,
+        doc = {"cells": [c.record() for c in rows], "target_acc": report.target_acc,
                "notes": report.notes, "provenance": report.provenance}  # fmt: skip
         return json.dumps(doc, indent=2)
     if fmt == "csv":
-        flat = [{**asdict(c.run), **{k: v for k, v in asdict(c).items() if k != "run"}}
-                for c in rows]  # fmt: skip
+        flat = [c.record() for c in rows]
         names = list(flat[0]) if flat else []
         return csv_text(names, [[_plain(d[n]) for n in names] for d in flat])
     headers = list(HEADERS)
     if report.target_acc is not None:
-        headers += [f"time to {report.target_acc:.1%}", f"EUR to {report.target_acc:.1%}"]
+        headers += [header_of(c) for c in render.TARGET_COLUMNS]
     body = [_human(c, report.target_acc is not None) for c in rows]
     table = markdown_text(headers, body) if fmt == "markdown" else table_text(headers, body)
     peaks = sorted({c.peak_source for c in rows})
-    footer = [*report.notes, f"Peak TFLOP/s: {'; '.join(peaks) or 'n/a'}.", report.provenance]
+    footer = [*render.target_line(report.target_acc), *report.notes]
+    footer += [f"Peak TFLOP/s: {'; '.join(peaks) or 'n/a'}.", report.provenance]
     return table + "\n\n" + "\n".join(footer) + "\n"
 
 
 def _human(c: CellRow, with_target: bool) -> list[str]:
     r = c.run
     cells = [
-        c.cell, r.run_id, r.engine or "-", r.instance_type, f"{r.gpus} {r.device_kind.upper()}",
+        c.cell, r.run_id, r.engine or "-", r.instance_type, f"{r.devices} {r.device_kind.upper()}",
         number(r.images_per_sec), number(r.speedup, ".2f", "x"), percent(r.efficiency),
         percent(r.best_val_acc), euros(r.eur), euros(r.eur_per_epoch),
         number(c.eur_per_point, ".3f"), number(c.gpu_util_pct, ".0f", " %"),
         number(c.achieved_tflops, ".2f"),
-        percent(c.achieved_tflops / c.peak_tflops) if c.peak_tflops and c.achieved_tflops
-        else "n/a",
+        "n/a" if c.peak_share is None else percent(c.peak_share),
         euros(c.eur_at_peak) if c.eur_at_peak is not None else "n/a",
     ]  # fmt: skip
     if with_target:

@@ -14,6 +14,8 @@ __all__ = [
     "csv_text",
     "duration",
     "euros",
+    "header_of",
+    "key_of",
     "markdown_text",
     "number",
     "percent",
@@ -23,6 +25,25 @@ __all__ = [
 ]
 
 NA = "-"
+
+# One vocabulary for tables and records: a column's header is its JSON/CSV key with "_" shown
+# as " " (these words in capitals); the key is the header's words in lower case joined by "_".
+# Long headers wrap at their spaces (table_text), so the words need no abbreviations.
+_CAPITALS = {"eur": "EUR", "usd": "USD", "gpu": "GPU", "gib": "GiB", "tflops": "TFLOPS",
+             "vcpus": "vCPUs", "id": "ID"}  # fmt: skip
+
+
+def header_of(key: str) -> str:
+    """The table header of a JSON/CSV field: ``eur_per_epoch`` -> ``EUR per epoch``."""
+    return " ".join(_CAPITALS.get(w, w) for w in key.split("_"))
+
+
+def key_of(header: str) -> str:
+    """The JSON/CSV field of a table header (the inverse of header_of, and any header's
+    words): ``EUR per epoch`` -> ``eur_per_epoch``, ``BEST VAL ACC`` -> ``best_val_acc``."""
+    import re
+
+    return "_".join(re.findall(r"[a-z0-9]+", header.lower()))
 
 
 GAP = 2  # between columns: one of padding, one of the (blank) divider

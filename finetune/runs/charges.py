@@ -93,7 +93,7 @@ def _legacy_job(run: Run) -> money.Charge:
     return money.Charge(
         rule=money.SAGEMAKER,
         instance_type=c.get("instance_type") or run.instance_type,
-        instances=int(c.get("instance_count") or run.instance_count),
+        instances=int(c.get("instance_count") or run.hosts),  # the record's own key
         seconds=float(c["billable_seconds"]),
         usd_per_hour=float(c["usd_per_hour"]),
         price_source=c.get("price_source", ""),
@@ -122,7 +122,7 @@ def _legacy_estimate(run: Run) -> money.Charge:
     return money.Charge(
         rule=rule,
         instance_type=run.instance_type,
-        instances=run.instance_count,
+        instances=run.hosts,
         seconds=float(seconds or 0.0),
         usd_per_hour=usd,
         price_source=source,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from finetune.contracts.hparams import renamed
 from finetune.contracts.metrics import EpochMetrics
 from finetune.report.model import RunFacts
 from finetune.runs.charges import DAMAGED, run_money
@@ -30,7 +31,7 @@ def run_facts(run: Run, epochs: list[EpochMetrics]) -> RunFacts:
     (it ends far before it starts; a little before is clock skew, clamped)."""
     clock_note(run)
     local = not run.instance_type
-    hp = run.plan.get("hyperparameters", {})
+    hp = renamed(run.plan.get("hyperparameters", {}))  # a run recorded before issue 20 too
     return RunFacts(
         run_id=run.id,
         recipe=run.recipe,
@@ -38,8 +39,8 @@ def run_facts(run: Run, epochs: list[EpochMetrics]) -> RunFacts:
         model=run.plan.get("hyperparameters", {}).get("model", "?"),
         backend=run.backend,
         instance_type=f"local-{run.device_kind}" if local else run.instance_type,
-        instance_count=run.instance_count,
-        gpus_per_instance=run.devices_per_host,
+        hosts=run.hosts,
+        devices_per_host=run.devices_per_host,
         spot=run.spot,
         region=run.region or ("local" if local else "?"),
         started_at=datetime.fromtimestamp(run.started_at or run.created_at, timezone.utc),
@@ -50,7 +51,7 @@ def run_facts(run: Run, epochs: list[EpochMetrics]) -> RunFacts:
         gpu_model=f"{run.device_kind.upper()}" if local else "",
         status=run.status,
         engine=hp.get("engine", ""),
-        batch_per_device=hp.get("batch_size_per_device"),
+        batch_per_device=hp.get("batch_per_device"),
         image_size=hp.get("image_size"),
         device_kind=run.device_kind,
         sweep_values=tuple(sorted((run.sweep or {}).items())),

@@ -6,7 +6,6 @@ concurrent launches never interleave half-written runs.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -15,7 +14,7 @@ from pathlib import Path
 
 from finetune.contracts.metrics import EpochMetrics
 from finetune.errors import DataError, did_you_mean
-from finetune.runs.run import COLUMNS, JSON_COLUMNS, Run, from_row, to_row
+from finetune.runs.run import COLUMNS, Run, column_values, from_row, to_row
 from finetune.runs.storage import (
     StorageError,
     default_path,
@@ -91,9 +90,7 @@ class Ledger:
     def update(self, run_id: str, **fields) -> Run:
         """Set columns of one run (plan, cost, charges and record are encoded as JSON);
         returns the new row."""
-        for attr, col in JSON_COLUMNS.items():
-            if attr in fields:
-                fields[col] = json.dumps(fields.pop(attr))
+        fields = column_values(fields)
         fields["updated_at"] = time.time()
         unknown = set(fields) - COLUMNS
         if unknown:  # names go into the SQL text: only the table's own columns

@@ -29,7 +29,7 @@ class Run:
     status: str
     plan: dict
     instance_type: str | None = None
-    instance_count: int = 1
+    hosts: int = 1  # instances (machines) of the run; column instance_count, see RENAMED_COLUMNS
     devices_per_host: int = 1
     device_kind: str = "cpu"
     spot: bool = False
@@ -56,7 +56,7 @@ class Run:
 
     @property
     def gpus(self) -> int:
-        return self.instance_count * self.devices_per_host
+        return self.hosts * self.devices_per_host
 
     @property
     def wall_seconds(self) -> float | None:
@@ -80,18 +80,33 @@ JSON_COLUMNS = {
     "charges": "charges_json",
     "sweep": "sweep_json",
 }
+# Attributes named anew (issue 20: hosts are hosts) over the column they had: the column keeps
+# its name, so ledgers written by older versions read as they are and older versions still
+# read this one (a smaller change than a schema migration renaming the column).
+RENAMED_COLUMNS = {"hosts": "instance_count"}
 _NOT_COLUMNS = {"problems"}
-COLUMNS = {f.name for f in fields(Run) if f.name not in JSON_COLUMNS.keys() | _NOT_COLUMNS} | set(
-    JSON_COLUMNS.values()
-)
+COLUMNS = {
+    RENAMED_COLUMNS.get(f.name, f.name)
+    for f in fields(Run)
+    if f.name not in JSON_COLUMNS.keys() | _NOT_COLUMNS
+} | set(JSON_COLUMNS.values())
+
+
+def column_values(values: dict) -> dict:
+    """Run attributes -> the ledger's columns: JSON columns encoded, renamed ones renamed."""
+    out = dict(values)
+    for attr, col in JSON_COLUMNS.items():
+        if attr in out:
+            out[col] = json.dumps(out.pop(attr))
+    for attr, col in RENAMED_COLUMNS.items():
+        if attr in out:
+            out[col] = out.pop(attr)
+    return out
 
 
 def to_row(run: Run) -> dict:
     """The run as the ledger's columns: JSON columns encoded, ``spot`` as 0/1."""
-    d = dict(run.__dict__)
-    out = {k: v for k, v in d.items() if k not in JSON_COLUMNS and k not in _NOT_COLUMNS}
-    for attr, col in JSON_COLUMNS.items():
-        out[col] = json.dumps(d[attr])
+    out = column_values({k: v for k, v in run.__dict__.items() if k not in _NOT_COLUMNS})
     out["spot"] = int(run.spot)
     return out
 
@@ -99,6 +114,8 @@ def to_row(run: Run) -> dict:
 def from_row(row: sqlite3.Row) -> Run:
     """The row as a Run; a damaged JSON column is read as empty and named in ``problems``."""
     d = dict(row)
+    for attr, col in RENAMED_COLUMNS.items():
+        d[attr] = d.pop(col)
     problems = decode_json_columns(d, JSON_COLUMNS)
     d["spot"] = bool(d["spot"])
     return Run(**d, problems=problems)

@@ -167,7 +167,7 @@ def show_lines(run: Run, epochs: list[EpochMetrics], final: dict | None = None) 
         f"  recipe     {run.recipe}  (model {hp.get('model', '?')})",
         f"  dataset    {run.dataset}",
         f"  backend    {run.backend}, {run.gpus} x {run.device_kind}"
-        + (f", {run.instance_count} x {run.instance_type}" if run.instance_type else "")
+        + (f", {run.hosts} x {run.instance_type}" if run.instance_type else "")
         + (" (spot)" if run.spot else ""),
         f"  batch/lr   global batch {d.get('global_batch', '?')}, lr {d.get('lr', '?')}",
         f"  started    {_when(run.started_at)}; wall {duration(run.wall_seconds)}"

@@ -92,7 +92,7 @@ def train_step(spec: DemoSpec, dataset: Path, overrides: list[str], ledger, on_e
 
 # The smoke recipe's own settings are for seconds-long test runs; the demo trains a little
 # longer, with a batch and schedule that learn this small set in about a minute.
-_TRAINING = ["batch_per_gpu=16", "lr_per_gpu=0.02", "kind=cosine", "steps=[]"]
+_TRAINING = ["batch_per_device=16", "lr_per_device=0.02", "kind=cosine", "steps=[]"]
 
 
 def pretrain_overrides(spec: DemoSpec) -> list[str]:

@@ -109,7 +109,7 @@ def new_run(plan, backend_name: str, run_id: str, run_dir: Path) -> Run:
         status="submitted",
         plan=plan.model_dump(mode="json"),
         instance_type=r.instance_type,
-        instance_count=r.hosts,
+        hosts=r.hosts,
         devices_per_host=r.devices_per_host,
         device_kind=r.device,
         spot=r.spot,

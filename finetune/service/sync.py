@@ -74,7 +74,7 @@ FACT_COLUMNS = (
     "training_seconds",
     "billable_seconds",
     "interrupted_seconds",
-    "instance_count",
+    "hosts",
     "region",
     "charges",
 )

@@ -1,8 +1,8 @@
-"""The sweep's grid: ``--grid instance=g5.xlarge,g5.12xlarge --grid batch_per_gpu=16,32``.
+"""The sweep's grid: ``--grid instance=g5.xlarge,g5.12xlarge --grid batch_per_device=16,32``.
 
 Keys with a meaning of their own: ``instance`` (cloud backends: the instance type),
 ``count`` (instances per run), ``cpus`` (local backend: data-parallel CPU contexts),
-``batch_per_gpu`` (train.batch_per_gpu), ``engine`` (mxnet | torch, with the model renamed to
+``batch_per_device`` (train.batch_per_device), ``engine`` (mxnet | torch, with the model renamed to
 the same ResNet of that engine). Any other key is a recipe override (``schedule.epochs=2,4``),
 checked by the recipe loader like `launch`'s overrides.
 """
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from finetune.errors import UsageError
 
 RESOURCE_KEYS = ("instance", "count", "cpus")
-SHORTHANDS = {"batch_per_gpu": "train.batch_per_gpu"}
+SHORTHANDS = {"batch_per_device": "train.batch_per_device"}
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class Cell:
         return dict(self.values).get(name, default)
 
     def label(self) -> str:
-        """'instance=g5.xlarge batch_per_gpu=16'."""
+        """'instance=g5.xlarge batch_per_device=16'."""
         return " ".join(f"{k}={v}" for k, v in self.values)
 
 
@@ -47,7 +47,7 @@ def parse_grid(specs: list[str]) -> dict[str, list[str]]:
         if not sep or not key or not items:
             raise UsageError(
                 f"--grid {spec!r} is not KEY=VALUE[,VALUE...]",
-                "write e.g. --grid instance=g5.xlarge,g5.12xlarge --grid batch_per_gpu=16,32.",
+                "write e.g. --grid instance=g5.xlarge,g5.12xlarge --grid batch_per_device=16,32.",
             )
         if key in grid:
             raise UsageError(f"--grid names {key!r} twice", f"give all of {key}'s values once.")

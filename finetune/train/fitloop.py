@@ -80,7 +80,7 @@ def fit(job: TrainJob, session: Session, stop: StopRequest | None = None) -> Fit
     resume = checkpoints.latest()
     if resume is not None:
         resume.check_fits(hp.model, hp.num_classes)
-    steps = steps_per_epoch(files.train_count, hp.global_batch_size, hp.max_batches_per_epoch)
+    steps = steps_per_epoch(files.train_count, hp.global_batch, hp.max_batches_per_epoch)
     session.build(hp, steps, resume)
     run = _Run(job, session, files, LrSchedule.from_hparams(hp, steps), checkpoints, stop, hp)
     if session.is_first_host:

@@ -23,12 +23,12 @@ def rescale(
     update = {
         "devices_per_host": devices,
         "hosts": hosts,
-        "global_batch_size": scaling.global_batch(hp.batch_size_per_device, devices, hosts),
+        "global_batch": scaling.global_batch(hp.batch_per_device, devices, hosts),
         "lr": scaling.scaled_lr(hp.lr_per_device, devices, hosts),
     }
     note = (
         f"planned {hp.devices_per_host} device(s) x {hp.hosts} host(s), found {devices} x "
-        f"{hosts}: global batch {hp.global_batch_size} -> {update['global_batch_size']}, "
+        f"{hosts}: global batch {hp.global_batch} -> {update['global_batch']}, "
         f"lr {hp.lr:g} -> {update['lr']:g} (linear scaling rule from lr_per_device)"
     )
     log.warning("%s", note)

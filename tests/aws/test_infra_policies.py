@@ -4,7 +4,9 @@ measured on the wire while the real commands run."""
 
 from __future__ import annotations
 
+import csv
 import fnmatch
+import io
 import json
 
 import pytest
@@ -234,6 +236,11 @@ def test_infra_deploy_prints_the_settings(gw):
     assert "CallerPolicyArn" in res.output and "Ec2CallerPolicyArn" in res.output
     again = CliRunner().invoke(app, ["infra", "deploy", "--region", REGION])  # an update
     assert again.exit_code == 0, again.output
+    as_json = CliRunner().invoke(app, ["infra", "deploy", "--region", REGION, "--format", "json"])
+    outputs = json.loads(as_json.stdout)  # the outputs only: the rest went to stderr
+    assert {"CallerPolicyArn", "Ec2CallerPolicyArn"} <= set(outputs)
+    as_csv = CliRunner().invoke(app, ["infra", "deploy", "--region", REGION, "--format", "csv"])
+    assert dict(csv.reader(io.StringIO(as_csv.stdout))) == {"key": "value", **outputs}
     (create,) = gw.requests("CreateStack")
     assert create.form["Capabilities.member.1"] == "CAPABILITY_NAMED_IAM"
 

@@ -23,7 +23,7 @@ def test_table_lists_v100_instances_with_eur_prices_and_provenance():
     result = invoke("--gpu", "V100", "--region", "us-east-1", "--backend", "ec2")
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    assert lines[0].split()[:3] == ["instance", "GPUs", "GPU"]
+    assert lines[0].split()[:6] == ["instance", "type", "GPU", "count", "GPU", "model"]
     row = next(line for line in lines if line.startswith("p3.2xlarge "))
     # 3.06 USD (snapshot) / 1.1172 USD per EUR (ECB, 2026-10-30) = 2.739 EUR; spot: the
     # snapshot's median over us-east-1's zones 0.5027 USD / 1.1172 = 0.450 EUR

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from finetune.cli import app
 from tests.data import damage
 
-DRY_RUN = ["launch", "smoke-resnet18", "image_size=32", "batch_per_gpu=8", "--dry-run"]
+DRY_RUN = ["launch", "smoke-resnet18", "image_size=32", "batch_per_device=8", "--dry-run"]
 REPO = Path(__file__).resolve().parents[2]
 
 

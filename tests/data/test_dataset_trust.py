@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from finetune.cli import app
 from finetune.data.verify import CACHE
 
-DRY_RUN = ["launch", "smoke-resnet18", "image_size=32", "batch_per_gpu=8", "--dry-run"]
+DRY_RUN = ["launch", "smoke-resnet18", "image_size=32", "batch_per_device=8", "--dry-run"]
 
 
 @pytest.fixture

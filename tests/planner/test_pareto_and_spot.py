@@ -36,7 +36,7 @@ def test_a_spot_estimate_adds_half_a_checkpoint_interval_per_expected_interrupti
     hist = [Measurement("resnet50", "A10G", 2, 100.0, "run-9", "torch", 32, 224)]
     est = estimate_run(
         model="resnet50", instance_type="g5.xlarge", region="us-east-1",
-        images_per_epoch=15_420, epochs=100, instance_count=2, use_spot=True,
+        images_per_epoch=15_420, epochs=100, hosts=2, use_spot=True,
         history=hist, checkpoint_interval_s=1800,
     )  # fmt: skip
     work = 15_420 * 100 / 100.0 + 300
@@ -53,7 +53,7 @@ def test_a_spot_estimate_adds_half_a_checkpoint_interval_per_expected_interrupti
     assert "checkpoint interval / 2" in said
     on_demand = estimate_run(
         model="resnet50", instance_type="g5.xlarge", region="us-east-1",
-        images_per_epoch=15_420, epochs=100, instance_count=2, history=hist,
+        images_per_epoch=15_420, epochs=100, hosts=2, history=hist,
         checkpoint_interval_s=1800,
     )  # fmt: skip
     assert on_demand.seconds == math.ceil(work) and on_demand.interruption_seconds is None

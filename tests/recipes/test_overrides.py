@@ -13,7 +13,7 @@ from finetune.recipes.overrides import apply_overrides, parse_override, resolve_
     ("text", "expect"),
     [
         ("epochs=2", ("schedule.epochs", 2)),
-        ("optimizer.lr_per_gpu=0.002", ("optimizer.lr_per_gpu", 0.002)),
+        ("optimizer.lr_per_device=0.002", ("optimizer.lr_per_device", 0.002)),
         ("model.pretrained=false", ("model.pretrained", False)),
         ("steps=[4, 5]", ("schedule.steps", [4, 5])),
         ("kind = cosine", ("schedule.kind", "cosine")),
@@ -23,8 +23,8 @@ from finetune.recipes.overrides import apply_overrides, parse_override, resolve_
         ("dataset=yes", ("data.dataset", "yes")),  # not YAML 1.1's True
         ("name=my-run", ("name", "my-run")),  # exact top-level path beats the leaf
         ("train.kvstore=dist_sync", ("train.kvstore", "dist_sync")),
-        ("lr=0.02", ("optimizer.lr_per_gpu", 0.02)),  # the short names people type
-        ("batch=16", ("train.batch_per_gpu", 16)),
+        ("lr=0.02", ("optimizer.lr_per_device", 0.02)),  # the short names people type
+        ("batch=16", ("train.batch_per_device", 16)),
         ("model=resnet50_v1", ("model.name", "resnet50_v1")),
         ("model=1", ("model.name", "1")),  # an alias of a text field keeps the text
     ],
@@ -34,7 +34,7 @@ def test_parse_override(text, expect):
 
 
 def test_unknown_key_suggests_the_dotted_path():
-    with pytest.raises(ConfigError, match=r'Did you mean "optimizer\.lr_per_gpu"') as info:
+    with pytest.raises(ConfigError, match=r'Did you mean "optimizer\.lr_per_device"') as info:
         parse_override("optimizer.lr_per_gpy=0.1")
     assert "To fix:" in str(info.value) and "schedule.epochs" in str(info.value)
     with pytest.raises(ConfigError, match='Did you mean "epochs"'):
@@ -73,8 +73,8 @@ def test_apply_does_not_touch_the_input_and_last_wins():
 
 
 def test_overrides_on_load_are_validated():
-    recipe = load_recipe("caltech256-resnet152", ["epochs=2", "optimizer.lr_per_gpu=0.002"])
-    assert (recipe.schedule.epochs, recipe.optimizer.lr_per_gpu) == (2, 0.002)
+    recipe = load_recipe("caltech256-resnet152", ["epochs=2", "optimizer.lr_per_device=0.002"])
+    assert (recipe.schedule.epochs, recipe.optimizer.lr_per_device) == (2, 0.002)
     with pytest.raises(ConfigError, match=r"schedule\.kind.*'constant', 'step' or 'cosine'"):
         load_recipe("caltech256-resnet152", ["kind=linear"])
     with pytest.raises(
@@ -98,6 +98,6 @@ def test_fewer_epochs_keep_only_the_decay_steps_inside_the_run():
 def test_with_overrides_on_a_loaded_recipe():
     recipe = load_recipe("smoke-resnet18")
     assert with_overrides(recipe, []) is recipe
-    changed = with_overrides(recipe, ["warmup_steps=3", "batch_per_gpu=4"])
-    assert (changed.schedule.warmup_steps, changed.train.batch_per_gpu) == (3, 4)
-    assert recipe.train.batch_per_gpu == 8
+    changed = with_overrides(recipe, ["warmup_steps=3", "batch_per_device=4"])
+    assert (changed.schedule.warmup_steps, changed.train.batch_per_device) == (3, 4)
+    assert recipe.train.batch_per_device == 8

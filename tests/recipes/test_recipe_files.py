@@ -29,18 +29,25 @@ def test_every_bundled_recipe_validates_and_names_its_command(name):
 def test_reference_recipes_match_the_mxnet_study():
     r152 = load_recipe("caltech256-resnet152")
     assert r152.model.name == "imagenet11k-resnet-152"
-    assert (r152.train.batch_per_gpu, r152.optimizer.lr_per_gpu) == (16, 0.00125)
+    assert (r152.train.batch_per_device, r152.optimizer.lr_per_device) == (16, 0.00125)
     assert (r152.optimizer.name, r152.optimizer.momentum, r152.optimizer.wd) == ("sgd", 0.9, 1e-4)
     assert (r152.schedule.epochs, r152.data.image_size) == (6, 224)
     r50 = load_recipe("caltech256-resnet50")
     assert (r50.model.name, r50.model.pretrained) == ("resnet50_v1", True)
-    assert r50.train.batch_per_gpu in (16, 32) and r50.optimizer.lr_per_gpu in (0.00125, 0.0025)
+    assert r50.train.batch_per_device in (16, 32) and r50.optimizer.lr_per_device in (
+        0.00125,
+        0.0025,
+    )
 
 
 def test_smoke_recipe_is_small():
     smoke = load_recipe("smoke-resnet18")
     assert smoke.model.name == "resnet18_v1" and not smoke.model.pretrained
-    assert (smoke.data.image_size, smoke.train.batch_per_gpu, smoke.schedule.epochs) == (32, 8, 2)
+    assert (smoke.data.image_size, smoke.train.batch_per_device, smoke.schedule.epochs) == (
+        32,
+        8,
+        2,
+    )
 
 
 # (recipe, model, optimizer, reference rate, reference global batch): torchvision's reference
@@ -66,10 +73,10 @@ def test_new_family_recipes_state_their_source_and_arithmetic(name, model, optim
         True,
         optimizer,
     )
-    assert r.optimizer.lr_per_gpu == pytest.approx(rate / batch * r.train.batch_per_gpu)
+    assert r.optimizer.lr_per_device == pytest.approx(rate / batch * r.train.batch_per_device)
     header = (BUILTIN_DIR / f"{name}.yaml").read_text().split("\nname:")[0]
     assert "references/classification/README.md" in header and "per GPU" in header
-    assert f"{r.optimizer.lr_per_gpu:g}".replace("e-05", "e-5") in header  # the result shown
+    assert f"{r.optimizer.lr_per_device:g}".replace("e-05", "e-5") in header  # the result shown
     smoke = load_recipe(name.replace("caltech256-", "smoke-"))
     assert (smoke.model.name, smoke.model.pretrained, smoke.optimizer.name) == (
         model,

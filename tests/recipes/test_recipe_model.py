@@ -52,8 +52,13 @@ def test_bad_choice_names_the_allowed_values():
 @pytest.mark.parametrize(
     ("section", "key", "value", "expect"),
     [
-        ("optimizer", "lr_per_gpu", 0, "optimizer.lr_per_gpu: Input should be greater than 0"),
-        ("train", "batch_per_gpu", "many", "train.batch_per_gpu"),
+        (
+            "optimizer",
+            "lr_per_device",
+            0,
+            "optimizer.lr_per_device: Input should be greater than 0",
+        ),
+        ("train", "batch_per_device", "many", "train.batch_per_device"),
         ("optimizer", "momentum", 1.0, "optimizer.momentum"),
         ("schedule", "steps", [5, 2], "steps must be increasing"),
         ("data", "image_size", 8, "data.image_size"),
@@ -100,7 +105,7 @@ def test_yaml_1_1_exponent_without_dot_still_is_a_float(tmp_path):
 
 def test_field_paths_cover_every_leaf():
     paths = field_paths()
-    assert "schedule.epochs" in paths and "optimizer.lr_per_gpu" in paths
+    assert "schedule.epochs" in paths and "optimizer.lr_per_device" in paths
     assert "model" not in paths and "name" in paths
     assert len(paths) == len(set(paths))
     assert Recipe.model_config["extra"] == "forbid"

@@ -36,7 +36,7 @@ def test_list_marks_an_invalid_project_recipe(monkeypatch, tmp_path):
 def test_show_yaml_and_json_with_overrides():
     result = runner.invoke(app, ["recipes", "show", "caltech256-resnet152", "epochs=2"])
     assert result.exit_code == 0, result.output
-    assert "epochs: 2" in result.output and "lr_per_gpu: 0.00125" in result.output
+    assert "epochs: 2" in result.output and "lr_per_device: 0.00125" in result.output
     data = json.loads(runner.invoke(app, ["recipes", "show", "smoke-resnet18", "--json"]).stdout)
     assert data["model"]["name"] == "resnet18_v1" and data["train"]["kvstore"] is None
 
@@ -63,13 +63,16 @@ def test_validate_all_bundled():
 def test_validate_reports_every_bad_file(tmp_path):
     good = BUILTIN_DIR / "smoke-resnet18.yaml"
     typo = tmp_path / "typo.yaml"
-    typo.write_text(good.read_text().replace("batch_per_gpu:", "batch_per_gpuu:"))
+    typo.write_text(good.read_text().replace("batch_per_device:", "batch_per_deviceu:"))
     broken = tmp_path / "broken.yaml"
     broken.write_text("model: [\n")
     result = runner.invoke(app, ["recipes", "validate", str(good), str(typo), str(broken)])
     assert result.exit_code == 4
     assert f"ok   {good}" in result.output
-    assert 'train.batch_per_gpuu: unknown key. Did you mean "train.batch_per_gpu"?' in result.output
+    assert (
+        'train.batch_per_deviceu: unknown key. Did you mean "train.batch_per_device"?'
+        in result.output
+    )
     assert "not valid YAML" in result.output
     assert "2 of 3 recipe(s) invalid" in result.output
 
@@ -92,9 +95,9 @@ def test_validate_a_folder(tmp_path):
 @pytest.mark.parametrize("value", ["inf", "-inf", "nan", "1e999"])
 def test_an_infinite_learning_rate_is_refused_before_anything_runs(value, tiny_dataset):
     res = CliRunner().invoke(
-        app, ["launch", "smoke-resnet18", f"lr_per_gpu={value}", "--dataset", str(tiny_dataset),
+        app, ["launch", "smoke-resnet18", f"lr_per_device={value}", "--dataset", str(tiny_dataset),
               "--dry-run"],
     )  # fmt: skip
     assert res.exit_code != 0
-    assert "optimizer.lr_per_gpu" in res.output and "To fix:" in res.output
+    assert "optimizer.lr_per_device" in res.output and "To fix:" in res.output
     assert "Traceback" not in res.output

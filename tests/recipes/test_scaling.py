@@ -85,8 +85,8 @@ def test_unknown_kind():
 
 def test_from_hparams_matches_the_contract():
     hp = TrainHyperparameters(
-        num_classes=257, num_training_samples=15420, epochs=6, batch_size_per_device=16,
-        devices_per_host=8, global_batch_size=128, lr_per_device=0.00125, lr=0.01,
+        num_classes=257, num_training_samples=15420, epochs=6, batch_per_device=16,
+        devices_per_host=8, global_batch=128, lr_per_device=0.00125, lr=0.01,
         lr_schedule="step", lr_steps=(4,), warmup_epochs=1.0,
     )  # fmt: skip
     sched = LrSchedule.from_hparams(hp, steps_per_epoch=121)

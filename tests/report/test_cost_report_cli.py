@@ -96,7 +96,7 @@ def test_json_figures_match_hand_computation(ledger_with_runs):
     assert rows["ft-1gpu"]["eur"] == pytest.approx(3600 * 3.825 / 3600 / RATE)
     assert rows["ft-8gpu"]["eur"] == pytest.approx(700 * 28.152 / 3600 / RATE)
     assert rows["ft-8gpu"]["eur_per_epoch"] == pytest.approx(700 * 28.152 / 3600 / RATE / 2)
-    assert rows["ft-4gpu"]["images_per_sec_per_gpu"] == pytest.approx(95.0)
+    assert rows["ft-4gpu"]["images_per_sec_per_device"] == pytest.approx(95.0)
     assert rows["ft-1gpu"]["best_val_acc"] == pytest.approx(0.9)
     assert rows["ft-1gpu"]["time_to_target_seconds"] == pytest.approx(2 * 15420 / 100)
 

@@ -91,7 +91,7 @@ def test_bad_instance_region_or_an_unpriced_type():
 def test_ledger_runs_become_throughput_history():
     runs = [
         make_run(
-            run_id="a", instance_type="p3.8xlarge", gpus_per_instance=4, steady_images_per_sec=140
+            run_id="a", instance_type="p3.8xlarge", devices_per_host=4, steady_images_per_sec=140
         ),
         make_run(run_id="no-metrics"),
     ]

@@ -51,7 +51,7 @@ def test_sweep_of_1_4_8_gpus():
         make_run(
             run_id="g4",
             instance_type="p3.8xlarge",
-            gpus_per_instance=4,
+            devices_per_host=4,
             steady_images_per_sec=1140.0,
             billable_seconds=1000,
             hourly_usd=12.24,
@@ -59,7 +59,7 @@ def test_sweep_of_1_4_8_gpus():
         make_run(
             run_id="g8",
             instance_type="p3.16xlarge",
-            gpus_per_instance=8,
+            devices_per_host=8,
             steady_images_per_sec=2160.0,
             billable_seconds=600,
             hourly_usd=24.48,
@@ -67,8 +67,8 @@ def test_sweep_of_1_4_8_gpus():
         make_run(  # two instances of 4 GPUs = 8 GPUs, 2000 img/s
             run_id="g2x4",
             instance_type="p3.8xlarge",
-            instance_count=2,
-            gpus_per_instance=4,
+            hosts=2,
+            devices_per_host=4,
             steady_images_per_sec=2000.0,
             billable_seconds=500,
             hourly_usd=12.24,
@@ -90,8 +90,8 @@ def test_sweep_of_1_4_8_gpus():
 
 
 def test_baseline_is_per_recipe_dataset_and_gpu_model():
-    k80_8 = dict(instance_type="p2.8xlarge", gpus_per_instance=8, steady_images_per_sec=150.0)
-    other_8 = dict(recipe="other", instance_type="p3.16xlarge", gpus_per_instance=8)
+    k80_8 = dict(instance_type="p2.8xlarge", devices_per_host=8, steady_images_per_sec=150.0)
+    other_8 = dict(recipe="other", instance_type="p3.16xlarge", devices_per_host=8)
     runs = [
         make_run(run_id="v100-1", steady_images_per_sec=300.0),
         make_run(run_id="k80-8", **k80_8),
@@ -135,7 +135,7 @@ def test_efficiency_only_for_n_above_1_against_a_different_1_device_run():
     )
     # a run reported alone keeps its speedup when a baseline exists elsewhere (the ledger)
     g4 = make_run(
-        run_id="g4", instance_type="p3.8xlarge", gpus_per_instance=4, steady_images_per_sec=1140.0
+        run_id="g4", instance_type="p3.8xlarge", devices_per_host=4, steady_images_per_sec=1140.0
     )
     (alone,) = scaling.scaling([g4], pool=pair)
     assert alone.speedup == pytest.approx(1140 / 300) and alone.baseline_runs == ("a", "b")
@@ -143,7 +143,7 @@ def test_efficiency_only_for_n_above_1_against_a_different_1_device_run():
 
 def test_baseline_needs_the_same_engine_batch_and_image_size():
     one = make_run(run_id="one", engine="mxnet", batch_per_device=16, steady_images_per_sec=300.0)
-    four = dict(instance_type="p3.8xlarge", gpus_per_instance=4, steady_images_per_sec=1140.0)
+    four = dict(instance_type="p3.8xlarge", devices_per_host=4, steady_images_per_sec=1140.0)
     runs = [
         one,
         make_run(run_id="same", engine="mxnet", batch_per_device=16, **four),

@@ -18,7 +18,7 @@ def sweep():
         make_run(
             run_id="g8",
             instance_type="p3.16xlarge",
-            gpus_per_instance=8,
+            devices_per_host=8,
             steady_images_per_sec=2160.0,
             billable_seconds=600,
             wall_seconds=590,
@@ -35,7 +35,7 @@ def test_report_rows_totals_and_notes():
     g1, g8, broken = report.rows
     assert g8.speedup == pytest.approx(7.2) and g8.efficiency == pytest.approx(0.9)
     assert g1.eur == pytest.approx(2.55) and g1.eur_per_epoch == pytest.approx(0.425)
-    assert g8.eur == pytest.approx(3.4) and g8.images_per_sec_per_gpu == pytest.approx(270.0)
+    assert g8.eur == pytest.approx(3.4) and g8.images_per_sec_per_device == pytest.approx(270.0)
     assert g1.time_to_target_seconds == 500 and g1.eur_to_target == pytest.approx(2.55 * 5 / 6)
     assert broken.images_per_sec is None and broken.speedup is None and broken.eur_per_epoch is None
     assert broken.eur == pytest.approx(120 * 3.06 / 3600 / 1.2)  # still costs money
@@ -52,10 +52,12 @@ def test_report_rows_totals_and_notes():
 
 def test_table_and_markdown_are_human_readable():
     report = render.build_report(sweep(), target_acc=0.865)
-    table = render.render(report, "table", width=250)  # wide enough for one line per run
+    # wide enough for one line per run and per header (the headers are the JSON keys' words)
+    table = render.render(report, "table", width=300)
     lines = table.splitlines()
-    assert lines[0].split()[:8] == [
-        "run", "recipe", "dataset", "status", "backend", "engine", "instance", "devices"
+    assert lines[0].split()[:10] == [
+        "run", "ID", "recipe", "dataset", "status", "backend", "engine", "instance", "type",
+        "hosts",
     ]  # fmt: skip
     g8 = next(line for line in lines if line.startswith("g8 "))
     for cell in ("p3.16xlarge", "8 GPU", "completed", "yes", "9m 50s", "10m 00s", "7.20x",
@@ -66,7 +68,7 @@ def test_table_and_markdown_are_human_readable():
     assert " ".join(table.split()).endswith(" ".join(report.provenance.split()))
     md = render.render(report, "markdown")
     assert (
-        md.startswith("| run | recipe | dataset | status | backend |")
+        md.startswith("| run ID | recipe | dataset | status | backend |")
         and "| --- |" in md
         and report.provenance in md
     )
@@ -84,7 +86,7 @@ def test_the_table_fits_the_terminal_and_never_breaks_a_cell(width, monkeypatch)
     for row in rows:  # every cell whole on one line, beside its run id
         for cell in row[1:]:
             assert any(line.startswith(row[0] + " ") and cell in line for line in lines), cell
-    wide = "".join(render.render(report, "table", width=250).split())
+    wide = "".join(render.render(report, "table", width=300).split())
     for header in headers:  # headers may wrap at spaces, but each is there
         assert all(word in table for word in header.split()) and "".join(header.split()) in wide
 

@@ -121,7 +121,7 @@ def _run(rid, i, backend, itype, hosts, spot, charges=()) -> Run:
         status="completed",
         plan={"hyperparameters": {"model": "resnet"}},
         instance_type=itype,
-        instance_count=hosts,
+        hosts=hosts,
         devices_per_host=4,
         device_kind="gpu",
         spot=spot,
@@ -158,7 +158,7 @@ def test_report_counts_each_host_once(ledger_of_every_kind):
     """The 1 h on 2 x p3.8xlarge that read 20.89 in `runs show` and 41.77 in `cost-report`."""
     row = {r["run_id"]: r for r in json.loads(_cli("cost-report", "--format", "json"))["runs"]}
     for rid in ("ft-ec2-2hosts", "ft-ec2-legacy"):
-        assert row[rid]["billable_seconds"] == 3600 and row[rid]["instance_count"] == 2
+        assert row[rid]["billable_seconds"] == 3600 and row[rid]["hosts"] == 2
         assert row[rid]["eur"] == pytest.approx(2 * 12.24 / RATE)
     assert row["ft-sm-spot"]["spot_savings"] == pytest.approx(1 - 320 / 920)
     assert "no charge (AWS spot billing)" in _cli("runs", "show", "ft-ec2-interrupted")

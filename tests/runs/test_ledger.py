@@ -54,6 +54,24 @@ def test_round_trip_and_prefix_lookup(tmp_path):
         assert kinds == ["created", "status", "status"]
 
 
+def test_hosts_live_in_the_instance_count_column_older_versions_read(tmp_path):
+    """Run.hosts (issue 20: hosts are hosts) keeps its column's name: a ledger written before
+    reads as it is, and a version before reads this one."""
+    path = tmp_path / "l.sqlite"
+    with Ledger(path) as led:
+        led.create(_run("ft-h", hosts=3, devices_per_host=2))
+        assert (led.get("ft-h").hosts, led.get("ft-h").gpus) == (3, 6)
+        led.update("ft-h", hosts=4)
+    with closing(sqlite3.connect(path)) as raw:
+        assert raw.execute("SELECT instance_count FROM runs WHERE id = 'ft-h'").fetchone() == (4,)
+        raw.execute("UPDATE runs SET instance_count = 2 WHERE id = 'ft-h'")  # as an old one
+        raw.commit()
+    with Ledger(path) as led:
+        assert led.get("ft-h").hosts == 2
+        with pytest.raises(ValueError, match="not columns of runs: nodes"):
+            led.update("ft-h", nodes=1)
+
+
 def test_unknown_and_ambiguous_ids(tmp_path):
     with Ledger(tmp_path / "l.sqlite") as led:
         led.create(_run("ft-a-1"))

@@ -27,7 +27,7 @@ def _store_running_ec2_run(started: float) -> str:
         id="run-spend-1", created_at=started, recipe="caltech256-resnet50-torch",
         dataset="/data/caltech256", backend="ec2", status="running",
         plan={"hyperparameters": {"epochs": 6}, "estimate": {"seconds": 3600.0}},
-        instance_type="g5.xlarge", instance_count=2, devices_per_host=1, device_kind="gpu",
+        instance_type="g5.xlarge", hosts=2, devices_per_host=1, device_kind="gpu",
         region="us-east-1", started_at=started, charges=[charge.to_dict()],
     )  # fmt: skip
     with open_default() as ledger:

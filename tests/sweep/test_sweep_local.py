@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 
 # the tiniest training the suite uses: 32 px ResNet-18, one epoch of two batches
 TINY = ["image_size=32", "epochs=1", "schedule.steps=[]", "train.max_batches_per_epoch=2"]
-GRID = ["engine=mxnet,torch", "batch_per_gpu=4,8"]
+GRID = ["engine=mxnet,torch", "batch_per_device=4,8"]
 
 
 def _sweep(dataset, *more):
@@ -34,7 +34,7 @@ def test_a_2x2_local_sweep_survives_an_interruption_and_resumes(tiny_dataset):
     doc = json.loads(plan.stdout)
     cells = {tuple(sorted(c["values"].items())): c for c in doc["cells"]}
     assert len(cells) == 4 and doc["total_eur"] == 0.0
-    torch8 = cells[(("batch_per_gpu", "8"), ("engine", "torch"))]
+    torch8 = cells[(("batch_per_device", "8"), ("engine", "torch"))]
     assert (torch8["engine"], torch8["global_batch"], torch8["lr"]) == ("torch", 8, 0.01)
 
     sp = plan_sweep("smoke-resnet18", str(tiny_dataset), "local", GRID, overrides=TINY)
@@ -62,7 +62,7 @@ def test_a_2x2_local_sweep_survives_an_interruption_and_resumes(tiny_dataset):
     assert len(runs) == 4 and all(r.status == "completed" for r in runs)
     assert {r.sweep_cell for r in runs} == {c.cell.key for c in sp.cells}
     by_values = {tuple(sorted(r.sweep.items())): r for r in runs}
-    torch_run = by_values[(("batch_per_gpu", "8"), ("engine", "torch"))]
+    torch_run = by_values[(("batch_per_device", "8"), ("engine", "torch"))]
     assert torch_run.plan["hyperparameters"]["engine"] == "torch"
     assert torch_run.plan["hyperparameters"]["model"] == "resnet18"  # renamed for the engine
     assert torch_run.plan["derived"]["global_batch"] == 8

@@ -15,12 +15,12 @@ CLOUD = ["data.image_size=32", "epochs=2", "schedule.steps=[1]", "schedule.warmu
 
 
 def test_grid_expands_every_combination_first_key_slowest():
-    grid = g.parse_grid(["instance=a,b", "batch_per_gpu=16,32"])
+    grid = g.parse_grid(["instance=a,b", "batch_per_device=16,32"])
     assert g.expand(grid) == [
-        (("instance", "a"), ("batch_per_gpu", "16")),
-        (("instance", "a"), ("batch_per_gpu", "32")),
-        (("instance", "b"), ("batch_per_gpu", "16")),
-        (("instance", "b"), ("batch_per_gpu", "32")),
+        (("instance", "a"), ("batch_per_device", "16")),
+        (("instance", "a"), ("batch_per_device", "32")),
+        (("instance", "b"), ("batch_per_device", "16")),
+        (("instance", "b"), ("batch_per_device", "32")),
     ]
     for bad in (["instance"], ["instance="], ["x=1", "x=2"], ["x=1,1"]):
         with pytest.raises(UsageError):
@@ -28,14 +28,14 @@ def test_grid_expands_every_combination_first_key_slowest():
 
 
 def test_cell_identity_is_recipe_dataset_engine_backend_and_values():
-    key = g.cell_key("r", "sha", "mxnet", "ec2", [("batch_per_gpu", "16")])
-    assert key == g.cell_key("r", "sha", "mxnet", "ec2", [("batch_per_gpu", "16")])
+    key = g.cell_key("r", "sha", "mxnet", "ec2", [("batch_per_device", "16")])
+    assert key == g.cell_key("r", "sha", "mxnet", "ec2", [("batch_per_device", "16")])
     for other in (
-        ("r2", "sha", "mxnet", "ec2", [("batch_per_gpu", "16")]),
-        ("r", "sha2", "mxnet", "ec2", [("batch_per_gpu", "16")]),
-        ("r", "sha", "torch", "ec2", [("batch_per_gpu", "16")]),
-        ("r", "sha", "mxnet", "sagemaker", [("batch_per_gpu", "16")]),
-        ("r", "sha", "mxnet", "ec2", [("batch_per_gpu", "32")]),
+        ("r2", "sha", "mxnet", "ec2", [("batch_per_device", "16")]),
+        ("r", "sha2", "mxnet", "ec2", [("batch_per_device", "16")]),
+        ("r", "sha", "torch", "ec2", [("batch_per_device", "16")]),
+        ("r", "sha", "mxnet", "sagemaker", [("batch_per_device", "16")]),
+        ("r", "sha", "mxnet", "ec2", [("batch_per_device", "32")]),
     ):
         assert g.cell_key(*other) != key
 
@@ -54,7 +54,7 @@ def test_cloud_cells_derive_batch_and_lr_and_refuse_above_max_eur(tiny_dataset):
         "caltech256-resnet50",
         str(tiny_dataset),
         "ec2",
-        ["instance=p3.2xlarge,p3.8xlarge", "batch_per_gpu=2"],
+        ["instance=p3.2xlarge,p3.8xlarge", "batch_per_device=2"],
         overrides=CLOUD,
     )
     one, four = sp.cells
@@ -79,9 +79,9 @@ def test_bad_sweeps_fail_before_anything_runs(tiny_dataset):
 
     res = sweep("--grid", "instance=g5.xlarge")
     assert res.exit_code == 2 and "needs a cloud backend" in res.output
-    res = sweep("--backend", "ec2", "--grid", "batch_per_gpu=4")
+    res = sweep("--backend", "ec2", "--grid", "batch_per_device=4")
     assert res.exit_code == 2 and "needs instance types" in res.output
     res = sweep("--grid", "cpus=0")
     assert res.exit_code == 2 and "not a positive whole number" in res.output
-    res = sweep("--grid", "train.batch_per_gpux=4")
-    assert res.exit_code != 0 and "batch_per_gpux" in res.output
+    res = sweep("--grid", "train.batch_per_devicex=4")
+    assert res.exit_code != 0 and "batch_per_devicex" in res.output

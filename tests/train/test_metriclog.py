@@ -171,7 +171,7 @@ def test_the_plan_carries_the_loggers_and_the_estimates_hourly_euros(tiny_datase
         tiny_dataset,
         overrides=[
             "data.image_size=32",
-            "train.batch_per_gpu=8",
+            "train.batch_per_device=8",
             "metric_logging.loggers=[mlflow]",
         ],
         verify_checksums=False,

@@ -147,8 +147,8 @@ def test_a_64px_set_trains_at_32px_on_whole_images(tmp_path, scale_images):
 @pytest.mark.slow
 def test_a_256px_set_trains_at_224px(tmp_path, scale_images):
     accs = _scale_run(
-        tmp_path, scale_images, 256, 224, 16, epochs=5, batch_size_per_device=6,
-        global_batch_size=6, seed=0,
+        tmp_path, scale_images, 256, 224, 16, epochs=5, batch_per_device=6,
+        global_batch=6, seed=0,
     )  # fmt: skip
     assert max(accs[-2:]) >= 0.7, accs
 
@@ -156,7 +156,7 @@ def test_a_256px_set_trains_at_224px(tmp_path, scale_images):
 # ---- exact validation ----------------------------------------------------------------------
 @pytest.mark.slow
 def test_validation_accuracy_equals_an_independent_count_over_two_epochs(tmp_path, tiny_dataset):
-    hp = hparams(epochs=2, batch_size_per_device=5, global_batch_size=5, max_batches_per_epoch=4)
+    hp = hparams(epochs=2, batch_per_device=5, global_batch=5, max_batches_per_epoch=4)
     root = make_tree(tmp_path / "ml", tiny_dataset, hp)
     fit(load_job(Layout(root)))
     events = read_metrics(root / "output" / "data" / "metrics.jsonl")
@@ -201,14 +201,14 @@ def test_a_frozen_backbone_keeps_its_weights_and_batchnorm_statistics(tmp_path, 
 
 
 def test_a_different_device_count_rescales_the_learning_rate():
-    hp = hparams(devices_per_host=4, global_batch_size=32, lr_per_device=0.01, lr=0.04)
+    hp = hparams(devices_per_host=4, global_batch=32, lr_per_device=0.01, lr=0.04)
     same, note = rescale(hp, 4, 1)
     assert same is hp and note is None
     fewer, note = rescale(hp, 2, 1)
-    assert (fewer.global_batch_size, fewer.lr, fewer.devices_per_host) == (16, 0.02, 2)
+    assert (fewer.global_batch, fewer.lr, fewer.devices_per_host) == (16, 0.02, 2)
     assert "lr 0.04 -> 0.02" in note
     more, _ = rescale(hp, 8, 2)
-    assert (more.global_batch_size, more.lr, more.hosts) == (128, pytest.approx(0.16), 2)
+    assert (more.global_batch, more.lr, more.hosts) == (128, pytest.approx(0.16), 2)
 
 
 @pytest.mark.slow
@@ -216,7 +216,7 @@ def test_a_job_planned_for_two_hosts_on_one_trains_and_records_the_one_host_rate
     tmp_path, tiny_dataset
 ):
     hp = hparams(
-        hosts=2, kvstore="dist_sync", global_batch_size=16, lr=0.002, lr_per_device=0.001,
+        hosts=2, kvstore="dist_sync", global_batch=16, lr=0.002, lr_per_device=0.001,
         epochs=1, max_batches_per_epoch=2,
     )  # fmt: skip
     root = make_tree(tmp_path / "ml", tiny_dataset, hp)
@@ -225,7 +225,7 @@ def test_a_job_planned_for_two_hosts_on_one_trains_and_records_the_one_host_rate
     assert event.lr == pytest.approx(0.001) and event.hosts == 1
     record = json.loads((root / "output" / "data" / "run-record.json").read_text())
     assert "lr 0.002 -> 0.001" in record["rescaled"]
-    assert json.loads(record["hyperparameters"]["global_batch_size"]) == 8
+    assert json.loads(record["hyperparameters"]["global_batch"]) == 8
 
 
 @pytest.mark.slow

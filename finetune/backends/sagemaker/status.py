@@ -147,7 +147,7 @@ def facts_of(job: dict, now: float | None = None) -> dict:
         "interrupted_seconds": interrupted_seconds(
             job.get("SecondaryStatusTransitions") or [], now
         ),
-        "instance_count": rc.get("InstanceCount"),
+        "hosts": rc.get("InstanceCount"),
     }
     finals = job.get("FinalMetricDataList") or []
     if finals:

@@ -136,6 +136,12 @@ def test_cleanup_removes_orphans_and_keeps_live_runs(ec2_aws, tiny_dataset):
     res = CliRunner().invoke(app, ["cleanup", "--older-than", "0s"])
     assert res.exit_code == 0 and orphan in res.output and "Nothing removed" in res.output
     assert orphan in live_instances(_ec2())
+    found = json.loads(CliRunner().invoke(app, ["cleanup", "--older-than", "0s", "--format",
+                                                "json"]).stdout)  # fmt: skip
+    (mine,) = [r for r in found if r["id"] == orphan]
+    assert mine["kind"] == "instance" and mine["run_id"] == "ft-20200101-000000-dead"
+    assert set(mine) == {"kind", "id", "run_id", "age_hours", "detail"}  # the table's headers
+    assert orphan in live_instances(_ec2())  # listing removes nothing
     res = CliRunner().invoke(app, ["cleanup", "--older-than", "0s", "--yes"])
     assert res.exit_code == 0 and f"terminated {orphan}" in res.output
     assert live_instances(_ec2()) == [i["InstanceId"] for i in instances_of(live_run, LIVE)]

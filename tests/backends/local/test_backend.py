@@ -15,7 +15,7 @@ from finetune.runs.ledger import open_default
 
 pytestmark = pytest.mark.slow
 
-SMOKE = ["smoke-resnet18", "image_size=32", "batch_per_gpu=8"]
+SMOKE = ["smoke-resnet18", "image_size=32", "batch_per_device=8"]
 
 
 def _cli(*args: str):

@@ -17,7 +17,7 @@ from finetune.cli import app
 from finetune.runs.ledger import open_default
 
 SMOKE = {
-    "mxnet": ["smoke-resnet18", "image_size=32", "batch_per_gpu=8"],
+    "mxnet": ["smoke-resnet18", "image_size=32", "batch_per_device=8"],
     "torch": ["smoke-resnet18-torch"],
 }
 
@@ -67,8 +67,8 @@ def test_a_diverged_loss_fails_the_run_on_both_engines(tiny_dataset, engine):
 @pytest.mark.parametrize(
     "overrides, named",
     [
-        (["lr=1e308"], "optimizer.lr_per_gpu = 1e+308 overflows to infinity in float32"),
-        (["lr=1e-50"], "optimizer.lr_per_gpu = 1e-50 rounds to 0 in float32"),
+        (["lr=1e308"], "optimizer.lr_per_device = 1e+308 overflows to infinity in float32"),
+        (["lr=1e-50"], "optimizer.lr_per_device = 1e-50 rounds to 0 in float32"),
         (["lr=1e38", "model.head_lr_mult=10"], "the head's learning rate (lr x model.head_lr_"),
     ],
 )

@@ -26,8 +26,8 @@ from finetune.train.signals import EXIT_STOPPED, MODEL_FILES
 
 pytestmark = pytest.mark.slow
 
-TORCH = ["smoke-resnet18-torch", "image_size=32", "batch_per_gpu=8"]
-MXNET = ["smoke-resnet18", "image_size=32", "batch_per_gpu=8"]
+TORCH = ["smoke-resnet18-torch", "image_size=32", "batch_per_device=8"]
+MXNET = ["smoke-resnet18", "image_size=32", "batch_per_device=8"]
 
 
 def _cli(*args: str):

@@ -40,7 +40,7 @@ def test_on_demand_sequence_ends_completed_with_cost(cloud, tiny_dataset, tmp_pa
     assert seen[2][1] == "Training: Training image download completed. Training in progress."
     assert run.status == "completed" and run.exit_reason is None
     assert (run.training_seconds, run.billable_seconds, run.interrupted_seconds) == (620, 620, 0)
-    assert run.region == "eu-west-1" and run.instance_count == 1
+    assert run.region == "eu-west-1" and run.hosts == 1
     # 620 s x 1 x ml.p3.2xlarge eu-west-1 with no sourced ml.* price: the estimate EC2 3.305
     # USD/h (catalog snapshot) x 1.25 (default markup) = 4.13125 USD/h, at the ECB history's
     # latest rate 1.1172 USD/EUR (2026-10-30)

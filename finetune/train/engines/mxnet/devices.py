@@ -21,12 +21,13 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Devices:
     """The contexts of this host, the kvstore (None: one device, nothing to reduce) and this
-    host's place among the workers (the ImageRecordIter's part_index / num_parts)."""
+    host's place among the hosts (the ImageRecordIter's part_index / num_parts; MXNet's
+    kvstore calls a host a worker: ``rank`` / ``num_workers``)."""
 
     contexts: list
     kvstore: Any
     rank: int = 0
-    num_workers: int = 1
+    hosts: int = 1
 
     @property
     def kind(self) -> str:
@@ -56,7 +57,7 @@ def select(hp: TrainHyperparameters) -> Devices:
         contexts = [mx.cpu(i) for i in range(hp.devices_per_host)]
     kvstore = _kvstore(hp.kvstore, contexts, hp.hosts)
     if kvstore is not None and kvstore.type.startswith("dist"):
-        return Devices(contexts, kvstore, kvstore.rank, kvstore.num_workers)
+        return Devices(contexts, kvstore, kvstore.rank, hosts=kvstore.num_workers)
     return Devices(contexts, kvstore)
 
 

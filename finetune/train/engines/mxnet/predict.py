@@ -47,7 +47,7 @@ def scores(model_dir: Path, rec: Path, idx: Path) -> np.ndarray:
     count = sum(1 for line in idx.read_text("ascii").splitlines() if line.strip())
     ctx = mx.cpu()
     net = load_network(model_dir, ctx)
-    batch = hp.batch_size_per_device * hp.devices_per_host
+    batch = hp.batch_per_device * hp.devices_per_host
     it = record_iter(rec, idx, hp, batch, train=False)
     out, seen = [], 0
     while seen < count:

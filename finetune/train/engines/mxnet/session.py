@@ -45,7 +45,7 @@ class MXNetSession:
         _seed(job.hparams.seed)
         self.dev = devices.select(job.hparams)
         self.devices = len(self.dev.contexts)
-        self.hosts = self.dev.num_workers  # (one kvstore worker per host)
+        self.hosts = self.dev.hosts  # (one kvstore worker per host)
         self.is_first_host = job.is_first_host
         # one process per host, each deciding alone: the kvstore only sums gradients
         self.group = OneProcess()
@@ -57,7 +57,7 @@ class MXNetSession:
     def build(self, hp, steps: int, resume: Checkpoint | None) -> None:
         self.hp = hp
         self.net, self.trainer = self._network(resume)
-        self.local_batch = hp.batch_size_per_device * self.devices
+        self.local_batch = hp.batch_per_device * self.devices
         self.train_iter = self._train_iter(0)
         self._iter_epoch = 0
         self._eval_iters: dict[str, object] = {}

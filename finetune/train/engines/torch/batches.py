@@ -37,7 +37,7 @@ class _Batches:
                  device: torch.device, hp, group: ddp.Group, steps: int) -> None:  # fmt: skip
         self.files, self.contract, self.device = files, contract, device
         self.hp, self.group, self.steps = hp, group, steps
-        self.local_batch = ddp.local_batch(hp.global_batch_size, group.world)
+        self.local_batch = ddp.local_batch(hp.global_batch, group.world)
         self.workers = hardware.loader_workers(hp.loader_workers)
 
     def order(self, epoch: int) -> list[torch.Tensor]:

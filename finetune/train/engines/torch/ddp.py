@@ -44,7 +44,8 @@ class Group:
     control: object = None  # the gloo group for control collectives (None: the default one)
 
     @property
-    def nodes(self) -> int:
+    def hosts(self) -> int:
+        """Machines in the group (torchrun's "nodes"), each with local_world processes."""
         return max(self.world // self.local_world, 1)
 
     def agree(self, stop: StopRequest, save_due: bool) -> tuple[bool, bool]:
@@ -118,7 +119,7 @@ def local_batch(global_batch: int, world: int) -> int:
     if global_batch % world:
         raise ConfigError(
             f"the global batch {global_batch} does not divide among the {world} training processes",
-            f"make it a multiple of {world}: batch_size_per_device x devices x hosts (what "
+            f"make it a multiple of {world}: batch_per_device x devices x hosts (what "
             "`finetune launch` derives).",
         )
     return global_batch // world

@@ -70,7 +70,7 @@ def environment(s) -> dict:
         "gpu": torch.cuda.get_device_name(s.device) if cuda else None,
         "device_kind": "gpu" if cuda else "cpu",
         "devices": s.group.local_world,
-        "hosts": s.group.nodes,
+        "hosts": s.group.hosts,
         "processes": s.group.world,
         "batchnorm": s.hp.batchnorm,
         "precision": s.precision,

@@ -236,7 +236,7 @@ def _failure(error: BaseException, job: TrainJob, launch: Launch) -> FinetuneErr
             f"rank {f.local_rank}, pid {f.pid}) was killed by {f.signal_name()}; torchrun "
             "stopped the other processes",
             "find what killed it (the kernel's out-of-memory killer reports in dmesg and the "
-            "instance's system log; a smaller batch_size_per_device needs less memory), then "
+            "instance's system log; a smaller batch_per_device needs less memory), then "
             "start the job again: it resumes from the newest checkpoint.",
             128 - f.exitcode,
         )

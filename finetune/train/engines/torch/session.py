@@ -55,7 +55,7 @@ class TorchSession:
             )
         self.device = hardware.device(hp.device, g.local_rank)
         hardware.threads(self.device, g.local_world)
-        self.devices, self.hosts = g.local_world, g.nodes
+        self.devices, self.hosts = g.local_world, g.hosts
         self.is_first_host, self.local_rank = g.rank == 0, g.local_rank
         self.precision = precision.choose(hp.precision, self.device)
         self.contract = Preprocessing.from_hparams(hp)

@@ -89,7 +89,7 @@ def test_roles_start_children_set_worker_env_and_clean_up(tmp_path, monkeypatch)
     monkeypatch.setenv(host_addresses.ADDRESS_OVERRIDE_ENV, "127.0.0.1")
     monkeypatch.setenv(ps.PORT_ENV, str(_free_port()))
     monkeypatch.delenv("DMLC_ROLE", raising=False)
-    hp = hparams(hosts=2, kvstore="dist_sync", global_batch_size=16)
+    hp = hparams(hosts=2, kvstore="dist_sync", global_batch=16)
     job = TrainJob(Layout(tmp_path), hp, {}, tmp_path / "ckpt", "algo-2", tuple(HOSTS))
     single = TrainJob(Layout(tmp_path), hp, {}, tmp_path / "ckpt", "algo-1", ("algo-1",))
     with ps.roles(single) as cluster:
@@ -174,8 +174,8 @@ def test_two_hosts_train_one_model_and_count_validation_exactly(tmp_path, tiny_d
         epochs=2,
         hosts=2,
         kvstore="dist_sync",
-        batch_size_per_device=5,
-        global_batch_size=10,
+        batch_per_device=5,
+        global_batch=10,
         max_batches_per_epoch=3,
     )
     roots = {name: _host_tree(tmp_path, tiny_dataset, hp, name) for name in sorted(HOSTS)}
@@ -234,7 +234,7 @@ def test_failed_host_exits_and_leaves_no_server(tmp_path, tiny_dataset):
     """A host whose training fails writes its reason and exits with its code (not waiting in
     MXNet's exit barrier) after stopping its server; a host killed outright takes its
     scheduler and server with it (the kernel sends them SIGTERM)."""
-    hp = hparams(epochs=1, hosts=2, kvstore="dist_sync", global_batch_size=16)
+    hp = hparams(epochs=1, hosts=2, kvstore="dist_sync", global_batch=16)
     roots = {name: _host_tree(tmp_path, tiny_dataset, hp, name) for name in sorted(HOSTS)}
     env = {host_addresses.ADDRESS_OVERRIDE_ENV: "127.0.0.1", ps.PORT_ENV: str(_free_port())}
     first = start_trainer(roots["algo-1"], **env)

@@ -33,7 +33,9 @@ def test_single_host_kvstore_cannot_span_hosts():
 def test_the_plan_carries_the_engines_choice(tiny_dataset):
     res = Resources(backend="sagemaker", instance_type="ml.p3.8xlarge", hosts=2,
                     devices_per_host=4, device="gpu")  # fmt: skip
-    plan = build_plan("smoke-resnet18", tiny_dataset, res, ["batch_per_gpu=2"])
+    plan = build_plan("smoke-resnet18", tiny_dataset, res, ["batch_per_device=2"])
     assert plan.hyperparameters.kvstore == kvstore.choose(None, 2, "gpu", 4)
     with pytest.raises(ConfigError, match="cannot synchronise 2 hosts"):
-        build_plan("smoke-resnet18", tiny_dataset, res, ["batch_per_gpu=2", "train.kvstore=local"])
+        build_plan(
+            "smoke-resnet18", tiny_dataset, res, ["batch_per_device=2", "train.kvstore=local"]
+        )

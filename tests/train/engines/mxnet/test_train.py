@@ -53,7 +53,7 @@ def test_learns_clearly_above_chance(tmp_path, tiny_dataset):
 
 @pytest.mark.slow
 def test_two_cpu_contexts_through_the_multi_device_path(tmp_path, tiny_dataset):
-    hp = hparams(epochs=2, devices_per_host=2, global_batch_size=16, lr=0.002)
+    hp = hparams(epochs=2, devices_per_host=2, global_batch=16, lr=0.002)
     root = make_tree(tmp_path / "ml", tiny_dataset, hp)
     result, events = _train(root)
     assert [e.devices for e in events] == [2, 2]

@@ -31,8 +31,8 @@ def ddp_hp(processes: int, **overrides):
     process's output does not depend on how the batch is split (per-rank BatchNorm would)."""
     base = dict(
         engine="torch", model="resnet18", loader_workers=0, optimizer="sgd",
-        devices_per_host=processes, batch_size_per_device=16 // processes,
-        global_batch_size=16, lr_per_device=0.02 / processes, lr=0.02, batchnorm="frozen",
+        devices_per_host=processes, batch_per_device=16 // processes,
+        global_batch=16, lr_per_device=0.02 / processes, lr=0.02, batchnorm="frozen",
         checkpoint_interval_s=3600, max_batches_per_epoch=3,
     )  # fmt: skip
     base.update(overrides)
