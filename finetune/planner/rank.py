@@ -16,18 +16,20 @@ DEFAULT_REGION = "us-east-1"  # where nothing else names one (as `finetune sweep
 
 @dataclass(frozen=True)
 class Row:
-    """One estimated candidate; the field names are the table's headers and the JSON/CSV keys."""
+    """One estimated candidate; the field names are the table's headers and the JSON/CSV keys,
+    in the order a reader needs them: what, how long, how much first (an 80-column terminal
+    shows these in the table's first block), then where and the detail."""
 
     rank: int
     instance: str
-    backend: str
-    region: str
-    market: str
     hosts: int
     gpus: int
     gpu: str
     minutes: float
     eur: float
+    market: str
+    backend: str
+    region: str
     eur_low: float
     eur_high: float
     eur_per_epoch: float
