@@ -113,7 +113,9 @@ def test_the_table_shows_the_same_figures_and_names_both_picks(plan):
     for r in data["rows"]:
         line = next(ln for ln in lines if ln.split()[:1] == [str(r["rank"])])
         cells = line.split()
-        assert cells[1:5] == [r["instance"], r["backend"], r["region"], r["market"]]
+        # what, how many, how long, how much first; then where
+        assert cells[1:5] == [r["instance"], str(r["hosts"]), str(r["gpus"]), r["gpu"]]
+        assert cells[7:10] == [r["market"], r["backend"], r["region"]]
         euros = f"{r['eur']:.2f}" if r["eur"] >= 1 else f"{r['eur']:.4f}"
         assert f"{r['minutes']:.1f}" in cells and euros in cells
 
