@@ -19,37 +19,14 @@ from finetune.backends.ec2.setup import ami as ec2_ami
 from finetune.errors import ConfigError, UsageError
 from finetune.plan import Resources, build_plan
 from finetune.runs.ledger import Ledger
-from tests.backends.ec2.conftest import ACCOUNT, BUCKET, REGION, put_public_ssm_parameter
+from tests.backends.ec2.conftest import (
+    BUCKET,
+    DLAMI,
+    REGION,
+    put_public_ssm_parameter,
+)
+from tests.backends.ec2.conftest import seed_dlami as _seed_dlami
 from tests.backends.ec2.control import OPEN_LEDGERS
-
-DLAMI = "Deep Learning OSS Nvidia Driver AMI GPU PyTorch 2.10 (Ubuntu 24.04) {}"
-
-
-def _seed_dlami(name: str, created: str) -> str:
-    """An Amazon-owned AMI called ``name`` in moto's in-process EC2 backend (as AWS publishes
-    its DLAMIs; RegisterImage would make it ours)."""
-    from datetime import datetime
-
-    from moto.ec2.models import ec2_backends
-    from moto.ec2.models.amis import Ami
-    from moto.ec2.utils import random_ami_id
-
-    backend = ec2_backends[ACCOUNT][REGION]
-    ami = Ami(
-        backend,
-        random_ami_id(),
-        name=name,
-        owner_id="898082745236",  # an account AWS publishes DLAMIs from
-        owner_alias="amazon",
-        public=True,
-        architecture="x86_64",
-        virtualization_type="hvm",
-        creation_date=datetime.fromisoformat(created),
-        root_device_type="ebs",
-        root_device_name="/dev/sda1",
-    )
-    backend.amis[ami.id] = ami
-    return ami.id
 
 
 def _clients():
