@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import csv
 import json
+import socket
 from pathlib import Path
 
 import boto3
@@ -32,6 +33,7 @@ from finetune.runs.ledger import open_default
 from tests import namespaces
 
 from . import instance_host
+from .agent_env import wait_for
 from .conftest import BUCKET, DLAMI, REGION, put_public_ssm_parameter, seed_dlami
 from .control import OPEN_LEDGERS, instances_of
 from .fake_imds import ROLE, FakeImds
@@ -42,6 +44,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(bool(_WHY_NOT), reason=_WHY_N
 
 TRAIN = ["schedule.steps=[]", "train.max_batches_per_epoch=3"]
 LIVE = ["pending", "running", "stopping", "stopped"]
+DEADMAN_S = 1800 + 15 * 60  # --max-runtime 30m plus the margin
 
 
 @pytest.fixture(scope="module")
@@ -79,13 +82,19 @@ def _instance(tmp_path, instance_id: str, k: int) -> instance_host.Instance:
     return instance_host.Instance(instance_id, f"127.0.0.{k + 2}", tmp_path / instance_id, imds)
 
 
-def _powered_off(inst: instance_host.Instance, code: int, deadman_s: int) -> None:
+def _boot(layer, tmp_path, standin, instance_id, k=0, n=-1, **kw) -> instance_host.Instance:
+    """The ``n``-th RunInstances' user data booted as ``instance_id`` at 127.0.0.(k+2)."""
+    inst = _instance(tmp_path, instance_id, k)
+    return instance_host.boot(_user_data(layer, n), inst, standin, **kw)
+
+
+def _powered_off(inst: instance_host.Instance) -> None:
     """Armed first, powered off last; then EC2 terminates it (terminate-on-shutdown)."""
+    armed = f"systemd-run --on-active={DEADMAN_S}s --unit=finetune-deadman"
     commands = [c for c in inst.commands() if not c.startswith("set ")]
-    assert commands[0].startswith(f"systemd-run --on-active={deadman_s}s"), commands[:3]
+    assert commands[0].startswith(armed), commands[:3]  # before anything else ran
     power = inst.power()
-    assert power[0].startswith(f"systemd-run --on-active={deadman_s}s --unit=finetune-deadman")
-    assert power[-1] == "systemctl poweroff", (code, power, inst.log[-3000:])
+    assert power[0].startswith(armed) and power[-1] == "systemctl poweroff", (power, inst.log)
     inst.imds.stop()
     boto3.client("ec2", region_name=REGION).terminate_instances(InstanceIds=[inst.instance_id])
 
@@ -96,40 +105,127 @@ def _s3_keys(prefix: str) -> list[str]:
     return [o["Key"] for page in pages for o in page.get("Contents", [])]
 
 
+def _s3_json(key: str) -> dict:
+    s3 = boto3.client("s3", region_name=REGION)
+    return json.loads(s3.get_object(Bucket=BUCKET, Key=key)["Body"].read())
+
+
+def _cli(*args) -> str:
+    res = CliRunner().invoke(app, list(args))
+    assert res.exit_code == 0, res.output
+    return res.output
+
+
+def _predicts(run_id: str, dataset, folder) -> None:
+    """`finetune predict` with the run's model: one top-1 per validation image."""
+    labels = _val_images(dataset, folder)
+    out = _cli("predict", run_id, str(folder), "--format", "CSV")
+    rows = [r for r in csv.DictReader(out.splitlines()) if r["rank"] == "1"]
+    classes = len(json.loads((dataset / "manifest.json").read_text())["classes"])
+    assert len(rows) == len(labels) and all(0 <= int(r["label"]) < classes for r in rows)
+
+
 def test_the_user_data_boots_trains_and_powers_off(dlami, tiny_dataset, standin, tmp_path):
     opt_before = Path("/opt/finetune").exists()
-    run, backend, ledger = _launch(tiny_dataset)
-    inst = _instance(tmp_path, run.backend_ref, 0)
-    instance_host.boot(_user_data(dlami), inst, standin)
-    code = inst.wait(timeout=180)
-    assert code == 0, inst.log[-4000:]
-    _powered_off(inst, code, 1800 + 15 * 60)
+    run, _, _ = _launch(tiny_dataset)
+    inst = _boot(dlami, tmp_path, standin, run.backend_ref)
+    assert inst.wait(timeout=240) == 0, inst.log[-4000:]
+    _powered_off(inst)
     # the wheel came from S3 and went into the stand-in, not the machine's environment
     [installed] = list(standin.glob("lib/python3*/site-packages/finetune-*.dist-info"))
     assert (installed.parent / "finetune" / "backends" / "ec2" / "agent").is_dir()
+    assert Path("/opt/finetune").exists() == opt_before, "the real /opt was written"
     # the CLI and the agent signed with the instance role's credentials, read from IMDS
     assert [r for r in inst.imds.requests if r["path"].endswith(f"credentials/{ROLE}")]
-    assert not Path("/opt/finetune").exists() or opt_before, "the real /opt was written"
     prefix = p.run_prefix(run.id)
     keys = _s3_keys(prefix)
-    assert prefix + p.METRICS in keys and any("/model/" in k for k in keys), keys
+    assert prefix + p.METRICS in keys and any(k.startswith(prefix + p.MODEL) for k in keys)
     assert any(k.startswith(prefix + p.CHECKPOINTS) for k in keys), keys
-    status = json.loads(
-        boto3.client("s3", region_name=REGION)
-        .get_object(Bucket=BUCKET, Key=prefix + p.STATUS)["Body"]
-        .read()
-    )
+    status = _s3_json(prefix + p.STATUS)
     assert status["state"] == "completed" and status["instance_id"] == inst.instance_id
-
-    shown = CliRunner().invoke(app, ["runs", "show", run.id])
-    assert shown.exit_code == 0, shown.output
-    assert "completed" in shown.output
+    assert "completed" in _cli("runs", "show", run.id)
     assert instances_of(run.id, LIVE) == []
-    labels = _val_images(tiny_dataset, tmp_path / "val")
-    res = CliRunner().invoke(app, ["predict", run.id, str(tmp_path / "val"), "--format", "CSV"])
-    assert res.exit_code == 0, res.output
-    rows = [r for r in csv.DictReader(res.output.splitlines()) if r["rank"] == "1"]
-    assert len(rows) == len(labels)
+    _predicts(run.id, tiny_dataset, tmp_path / "val")
+
+
+def test_a_boot_that_fails_still_powers_off(dlami, tiny_dataset, standin, tmp_path):
+    run, _, _ = _launch(tiny_dataset)
+    state = json.loads((Path(run.run_dir) / "ec2.json").read_text())
+    s3 = boto3.client("s3", region_name=REGION)
+    _, dataset_prefix = p.split_s3_uri(state["dataset_uri"])
+    for key in _s3_keys(dataset_prefix):  # the dataset is gone: the agent cannot start
+        s3.delete_object(Bucket=BUCKET, Key=key)
+    inst = _boot(dlami, tmp_path, standin, run.backend_ref)
+    assert inst.wait(timeout=240) == p.EXIT_FAILED, inst.log[-4000:]
+    _powered_off(inst)
+    assert "agent exited with code 1; powering off" in inst.log
+    status = _s3_json(p.run_prefix(run.id) + p.STATUS)
+    assert status["state"] == "failed" and "cannot download" in status["reason"]
+    assert "failed" in _cli("runs", "show", run.id)
+
+
+def test_a_spot_notice_checkpoints_powers_off_and_the_next_boot_resumes(
+    dlami, tiny_dataset, standin, tmp_path
+):
+    run, _, _ = _launch(tiny_dataset, epochs=3, spot=True, max_restarts=1)
+    fast_polls = {"FINETUNE_AGENT_POLL_INTERVAL": "0.2"}  # the agent's default is 5 s
+    first = _boot(dlami, tmp_path, standin, run.backend_ref, extra_env=fast_polls)
+    log = first.ml / "output" / "train.log"
+    wait_for(lambda: log.exists() and "finetune-progress epoch=0 batch=1/" in log.read_text(), 180)
+    first.imds.schedule_notice()
+    assert first.wait(timeout=180) == p.EXIT_INTERRUPTED, first.log[-4000:]
+    _powered_off(first)
+    assert any("/COMPLETE" in k for k in _s3_keys(p.run_prefix(run.id) + p.CHECKPOINTS))
+    assert "submitted" in _cli("runs", "show", run.id)  # EC2 took it back: relaunched
+    [second_id] = [i["InstanceId"] for i in instances_of(run.id, LIVE)]
+    second = _boot(dlami, tmp_path, standin, second_id, k=1, extra_env=fast_polls)
+    assert second.wait(timeout=240) == 0, second.log[-4000:]
+    _powered_off(second)
+    assert "ATTEMPT=2" in _user_data(dlami)
+    train_log = (second.ml / "output" / "train.log").read_text()
+    assert "finetune-resume checkpoint=" in train_log
+    epochs = [json.loads(x)["epoch"] for x in _s3_text(p.run_prefix(run.id) + p.METRICS)]
+    assert epochs == [0, 1, 2]
+    assert "completed" in _cli("runs", "show", run.id)
+    _predicts(run.id, tiny_dataset, tmp_path / "val")
+
+
+def test_two_instances_train_one_model_over_gloo(dlami, tiny_dataset, standin, tmp_path):
+    run, _, _ = _launch(tiny_dataset, hosts=2)
+    prefix = p.run_prefix(run.id)
+    doc = _s3_json(prefix + p.HOSTS)
+    # the VPC's private addresses become loopback ones: 127.0.0.2 for algo-1, ...
+    order = sorted(doc["instances"], key=lambda i: doc["instances"][i])
+    doc["hosts"] = {doc["instances"][i]: f"127.0.0.{k + 2}" for k, i in enumerate(order)}
+    boto3.client("s3", region_name=REGION).put_object(
+        Bucket=BUCKET, Key=prefix + p.HOSTS, Body=json.dumps(doc).encode()
+    )
+    port = {"FINETUNE_TORCHRUN_PORT": str(_free_port())}
+    names = [(f"ip-127-0-0-{k + 2}", f"127.0.0.{k + 2}") for k in range(2)]
+    booted = [
+        _boot(dlami, tmp_path, standin, i, k=k, hosts=names, extra_env=port)
+        for k, i in enumerate(order)
+    ]
+    codes = [inst.wait(timeout=300) for inst in booted]
+    assert codes == [0, 0], [inst.log[-3000:] for inst in booted]
+    for inst in booted:
+        _powered_off(inst)
+    first_log = (booted[0].ml / "output" / "train.log").read_text()
+    assert "hosts=2" in first_log and "training complete: 1 epoch(s)" in first_log
+    assert not any((booted[1].ml / "model").iterdir())  # one model: the first host's
+    assert "completed" in _cli("runs", "show", run.id)
+    _predicts(run.id, tiny_dataset, tmp_path / "val")
+
+
+def _s3_text(key: str) -> list[str]:
+    s3 = boto3.client("s3", region_name=REGION)
+    return s3.get_object(Bucket=BUCKET, Key=key)["Body"].read().decode().splitlines()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def _val_images(dataset, folder) -> list[int]:
