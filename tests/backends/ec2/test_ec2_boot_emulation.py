@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import csv
 import json
+import os
 import socket
 from pathlib import Path
 
@@ -44,6 +45,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(bool(_WHY_NOT), reason=_WHY_N
 
 TRAIN = ["schedule.steps=[]", "train.max_batches_per_epoch=3"]
 LIVE = ["pending", "running", "stopping", "stopped"]
+BOOTED: list[instance_host.Instance] = []  # stopped by the dlami fixture
 DEADMAN_S = 1800 + 15 * 60  # --max-runtime 30m plus the margin
 
 
@@ -55,11 +57,20 @@ def standin(tmp_path_factory):
 
 @pytest.fixture
 def dlami(ec2_aws, monkeypatch):
-    """moto with the PyTorch DLAMI published as AWS publishes it."""
+    """moto with the PyTorch DLAMI published as AWS publishes it; after the test, whatever
+    a failed test left booting is killed and terminated."""
     monkeypatch.delenv("FINETUNE_EC2_IMAGE")  # the torch engine needs no image of ours
     ami = seed_dlami(DLAMI.format("20261009"), "2026-10-09T00:00:00")
     put_public_ssm_parameter(ec2_ami.pytorch_parameter("x86_64"), ami)
-    return ec2_aws
+    yield ec2_aws
+    ec2 = boto3.client("ec2", region_name=REGION)
+    for inst in BOOTED:
+        if inst.proc and inst.proc.poll() is None:
+            os.killpg(inst.proc.pid, 9)
+            inst.proc.wait()
+        inst.imds.stop()
+        ec2.terminate_instances(InstanceIds=[inst.instance_id])
+    BOOTED.clear()
 
 
 def _launch(dataset, hosts=1, epochs=1, spot=False, max_restarts=0):
@@ -85,6 +96,7 @@ def _instance(tmp_path, instance_id: str, k: int) -> instance_host.Instance:
 def _boot(layer, tmp_path, standin, instance_id, k=0, n=-1, **kw) -> instance_host.Instance:
     """The ``n``-th RunInstances' user data booted as ``instance_id`` at 127.0.0.(k+2)."""
     inst = _instance(tmp_path, instance_id, k)
+    BOOTED.append(inst)
     return instance_host.boot(_user_data(layer, n), inst, standin, **kw)
 
 
@@ -95,7 +107,6 @@ def _powered_off(inst: instance_host.Instance) -> None:
     assert commands[0].startswith(armed), commands[:3]  # before anything else ran
     power = inst.power()
     assert power[0].startswith(armed) and power[-1] == "systemctl poweroff", (power, inst.log)
-    inst.imds.stop()
     boto3.client("ec2", region_name=REGION).terminate_instances(InstanceIds=[inst.instance_id])
 
 
