@@ -142,6 +142,7 @@ def boot(
         "AWS_EC2_METADATA_SERVICE_ENDPOINT": instance.imds.url + "/",
         "FINETUNE_AGENT_IMDS": instance.imds.url,
         "PIP_NO_INDEX": "1",
+        "PIP_CONFIG_FILE": os.devnull,  # this machine's pip.conf is no DLAMI's
         "EMU_POWER_LOG": str(root / "power.log"),
         **namespaces.environment(
             instance.name, hosts_file, root, instance.ml, {"pytorch": standin}

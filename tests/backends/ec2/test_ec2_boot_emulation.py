@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import base64
 import csv
+import hashlib
+import io
 import json
 import os
 import socket
+import zipfile
 from pathlib import Path
 
 import boto3
@@ -250,3 +253,51 @@ def _val_images(dataset, folder) -> list[int]:
             (folder / f"{i:04d}.jpg").write_bytes(payload)
             labels.append(int(header.label))
     return labels
+
+
+def test_a_wheel_changed_after_the_launch_is_refused_and_the_instance_powers_off(
+    dlami, tiny_dataset, standin, tmp_path
+):
+    """The run's role may write its own prefix: a wheel replaced there never reaches pip."""
+    run, _, _ = _launch(tiny_dataset)
+    s3 = boto3.client("s3", region_name=REGION)
+    [key] = [k for k in _s3_keys(p.run_prefix(run.id) + "code/") if k.endswith(".whl")]
+    planted = _planted(s3.get_object(Bucket=BUCKET, Key=key)["Body"].read())
+    s3.put_object(Bucket=BUCKET, Key=key, Body=planted)
+    inst = _boot(dlami, tmp_path, standin, run.backend_ref)
+    assert inst.wait(timeout=240) == 1, inst.log[-4000:]
+    _powered_off(inst)
+    found = hashlib.sha256(planted).hexdigest()
+    assert f"refusing s3://{BUCKET}/{key}: its sha256 is {found}, not the" in inst.log
+    assert not [c for c in inst.commands() if "pip install" in c or "ec2.agent" in c]
+
+
+def _planted(wheel: bytes) -> bytes:
+    """The same wheel, but its agent only says it ran (and reports success)."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(wheel)) as src, zipfile.ZipFile(out, "w") as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename == "finetune/backends/ec2/agent/__main__.py":
+                data = b"print('planted agent ran')\n"
+            dst.writestr(info, data)
+    return out.getvalue()
+
+
+def test_a_plan_changed_after_the_launch_is_refused_by_the_agent(
+    dlami, tiny_dataset, standin, tmp_path
+):
+    run, _, _ = _launch(tiny_dataset)
+    key = p.run_prefix(run.id) + p.PLAN
+    plan = _s3_json(key)
+    plan["recipe"]["schedule"]["epochs"] = 500  # someone else's idea of this run
+    boto3.client("s3", region_name=REGION).put_object(
+        Bucket=BUCKET, Key=key, Body=json.dumps(plan).encode()
+    )
+    inst = _boot(dlami, tmp_path, standin, run.backend_ref)
+    assert inst.wait(timeout=240) == p.EXIT_FAILED, inst.log[-4000:]
+    _powered_off(inst)
+    status = _s3_json(p.run_prefix(run.id) + p.STATUS)
+    assert status["state"] == "failed" and f"refusing s3://{BUCKET}/{key}" in status["reason"]
+    assert "the launch recorded (it was changed after the launch)" in status["reason"]
+    assert not (inst.ml / "input" / "config").exists()  # nothing laid out from it

@@ -6,6 +6,7 @@ before any AWS call."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
 import zipfile
 
@@ -99,9 +100,15 @@ def test_torch_run_on_the_dlami_as_sent(ec2_aws, tiny_dataset, tmp_path, monkeyp
     assert "docker pull" not in script and "docker run" not in script
     assert "-m finetune.backends.ec2.agent" in script and "--constraint" in script
     key = wheel.split("/", 3)[3]
-    data = boto3.client("s3", region_name=REGION).get_object(Bucket=BUCKET, Key=key)["Body"]
-    with zipfile.ZipFile(io.BytesIO(data.read())) as zf:
+    s3 = boto3.client("s3", region_name=REGION)
+    data = s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
         assert "finetune/backends/ec2/agent/__main__.py" in zf.namelist()
+        assert "finetune/backends/ec2/boot-requirements.txt" in zf.namelist()
+    # the digests the boot checks are those of what the launch uploaded
+    assert f"WHEEL_SHA256={hashlib.sha256(data).hexdigest()}\n" in script
+    plan_json = s3.get_object(Bucket=BUCKET, Key=f"finetune/runs/{run.id}/plan.json")["Body"]
+    assert f"PLAN_SHA256={hashlib.sha256(plan_json.read()).hexdigest()}\n" in script
     policy = boto3.client("iam").get_role_policy(
         RoleName=sent["IamInstanceProfile.Name"], PolicyName="run-access"
     )["PolicyDocument"]
