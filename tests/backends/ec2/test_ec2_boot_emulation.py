@@ -7,7 +7,8 @@ agent starts the real trainer; checkpoints, metrics and the model land in the ru
 moto; the instance powers off at the end (success or failure), which EC2 turns into its
 termination (done here in moto); then `finetune runs show` and `finetune predict` read the
 run back. Two instances train one model with torch DDP over gloo on loopback; a spot notice
-from the fake IMDS stops an attempt, and the relaunched attempt's user data resumes it.
+from the fake IMDS stops an attempt, and the relaunched attempt's user data resumes it. A wheel
+or plan.json changed in the run's prefix after the launch is refused (sha256 in the user data).
 """
 
 from __future__ import annotations
