@@ -66,6 +66,8 @@ def test_mxnet_user_data_keeps_our_docker_image():
     text = render_user_data(spec(engine="mxnet", wheel_uri="", python="", image="repo/img:1"))
     assert "IMAGE=repo/img:1" in text and "docker pull" in text and "docker run" in text
     assert "pip install" not in text and "WHEEL_URI" not in text
+    assert '--env "FINETUNE_AGENT_PLAN_SHA256=${PLAN_SHA256}"' in text  # the agent checks it
+    assert f"PLAN_SHA256={'cd' * 32}" in text
 
 
 @pytest.mark.parametrize("engine", ["torch", "mxnet"])
