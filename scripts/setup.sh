@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create (or update) .venv with finetune, both engines (MXNet, PyTorch) and the test tools, and
-# .venv-tools with the security scanners (checkov, bandit: requirements/tools.txt).
+# .venv-tools with the security scanners (checkov, bandit) and the AWS CLI
+# (requirements/tools.txt).
 # Needs only Python 3.11 and pip. Safe to run again: when .venv was set up from the same
 # inputs (pyproject.toml, requirements/constraints.txt, this script, the Python version and
 # the checkout's path) it does not run pip at all, so it also works offline.

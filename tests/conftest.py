@@ -151,7 +151,7 @@ def aws(moto_server, monkeypatch):
 # modules named in PURE build requests and policies without AWS and stay quick.
 EMULATION_DIRS = ("backends/ec2", "backends/sagemaker")
 PURE = ("test_request.py", "test_preflight.py", "test_policy.py", "test_sm_torch_image.py",
-        "test_ec2_torch_userdata.py")  # fmt: skip
+        "test_ec2_torch_userdata.py", "test_boot_requirements.py")  # fmt: skip
 
 
 def _is_emulation(item) -> bool:

@@ -8,6 +8,7 @@ next to the run's other objects, where the on-instance agent reads them.
 
 from __future__ import annotations
 
+import hashlib
 import os
 
 from finetune.backends import base
@@ -139,10 +140,9 @@ def new_state(plan, run, options: Ec2Options, clients) -> Ec2State:
     prefix = p.run_prefix(run.id)
     if pinned:
         plan = plan.model_copy(update={"image": pinned})  # the agent's plan.json records it
+    body = plan.to_json().encode()
     with aws_errors("PutObject", resource=f"s3://{name}/{prefix}{p.PLAN}", region=region):
-        ec2_infra.call(
-            s3.put_object, Bucket=name, Key=prefix + p.PLAN, Body=plan.to_json().encode()
-        )
+        ec2_infra.call(s3.put_object, Bucket=name, Key=prefix + p.PLAN, Body=body)
     return Ec2State(
         region=region,
         bucket=name,
@@ -151,6 +151,7 @@ def new_state(plan, run, options: Ec2Options, clients) -> Ec2State:
         image=pinned,  # every attempt, relaunches included, pulls this digest
         owner=ec2_infra.owner(clients("sts", region)),
         options=options,
+        plan_sha256=hashlib.sha256(body).hexdigest(),  # every attempt's user data names it
     )
 
 

@@ -56,6 +56,8 @@ class LaunchSpec:
     count: int = 1  # instances of this attempt (one RunInstances, all or nothing)
     engine: str = "mxnet"  # picks the user data's body (BODIES)
     wheel_uri: str = ""  # torch: our wheel in the run's S3 prefix
+    wheel_sha256: str = ""  # torch: its digest, checked before pip sees it
+    plan_sha256: str = ""  # plan.json's digest as the launch wrote it (the agent checks it)
     python: str = ""  # torch: the AMI's PyTorch interpreter (finetune.backends.ec2.setup.ami)
 
     @property
@@ -79,6 +81,10 @@ def render_user_data(spec: LaunchSpec) -> str:
         # several hosts: the parameter-server ports must be reachable from the other hosts
         "NETWORK": "host" if spec.count > 1 else "bridge",
         "WHEEL_URI": spec.wheel_uri,
+        # the run's prefix is writable by the run itself: what the boot runs from there must
+        # match what the launch wrote (user data: only RunInstances sets it)
+        "WHEEL_SHA256": spec.wheel_sha256,
+        "PLAN_SHA256": spec.plan_sha256,
         "PYTHON": spec.python,
     }
     folder = resources.files("finetune.backends.ec2")
@@ -86,7 +92,7 @@ def render_user_data(spec: LaunchSpec) -> str:
         folder.joinpath(name).read_text(encoding="utf-8")
         for name in (TEMPLATE, BODIES[spec.engine])
     )
-    out = re.sub(r"\{\{([A-Z_]+)\}\}", lambda m: shlex.quote(values[m[1]]), text)
+    out = re.sub(r"\{\{([A-Z][A-Z0-9_]*)\}\}", lambda m: shlex.quote(values[m[1]]), text)
     if len(out.encode()) > 16 * 1024:  # EC2's limit for user data (before base64)
         raise ValueError("the rendered user data exceeds EC2's 16 KiB limit")
     return out

@@ -68,6 +68,7 @@ class Ec2State:
     owner: str
     options: Ec2Options
     instance_profile: str = ""
+    plan_sha256: str = ""  # of plan.json as the launch wrote it ("" : a run of an older finetune)
     attempts: list[AttemptRecord] = field(default_factory=list)
     stop_requested: bool = False
     done: bool = False  # the run's last attempt ended and no relaunch follows

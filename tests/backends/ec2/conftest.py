@@ -18,6 +18,7 @@ REGION = "us-east-1"
 BUCKET = "finetune-test-bucket"
 IMAGE = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/finetune:test"
 LIVE = ["pending", "running", "stopping", "stopped"]
+DLAMI = "Deep Learning OSS Nvidia Driver AMI GPU PyTorch 2.10 (Ubuntu 24.04) {}"
 
 
 @pytest.fixture(scope="session")
@@ -54,6 +55,33 @@ def put_public_ssm_parameter(name: str, value: str) -> None:
             data_type="aws:ec2:image",
         )
     )
+
+
+def seed_dlami(name: str, created: str) -> str:
+    """An Amazon-owned AMI called ``name`` in moto's in-process EC2 backend (as AWS publishes
+    its DLAMIs; RegisterImage would make it ours)."""
+    from datetime import datetime
+
+    from moto.ec2.models import ec2_backends
+    from moto.ec2.models.amis import Ami
+    from moto.ec2.utils import random_ami_id
+
+    backend = ec2_backends[ACCOUNT][REGION]
+    ami = Ami(
+        backend,
+        random_ami_id(),
+        name=name,
+        owner_id="898082745236",  # an account AWS publishes DLAMIs from
+        owner_alias="amazon",
+        public=True,
+        architecture="x86_64",
+        virtualization_type="hvm",
+        creation_date=datetime.fromisoformat(created),
+        root_device_type="ebs",
+        root_device_name="/dev/sda1",
+    )
+    backend.amis[ami.id] = ami
+    return ami.id
 
 
 def add_aws_managed_policy(name: str) -> None:

@@ -2,15 +2,22 @@
 
 PUT /latest/api/token needs the TTL header and returns a token; every GET needs a valid
 token (401 without). spot/instance-action is 404 until a test calls ``schedule_notice``.
-Every request is recorded, so a test can prove that each one carried a token.
+iam/security-credentials/ names the instance profile's role and serves its temporary
+credentials, as boto3 and the AWS CLI read them on an instance. Every request is recorded, so
+a test can prove that each one carried a token.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import secrets
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+CREDENTIALS = "/latest/meta-data/iam/security-credentials/"
+ROLE = "finetune-run-role"
+ACCESS_KEY = "ASIAFAKEINSTANCEROLE"  # moto accepts any key: the tests tell by this one
 
 
 class FakeImds:
@@ -71,6 +78,10 @@ class FakeImds:
                     return self._reply(401)
                 if self.path == "/latest/meta-data/instance-id":
                     return self._reply(200, fake.instance_id)
+                if self.path == CREDENTIALS:
+                    return self._reply(200, ROLE)
+                if self.path == CREDENTIALS + ROLE:
+                    return self._reply(200, _credentials())
                 if self.path == "/latest/meta-data/spot/instance-action":
                     if fake.notice is None:
                         return self._reply(404)
@@ -78,3 +89,17 @@ class FakeImds:
                 return self._reply(404)
 
         return Handler
+
+
+def _credentials() -> str:
+    expires = datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=6)
+    return json.dumps(
+        {
+            "Code": "Success",
+            "Type": "AWS-HMAC",
+            "AccessKeyId": ACCESS_KEY,
+            "SecretAccessKey": "fake-secret",
+            "Token": "fake-session-token",
+            "Expiration": expires.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+    )

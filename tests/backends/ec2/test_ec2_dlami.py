@@ -6,6 +6,7 @@ before any AWS call."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
 import zipfile
 
@@ -19,37 +20,14 @@ from finetune.backends.ec2.setup import ami as ec2_ami
 from finetune.errors import ConfigError, UsageError
 from finetune.plan import Resources, build_plan
 from finetune.runs.ledger import Ledger
-from tests.backends.ec2.conftest import ACCOUNT, BUCKET, REGION, put_public_ssm_parameter
+from tests.backends.ec2.conftest import (
+    BUCKET,
+    DLAMI,
+    REGION,
+    put_public_ssm_parameter,
+)
+from tests.backends.ec2.conftest import seed_dlami as _seed_dlami
 from tests.backends.ec2.control import OPEN_LEDGERS
-
-DLAMI = "Deep Learning OSS Nvidia Driver AMI GPU PyTorch 2.10 (Ubuntu 24.04) {}"
-
-
-def _seed_dlami(name: str, created: str) -> str:
-    """An Amazon-owned AMI called ``name`` in moto's in-process EC2 backend (as AWS publishes
-    its DLAMIs; RegisterImage would make it ours)."""
-    from datetime import datetime
-
-    from moto.ec2.models import ec2_backends
-    from moto.ec2.models.amis import Ami
-    from moto.ec2.utils import random_ami_id
-
-    backend = ec2_backends[ACCOUNT][REGION]
-    ami = Ami(
-        backend,
-        random_ami_id(),
-        name=name,
-        owner_id="898082745236",  # an account AWS publishes DLAMIs from
-        owner_alias="amazon",
-        public=True,
-        architecture="x86_64",
-        virtualization_type="hvm",
-        creation_date=datetime.fromisoformat(created),
-        root_device_type="ebs",
-        root_device_name="/dev/sda1",
-    )
-    backend.amis[ami.id] = ami
-    return ami.id
 
 
 def _clients():
@@ -122,9 +100,15 @@ def test_torch_run_on_the_dlami_as_sent(ec2_aws, tiny_dataset, tmp_path, monkeyp
     assert "docker pull" not in script and "docker run" not in script
     assert "-m finetune.backends.ec2.agent" in script and "--constraint" in script
     key = wheel.split("/", 3)[3]
-    data = boto3.client("s3", region_name=REGION).get_object(Bucket=BUCKET, Key=key)["Body"]
-    with zipfile.ZipFile(io.BytesIO(data.read())) as zf:
+    s3 = boto3.client("s3", region_name=REGION)
+    data = s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
         assert "finetune/backends/ec2/agent/__main__.py" in zf.namelist()
+        assert "finetune/backends/ec2/boot-requirements.txt" in zf.namelist()
+    # the digests the boot checks are those of what the launch uploaded
+    assert f"WHEEL_SHA256={hashlib.sha256(data).hexdigest()}\n" in script
+    plan_json = s3.get_object(Bucket=BUCKET, Key=f"finetune/runs/{run.id}/plan.json")["Body"]
+    assert f"PLAN_SHA256={hashlib.sha256(plan_json.read()).hexdigest()}\n" in script
     policy = boto3.client("iam").get_role_policy(
         RoleName=sent["IamInstanceProfile.Name"], PolicyName="run-access"
     )["PolicyDocument"]

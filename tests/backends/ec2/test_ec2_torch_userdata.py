@@ -38,6 +38,8 @@ def spec(**changes) -> LaunchSpec:
         max_runtime_s=7200,
         engine="torch",
         wheel_uri=WHEEL,
+        wheel_sha256="ab" * 32,
+        plan_sha256="cd" * 32,
         python="/opt/pytorch/bin/python",
     )
     return replace(base, **changes)
@@ -47,7 +49,12 @@ def test_torch_user_data_installs_the_wheel_and_starts_the_agent():
     text = render_user_data(spec())
     assert f"WHEEL_URI={WHEEL}" in text and "PYTHON=/opt/pytorch/bin/python" in text
     deadman = text.index("systemd-run --on-active")
-    install = text.index('-m pip install --quiet --no-input --constraint "${WHEEL_DIR}/keep.txt"')
+    assert f"WHEEL_SHA256={'ab' * 32}" in text and f"PLAN_SHA256={'cd' * 32}" in text
+    check = text.index("sha256sum --check --status")
+    install = text.index("-m pip install --quiet --no-input --no-deps --require-hashes")
+    assert check < install  # the wheel's digest first: pip never sees a changed wheel
+    assert '--constraint "${WHEEL_DIR}/keep.txt"' in text[install:]
+    assert 'FINETUNE_AGENT_PLAN_SHA256="$PLAN_SHA256"' in text
     agent = text.index('"$PYTHON" -m finetune.backends.ec2.agent')
     assert deadman < install < agent  # the dead-man switch first, whatever fails later
     assert 'for d in ("torch", "torchvision", "numpy")' in text  # the AMI's torch stays
@@ -59,6 +66,8 @@ def test_mxnet_user_data_keeps_our_docker_image():
     text = render_user_data(spec(engine="mxnet", wheel_uri="", python="", image="repo/img:1"))
     assert "IMAGE=repo/img:1" in text and "docker pull" in text and "docker run" in text
     assert "pip install" not in text and "WHEEL_URI" not in text
+    assert '--env "FINETUNE_AGENT_PLAN_SHA256=${PLAN_SHA256}"' in text  # the agent checks it
+    assert f"PLAN_SHA256={'cd' * 32}" in text
 
 
 @pytest.mark.parametrize("engine", ["torch", "mxnet"])

@@ -16,7 +16,6 @@ import csv
 import json
 import os
 import shutil
-import subprocess
 
 import boto3
 import pytest
@@ -26,6 +25,7 @@ from finetune.cli import app
 from finetune.contracts.metrics import LOG_PREFIX
 from finetune.data.recordio import RecordReader, unpack_header
 from finetune.runs.ledger import open_default
+from tests import namespaces
 from tests.aws import helpers as h
 from tests.aws.conftest import REGION
 from tests.aws.gateway import CONTAINER_KEY, moto_job
@@ -45,8 +45,7 @@ TRAIN = ["schedule.epochs=1", "schedule.steps=[]", "train.max_batches_per_epoch=
 
 
 def _namespaces_work() -> bool:
-    probe = subprocess.run(["unshare", "-mu", "true"], capture_output=True)
-    return probe.returncode == 0
+    return namespaces.unshare_missing() is None
 
 
 def _container_s3():

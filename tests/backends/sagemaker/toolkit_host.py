@@ -25,28 +25,12 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests import namespaces
 from tests.aws.gateway import ACCOUNT, CONTAINER_KEY
+from tests.namespaces import group  # noqa: F401 (the signal tests watch the group)
 
 TOOLKIT_MODULE = "sagemaker_pytorch_container.training:main"
 GROUP = "homogeneousCluster"
-
-# Inside the namespace: the hostname, /etc/hosts, then /opt as a tmpfs holding the machine's
-# own /opt entries (bound back; never a real /opt/ml, which an instance would not have) and ml
-# (the host's folder); then the toolkit's entry point.
-HOST_SCRIPT = r"""
-set -euo pipefail
-hostname "$EMU_HOSTNAME"
-mount --bind "$EMU_HOSTS_FILE" /etc/hosts
-mkdir -p "$EMU_OPT_ORIG" && mount --bind /opt "$EMU_OPT_ORIG"
-mount -t tmpfs emulated-opt /opt
-for entry in "$EMU_OPT_ORIG"/*; do
-  [[ -d "$entry" && "${entry##*/}" != ml ]] || continue
-  mkdir "/opt/${entry##*/}" && mount --bind "$entry" "/opt/${entry##*/}"
-done
-mkdir /opt/ml && mount --bind "$EMU_ML" /opt/ml
-cd /
-exec "$@"
-"""
 
 
 @dataclass
@@ -146,10 +130,7 @@ def environment(request: dict, host: Host, hosts: list[Host], work: Path, endpoi
         AWS_ENDPOINT_URL=endpoint,
         S3_ENDPOINT_URL=endpoint,
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        EMU_HOSTNAME=host.name,
-        EMU_HOSTS_FILE=str(work / "hosts"),
-        EMU_OPT_ORIG=str(work / f"{host.name}-opt"),
-        EMU_ML=str(host.ml),
+        **namespaces.environment(host.name, work / "hosts", work, host.ml),
     )
     return env
 
@@ -174,16 +155,14 @@ def start(
     the leader of its own process group. ``fresh=False``: a restart on the same hosts (a spot
     job's next attempt: SageMaker puts the checkpoints back, here they never left)."""
     hosts = hosts_for(request, work)
-    lines = ["127.0.0.1 localhost", *(f"{h.address} {h.name}" for h in hosts)]
-    work.mkdir(parents=True, exist_ok=True)
-    (work / "hosts").write_text("\n".join(lines) + "\n")
+    namespaces.write_hosts(work / "hosts", [(h.name, h.address) for h in hosts])
     running = []
     for host in hosts:
         if fresh:
             write_config(request, host, hosts, s3)
         log = open(work / f"{host.name}.log", "wb")  # noqa: SIM115 (closed below)
         proc = subprocess.Popen(
-            ["unshare", "-mu", "bash", "-c", HOST_SCRIPT, "host", *train_command()],
+            namespaces.command(train_command()),
             env={**environment(request, host, hosts, work, endpoint), **(extra_env or {})},
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -219,19 +198,3 @@ def upload_model(request: dict, ml: Path, s3) -> str:
     key = f"{prefix.rstrip('/')}/{request['TrainingJobName']}/output/model.tar.gz".lstrip("/")
     s3.put_object(Bucket=bucket, Key=key, Body=buf.getvalue())
     return f"s3://{bucket}/{key}"
-
-
-def group(pgid: int) -> list[int]:
-    """The live processes of process group ``pgid`` (the toolkit, its children: the trainer)."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            out.append(int(entry))
-    return out

@@ -28,6 +28,7 @@ class AgentConfig:
     shutdown: tuple[str, ...] = ()  # on EC2 the user data powers off once the container ends
     hosts: int = 1  # instances of this attempt; more than one: wait for hosts.json
     hosts_wait: float = 600.0  # seconds to wait for hosts.json before failing
+    plan_sha256: str = ""  # plan.json must have this digest (empty: a launch that gave none)
 
     @classmethod
     def from_env(cls, env=None) -> AgentConfig:
@@ -55,6 +56,7 @@ class AgentConfig:
                 shutdown=_command(env.get(p.ENV_SHUTDOWN)),
                 hosts=int(env.get(p.ENV_HOSTS, "1")),
                 hosts_wait=float(env.get(p.ENV_HOSTS_WAIT, "600")),
+                plan_sha256=env.get(p.ENV_PLAN_SHA256, "").strip().lower(),
             )
         except ValueError as exc:
             raise ConfigError(

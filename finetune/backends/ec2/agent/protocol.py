@@ -51,6 +51,7 @@ ENV_TRAINER = "FINETUNE_AGENT_TRAINER"
 ENV_SHUTDOWN = "FINETUNE_AGENT_SHUTDOWN"
 ENV_GRACE = "FINETUNE_AGENT_STOP_GRACE"
 ENV_HOSTS = "FINETUNE_AGENT_HOSTS"  # how many instances the attempt has (default 1)
+ENV_PLAN_SHA256 = "FINETUNE_AGENT_PLAN_SHA256"  # plan.json's digest from the launch (user data)
 ENV_HOSTS_WAIT = "FINETUNE_AGENT_HOSTS_WAIT"  # seconds to wait for hosts.json (default 600)
 
 

@@ -52,6 +52,7 @@ def prepare(run: Attempt) -> None:
     text = store.read_text(p.PLAN)
     if text is None:
         raise AgentError(f"no {p.PLAN} under s3://{cfg.bucket}/{cfg.prefix}")
+    _check_digest(cfg, text)
     plan = Plan.from_json(text)
     files = _download_dataset(run, plan, cfg.ml_root / "input" / "files")
     dataset = plan.dataset.model_copy(update={"path": str(files)})
@@ -63,6 +64,18 @@ def prepare(run: Attempt) -> None:
     count = store.download_tree(p.CHECKPOINTS, cfg.ml_root / "checkpoints")
     run.prior_metrics = store.read_text(p.METRICS) or ""
     run.say(f"dataset ready; {count} checkpoint file(s) restored from S3")
+
+
+def _check_digest(cfg: AgentConfig, text: str) -> None:
+    """plan.json as the launch wrote it, or nothing runs (its prefix is writable by runs)."""
+    import hashlib
+
+    found = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    if cfg.plan_sha256 and found != cfg.plan_sha256:
+        raise AgentError(
+            f"refusing s3://{cfg.bucket}/{cfg.prefix}{p.PLAN}: its sha256 {found} is not the "
+            f"{cfg.plan_sha256} the launch recorded (it was changed after the launch)"
+        )
 
 
 def _download_dataset(run: Attempt, plan, dest: Path) -> Path:

@@ -107,8 +107,8 @@ def _with_engine(clients, state: Ec2State, spec, engine: str, image):
     the AMI's python; MXNet runs our image (already in the state)."""
     if engine != "torch":
         return spec
-    wheel = ec2_ami.upload_wheel(clients("s3", state.region), state.bucket, state.prefix)
-    return replace(spec, engine=engine, wheel_uri=wheel, python=image.python)
+    wheel, digest = ec2_ami.upload_wheel(clients("s3", state.region), state.bucket, state.prefix)
+    return replace(spec, engine=engine, wheel_uri=wheel, wheel_sha256=digest, python=image.python)
 
 
 def _note_intent(run, state: Ec2State, attempt: int, journal: Journal) -> None:

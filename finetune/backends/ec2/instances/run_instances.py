@@ -75,6 +75,7 @@ def base_spec(
         run_prefix=state.prefix,
         dataset_uri=state.dataset_uri,
         max_runtime_s=max_runtime_s,
+        plan_sha256=state.plan_sha256,
     )
 
 

@@ -127,8 +127,9 @@ def runtime(engine: str, arch: str = "x86_64", override: str | None = None) -> d
     return {"engine": engine, "ami": ami, "runs": how, "needs": engines.needs(engine)}
 
 
-def upload_wheel(s3, bucket: str, run_prefix: str) -> str:
-    """Our package as a wheel in the run's prefix; returns its s3:// URI."""
+def upload_wheel(s3, bucket: str, run_prefix: str) -> tuple[str, str]:
+    """Our package as a wheel in the run's prefix; returns its s3:// URI and sha256 (the user
+    data checks the download against it: the run's own role may write its prefix)."""
     from finetune.backends import shipping
 
     name, data = shipping.wheel()
@@ -137,4 +138,4 @@ def upload_wheel(s3, bucket: str, run_prefix: str) -> str:
         ec2_infra.call(s3.put_object, Bucket=bucket, Key=key, Body=data)
     except Exception as exc:
         raise ec2_infra.cloud_error(exc, f"uploading s3://{bucket}/{key}") from None
-    return f"s3://{bucket}/{key}"
+    return f"s3://{bucket}/{key}", shipping.sha256_hex(data)
