@@ -135,6 +135,11 @@ def _installed() -> bool:
     return True
 
 
+def name_of(requirement: str) -> str:
+    """The lower-cased distribution name a requirement string starts with."""
+    return _name(requirement)
+
+
 def _name(requirement: str) -> str:
     for i, ch in enumerate(requirement):
         if not (ch.isalnum() or ch in "-_."):

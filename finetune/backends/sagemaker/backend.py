@@ -83,7 +83,8 @@ class SageMakerBackend:
         upload, channels, size = sub.dataset_location(plan, opts.bucket, opts.read_prefix)
         code = sub.source_dir(plan, opts, run.id)
         toolkit = code.hyperparameters(aws.region, plan.resources.hosts) if code else None
-        request = rq.training_request(plan, run.id, name, channels, opts, size, toolkit)
+        entry = code.entrypoint(aws.region) if code else None  # checks the code, then runs it
+        request = rq.training_request(plan, run.id, name, channels, opts, size, toolkit, entry)
         preflight.raise_if(preflight.check_request(request, aws.region))
         s3 = aws.client("s3")
         problems = preflight.check_bucket_region(s3, opts.bucket, aws.region)
