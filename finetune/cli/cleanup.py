@@ -12,17 +12,28 @@ def cleanup(
         "6h", "--older-than", help="Only what is older than this (e.g. 30m, 6h, 2d)."
     ),
     yes: bool = typer.Option(False, "--yes", help="Remove without asking."),
+    owner: str = typer.Option(
+        None, "--owner", help="Whose leftovers: this finetune:owner tag (default: your identity)."
+    ),
+    all_owners: bool = typer.Option(
+        False,
+        "--all-owners",
+        help="Everyone's leftovers, not only yours (shared accounts: careful).",
+    ),
 ) -> None:
     """Find instances, open spot requests and instance roles tagged by finetune that no live
     run owns (a launch killed before its backend answered counts as dead after 15 minutes),
-    and remove them (terminate, cancel, delete). Without --yes it asks first."""
+    and remove them (terminate, cancel, delete). Only yours: tagged with your identity (the
+    finetune:owner tag) or runs of this machine's ledger; others are listed as skipped, with
+    why. Without --yes it asks first."""
     from finetune.runs.ledger import open_default
     from finetune.service import cleanup as service_cleanup
     from finetune.units.durations import parse_duration
 
     limit = parse_duration(older_than, "--older-than", minimum=0)  # 0s: whatever age
     with open_default() as ledger:
-        found = service_cleanup.find(ledger, limit)
+        found = service_cleanup.find(ledger, limit, owner=owner, all_owners=all_owners)
+        _say_skipped(found.skipped)
         if not found:
             typer.echo(
                 f"Nothing to clean up: no finetune resource older than {older_than} is orphaned."
@@ -40,6 +51,15 @@ def cleanup(
             return
         for line in service_cleanup.remove(ledger, found):
             typer.echo(line)
+
+
+def _say_skipped(skipped) -> None:
+    if skipped:
+        typer.echo(f"Skipped {len(skipped)} resource(s) that are not yours to remove:")
+    for o in skipped:
+        typer.echo(f"  {o.kind:<16} {o.id:<40} run {o.run_id or '(none)'}  {o.skipped}")
+    if skipped:
+        typer.echo("  (--owner NAME or --all-owners to include them)")
 
 
 def _confirm(count: int) -> bool:

@@ -61,7 +61,7 @@ class SageMakerBackend:
     def preflight(self, plan) -> base.Preflight:
         return sm_options.check(plan, self.options)
 
-    def orphans(self, live_runs: set[str], older_than_s: float) -> list[base.Orphan]:
+    def orphans(self, live_runs: set[str], older_than_s: float, scope=None) -> list[base.Orphan]:
         return []  # a job ends itself (MaxRuntime); nothing of ours outlives it
 
     def remove(self, orphans: list[base.Orphan]) -> list[str]:
