@@ -136,7 +136,7 @@ def test_an_old_pickled_checkpoint_is_refused_and_never_unpickled(tmp_path):
     folder.mkdir()
     (folder / "trainer.states").write_bytes(pickle.dumps(_Planted(marker)))
     _, trainer = _model(contexts, "adam", {"learning_rate": 0.01}, None)
-    with pytest.raises(DataError, match="(?s)older finetune.*To fix") as caught:
+    with pytest.raises(DataError, match=r"(?s)older finetune.*To fix") as caught:
         optstate.load(trainer, folder)
     assert "never loaded" in str(caught.value)
     assert not marker.exists()
@@ -150,7 +150,7 @@ def test_a_pickle_in_place_of_the_arrays_is_refused_and_never_unpickled(tmp_path
     optstate.save(trainer, tmp_path)
     (tmp_path / optstate.ARRAYS).write_bytes(pickle.dumps(_Planted(marker)))
     _, trainer2 = _model(contexts, "adam", {"learning_rate": 0.01}, None)
-    with pytest.raises(DataError, match="(?s)Invalid NDArray file format.*To fix"):
+    with pytest.raises(DataError, match=r"(?s)Invalid NDArray file format.*To fix"):
         optstate.load(trainer2, tmp_path)
     assert not marker.exists()
 
