@@ -4,15 +4,23 @@ SageMaker writes one stream per host to /aws/sagemaker/TrainingJobs, named JOB/a
 A ``JobLog`` keeps, per stream, the forward token of what it has read, and the text so far;
 ``text(offset)`` returns what came after ``offset`` characters (the Backend.logs contract).
 With several hosts each line is prefixed with its host, e.g. "[algo-2] ...".
+
+Only the job's own streams are read: JOB/algo-N-DIGITS with N up to the job's host count. A
+stream of another name under JOB/ (algo-9 of a two-host job, anything else) is skipped: it
+was not written by the job's hosts, and its lines would otherwise count as the job's metrics.
 """
 
 from __future__ import annotations
 
+import logging
+import re
 from dataclasses import dataclass, field
 
 from finetune.aws import retries
 from finetune.aws.errors import aws_errors
 from finetune.aws.session import LOG_GROUP
+
+log_ = logging.getLogger(__name__)
 
 
 @dataclass
@@ -20,6 +28,7 @@ class JobLog:
     """Everything read so far from one job's log streams."""
 
     job_name: str
+    hosts: int = 1  # the job's instance count: streams of algo-1 .. algo-HOSTS are its own
     tokens: dict[str, str | None] = field(default_factory=dict)
     chunks: list[str] = field(default_factory=list)
 
@@ -30,7 +39,7 @@ class JobLog:
 
 def refresh(logs_client, log: JobLog, max_pages: int = 50) -> str:
     """Fetch new events of every stream of the job; returns the new text (maybe '')."""
-    streams = _streams(logs_client, log.job_name)
+    streams = [s for s in _streams(logs_client, log.job_name) if _own(log, s)]
     many = len(streams) > 1
     new: list[str] = []
     for stream in streams:
@@ -42,6 +51,16 @@ def refresh(logs_client, log: JobLog, max_pages: int = 50) -> str:
     if text:
         log.chunks.append(text)
     return text
+
+
+def _own(log: JobLog, stream: str) -> bool:
+    m = re.fullmatch(re.escape(log.job_name) + r"/algo-(\d+)-\d+", stream)
+    if m and 1 <= int(m[1]) <= log.hosts:
+        return True
+    if stream not in log.tokens:  # said once per stream, not at every poll
+        log_.warning("skipping log stream %r: not one of job %s's hosts", stream, log.job_name)
+        log.tokens[stream] = None
+    return False
 
 
 def _streams(logs_client, job_name: str) -> list[str]:

@@ -5,9 +5,11 @@
 
 HASH is a short sha256 over the manifest's checksums of those files (and the class list), so
 the same bytes always land under the same prefix and a changed dataset under a new one. Every
-object carries its sha256 as metadata: an object already there with the right sha256 is
-skipped. Large files go up in parts, each with a SHA256 checksum S3 verifies. Prefixes always
-end with "/": without it, s3://b/x/shapes-1 would also match s3://b/x/shapes-10/.
+object goes up with a SHA256 checksum S3 verifies and keeps (large files in parts, each with
+its own); an object already there is skipped only when S3's own checksum (HeadObject with
+ChecksumMode) is the file's -- never by metadata, which whoever wrote the object chose. The
+trainer checks the files again against the planned manifest (finetune.train.dataset).
+Prefixes always end with "/": without it, s3://b/x/shapes-1 would also match s3://b/x/shapes-10/.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from finetune.errors import DataError, UsageError
 
 DATASETS_ROOT = "finetune/datasets/"
 PART_SIZE = 64 * 1024 * 1024  # S3 needs >= 5 MiB for every part but the last
-SHA_META = "sha256"  # x-amz-meta-sha256: hex digest of the whole object
+SHA_META = "sha256"  # x-amz-meta-sha256: hex digest of the whole object (informative only)
 
 Progress = Callable[[int], None]
 
@@ -129,7 +131,7 @@ def upload_dataset(
     result = UploadResult([], [], 0)
     for f in upload.files:
         with aws_errors("HeadObject", resource=f"s3://{upload.bucket}/{f.key}"):
-            present = _present(s3, upload.bucket, f)
+            present = _present(s3, upload.bucket, f, part_size)
         if present:
             result.skipped.append(f.key)
             progress(f.size)
@@ -145,14 +147,40 @@ def upload_dataset(
     return result
 
 
-def _present(s3, bucket: str, f: UploadFile) -> bool:
+def _present(s3, bucket: str, f: UploadFile, part_size: int) -> bool:
+    """Whether the object holds the file's bytes, by the checksum S3 computed and verified
+    when it was written. An object without one (written without a checksum) is replaced."""
     try:
-        head = retries.call(s3.head_object, Bucket=bucket, Key=f.key)
+        head = retries.call(s3.head_object, Bucket=bucket, Key=f.key, ChecksumMode="ENABLED")
     except Exception as exc:
         if retries.error_code(exc) in ("404", "NoSuchKey", "NotFound"):
             return False
         raise
-    return head.get("Metadata", {}).get(SHA_META) == f.sha256 and head["ContentLength"] == f.size
+    stored = head.get("ChecksumSHA256")
+    if not stored or head["ContentLength"] != f.size:
+        return False
+    value, _, parts = stored.partition("-")
+    if value == _b64(bytes.fromhex(f.sha256)) and not parts:  # a whole-object checksum
+        return True
+    if f.size <= part_size:
+        return False
+    if not parts:  # moto (5.2.5) keeps a multipart object's checksum without its "-N"
+        return value == _composite(f, part_size)
+    # a multipart object: S3 keeps sha256 over the parts' sha256s, "-N" for N parts; only the
+    # same part size gives the same value (another part size means one more upload)
+    return value == _composite(f, part_size) and int(parts) == -(-f.size // part_size)
+
+
+def _composite(f: UploadFile, part_size: int) -> str:
+    """S3's multipart checksum of the local file cut in ``part_size`` parts (and the file
+    checked against its manifest on the way)."""
+    whole, digests = hashlib.sha256(), b""
+    with open(f.local, "rb") as fh:
+        while chunk := fh.read(part_size):
+            whole.update(chunk)
+            digests += hashlib.sha256(chunk).digest()
+    _check(f, whole.hexdigest())
+    return _b64(hashlib.sha256(digests).digest())
 
 
 def _b64(digest: bytes) -> str:
@@ -176,6 +204,7 @@ def _put_small(s3, bucket: str, f: UploadFile) -> None:
         Bucket=bucket,
         Key=f.key,
         Body=body,
+        ChecksumAlgorithm="SHA256",  # S3 keeps the checksum (HeadObject ChecksumMode shows it)
         ChecksumSHA256=_b64(digest),
         Metadata={SHA_META: f.sha256},
     )

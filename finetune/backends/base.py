@@ -172,6 +172,22 @@ class Orphan:
     run_id: str
     age_s: float
     detail: str = ""
+    owner: str = ""  # who launched it, where the backend can tell ("" : unknown)
+    # why `cleanup` leaves it alone although no live run of this machine owns it (another
+    # owner's, or not finetune's at all); "" when it may be removed
+    skipped: str = ""
+
+
+@dataclass(frozen=True)
+class CleanupScope:
+    """Whose leftovers `cleanup` may remove: those tagged with ``owner`` (None: the caller's
+    own identity) and those of runs in this machine's ledger (``known_runs``); everyone's
+    with ``all_owners``. A cloud account is shared: other users' and CI's runs are not in
+    this ledger, and are not this caller's to end."""
+
+    known_runs: frozenset[str] = frozenset()
+    owner: str | None = None
+    all_owners: bool = False
 
 
 class Backend(Protocol):
@@ -222,8 +238,11 @@ class Backend(Protocol):
         hyperparameters.json and the engine's files): where it already is on this machine,
         or downloaded from the cloud into ``dest`` (beside it first, then renamed)."""
 
-    def orphans(self, live_runs: set[str], older_than_s: float) -> list[Orphan]:
-        """What this backend left in the cloud that no live run owns."""
+    def orphans(
+        self, live_runs: set[str], older_than_s: float, scope: CleanupScope = CleanupScope()
+    ) -> list[Orphan]:
+        """What this backend left in the cloud that no live run owns (those outside
+        ``scope`` with their ``skipped`` reason)."""
 
     def remove(self, orphans: list[Orphan]) -> list[str]:
         """Remove ``orphans``; one line per action."""

@@ -8,9 +8,13 @@ A finding names where the value is and what it looks like, never the value itsel
 
 Shapes recognised: AWS access key ids (AKIA.../ASIA...), 40-character AWS secret access keys
 (base64 alphabet with mixed case and a digit, / or +; hex-only strings such as SHA-1 digests
-are not secrets), Hugging Face (hf_...), OpenAI-style (sk-...), GitHub (ghp_..., github_pat_...)
-and Slack (xox?-...) tokens, private key blocks, JSON web tokens, passwords in URLs; and in
-flat maps, a non-empty value under a secret-sounding name (HF_TOKEN, DB_PASSWORD, ...).
+are not secrets), Hugging Face (hf_...), OpenAI-style (sk-...), GitHub (ghp_..., github_pat_...),
+GitLab (glpat-...), Slack (xox?-...) and Stripe (sk_live_..., rk_...) tokens, Google API keys
+(AIza...) and OAuth tokens (ya29....), Azure account keys, SAS signatures and connection
+strings, Slack webhook URLs, private key blocks, JSON web tokens, credentials in URLs (a
+password, or a token alone: https://TOKEN@host), and ``name=value`` inside a text under a
+secret-sounding name (``api_key=...``). Under a secret-sounding name (HF_TOKEN, DB_PASSWORD,
+api_key ...) any non-empty value counts, in flat maps and in documents such as plan.json.
 """
 
 from __future__ import annotations
@@ -32,10 +36,33 @@ PATTERNS = {
     "a Slack token": re.compile(_START + r"xox[abprse]-[A-Za-z0-9-]{10,}"),
     "a JSON web token": re.compile(r"\beyJ[\w-]{10,}\.[\w-]{10,}\."),
     "a password in a URL": re.compile(r"://[^/\s:@]+:[^/\s@]+@"),
+    # a token as the whole user part (https://TOKEN@host): long, with letters and digits --
+    # a user name such as git@ or alice@ is short or has no digit
+    "a token in a URL": re.compile(r"://(?=[^/\s:@]*\d)(?=[^/\s:@]*[A-Za-z])[^/\s:@]{16,}@"),
+    "a GitLab token": re.compile(
+        _START + r"gl(?:pat|dt|rt|ptt|ft|cbt|imt|oas|soat|agent)-[A-Za-z0-9_-]{20,}"
+    ),
+    "a Google API key": re.compile(_START + r"AIza[0-9A-Za-z_-]{35}"),
+    "a Google OAuth token": re.compile(_START + r"ya29\.[0-9A-Za-z_-]{20,}"),
+    "a Stripe key": re.compile(_START + r"(?:sk|rk|pk)_(?:live|test)_[0-9A-Za-z]{16,}"),
+    "a Stripe webhook secret": re.compile(_START + r"whsec_[0-9A-Za-z]{20,}"),
+    "an Azure key or connection string": re.compile(
+        r"(?i)(?:AccountKey|SharedAccessKey|SharedAccessSignature)\s*=\s*[A-Za-z0-9+/%]{16,}"
+    ),
+    "an Azure SAS signature": re.compile(r"[?&]sig=[A-Za-z0-9%+/]{20,}"),
+    "a Slack webhook": re.compile(
+        r"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/-]{8,}"
+    ),
 }
+# ``name=value`` or ``name: value`` in a text, under a secret-sounding name (api_key=abc)
+_ASSIGNED = re.compile(
+    r"(?i)(?<![A-Za-z0-9])[\w.-]*(?:secret|passw(?:or)?d|pwd|token|api[_-]?key|access[_-]?key"
+    r"|private[_-]?key|credentials?)(?:[_-]?(?:key|id|value))?[\"']?\s*[=:]\s*[\"']?"
+    r"(?!none\b|null\b|[$<{])[^\s\"',;&]{3,}"
+)
 # 40 characters of the base64 alphabet standing alone: a candidate AWS secret access key
 _AWS_SECRET = re.compile(r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
-_SECRET_LABEL = re.compile(r"secret|aws_secret_access_key|password|passwd|credential", re.I)
+_SECRET_LABEL = re.compile(r"secret|password|passwd|credential|key\s*[=:]", re.I)
 SECRET_NAMES = re.compile(r"secret|passw|token|api[_-]?key|access[_-]?key|credential", re.I)
 
 
@@ -64,6 +91,8 @@ def value_kind(text: str) -> str | None:
         labelled = _SECRET_LABEL.search(text[max(0, m.start() - 40) : m.start()])
         if (whole or labelled) and _looks_like_aws_secret(m.group(0)):
             return "an AWS secret access key"
+    if _ASSIGNED.search(text):
+        return "a secret (by the name it is assigned to)"
     return None
 
 
@@ -87,6 +116,9 @@ def scan_document(name: str, doc: object, path: str = "") -> list[Finding]:
     if isinstance(doc, (list, tuple)):
         return [f for i, v in enumerate(doc) for f in scan_document(name, v, _join(path, i))]
     label = value_kind(doc) if isinstance(doc, str) else None
+    key = path.rsplit(".", 1)[-1]
+    if label is None and isinstance(doc, str) and doc.strip() and SECRET_NAMES.search(key):
+        label = "a secret (by its name)"
     return [Finding(f"{name} at {path or '(top)'}", label)] if label else []
 
 

@@ -4,7 +4,10 @@ AMI). Both are built here from the importable package itself, so they work where
 is installed (from a wheel, editable, or a checkout), need no build tools, and are
 byte-for-byte reproducible: the same code gives the same file and the same S3 key.
 
-What travels: every file of the finetune package except bytecode caches. What the image or
+What travels: every file of the finetune package except bytecode caches and what is never
+ours to ship (``stray``): dotfiles and dot-folders (.env, .netrc, .aws/credentials, .git) and
+key or credential files a checkout's package folder may hold by accident; each one left out
+is logged by name. What the image or
 AMI must install next to it: our base dependencies without numpy (``runtime_requirements``):
 torch there is built against the numpy it came with, and torch itself is never ours to pick.
 """
@@ -14,16 +17,27 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import logging
+import re
 import tarfile
 import zipfile
 from importlib import metadata, resources
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from finetune.errors import DependencyError
 
 PACKAGE = "finetune"
 KEEP = ("numpy", "torch", "torchvision")  # what AWS's PyTorch images and AMIs own
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # zip's earliest date: fixed, so builds are reproducible
+# a path part that is never shipped: a dotfile or dot-folder, a private key, a key store, a
+# credentials or netrc file (the package itself has none of these)
+_STRAY = re.compile(
+    r"^\.|^_netrc$|^credentials(\.\w+)?$|^id_(rsa|dsa|ecdsa|ed25519)\b"
+    r"|\.(pem|key|p12|pfx|jks|keystore|ppk|kdbx)$",
+    re.IGNORECASE,
+)
+
+log = logging.getLogger(__name__)
 
 
 def package_files() -> list[tuple[str, bytes]]:
@@ -33,8 +47,19 @@ def package_files() -> list[tuple[str, bytes]]:
     for path in sorted(root.rglob("*")):
         if path.is_dir() or "__pycache__" in path.parts or path.suffix in (".pyc", ".pyo"):
             continue
-        out.append((f"{PACKAGE}/{path.relative_to(root).as_posix()}", path.read_bytes()))
+        relative = path.relative_to(root).as_posix()
+        if stray(relative):
+            log.warning(
+                "not shipping %s/%s: it looks like a secret or a stray file", root, relative
+            )
+            continue
+        out.append((f"{PACKAGE}/{relative}", path.read_bytes()))
     return out
+
+
+def stray(relative: str) -> bool:
+    """Whether a path inside the package is one never to ship (a dotfile, a key file...)."""
+    return any(_STRAY.search(part) for part in PurePosixPath(relative).parts)
 
 
 def runtime_requirements() -> list[str]:
@@ -108,6 +133,11 @@ def _installed() -> bool:
     except metadata.PackageNotFoundError:
         return False
     return True
+
+
+def name_of(requirement: str) -> str:
+    """The lower-cased distribution name a requirement string starts with."""
+    return _name(requirement)
 
 
 def _name(requirement: str) -> str:

@@ -12,13 +12,23 @@ def cleanup(
         "6h", "--older-than", help="Only what is older than this (e.g. 30m, 6h, 2d)."
     ),
     yes: bool = typer.Option(False, "--yes", help="Remove without asking."),
+    owner: str = typer.Option(
+        None, "--owner", help="Whose leftovers: this finetune:owner tag (default: your identity)."
+    ),
+    all_owners: bool = typer.Option(
+        False,
+        "--all-owners",
+        help="Everyone's leftovers, not only yours (shared accounts: careful).",
+    ),
     fmt: str = typer.Option(
         "table", "--format", help="table, json or csv: what was found (messages go to stderr)."
     ),
 ) -> None:
     """Find instances, open spot requests and instance roles tagged by finetune that no live
     run owns (a launch killed before its backend answered counts as dead after 15 minutes),
-    and remove them (terminate, cancel, delete). Without --yes it asks first."""
+    and remove them (terminate, cancel, delete). Only yours: tagged with your identity (the
+    finetune:owner tag) or runs of this machine's ledger; others are listed as skipped, with
+    why. Without --yes it asks first."""
     from finetune.cli._render import FORMATS, check_format, emit_table
     from finetune.runs.ledger import open_default
     from finetune.service import cleanup as service_cleanup
@@ -28,7 +38,8 @@ def cleanup(
     say = typer.echo if fmt == "table" else lambda line: typer.echo(line, err=True)
     limit = parse_duration(older_than, "--older-than", minimum=0)  # 0s: whatever age
     with open_default() as ledger:
-        found = service_cleanup.find(ledger, limit)
+        found = service_cleanup.find(ledger, limit, owner=owner, all_owners=all_owners)
+        _say_skipped(found.skipped, say)
         records = _records(found) if found else []
         if fmt != "table" or records:
             emit_table(fmt, HEADERS, [_cells(r) for r in records], records)
@@ -64,6 +75,15 @@ def _records(found) -> list[dict]:
 def _cells(r: dict) -> list[str]:
     age = "-" if r["age_hours"] is None else f"{r['age_hours']:.1f}"
     return [r["kind"], r["id"], r["run_id"] or "(no run tag)", age, r["detail"]]
+
+
+def _say_skipped(skipped, say) -> None:
+    if not skipped:
+        return
+    say(f"Skipped {len(skipped)} resource(s) that are not yours to remove:")
+    for o in skipped:
+        say(f"  {o.kind:<16} {o.id:<40} run {o.run_id or '(none)'}  {o.skipped}")
+    say("  (--owner NAME or --all-owners to include them)")
 
 
 def _confirm(count: int) -> bool:

@@ -108,7 +108,7 @@ def logs(
         run = ledger.get(run_id)
         be = get_backend(run.backend)
         if not follow:
-            typer.echo(be.logs(run, 0)[0], nl=False)
+            typer.echo(service.read_logs(run, be, 0)[0], nl=False)
             return
         if not sys.stderr.isatty():  # a pipe or a file gets the log as it is
             service.follow(run, be, ledger, lambda r, s, e, text: typer.echo(text, nl=False))

@@ -50,6 +50,10 @@ class TrainHyperparameters(BaseModel):
     freeze_backbone: bool = False
     head_lr_mult: float = Field(1.0, gt=0, allow_inf_nan=False)
     # data
+    # sha256 of the dataset's manifest.json as `launch` planned it ("" = not checked): the
+    # trainer checks the channel's manifest against it, then every record file against the
+    # manifest -- a dataset in S3 may have been rewritten since by anyone who can write there
+    dataset_manifest_sha256: str = Field("", pattern=r"^([0-9a-f]{64})?$")
     num_training_samples: int = Field(gt=0)
     image_size: int = Field(224, ge=16)
     augmentation: Augmentation = "crop"

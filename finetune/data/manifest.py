@@ -11,6 +11,7 @@ import json
 import os
 import re
 import stat
+import unicodedata
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -36,6 +37,17 @@ def plain_dataset_name(name: str) -> str:
             "with a letter or digit; at most 100 characters)"
         )
     return name
+
+
+def class_name_problem(name: str) -> str | None:
+    """Why a class name cannot be one (None when it can): class names come from folder names
+    and are shown in terminals and written to classes.json; a manifest from S3 may carry any
+    text, so no separators, no '.'/'..', no control characters (escape sequences)."""
+    if not name or name in (".", "..") or "/" in name or "\\" in name:
+        return f"class name {name!r} is empty, '.', '..' or holds a path separator"
+    if any(unicodedata.category(ch) == "Cc" for ch in name):
+        return f"class name {name!r} holds a control character"
+    return None
 
 
 class PrepareParams(BaseModel):
@@ -94,6 +106,14 @@ class DatasetManifest(BaseModel):
     @classmethod
     def _plain_name(cls, name: str) -> str:
         return plain_dataset_name(name)
+
+    @field_validator("classes")
+    @classmethod
+    def _plain_classes(cls, classes: list[str]) -> list[str]:
+        for name in classes:
+            if problem := class_name_problem(name):
+                raise ValueError(problem)
+        return classes
 
     @field_validator("files")
     @classmethod

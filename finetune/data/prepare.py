@@ -134,6 +134,9 @@ def _check_classes(listing: Listing) -> None:
             "pass the folder that holds one sub-folder per class (ROOT/<class>/<images>), "
             "with two or more class folders.",
         )
+    for cls in listing.classes:
+        if problem := mf.class_name_problem(cls):
+            raise DataError(f"{listing.root}: {problem}", "rename that class folder to plain text.")
 
 
 def _check_image_params(p: mf.PrepareParams) -> None:

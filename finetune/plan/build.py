@@ -144,6 +144,7 @@ def hyperparameters(
         freeze_backbone=m.freeze_backbone,
         head_lr_mult=m.head_lr_mult,
         num_training_samples=dataset.train_count,
+        dataset_manifest_sha256=dataset.manifest_sha256,
         image_size=d.image_size,
         augmentation=d.augmentation,
         epochs=s.epochs,

@@ -14,6 +14,7 @@ from finetune.service.launch import (
     start,
     submit,
 )
+from finetune.service.logtext import read_logs
 from finetune.service.sync import Follow, follow, listing, refreshed, stop, sync
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "listing",
     "new_run",
     "plan_launch",
+    "read_logs",
     "refreshed",
     "resume",
     "runs_dir",

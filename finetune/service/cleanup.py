@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 
 from finetune.backends import NAMES, get_backend
-from finetune.backends.base import Orphan
+from finetune.backends.base import CleanupScope, Orphan
 from finetune.runs.ledger import Ledger
 from finetune.runs.run import ACTIVE, Run
 
@@ -26,18 +26,33 @@ GRACE_S = 15 * 60  # a launch that has not heard back from its backend in this l
 class Found:
     orphans: dict[str, list[Orphan]] = field(default_factory=dict)  # by backend
     abandoned: list[Run] = field(default_factory=list)
+    skipped: list[Orphan] = field(default_factory=list)  # not the caller's: each says why
 
     def __bool__(self) -> bool:
         return bool(self.abandoned) or any(self.orphans.values())
 
 
-def find(ledger: Ledger, older_than_s: float, grace_s: float = GRACE_S) -> Found:
-    """Orphans older than ``older_than_s`` of every backend, and the abandoned launches."""
+def find(
+    ledger: Ledger,
+    older_than_s: float,
+    grace_s: float = GRACE_S,
+    owner: str | None = None,
+    all_owners: bool = False,
+) -> Found:
+    """Orphans older than ``older_than_s`` of every backend, and the abandoned launches.
+    Only the caller's (tagged with ``owner``, by default the caller's identity, or runs of
+    this ledger) are orphans; the others are listed as skipped, unless ``all_owners``."""
     runs = ledger.list()
     abandoned = [r for r in runs if is_abandoned(ledger, r, grace_s)]
     live = {r.id for r in runs if r.status in ACTIVE} - {r.id for r in abandoned}
-    orphans = {name: get_backend(name).orphans(live, older_than_s) for name in NAMES}
-    return Found({k: v for k, v in orphans.items() if v}, abandoned)
+    scope = CleanupScope(frozenset(r.id for r in runs), owner, all_owners)
+    found = Found(abandoned=abandoned)
+    for name in NAMES:
+        listed = get_backend(name).orphans(live, older_than_s, scope)
+        found.skipped += [o for o in listed if o.skipped]
+        if mine := [o for o in listed if not o.skipped]:
+            found.orphans[name] = mine
+    return found
 
 
 def remove(ledger: Ledger, found: Found) -> list[str]:

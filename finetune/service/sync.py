@@ -16,6 +16,7 @@ from finetune.backends.base import Backend, Event, Feature, Journal, Status
 from finetune.contracts.metrics import EpochMetrics
 from finetune.runs.ledger import Ledger
 from finetune.runs.run import ACTIVE, Run
+from finetune.service.logtext import read_logs
 
 
 def sync(run: Run, backend: Backend, ledger: Ledger) -> tuple[Run, Status, list[EpochMetrics]]:
@@ -108,7 +109,7 @@ def follow(run: Run, backend: Backend, ledger: Ledger, on_update: Update, opts=F
     deadline = time.time() + opts.timeout_seconds if opts.timeout_seconds else None
     while True:
         run, status, epochs = sync(run, backend, ledger)
-        text, offset = backend.logs(run, offset)
+        text, offset = read_logs(run, backend, offset)  # escape sequences stripped
         on_update(run, status, epochs, text)
         if status.final:
             return run

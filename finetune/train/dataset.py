@@ -63,8 +63,39 @@ def resolve(train_dir: Path, val_dir: Path, hp: TrainHyperparameters) -> Dataset
         if where is not None:
             test_rec, test_idx = _split_files(where, manifest, "test", "train")
     files = DatasetFiles(manifest, train_rec, train_idx, val_rec, val_idx, test_rec, test_idx)
+    _check_digests(files, hp.dataset_manifest_sha256, (train_dir, val_dir))
     _check_records(files)
     return files
+
+
+def _check_digests(files: DatasetFiles, manifest_sha: str, channels: tuple[Path, ...]) -> None:
+    """The channels' manifest is the one `launch` planned with (its sha256 travels in the
+    hyperparameters, which only the launch writes) and every record file has the sha256 that
+    manifest lists: a dataset in S3 may have been rewritten since by anyone who can write
+    there, sizes and all. Skipped when the hyperparameters carry no digest (a hand-made job)."""
+    if not manifest_sha:
+        return
+    for directory in dict.fromkeys(channels):
+        if (directory / mf.MANIFEST).is_file() and mf.sha256_file(
+            directory / mf.MANIFEST
+        ) != manifest_sha:
+            raise DataError(
+                f"{directory / mf.MANIFEST} is not the manifest this run was planned with "
+                "(its sha256 differs): the dataset was changed after launch",
+                "launch again from the prepared folder (finetune uploads it anew), or plan "
+                "the run again against the dataset as it is now.",
+            )
+    paths = [files.train_rec, files.train_idx, files.val_rec, files.val_idx]
+    paths += [p for p in (files.test_rec, files.test_idx) if p is not None]
+    for path in paths:
+        entry = files.manifest.files.get(path.name)
+        if entry is None or mf.sha256_file(path) != entry.sha256:
+            raise DataError(
+                f"{path} does not have the sha256 its manifest lists: the file was changed "
+                "after `finetune prepare`",
+                "launch again from the prepared folder (finetune uploads it anew), or "
+                "prepare the dataset again.",
+            )
 
 
 def _check_records(files: DatasetFiles) -> None:

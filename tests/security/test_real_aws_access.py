@@ -202,7 +202,8 @@ def test_every_arn_shipped_is_in_the_regions_partition(region):
     obj = f"arn:{p}:s3:::{BUCKET}/finetune"
     assert _can(role, region, "s3:PutObject", f"{obj}/checkpoints/{RUN}/epoch-1/params")
     assert _can(role, region, "s3:GetObject", f"{obj}/datasets/d/train/x.rec")
-    log = f"arn:{p}:logs:{region}:{ACCOUNT}:log-group:/aws/sagemaker/TrainingJobs:log-stream:j"
+    group = f"arn:{p}:logs:{region}:{ACCOUNT}:log-group:/aws/sagemaker/TrainingJobs"
+    log = f"{group}:log-stream:{job_name(RUN)}/algo-1-1763790000"
     assert _can(role, region, "logs:PutLogEvents", log)
     repo = f"arn:{p}:ecr:{region}:{ACCOUNT}:repository/finetune"
     assert _can(role, region, "ecr:BatchGetImage", repo)

@@ -67,3 +67,23 @@ def test_the_bucket_keeps_old_versions_for_a_while():
     rules = {r["Id"]: r for r in bucket["LifecycleConfiguration"]["Rules"]}
     old = rules["expire-old-versions"]
     assert old["Status"] == "Enabled" and old["NoncurrentVersionExpiration"]["NoncurrentDays"] >= 7
+
+
+def test_a_run_writes_only_its_own_jobs_log_streams(role):
+    """Issue 23 #10: finetune reads epoch metrics from a job's log lines, so another job's
+    role must not be able to create or write streams under this job's name."""
+    logs = f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/sagemaker/TrainingJobs"
+    for job in (job_name(RUN), job_name(RUN, 2)):
+        for action in ("logs:CreateLogStream", "logs:PutLogEvents"):
+            assert _can(role, action, f"{logs}:log-stream:{job}/algo-1-1763790000")
+    assert _can(role, "logs:CreateLogGroup", logs)
+    assert _can(role, "logs:DescribeLogStreams", logs)
+    for action in ("logs:CreateLogStream", "logs:PutLogEvents"):
+        assert not _can(role, action, f"{logs}:log-stream:{job_name(OTHER)}/algo-9-1763790000")
+        assert not _can(role, action, f"{logs}:log-stream:{job_name(OTHER, 2)}/algo-1-1")
+        assert not _can(role, action, f"{logs}:log-stream:unrelated")
+    assert not _can(
+        role,
+        "logs:PutLogEvents",
+        f"{logs.replace('Training', 'Processing')}:log-stream:{job_name(RUN)}/algo-1-1",
+    )

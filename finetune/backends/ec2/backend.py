@@ -66,10 +66,12 @@ class Ec2Backend:
         checked, self._quotes = ec2_checks.dry_run(plan, options, self._clients)
         return checked
 
-    def orphans(self, live_runs: set[str], older_than_s: float) -> list[base.Orphan]:
+    def orphans(
+        self, live_runs: set[str], older_than_s: float, scope=base.CleanupScope()
+    ) -> list[base.Orphan]:
         from finetune.backends.ec2.setup import cleanup as ec2_cleanup
 
-        return ec2_cleanup.find_orphans(self._clients, live_runs, older_than_s)
+        return ec2_cleanup.find_orphans(self._clients, live_runs, older_than_s, scope)
 
     def remove(self, orphans: list[base.Orphan]) -> list[str]:
         from finetune.backends.ec2.setup import cleanup as ec2_cleanup

@@ -81,7 +81,7 @@ class LocalBackend:
         ]
         return Preflight(plan, rows, title="Local run")
 
-    def orphans(self, live_runs: set[str], older_than_s: float) -> list:
+    def orphans(self, live_runs: set[str], older_than_s: float, scope=None) -> list:
         return []  # nothing outlives a local run but its own folder
 
     def remove(self, orphans: list) -> list[str]:

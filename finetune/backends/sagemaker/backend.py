@@ -61,7 +61,7 @@ class SageMakerBackend:
     def preflight(self, plan) -> base.Preflight:
         return sm_options.check(plan, self.options)
 
-    def orphans(self, live_runs: set[str], older_than_s: float) -> list[base.Orphan]:
+    def orphans(self, live_runs: set[str], older_than_s: float, scope=None) -> list[base.Orphan]:
         return []  # a job ends itself (MaxRuntime); nothing of ours outlives it
 
     def remove(self, orphans: list[base.Orphan]) -> list[str]:
@@ -83,7 +83,8 @@ class SageMakerBackend:
         upload, channels, size = sub.dataset_location(plan, opts.bucket, opts.read_prefix)
         code = sub.source_dir(plan, opts, run.id)
         toolkit = code.hyperparameters(aws.region, plan.resources.hosts) if code else None
-        request = rq.training_request(plan, run.id, name, channels, opts, size, toolkit)
+        entry = code.entrypoint(aws.region) if code else None  # checks the code, then runs it
+        request = rq.training_request(plan, run.id, name, channels, opts, size, toolkit, entry)
         preflight.raise_if(preflight.check_request(request, aws.region))
         s3 = aws.client("s3")
         problems = preflight.check_bucket_region(s3, opts.bucket, aws.region)
@@ -202,7 +203,7 @@ class SageMakerBackend:
     def _log(self, run, force: bool) -> JobLog:
         """The job's log, refreshed unless it was read moments ago (metrics and logs share it)."""
         name, region = self._where(run)
-        log = self._logs.setdefault(name, JobLog(name))
+        log = self._logs.setdefault(name, JobLog(name, hosts=run.instance_count or 1))
         now = time.monotonic()
         if force or now - self._log_read_at.get(name, -1e9) >= min(2.0, self.poll_seconds / 2):
             refresh(self._aws(region).client("logs"), log)

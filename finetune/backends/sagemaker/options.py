@@ -120,8 +120,9 @@ def check(plan, opts: rq.JobOptions) -> base.Preflight:
     channels, size = _channels(plan, checked.bucket)
     code = sub.source_dir(plan, checked, SAMPLE_RUN_ID)  # the torch engine ships our source
     toolkit = code.hyperparameters(region, plan.resources.hosts) if code else None
+    entry = code.entrypoint(region) if code else None
     name = rq.job_name(SAMPLE_RUN_ID)
-    req = rq.training_request(plan, SAMPLE_RUN_ID, name, channels, checked, size, toolkit)
+    req = rq.training_request(plan, SAMPLE_RUN_ID, name, channels, checked, size, toolkit, entry)
     problems = sub.missing_settings(opts) + preflight.check_request(req, region)
     own_role = "finetune-run-RUN_ID: this run's own role, created at launch"
     shown = {**req, "RoleArn": opts.role_arn or own_role}

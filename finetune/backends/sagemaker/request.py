@@ -101,9 +101,11 @@ def training_request(
     opts: JobOptions,
     dataset_bytes: int,
     toolkit: dict[str, str] | None = None,
+    entrypoint: list[str] | None = None,
 ) -> dict:
     """The CreateTrainingJob request (API field names) for ``plan`` as job ``name``;
-    ``toolkit``: the training toolkit's sagemaker_* hyperparameters (sourcedir.py)."""
+    ``toolkit``: the training toolkit's sagemaker_* hyperparameters and ``entrypoint`` the
+    program that checks the source directory before it (sourcedir.py)."""
     res = plan.resources
     req: dict = {
         "TrainingJobName": name,
@@ -132,6 +134,8 @@ def training_request(
         "RetryStrategy": {"MaximumRetryAttempts": opts.retry_attempts},
         "Tags": tags(plan, run_id),
     }
+    if entrypoint:
+        req["AlgorithmSpecification"]["ContainerEntrypoint"] = list(entrypoint)
     if res.spot:
         req["StoppingCondition"]["MaxWaitTimeInSeconds"] = opts.wait_seconds()
     if opts.kms_key:

@@ -83,7 +83,7 @@ def policy(
             [f"{obj}{checkpoints}*"],
         ),
         _allow("EcrToken", ["ecr:GetAuthorizationToken"], ["*"]),
-        *_log_statements(f"arn:{partition}:logs:{region}:{account}:{LOGS}"),
+        *_log_statements(f"arn:{partition}:logs:{region}:{account}:{LOGS}", job),
     ]
     repo = _repository_arn(image)
     if repo:
@@ -98,11 +98,14 @@ def policy(
     return {"Version": "2012-10-17", "Statement": statements}
 
 
-def _log_statements(logs: str) -> list[dict]:
-    """The training log group's streams and SageMaker's training metrics namespace."""
-    writes = ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:DescribeLogStreams"]
+def _log_statements(logs: str, job: str) -> list[dict]:
+    """The training log group, the run's own jobs' streams in it (SageMaker names them
+    JOB/algo-N-EPOCH; resumes are JOB-rN) and SageMaker's training metrics namespace. Streams
+    of other jobs stay out of reach: finetune reads epoch metrics from log lines."""
+    own = [f"{logs}:log-stream:{job}/*", f"{logs}:log-stream:{job}-r*/*"]
     return [
-        _allow("WriteLogs", [*writes, "logs:PutLogEvents"], [logs, f"{logs}:log-stream:*"]),
+        _allow("LogGroup", ["logs:CreateLogGroup", "logs:DescribeLogStreams"], [logs]),
+        _allow("WriteOwnLogStreams", ["logs:CreateLogStream", "logs:PutLogEvents"], own),
         _allow("PutTrainingMetrics", ["cloudwatch:PutMetricData"], ["*"])
         | {"Condition": {"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/TrainingJobs"}}},
     ]

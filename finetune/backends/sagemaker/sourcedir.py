@@ -11,14 +11,22 @@ params.py; values JSON-encoded, as the SageMaker Python SDK sends them):
     sagemaker_torch_distributed_enabled several instances: run the program under torchrun on
                                         every host (one process per GPU, node rank by host order)
 
-Our tar.gz holds the finetune package, requirements.txt (our runtime dependencies the image
-lacks; never torch) and finetune_entry.py (finetune/train/sagemaker_entry.py). No setup.py:
-with one the toolkit would treat the directory as a package, which torchrun cannot run. It
-goes to s3://BUCKET/finetune/code/RUN/, named by its content.
+Our tar.gz holds the finetune package, requirements.txt and finetune_entry.py
+(finetune/train/sagemaker_entry.py). No setup.py: with one the toolkit would treat the
+directory as a package, which torchrun cannot run. It goes to s3://BUCKET/finetune/code/RUN/,
+named by its content.
+
+The job does not take the tar.gz on trust (it lies where other SageMaker callers may write):
+its ContainerEntrypoint is codecheck.py, carried in the request with the tar.gz's sha256; it
+checks and unpacks the tar.gz before the toolkit starts (``entrypoint``). requirements.txt
+installs nothing from an index (``--no-index``): it names only what the trainer imports
+beyond torch (pydantic, Pillow), which AWS's PyTorch training images carry; an image without
+them fails at the install, naming the package, instead of resolving open ranges from PyPI.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from importlib import resources
@@ -28,6 +36,10 @@ from finetune.backends import shipping
 CODE_ROOT = "finetune/code/"  # the run's own role may read its prefix (runrole.py)
 PROGRAM = "finetune_entry.py"
 LOG_LEVEL_INFO = 20
+# what the trainer imports beyond the image's torch and numpy (the rest is launch-side only)
+JOB_NEEDS = ("pydantic", "pillow")
+ENTRY_ITEM = 256  # CreateTrainingJob: at most 100 ContainerEntrypoint items of 256 characters
+_STUB = "import sys;exec(''.join(sys.argv[1:{n}]))"  # python -c: the items after it are code
 
 
 @dataclass(frozen=True)
@@ -54,6 +66,18 @@ class SourceDir:
             values["sagemaker_torch_distributed_enabled"] = True
         return {k: json.dumps(v) for k, v in values.items()}
 
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+    def entrypoint(self, region: str) -> list[str]:
+        """The job's ContainerEntrypoint: codecheck.py's text, in items SageMaker accepts,
+        called with this source directory's URI and sha256."""
+        source = resources.files(__package__).joinpath("codecheck.py").read_text("utf-8")
+        source += f"\nsys.exit(main({self.uri!r}, {self.sha256!r}, {region!r}))\n"
+        items = [source[i : i + ENTRY_ITEM] for i in range(0, len(source), ENTRY_ITEM)]
+        return ["python3", "-c", _STUB.format(n=len(items) + 1), *items]
+
     def upload(self, s3) -> None:
         """Put the tar.gz in S3 (after the pre-flight checks: nothing is written before)."""
         from finetune.aws import retries
@@ -71,8 +95,19 @@ class SourceDir:
 
 def build(bucket: str, run_id: str) -> SourceDir:
     """The source directory of run ``run_id``, named by its sha256 under the run's prefix."""
-    requirements = "\n".join(shipping.runtime_requirements()) + "\n"
+    requirements = job_requirements()
     entry = resources.files("finetune.train").joinpath("sagemaker_entry.py").read_bytes()
     data = shipping.source_tarball({"requirements.txt": requirements.encode(), PROGRAM: entry})
     key = f"{CODE_ROOT}{run_id}/sourcedir-{shipping.sha256_hex(data)[:16]}.tar.gz"
     return SourceDir(data, bucket, key)
+
+
+def job_requirements() -> str:
+    """requirements.txt for the toolkit's ``pip install -r``: no index, only what the trainer
+    imports beyond the image's torch, in the ranges our metadata gives."""
+    needed = [r for r in shipping.runtime_requirements() if shipping.name_of(r) in JOB_NEEDS]
+    head = [
+        "# installed from nothing but the image (no index): finetune's trainer needs these",
+        "--no-index",
+    ]
+    return "\n".join([*head, *needed]) + "\n"

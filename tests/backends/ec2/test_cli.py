@@ -150,6 +150,39 @@ def test_cleanup_removes_orphans_and_keeps_live_runs(ec2_aws, tiny_dataset):
     CliRunner().invoke(app, ["runs", "stop", live_run])
 
 
+def test_cleanup_removes_only_the_callers_leftovers_and_says_what_it_skipped(ec2_aws):
+    """Issue 23 #11: a shared account holds other users' and CI's runs, which are not in this
+    machine's ledger, and resources of other tools that happen to carry project=finetune."""
+    mine = _orphan_instance("ft-20200101-000000-aaaa")
+    theirs = _orphan_instance("ft-20200101-000000-bbbb", owner="assumed-role/ci/build-17")
+    unknown = _orphan_instance("ft-20200101-000000-cccc", owner=None)  # no owner tag
+    foreign = _orphan_instance(None, owner=None)  # project=finetune alone: not finetune's
+    iam = boto3.client("iam")
+    iam.create_instance_profile(InstanceProfileName="finetune-run-ft-20200101-000000-dddd",
+                                Path="/finetune/")  # fmt: skip
+    res = CliRunner().invoke(app, ["cleanup", "--older-than", "0s", "--yes"])
+    assert res.exit_code == 0, res.output
+    assert f"terminated {mine}" in res.output
+    assert "Skipped 4 resource(s) that are not yours to remove" in res.output
+    assert f"launched by assumed-role/ci/build-17, not {_me()}" in res.output
+    assert "no finetune:owner tag: its owner is unknown" in res.output
+    assert "no finetune:run-id tag: not a finetune run's" in res.output
+    assert "IAM profiles carry no owner tag" in res.output
+    assert sorted(live_instances(_ec2())) == sorted([theirs, unknown, foreign])
+    assert iam.list_instance_profiles(PathPrefix="/finetune/")["InstanceProfiles"]
+    # named on purpose: that owner's, then everyone's -- never the resource that is not ours
+    res = CliRunner().invoke(
+        app, ["cleanup", "--older-than", "0s", "--yes", "--owner", "assumed-role/ci/build-17"]
+    )
+    assert f"terminated {theirs}" in res.output and unknown in res.output
+    res = CliRunner().invoke(app, ["cleanup", "--older-than", "0s", "--yes", "--all-owners"])
+    assert f"terminated {unknown}" in res.output
+    assert "deleted instance profile and role finetune-run-ft-20200101-000000-dddd" in res.output
+    assert live_instances(_ec2()) == [foreign]
+    assert iam.list_instance_profiles(PathPrefix="/finetune/")["InstanceProfiles"] == []
+    _ec2().terminate_instances(InstanceIds=[foreign])  # (the other tool's, ended by its owner)
+
+
 def test_cleanup_deletes_roles_of_finished_runs(ec2_aws, tiny_dataset):
     res = _launch(tiny_dataset, "--instance", "g5.xlarge", "--detach")
     run_id = _run_id(res.output)
@@ -229,11 +262,23 @@ def _sent_user_data(layer) -> str:
     return base64.b64decode(layer.sent("RunInstances")[-1]["UserData"]).decode()
 
 
-def _orphan_instance(run_id: str) -> str:
-    """An instance a crashed finetune left behind: tagged, with no run in the ledger."""
+def _me() -> str:
+    """The caller's identity as finetune tags it (moto's caller: user/moto)."""
+    from finetune.backends.ec2.setup.infra import owner
+
+    return owner(boto3.client("sts", region_name=REGION))
+
+
+def _orphan_instance(run_id: str | None, owner: str | None = "") -> str:
+    """An instance a crashed finetune left behind: tagged as finetune tags (owner "": the
+    caller's own identity; None: no owner tag, run_id None: no run tag), no run in the ledger."""
     ec2 = _ec2()
     ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
-    tags = [{"Key": "project", "Value": "finetune"}, {"Key": "finetune:run-id", "Value": run_id}]
+    tags = [{"Key": "project", "Value": "finetune"}]
+    if run_id is not None:
+        tags.append({"Key": "finetune:run-id", "Value": run_id})
+    if owner is not None:
+        tags.append({"Key": "finetune:owner", "Value": owner or _me()})
     inst = ec2.run_instances(
         ImageId=ami,
         MinCount=1,

@@ -55,8 +55,8 @@ def _put_logs(job: str, host: str, lines: list[str]) -> None:
     logs.put_log_events(logGroupName=GROUP, logStreamName=stream, logEvents=events)
 
 
-def _submitted(cloud, dataset, tmp_path, steps):
-    plan = h.sm_plan(dataset)
+def _submitted(cloud, dataset, tmp_path, steps, hosts: int = 1):
+    plan = h.sm_plan(dataset, hosts=hosts)
     ledger = h.ledger_at(tmp_path)
     be = SageMakerBackend(poll_seconds=0)
     run = service.submit(plan, be, ledger, ledger.create(h.new_run(tmp_path, plan)))
@@ -78,7 +78,7 @@ def test_logs_are_read_incrementally(cloud, tiny_dataset, tmp_path):
 
 
 def test_several_hosts_are_labelled(cloud, tiny_dataset, tmp_path):
-    run, be, _, job = _submitted(cloud, tiny_dataset, tmp_path, [])
+    run, be, _, job = _submitted(cloud, tiny_dataset, tmp_path, [], hosts=2)
     _put_logs(job, "algo-1", ["one"])
     _put_logs(job, "algo-2", ["two"])
     text, _ = be.logs(run, 0)
@@ -96,6 +96,27 @@ def test_metrics_from_log_lines_while_training(cloud, tiny_dataset, tmp_path):
         (1, 0.5, 812.5),
     ]
     assert [e.epoch for e in ledger.epochs(run.id)] == [0, 1]
+
+
+def test_only_the_jobs_own_host_streams_are_read(cloud, tiny_dataset, tmp_path):
+    """Another job's role (or anyone who may write the log group) can create streams under
+    this job's prefix: their lines are neither shown nor counted as this job's metrics."""
+    steps = [h.step("InProgress", "Training", 90)]
+    run, be, ledger, job = _submitted(cloud, tiny_dataset, tmp_path, steps, hosts=2)
+    _put_logs(job, "algo-1", ["one", _event(0, 0.25).log_line()])
+    _put_logs(job, "algo-2", ["two"])
+    forged = [_event(0, 0.99).log_line(), _event(1, 0.99).log_line(), "forged"]
+    _put_logs(job, "algo-3", forged)  # a host this two-host job does not have
+    _put_logs(job, "evil", forged)  # not SageMaker's JOB/algo-N-EPOCH shape
+    _put_logs(f"{job}x", "algo-1", forged)  # another job whose name starts with this one's
+    text, _ = be.logs(run, 0)
+    assert text.splitlines() == [
+        "[algo-1] one",
+        f"[algo-1] {_event(0, 0.25).log_line()}",
+        "[algo-2] two",
+    ]
+    _, _, epochs = service.sync(run, be, ledger)
+    assert [(e.epoch, e.train_acc) for e in epochs] == [(0, 0.25)]
 
 
 def test_metrics_file_from_the_output_wins_at_the_end(cloud, tiny_dataset, tmp_path):

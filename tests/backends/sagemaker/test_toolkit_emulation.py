@@ -13,9 +13,11 @@ validation images is exactly what the job recorded at its best epoch.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import shutil
+import tarfile
 
 import boto3
 import pytest
@@ -116,6 +118,7 @@ def test_the_toolkit_trains_our_request_and_finetune_reads_it_back(
     else:  # one process: ours, which trains in-process (one device)
         assert "Invoking TorchDistributed" not in first_log
     assert "training complete: 1 epoch(s)" in first_log
+    assert "finetune: source directory s3://" in first_log  # codecheck.py ran first
     # SageMaker's metric regexes read every host's log: only the validating host prints them
     metric_lines = {
         n: [x for x in log.splitlines() if LOG_PREFIX in x] for n, (_, log) in ran.items()
@@ -144,3 +147,35 @@ def test_the_toolkit_trains_our_request_and_finetune_reads_it_back(
     assert top1 == recorded  # image by image
     hits = sum(p == t for p, t in zip(top1, labels, strict=True))
     assert (hits, len(labels)) == (round(report["accuracy"] * report["count"]), report["count"])
+
+
+def test_a_replaced_source_directory_is_refused_before_any_of_it_runs(
+    cloud, tiny_dataset, tmp_path
+):
+    """Issue 23 #5: another SageMaker caller overwrites the run's tar.gz in S3 after the launch
+    (its own finetune_entry.py, requirements.txt and package). The job stops before the
+    toolkit installs or runs anything from it, and says why."""
+    if not _namespaces_work():
+        pytest.skip("mount + UTS namespaces need root (unshare -mu)")
+    _, request = _launch(cloud, tiny_dataset, "g5.xlarge", 1)
+    uri = json.loads(request["HyperParameters"]["sagemaker_submit_directory"])
+    bucket, key = uri[len("s3://") :].split("/", 1)
+    hostile = io.BytesIO()
+    evil = b"import pathlib; pathlib.Path('/opt/ml/PWNED').write_text('ran')\n"
+    with tarfile.open(fileobj=hostile, mode="w:gz") as tar:
+        for name, data in (("finetune_entry.py", evil), ("requirements.txt", b"pwned-pkg\n")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    _container_s3().put_object(Bucket=bucket, Key=key, Body=hostile.getvalue())
+
+    ran = _run_job(cloud, request, tmp_path / "job")
+    code, log = ran["algo-1"]
+    ml = tmp_path / "job" / "algo-1" / "ml"
+    assert code != 0, log[-3000:]
+    failure = (ml / "output" / "failure").read_text()
+    assert f"the job's source directory {uri} is not the one finetune launched" in failure
+    assert "To fix: launch the run again" in failure and failure in log
+    assert not (ml / "PWNED").exists()  # the replaced entry never ran
+    assert not any((ml / "code").iterdir())  # nothing of it was unpacked
+    assert "pwned-pkg" not in log  # nor its requirements handed to pip

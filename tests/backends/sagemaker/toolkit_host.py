@@ -6,11 +6,13 @@ For each host the platform (as documented in "How Amazon SageMaker Provides Trai
 Information" and "Running Your Training Image") writes /opt/ml/input/config/*.json, copies each
 channel's S3 objects to /opt/ml/input/data/CHANNEL, sets the request's Environment plus
 TRAINING_JOB_NAME / TRAINING_JOB_ARN / SAGEMAKER_TRAINING_MODULE (the image's ENV), and runs
-``train``. Here each host is a mount + UTS namespace (``unshare -mu``; root): hostname algo-N,
-/etc/hosts naming every host on its own 127.0.0.x address, and /opt/ml a bind mount of a
-folder of the test's -- the machine's real /opt and /etc are never written. The one change to
-the request: ``device`` "gpu" becomes "cpu" (these hosts have no GPU; the toolkit then starts
-one process per host, as nvidia-smi is absent). After the job, the platform's upload: algo-1's
+``train`` -- or, when the request names a ContainerEntrypoint (and ContainerArguments), that
+instead of the image's own entrypoint, as SageMaker does. Here each host is a mount + UTS
+namespace (``unshare -mu``; root): hostname algo-N, /etc/hosts naming every host on its own
+127.0.0.x address, and /opt/ml a bind mount of a folder of the test's -- the machine's real
+/opt and /etc are never written. The one change to the request: ``device`` "gpu" becomes "cpu"
+(these hosts have no GPU; the toolkit then starts one process per host, as nvidia-smi is
+absent). After the job, the platform's upload: algo-1's
 /opt/ml/model as model.tar.gz under the request's S3OutputPath.
 """
 
@@ -148,6 +150,15 @@ def train_command() -> list[str]:
     ]
 
 
+def host_command(request: dict) -> list[str]:
+    """What the platform starts in the container: the request's ContainerEntrypoint (plus
+    ContainerArguments) when it has one, else the image's entrypoint with ``train``."""
+    spec = request["AlgorithmSpecification"]
+    if spec.get("ContainerEntrypoint"):
+        return [*spec["ContainerEntrypoint"], *spec.get("ContainerArguments", [])]
+    return train_command()
+
+
 def start(
     request: dict, work: Path, endpoint: str, s3, extra_env: dict | None = None, fresh: bool = True
 ) -> list[tuple[Host, subprocess.Popen]]:
@@ -162,7 +173,7 @@ def start(
             write_config(request, host, hosts, s3)
         log = open(work / f"{host.name}.log", "wb")  # noqa: SIM115 (closed below)
         proc = subprocess.Popen(
-            namespaces.command(train_command()),
+            namespaces.command(host_command(request)),
             env={**environment(request, host, hosts, work, endpoint), **(extra_env or {})},
             stdout=log,
             stderr=subprocess.STDOUT,

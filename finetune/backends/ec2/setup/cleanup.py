@@ -1,27 +1,54 @@
 """`finetune cleanup`: what finetune left in EC2 and IAM that no live run owns.
 
-Everything the EC2 backend creates carries the project tag (instances, volumes, spot
-requests) or the /finetune/ IAM path (per-run roles and instance profiles). Which runs are
-live is the caller's to say (finetune.service.cleanup: active runs, less abandoned launches);
-anything else of finetune's that is older than ``older_than`` seconds is an orphan:
+Everything the EC2 backend creates carries the project tag and its own namespaced keys
+(instances, volumes, spot requests: finetune:run-id, finetune:owner, ...) or the /finetune/
+IAM path (per-run roles and instance profiles). Which runs are live is the caller's to say
+(finetune.service.cleanup: active runs, less abandoned launches); anything else of finetune's
+that is older than ``older_than`` seconds is an orphan -- if it is the caller's (the scope):
 instances are terminated, open spot requests cancelled, instance profiles and roles deleted.
+
+Whose it is: an instance or spot request by its finetune:owner tag (the launching identity,
+set at RunInstances) or by its run being in this machine's ledger; an instance profile, which
+carries no owner finetune may read, only by its run being in this ledger. Everything else is
+returned with the reason it is skipped: other users' and CI's runs are not in this ledger. A
+resource tagged project=finetune without finetune:run-id is not finetune's at all (the
+generic key stays because the caller policies' conditions use it).
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
-from finetune.backends.base import Orphan
-from finetune.backends.ec2.request import PROJECT_TAG, RUN_TAG
+from finetune.backends.base import CleanupScope, Orphan
+from finetune.backends.ec2.request import OWNER_TAG, PROJECT_TAG, RUN_TAG
 from finetune.backends.ec2.setup import infra as ec2_infra
 from finetune.backends.ec2.setup import profile as ec2_profile
 
 
-def find_orphans(clients, live_runs: set[str], older_than_s: float, now=None) -> list[Orphan]:
-    """Every finetune resource of the region that no live run owns, older than the limit."""
+def find_orphans(
+    clients, live_runs: set[str], older_than_s: float, scope=CleanupScope(), now=None
+) -> list[Orphan]:
+    """Every finetune resource of the region that no live run owns, older than the limit;
+    those outside ``scope`` carry the reason they are skipped."""
     now = now or time.time()
     found = _instances(clients, now) + _spot_requests(clients, now) + _profiles(clients, now)
-    return [o for o in found if o.run_id not in live_runs and o.age_s >= older_than_s]
+    found = [o for o in found if o.run_id not in live_runs and o.age_s >= older_than_s]
+    me = None if scope.all_owners else scope.owner or ec2_infra.owner(clients("sts"))
+    return [replace(o, skipped=_whose(o, me, scope.known_runs)) for o in found]
+
+
+def _whose(o: Orphan, me: str | None, known_runs: frozenset[str]) -> str:
+    """'' when ``o`` is the caller's to remove (``me`` None: anyone's), else why not."""
+    if not o.run_id:
+        return f"no {RUN_TAG} tag: not a finetune run's"
+    if me is None or o.run_id in known_runs:
+        return ""  # a run of this machine's ledger (that ended)
+    if o.kind == "instance-profile":
+        return "its run is not in this machine's ledger and IAM profiles carry no owner tag"
+    if not o.owner:
+        return f"no {OWNER_TAG} tag: its owner is unknown"
+    return "" if o.owner == me else f"launched by {o.owner}, not {me}"
 
 
 def remove(clients, orphans: list[Orphan]) -> list[str]:
@@ -56,7 +83,8 @@ def _instances(clients, now: float) -> list[Orphan]:
         tags = _tags(inst)
         detail = f"{inst['InstanceType']} {inst['State']['Name']}"
         age = _age(inst.get("LaunchTime"), now)
-        out.append(Orphan("instance", inst["InstanceId"], tags.get(RUN_TAG, ""), age, detail))
+        run, owner = tags.get(RUN_TAG, ""), tags.get(OWNER_TAG, "")
+        out.append(Orphan("instance", inst["InstanceId"], run, age, detail, owner))
     return out
 
 
@@ -77,6 +105,7 @@ def _spot_requests(clients, now: float) -> list[Orphan]:
             _tags(r).get(RUN_TAG, ""),
             _age(r.get("CreateTime"), now),
             r.get("State", ""),
+            _tags(r).get(OWNER_TAG, ""),
         )
         for r in reqs.get("SpotInstanceRequests", [])
     ]

@@ -20,7 +20,7 @@ from finetune.errors import DataError
 from finetune.train import dataset
 from finetune.train.checkpoints import Checkpoint
 from finetune.train.contract import TrainJob
-from finetune.train.engines.mxnet import artifact, devices, model, weights
+from finetune.train.engines.mxnet import artifact, devices, model, optstate, weights
 from finetune.train.engines.mxnet.data import preprocess_threads, record_iter
 from finetune.train.engines.mxnet.tally import Tally
 from finetune.train.evaluation import Evaluator
@@ -29,7 +29,6 @@ from finetune.train.signals import StopRequest
 from finetune.train.telemetry import NoTelemetry
 
 PARAMS = "model.params"
-TRAINER = "trainer.states"
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +89,7 @@ class MXNetSession:
             update_on_kvstore=local_update,
         )
         if resume is not None:  # after the parameters: the kvstore starts from their values
-            trainer.load_states(str(resume.path(TRAINER)))
+            optstate.load(trainer, resume.directory)  # never MXNet's load_states: it unpickles
         net.hybridize(static_alloc=True, static_shape=True)
         return net, trainer
 
@@ -167,7 +166,7 @@ class MXNetSession:
     # ---- files ------------------------------------------------------------------------
     def write_checkpoint(self, folder: Path) -> None:
         self.net.save_parameters(str(folder / PARAMS))
-        self.trainer.save_states(str(folder / TRAINER))
+        optstate.save(self.trainer, folder)
 
     def load_weights(self, checkpoint: Checkpoint) -> None:
         _load_params(self.net, checkpoint, self.dev.contexts)
