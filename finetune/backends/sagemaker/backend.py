@@ -203,7 +203,7 @@ class SageMakerBackend:
     def _log(self, run, force: bool) -> JobLog:
         """The job's log, refreshed unless it was read moments ago (metrics and logs share it)."""
         name, region = self._where(run)
-        log = self._logs.setdefault(name, JobLog(name, hosts=run.instance_count or 1))
+        log = self._logs.setdefault(name, JobLog(name, hosts=run.hosts or 1))
         now = time.monotonic()
         if force or now - self._log_read_at.get(name, -1e9) >= min(2.0, self.poll_seconds / 2):
             refresh(self._aws(region).client("logs"), log)
