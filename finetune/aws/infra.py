@@ -7,6 +7,7 @@ infra/ links to them); a test keeps the policy files identical to the template's
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import time
@@ -58,6 +59,11 @@ def run_role_path(kind: str) -> str:
 
 def parameter_defaults() -> dict:
     """The template's parameters with their defaults (lists as lists; none: a placeholder)."""
+    return dict(_parameter_defaults(template_text()))
+
+
+@functools.lru_cache(maxsize=4)
+def _parameter_defaults(text: str) -> tuple:
     import yaml
 
     out = {}
@@ -65,8 +71,8 @@ def parameter_defaults() -> dict:
         value = spec.get("Default", name.upper())
         if spec["Type"] == "CommaDelimitedList":
             value = [v.strip() for v in str(value).split(",")]
-        out[name] = value if isinstance(value, list) else str(value)
-    return out
+        out[name] = tuple(value) if isinstance(value, list) else str(value)
+    return tuple(out.items())
 
 
 def infra_dir() -> Path:
@@ -121,8 +127,11 @@ class Names:
             + BOUNDARY_NAME.format(kind=kind, region=self.region)
             for kind, ref in BOUNDARIES.items()
         }
+        params = {
+            k: list(v) if isinstance(v, tuple) else v for k, v in parameter_defaults().items()
+        }
         return {
-            **parameter_defaults(),
+            **params,
             **boundaries,
             "AWS::StackName": self.stack,
             "AWS::Partition": partition,
