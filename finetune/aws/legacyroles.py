@@ -32,7 +32,7 @@ def find(iam) -> list[LegacyRole]:
     with aws_errors("ListRoles", resource=f"role{LEGACY_ROLE_PATH}"):
         pages = iam.get_paginator("list_roles").paginate(PathPrefix=LEGACY_ROLE_PATH)
         roles = [r for page in pages for r in page["Roles"]]
-        found = [_describe(iam, r["RoleName"]) for r in roles if r["Path"] == LEGACY_ROLE_PATH]
+        found = [_describe(iam, r["RoleName"]) for r in roles]  # sub-paths matched the old ARNs too
     return sorted(found, key=lambda r: (bool(r.boundary), r.name))
 
 
