@@ -42,7 +42,9 @@ def read(cfn, stack: str | None = None) -> Limits | None:
     p = {x["ParameterKey"]: x.get("ParameterValue", "") for x in desc.get("Parameters", [])}
 
     def listed(key: str) -> tuple[str, ...]:
-        return tuple(v.strip() for v in p.get(key, "").split(",") if v.strip())
+        # AWS answers "a,b"; moto a Python list's repr "['a', 'b']": both read the same
+        items = (v.strip().strip("[]").strip().strip("'\"") for v in p.get(key, "").split(","))
+        return tuple(v for v in items if v)
 
     def number(key: str) -> int | None:
         return int(float(p[key])) if p.get(key) else None
@@ -87,9 +89,10 @@ def check_runtime(limits: Limits | None, seconds: int | None) -> None:
         raise _refuse(limits, "MaxRuntimeSeconds", f"a runtime of {seconds} s", f"{cap} s")
 
 
-def check_ec2(limits: Limits | None, choices, count: int, max_runtime_s: int | None) -> None:
-    """An EC2 launch: every candidate type (fallbacks too), the hosts, the dead-man switch."""
-    check_types(limits, "Ec2InstanceTypes", [c.instance_type for c in choices])
+def check_ec2(limits: Limits | None, types, count: int, max_runtime_s: int | None) -> None:
+    """An EC2 launch: every instance type (fallbacks too), the hosts, the dead-man switch
+    (IAM cannot see an instance's runtime: for EC2 this check is the only one)."""
+    check_types(limits, "Ec2InstanceTypes", types)
     check_count(limits, count)
     check_runtime(limits, max_runtime_s)
 

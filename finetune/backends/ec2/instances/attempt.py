@@ -50,7 +50,8 @@ def launch(
     count = plan.resources.hosts
     arch, image = _image(clients, state, plan)
     limits = stacklimits.read(clients("cloudformation", state.region))
-    stacklimits.check_ec2(limits, choices, count, state.options.max_runtime)
+    types = [c.instance_type for c in choices] + list(state.options.fallback_instance)
+    stacklimits.check_ec2(limits, types, count, state.options.max_runtime)
     subnets, groups = _placement(ec2, state, (run.id, count), prefer_subnet, limits)
     state.instance_profile = _role(clients, run.id, state)
     if quotes is None or not quotes.covers(choices, state.region):
