@@ -24,6 +24,9 @@ POLICIES = {
     "ec2-caller": "../ec2-caller-policy.json",
     "ec2-boundary": "ec2-run-boundary.json",
     "sagemaker-boundary": "sagemaker-run-boundary.json",
+    # not in the stack: a resource control policy for an organization's administrator, so
+    # that only EC2 and SageMaker themselves assume run roles (infra/README.md, residual risks)
+    "perimeter": "run-role-perimeter.json",
 }
 BOUNDARY_PATH = "/finetune/"
 # The stack's Ec2RunBoundary and SageMakerRunBoundary, one of each per region: a run role

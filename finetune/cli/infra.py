@@ -14,8 +14,8 @@ app = typer.Typer(
 def print_template(
     policy: str = typer.Option(
         None,
-        help="Print one policy as plain IAM JSON instead: caller, ec2-caller, ec2-boundary or "
-        "sagemaker-boundary.",
+        help="Print one policy as plain IAM JSON instead: caller, ec2-caller, ec2-boundary, "
+        "sagemaker-boundary, or perimeter (a resource control policy for your organization).",
     ),
     account: str = typer.Option(None, help="Account id to put in the policy's ARNs."),
     region: str = typer.Option(None, help="Region to put in the policy's ARNs."),

@@ -271,5 +271,5 @@ def test_infra_print():
     assert doc["Version"] == "2012-10-17"
     res = CliRunner().invoke(app, ["infra", "print", "--policy", "admin"])
     assert (
-        res.exit_code == 2 and "caller, ec2-caller, ec2-boundary, sagemaker-boundary" in res.output
+        res.exit_code == 2 and "caller, ec2-caller, ec2-boundary, sagemaker-boundary, perimeter" in res.output
     )

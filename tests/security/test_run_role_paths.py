@@ -150,3 +150,19 @@ def test_the_sagemaker_boundary_grants_no_session_manager_and_the_ec2_one_no_log
     logs = f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/sagemaker/TrainingJobs:log-stream:j"
     assert allowed(EVERYTHING, Request("logs:PutLogEvents", logs), sm)
     assert not allowed(EVERYTHING, Request("logs:PutLogEvents", logs, ON_AN_INSTANCE), ec2)
+
+
+def test_the_perimeter_lets_only_aws_services_assume_run_roles():
+    """The residual risk of finding 2 (a trust policy IAM cannot condition) closed by the
+    organization policy we ship: only EC2 and SageMaker themselves may assume a run role."""
+    from .iam_eval import DENY, decide
+
+    perimeter = _policy("perimeter")
+    for role in (EC2_ROLE, SM_ROLE):
+        for principal_is_service in ("false", None):  # a user, a role, another account
+            ctx = {} if principal_is_service is None else {"aws:PrincipalIsAWSService": "false"}
+            assert decide([perimeter], Request("sts:AssumeRole", role, ctx)) == DENY
+        service = Request("sts:AssumeRole", role, {"aws:PrincipalIsAWSService": "true"})
+        assert decide([perimeter], service) != DENY
+    other = f"{IAM}:role/someone-elses"
+    assert decide([perimeter], Request("sts:AssumeRole", other, {})) != DENY
