@@ -270,6 +270,5 @@ def test_infra_print():
     assert "Fn::Sub" not in res.output and f"arn:aws:s3:::{BUCKET}" in res.output
     assert doc["Version"] == "2012-10-17"
     res = CliRunner().invoke(app, ["infra", "print", "--policy", "admin"])
-    assert (
-        res.exit_code == 2 and "caller, ec2-caller, ec2-boundary, sagemaker-boundary, perimeter" in res.output
-    )
+    kinds = "caller, ec2-caller, ec2-boundary, sagemaker-boundary, perimeter"
+    assert res.exit_code == 2 and kinds in res.output

@@ -35,17 +35,23 @@ def _roles() -> set[str]:
 
 def test_cleanup_removes_roles_of_ended_jobs_and_keeps_live_ones(own_roles, tiny_dataset, tmp_path):
     plan = h.sm_plan(tiny_dataset)
-    ended, running = (h.new_run(tmp_path, plan) for _ in range(2))
-    for run in (ended, running):
-        SageMakerBackend().submit(plan, run)  # moto: the job is Completed at once
-    apply_step(moto_job(rq.job_name(running.id), REGION), {"TrainingJobStatus": "InProgress"})
-    # a role whose job was never created (the launch died between the two)
+    ended = h.new_run(tmp_path, plan)
+    SageMakerBackend().submit(plan, ended)  # moto: the job is Completed at once
+    # a second run's job, as its submission sent it, still in progress (resumed once: -r1)
+    (sent,) = own_roles.requests("CreateTrainingJob")
+    running = "ft-20261124-100000-1111"
+    job = {**sent.json, "TrainingJobName": rq.job_name(running, 1)}
+    job["RoleArn"] = sent.json["RoleArn"].replace(ended.id, running)
+    boto3.client("sagemaker", region_name=REGION).create_training_job(**job)
+    apply_step(moto_job(job["TrainingJobName"], REGION), {"TrainingJobStatus": "InProgress"})
+    # and a role whose job was never created (the launch died between the two)
     doc = {
         "Version": "2012-10-17",
         "Statement": [{"Effect": "Allow", "Action": "s3:ListBucket", "Resource": "*"}],
     }
-    runrole.ensure(boto3.client("iam"), NO_JOB, ACCOUNT, doc, "arn:aws:iam::aws:policy/x")
-    names = {r: runrole.role_name(r) for r in (ended.id, running.id, NO_JOB)}
+    for run_id in (running, NO_JOB):
+        runrole.ensure(boto3.client("iam"), run_id, ACCOUNT, doc, "arn:aws:iam::aws:policy/x")
+    names = {r: runrole.role_name(r) for r in (ended.id, running, NO_JOB)}
     assert _roles() == set(names.values())
 
     be = SageMakerBackend()
@@ -59,4 +65,4 @@ def test_cleanup_removes_roles_of_ended_jobs_and_keeps_live_ones(own_roles, tiny
     res = CliRunner().invoke(app, ["cleanup", "--older-than", "0s", "--yes"])
     assert res.exit_code == 0, res.output
     assert f"deleted execution role {names[ended.id]}" in res.output
-    assert _roles() == {names[running.id]}  # its job still runs
+    assert _roles() == {names[running]}  # its job still runs
