@@ -3,7 +3,7 @@ exists (issue 22: infra/README.md pointed at a user-data template that had moved
 
 A name counts as a repository path when it is written as code (`...`) or as a link target and
 its first part is one of the repository's top-level entries, or it resolves next to the
-document that names it (infra/README.md says `policies/run-boundary.json`). Placeholders
+document that names it (infra/README.md says `policies/ec2-run-boundary.json`). Placeholders
 (NAME, RUN, $VAR, globs) and S3 prefixes are not files of the repository and are skipped.
 """
 
@@ -54,7 +54,7 @@ def test_the_check_sees_the_paths_it_must_check():
     infra = ROOT / "infra" / "README.md"
     named = named_paths(infra.read_text(), infra)
     assert "finetune/backends/ec2/userdata.sh.tmpl" in named
-    assert "policies/run-boundary.json" in named
+    assert "policies/ec2-run-boundary.json" in named
     # the old, wrong name would have been counted and found missing
     old = "`finetune/backends/ec2_userdata.sh.tmpl`"
     assert named_paths(old, infra) == ["finetune/backends/ec2_userdata.sh.tmpl"]

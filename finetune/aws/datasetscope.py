@@ -5,8 +5,13 @@ otherwise give the run every object of the bucket -- every other run's checkpoin
 and logs. So a dataset must lie under the tool's dataset prefix (``finetune/datasets/NAME/``,
 where finetune uploads), or inside a prefix the user named with ``--read-prefix``; such a
 prefix must be in the run's bucket, under ``shared/`` or ``finetune/`` (the permissions
-boundary, infra/policies/run-boundary.json, lets a run read those two and no other), and must
-not cover the prefixes where runs keep their own data.
+boundaries, infra/policies/*-run-boundary.json, let a run read those and no other), and must
+not cover the prefixes where runs keep their own data (their code included), nor be the
+dataset prefix itself (every dataset).
+
+Every prefix here ends up in an IAM policy's ARN, where ``*`` and ``?`` are wildcards and
+``${...}`` a policy variable: a key holding ``*``, ``?`` or ``$`` is refused, so
+``s3://BUCKET/*/`` cannot become read access to every run's data.
 """
 
 from __future__ import annotations
@@ -14,9 +19,22 @@ from __future__ import annotations
 from finetune.aws.s3upload import DATASETS_ROOT, as_prefix, parse_s3_uri
 from finetune.errors import UsageError
 
-RUN_DATA = ("finetune/runs/", "finetune/output/", "finetune/checkpoints/")
-SHARED_ROOT = "shared/"  # datasets kept outside finetune/: the boundary lets runs read it
-READABLE_ROOTS = ("finetune/", SHARED_ROOT)  # what the boundary lets a run read at all
+RUN_DATA = ("finetune/runs/", "finetune/output/", "finetune/checkpoints/", "finetune/code/")
+SHARED_ROOT = "shared/"  # datasets kept outside finetune/: the boundaries let runs read it
+READABLE_ROOTS = (DATASETS_ROOT, SHARED_ROOT)  # what the boundaries let a run read as data
+POLICY_SPECIALS = "*?$"  # IAM wildcards and policy variables: never in a prefix we grant
+
+
+def refuse_policy_specials(key: str, what: str) -> None:
+    """Refuse a key or prefix that would mean more than itself in an IAM policy ARN."""
+    bad = sorted({c for c in key if c in POLICY_SPECIALS})
+    if bad:
+        raise UsageError(
+            f"{what} contains {' '.join(repr(c) for c in bad)}: in the run's IAM policy that "
+            "would be a wildcard (or a policy variable) matching other runs' data",
+            "name the prefix literally, without *, ? or $ (copy the data to such a prefix "
+            "first if its name has them).",
+        )
 
 
 def read_prefixes(dataset_uri: str, bucket: str, extra: tuple[str, ...] = ()) -> list[str]:
@@ -25,6 +43,7 @@ def read_prefixes(dataset_uri: str, bucket: str, extra: tuple[str, ...] = ()) ->
     named = [_extra_prefix(uri, bucket) for uri in extra]
     where, key = parse_s3_uri(dataset_uri)
     key = as_prefix(key)
+    refuse_policy_specials(key, f"the dataset {dataset_uri}")
     if where != bucket:
         raise UsageError(
             f"the dataset {dataset_uri} is not in the run's bucket {bucket}",
@@ -46,23 +65,25 @@ def _extra_prefix(uri: str, bucket: str) -> str:
     """One --read-prefix, checked: in ``bucket``, not the root, not covering run data."""
     where, key = parse_s3_uri(uri)
     key = as_prefix(key)
+    refuse_policy_specials(key, f"--read-prefix {uri}")
     if where != bucket:
         raise UsageError(
             f"--read-prefix {uri} is not in the run's bucket {bucket}",
             f"copy the data into s3://{bucket}/ and name that prefix.",
         )
-    if key and not key.startswith(READABLE_ROOTS):
-        raise UsageError(
-            f"--read-prefix {uri} is outside what a run may read: the permissions boundary "
-            f"lets runs read s3://{bucket}/{SHARED_ROOT}... and s3://{bucket}/finetune/... only",
-            f"copy the data under s3://{bucket}/{SHARED_ROOT}NAME/ (aws s3 sync) and name "
-            "that prefix.",
-        )
     clash = [r for r in RUN_DATA if r.startswith(key) or key.startswith(r)]
-    if not key or clash:
-        what = clash[0] if clash else "the whole bucket"
+    if not key or clash or key == DATASETS_ROOT:
+        what = clash[0] if clash else "every dataset" if key else "the whole bucket"
         raise UsageError(
             f"--read-prefix {uri} would let the run read other runs' data ({what})",
             f"name a narrower prefix, e.g. s3://{bucket}/{SHARED_ROOT}NAME/.",
+        )
+    if not key.startswith(READABLE_ROOTS):
+        raise UsageError(
+            f"--read-prefix {uri} is outside what a run may read: the permissions boundaries "
+            f"let runs read s3://{bucket}/{SHARED_ROOT}... and "
+            f"s3://{bucket}/{DATASETS_ROOT}NAME/... only",
+            f"copy the data under s3://{bucket}/{SHARED_ROOT}NAME/ (aws s3 sync) and name "
+            "that prefix.",
         )
     return key

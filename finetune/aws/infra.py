@@ -7,6 +7,7 @@ infra/ links to them); a test keeps the policy files identical to the template's
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import time
@@ -21,21 +22,60 @@ TEMPLATE = "cloudformation.yaml"
 POLICIES = {
     "caller": "sagemaker-caller.json",
     "ec2-caller": "../ec2-caller-policy.json",
-    "boundary": "run-boundary.json",
+    "ec2-boundary": "ec2-run-boundary.json",
+    "sagemaker-boundary": "sagemaker-run-boundary.json",
+    # not in the stack: a resource control policy for an organization's administrator, so
+    # that only EC2 and SageMaker themselves assume run roles (infra/README.md, residual risks)
+    "perimeter": "run-role-perimeter.json",
 }
 BOUNDARY_PATH = "/finetune/"
-BOUNDARY_NAME = "finetune-run-boundary-{region}"  # the stack's RunBoundary, one per region
+# The stack's Ec2RunBoundary and SageMakerRunBoundary, one of each per region: a run role
+# carries its own backend's (what its caller policy lets CreateRole set).
+BOUNDARIES = {"ec2": "Ec2RunBoundary", "sagemaker": "SageMakerRunBoundary"}
+BOUNDARY_NAME = "finetune-{kind}-run-boundary-{region}"
+# Where run roles live since the boundaries were split: no older finetune could create a role
+# there, so nothing without a boundary matches the caller policies' PassRole (issue 23).
+RUN_ROLE_ROOT = "/finetune-bounded/"
+LEGACY_ROLE_PATH = "/finetune/"  # run roles of older versions (some without any boundary)
+STACK = "finetune"  # the stack's default name (`infra deploy --stack-name`, FINETUNE_STACK)
 DONE = ("CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_COMPLETE_CLEANUP_IN_PROGRESS")
 FAILED = ("FAILED", "ROLLBACK")
 
 
-def boundary_arn(account: str, region: str) -> str:
-    """The ARN of the stack's permissions boundary: every per-run role must carry it (the
-    caller policies allow CreateRole and PutRolePolicy only with it)."""
+def boundary_arn(account: str, region: str, kind: str) -> str:
+    """The ARN of the stack's permissions boundary for ``kind`` (ec2 or sagemaker) run roles:
+    every such role must carry it (its caller policy allows CreateRole only with it)."""
     from finetune.aws.session import partition_of
 
-    name = BOUNDARY_NAME.format(region=region)
+    if kind not in BOUNDARIES:
+        raise ValueError(f"no boundary for {kind!r}")
+    name = BOUNDARY_NAME.format(kind=kind, region=region)
     return f"arn:{partition_of(region)}:iam::{account}:policy{BOUNDARY_PATH}{name}"
+
+
+def run_role_path(kind: str) -> str:
+    """The IAM path of ``kind``'s (ec2, sagemaker) run roles and instance profiles."""
+    if kind not in BOUNDARIES:
+        raise ValueError(f"no run roles for {kind!r}")
+    return f"{RUN_ROLE_ROOT}{kind}/"
+
+
+def parameter_defaults() -> dict:
+    """The template's parameters with their defaults (lists as lists; none: a placeholder)."""
+    return dict(_parameter_defaults(template_text()))
+
+
+@functools.lru_cache(maxsize=4)
+def _parameter_defaults(text: str) -> tuple:
+    import yaml
+
+    out = {}
+    for name, spec in yaml.safe_load(template_text())["Parameters"].items():
+        value = spec.get("Default", name.upper())
+        if spec["Type"] == "CommaDelimitedList":
+            value = [v.strip() for v in str(value).split(",")]
+        out[name] = tuple(value) if isinstance(value, list) else str(value)
+    return tuple(out.items())
 
 
 def infra_dir() -> Path:
@@ -69,7 +109,8 @@ class Names:
     bucket: str = "BUCKET"
     repository: str = "finetune"
     role_arn: str = ""
-    extra: dict = field(default_factory=dict)
+    stack: str = STACK
+    extra: dict = field(default_factory=dict)  # parameter values, or any other reference
 
     def __post_init__(self) -> None:
         """A region or bucket given (not a placeholder) is checked as FINETUNE_* are."""
@@ -84,7 +125,18 @@ class Names:
         from finetune.aws.session import partition_of
 
         partition = partition_of(self.region) if self.region != "REGION" else "aws"
+        boundaries = {
+            ref: f"arn:{partition}:iam::{self.account}:policy{BOUNDARY_PATH}"
+            + BOUNDARY_NAME.format(kind=kind, region=self.region)
+            for kind, ref in BOUNDARIES.items()
+        }
+        params = {
+            k: list(v) if isinstance(v, tuple) else v for k, v in parameter_defaults().items()
+        }
         return {
+            **params,
+            **boundaries,
+            "AWS::StackName": self.stack,
             "AWS::Partition": partition,
             "AWS::URLSuffix": "amazonaws.com.cn" if partition == "aws-cn" else "amazonaws.com",
             "AWS::Region": self.region,
@@ -96,10 +148,6 @@ class Names:
             ),
             "ExecutionRole.Arn": self.role_arn
             or f"arn:{partition}:iam::{self.account}:role/FINETUNE_EXECUTION_ROLE",
-            "RunBoundary": (
-                f"arn:{partition}:iam::{self.account}:policy{BOUNDARY_PATH}"
-                + BOUNDARY_NAME.format(region=self.region)
-            ),
             **self.extra,
         }
 
@@ -112,7 +160,7 @@ def render(document, names: Names):
     if not isinstance(document, dict):
         return document
     if set(document) == {"Fn::Sub"}:
-        return re.sub(r"\$\{([^}]+)\}", lambda m: values[m.group(1)], document["Fn::Sub"])
+        return re.sub(r"\$\{([^}]+)\}", lambda m: str(values[m.group(1)]), document["Fn::Sub"])
     if set(document) == {"Fn::GetAtt"}:
         return values[".".join(document["Fn::GetAtt"])]
     if set(document) == {"Ref"}:
@@ -120,14 +168,32 @@ def render(document, names: Names):
     return {k: render(v, names) for k, v in document.items()}
 
 
-def deploy(aws, stack: str, repository: str = "finetune", poll_seconds: float = 5.0) -> dict:
-    """Create or update the stack and wait for it; returns its outputs."""
+def deploy(
+    aws,
+    stack: str,
+    repository: str = "finetune",
+    poll_seconds: float = 5.0,
+    vpc: str | None = None,
+    parameters: dict[str, str] | None = None,
+) -> dict:
+    """Create or update the stack and wait for it; returns its outputs. ``vpc``: the one VPC
+    EC2 runs may use (default: the region's default VPC); ``parameters``: other template
+    parameters (instance types, runtime, count), by name."""
     cfn = aws.client("cloudformation")
+    given = {**(parameters or {}), "RepositoryName": repository}
+    given["VpcId"] = vpc or given.get("VpcId") or default_vpc(aws)
+    known = parameter_defaults()
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise UsageError(
+            f"the template has no parameter {', '.join(unknown)}",
+            f"use one of: {', '.join(sorted(known))}.",
+        )
     args = dict(
         StackName=stack,
         TemplateBody=template_text(),
-        Parameters=[{"ParameterKey": "RepositoryName", "ParameterValue": repository}],
-        Capabilities=["CAPABILITY_NAMED_IAM"],  # the boundary has a fixed name
+        Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in sorted(given.items())],
+        Capabilities=["CAPABILITY_NAMED_IAM"],  # the boundaries have fixed names
         Tags=[{"Key": "project", "Value": "finetune"}],
     )
     with aws_errors("CloudFormation", resource=stack, region=aws.region):
@@ -140,6 +206,20 @@ def deploy(aws, stack: str, repository: str = "finetune", poll_seconds: float = 
         else:
             retries.call(cfn.create_stack, **args)
         return _wait(cfn, stack, poll_seconds)
+
+
+def default_vpc(aws) -> str:
+    """The region's default VPC (where finetune launches when no --subnet is given)."""
+    with aws_errors("DescribeVpcs", region=aws.region):
+        found = retries.call(
+            aws.client("ec2").describe_vpcs, Filters=[{"Name": "is-default", "Values": ["true"]}]
+        )["Vpcs"]
+    if not found:
+        raise UsageError(
+            f"{aws.region} has no default VPC, and the stack needs the VPC EC2 runs may use",
+            "pass --vpc VPC_ID (the VPC whose subnets you will launch into).",
+        )
+    return found[0]["VpcId"]
 
 
 def _exists(cfn, stack: str) -> bool:

@@ -14,7 +14,8 @@ app = typer.Typer(
 def print_template(
     policy: str = typer.Option(
         None,
-        help="Print one policy as plain IAM JSON instead: caller, ec2-caller or boundary.",
+        help="Print one policy as plain IAM JSON instead: caller, ec2-caller, ec2-boundary, "
+        "sagemaker-boundary, or perimeter (a resource control policy for your organization).",
     ),
     account: str = typer.Option(None, help="Account id to put in the policy's ARNs."),
     region: str = typer.Option(None, help="Region to put in the policy's ARNs."),
@@ -49,6 +50,15 @@ def deploy(
     fmt: str = typer.Option(
         "table", "--format", help="table, json or csv (key,value): the stack's outputs."
     ),
+    vpc: str = typer.Option(
+        None, help="The only VPC EC2 runs may use (default: the region's default VPC)."
+    ),
+    parameter: list[str] = typer.Option(
+        None,
+        "--parameter",
+        help="A template parameter as KEY=VALUE, e.g. Ec2InstanceTypes=g5.*,g6.* or "
+        "MaxRuntimeSeconds=14400 (repeatable).",
+    ),
 ) -> None:
     """Create or update the stack, wait for it, and print the settings to export."""
     from finetune.aws import infra
@@ -56,9 +66,10 @@ def deploy(
     from finetune.cli._render import FORMATS, check_format, echo_json, record_csv
 
     fmt = check_format(fmt, FORMATS)  # before the stack is touched
+    params = dict(_key_value(p) for p in parameter or ())
     aws = connect(region)
     typer.echo(f"Deploying stack {stack_name} in {aws.region} ...", err=True)
-    outputs = infra.deploy(aws, stack_name, repository)
+    outputs = infra.deploy(aws, stack_name, repository, vpc=vpc, parameters=params)
     if fmt != "table":
         record = dict(sorted(outputs.items()))
         if fmt == "json":
@@ -74,3 +85,35 @@ def deploy(
     )
     for line in infra.env_lines(outputs):
         typer.echo(line)
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    from finetune.errors import UsageError
+
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise UsageError(
+            f"--parameter {text!r} is not KEY=VALUE", "e.g. --parameter MaxInstances=2."
+        )
+    return key.strip(), value.strip()
+
+
+@app.command("check")
+def check(
+    region: str = typer.Option(
+        None, help="AWS region (default: FINETUNE_REGION, then your config)."
+    ),
+) -> None:
+    """List run roles older finetune versions left at /finetune/ (those without a permissions
+    boundary first) and how to remove them; exits 1 while any is left. Needs iam:ListRoles,
+    iam:GetRole and the list calls of the roles' policies and profiles (an administrator)."""
+    from finetune.aws import legacyroles
+    from finetune.aws.session import connect
+
+    found = legacyroles.find(connect(region).client("iam"))
+    if not found:
+        typer.echo("No run roles of older finetune versions: nothing to remove.")
+        return
+    for line in legacyroles.report(found):
+        typer.echo(line)
+    raise typer.Exit(1)

@@ -47,6 +47,9 @@ class Settings(BaseSettings):
     region: str | None = None
     bucket: str | None = None
     role_arn: str | None = None
+    # the `finetune infra deploy` stack whose parameters (instance types, VPC, runtime, count)
+    # the caller policies enforce; launches check them first (finetune.aws.stacklimits)
+    stack: str = "finetune"
     # SageMaker ml.* over the same EC2 instance, for estimates until `prices refresh` caches
     # real ml.* prices (0.25 = 25 % dearer; ml.* training runs 15-25 % above EC2).
     sagemaker_markup: float = Field(0.25, ge=0, le=5)

@@ -62,7 +62,9 @@ def test_bucket_is_private_encrypted_tls_only_and_cleans_up_uploads(template):
 def test_policy_files_are_the_templates_documents(template):
     r = template["Resources"]
     assert infra.policy_document("caller") == r["CallerPolicy"]["Properties"]["PolicyDocument"]
-    assert infra.policy_document("boundary") == r["RunBoundary"]["Properties"]["PolicyDocument"]
+    for kind, name in (("ec2", "Ec2RunBoundary"), ("sagemaker", "SageMakerRunBoundary")):
+        doc = r[name]["Properties"]["PolicyDocument"]
+        assert infra.policy_document(f"{kind}-boundary") == doc
     ec2 = r["Ec2CallerPolicy"]["Properties"]["PolicyDocument"]
     assert infra.policy_document("ec2-caller") == ec2
 
@@ -74,7 +76,7 @@ def test_pass_role_is_for_run_roles_and_sagemaker_only(template):
         if "iam:PassRole" in s["Action"] and s["Effect"] == "Allow"
     ]
     assert stmt["Action"] == ["iam:PassRole"]
-    assert stmt["Resource"]["Fn::Sub"].endswith(":role/finetune/finetune-run-*")
+    assert stmt["Resource"]["Fn::Sub"].endswith(":role/finetune-bounded/sagemaker/finetune-run-*")
     assert stmt["Condition"] == {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}
     assert "ExecutionRole" not in template["Resources"]  # no role shared by every job
 
@@ -102,6 +104,9 @@ IAM_FOR = {
     "PutRolePolicy": ["iam:PutRolePolicy"],
     "DeleteRolePolicy": ["iam:DeleteRolePolicy"],
     "DeleteRole": ["iam:DeleteRole"],
+    "DescribeStacks": ["cloudformation:DescribeStacks"],  # the stack's limits, before a launch
+    "ListRoles": ["iam:ListRoles"],  # cleanup: run roles of ended jobs
+    "ListTrainingJobs": ["sagemaker:ListTrainingJobs"],
 }
 # `docker push` calls these itself (not through boto3, so not seen at the gateway).
 DOCKER_PUSH = {
@@ -187,6 +192,7 @@ def _exercise_everything(cloud, dataset, tmp_path, monkeypatch):
     (tmp_path / "Dockerfile").write_text("FROM scratch\n")
     pushed = CliRunner().invoke(app, ["image", "push", "--context", str(tmp_path)])
     assert pushed.exit_code == 0, pushed.output
+    be.remove(be.orphans(set(), 0))  # what `finetune cleanup` asks of this backend
 
 
 def _names() -> infra.Names:
@@ -212,8 +218,12 @@ def _resource_of(call, action: str) -> str:
     """The ARN ``action`` of an API call acts on, as IAM evaluates it."""
     if action == "iam:PassRole":
         return call.json["RoleArn"]
+    if call.action in ("ListRoles", "ListTrainingJobs"):
+        return "*"
     if call.service == "iam":
-        return f"arn:aws:iam::{ACCOUNT}:role/finetune/{call.form['RoleName']}"
+        return f"arn:aws:iam::{ACCOUNT}:role/finetune-bounded/sagemaker/{call.form['RoleName']}"
+    if call.service == "cloudformation":
+        return f"arn:aws:cloudformation:{REGION}:{ACCOUNT}:stack/{call.form['StackName']}/id"
     logs = f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/sagemaker/TrainingJobs"
     if call.service == "s3":
         bucket, _, key = call.path.lstrip("/").partition("/")
@@ -267,4 +277,5 @@ def test_infra_print():
     assert "Fn::Sub" not in res.output and f"arn:aws:s3:::{BUCKET}" in res.output
     assert doc["Version"] == "2012-10-17"
     res = CliRunner().invoke(app, ["infra", "print", "--policy", "admin"])
-    assert res.exit_code == 2 and "caller, ec2-caller, boundary" in res.output
+    kinds = "caller, ec2-caller, ec2-boundary, sagemaker-boundary, perimeter"
+    assert res.exit_code == 2 and kinds in res.output

@@ -9,7 +9,8 @@ Guide ("Policy evaluation logic", "Condition operators"):
   match ARNs with * and ? (case-sensitive);
 - Condition: every operator block and every key in it must hold; several values for one key
   are OR-ed. Operators: String(Not)Equals, String(Not)Like, Arn(Not)Equals, Arn(Not)Like,
-  Bool, Null, each with the IfExists suffix, and the ForAllValues: / ForAnyValue: prefixes.
+  Numeric(Not)Equals, NumericLessThan(Equals), NumericGreaterThan(Equals), Bool, Null, each
+  with the IfExists suffix, and the ForAllValues: / ForAnyValue: prefixes.
   A key missing from the request fails a positive operator and satisfies a negated one;
   ForAllValues holds for a missing key (AWS's well-known trap), ForAnyValue does not.
 """
@@ -56,10 +57,24 @@ def _match_one(op: str, wanted: str, got: str) -> bool:
         return got.lower() == wanted.lower()
     if op == "Bool":
         return got.lower() == str(wanted).lower()
+    if op in _NUMERIC:
+        try:
+            return _NUMERIC[op](float(got), float(wanted))
+        except ValueError:
+            return False  # not a number: AWS's numeric operators do not match
     raise ValueError(f"condition operator {op} is not implemented by this evaluator")
 
 
+_NUMERIC = {
+    "NumericEquals": lambda a, b: a == b,
+    "NumericLessThan": lambda a, b: a < b,
+    "NumericLessThanEquals": lambda a, b: a <= b,
+    "NumericGreaterThan": lambda a, b: a > b,
+    "NumericGreaterThanEquals": lambda a, b: a >= b,
+}
+
 _NEGATED = {
+    "NumericNotEquals": "NumericEquals",
     "StringNotEquals": "StringEquals",
     "StringNotLike": "StringLike",
     "ArnNotEquals": "ArnEquals",

@@ -70,3 +70,44 @@ def test_the_instance_role_gets_exactly_those_prefixes():
         "finetune/datasets/shapes-ec0c329c5a10/*",
         "shared/labels/*",
     ]
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [f"s3://{B}/*/", f"s3://{B}/finetune/?uns/", f"s3://{B}/shared/${{aws:username}}/"],
+)
+def test_iam_wildcards_never_reach_a_policy(prefix):
+    """Issue 23, 7: `s3://BUCKET/*/` became `arn:aws:s3:::BUCKET/*/*` in the run's role --
+    every run's checkpoints and models. Replayed: the old role read another run's model."""
+    with pytest.raises(UsageError, match="wildcard") as err:
+        read_prefixes(DATASET, B, (prefix,))
+    assert "To fix:" in str(err.value)
+    with pytest.raises(UsageError, match="wildcard"):
+        read_prefixes(f"s3://{B}/finetune/datasets/*/", B)
+
+
+def test_what_such_a_prefix_would_have_granted():
+    """The oracle for the test above: the same key, put into the instance role unchecked,
+    is read access to another run's data (the evaluator agrees with the review)."""
+    from .iam_eval import Request, allowed
+
+    policy = instance_policy(B, "finetune/runs/R/", ["*/"], "img")
+    other = f"arn:aws:s3:::{B}/finetune/runs/OTHER/model/model.pt"
+    assert allowed(policy, Request("s3:GetObject", other))
+
+
+@pytest.mark.parametrize(
+    ("prefix", "why"),
+    [
+        (f"s3://{B}/finetune/code/", "finetune/code/"),
+        (f"s3://{B}/finetune/code/ft-1/", "finetune/code/"),
+        (f"s3://{B}/finetune/datasets/", "every dataset"),
+    ],
+)
+def test_code_and_the_whole_dataset_prefix_are_protected(prefix, why):
+    with pytest.raises(UsageError, match="other runs' data") as err:
+        read_prefixes(DATASET, B, (prefix,))
+    assert why in str(err.value)
+    # one dataset under the dataset prefix is still a fine --read-prefix
+    one = f"s3://{B}/finetune/datasets/shapes-ec0c329c5a10/"
+    assert read_prefixes(one, B, (one,)) == ["finetune/datasets/shapes-ec0c329c5a10/"]

@@ -11,11 +11,15 @@ from finetune.aws import infra
 from .iam_eval import Request, allowed
 
 ACCOUNT, REGION, BUCKET = "123456789012", "us-east-1", "finetune-test-bucket"
-NAMES = infra.Names(account=ACCOUNT, region=REGION, bucket=BUCKET)
-BOUNDARY = infra.boundary_arn(ACCOUNT, REGION)
-ROLE = f"arn:aws:iam::{ACCOUNT}:role/finetune/finetune-run-ft-1"
-PROFILE = f"arn:aws:iam::{ACCOUNT}:instance-profile/finetune/finetune-run-ft-1"
+VPC_ID = "vpc-0a1b2c3d"
+NAMES = infra.Names(account=ACCOUNT, region=REGION, bucket=BUCKET, extra={"VpcId": VPC_ID})
+BOUNDARY = infra.boundary_arn(ACCOUNT, REGION, "ec2")
+ROLE = f"arn:aws:iam::{ACCOUNT}:role/finetune-bounded/ec2/finetune-run-ft-1"
+PROFILE = f"arn:aws:iam::{ACCOUNT}:instance-profile/finetune-bounded/ec2/finetune-run-ft-1"
+SM_ROLE = f"arn:aws:iam::{ACCOUNT}:role/finetune-bounded/sagemaker/finetune-run-ft-1"
 EC2 = f"arn:aws:ec2:{REGION}:{ACCOUNT}"
+VPC = f"{EC2}:vpc/{VPC_ID}"
+ON_AN_INSTANCE = {"aws:EC2InstanceSourceVPC": VPC_ID}  # EC2 role credentials carry it
 ADMIN = {
     "Version": "2012-10-17",
     "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}],
@@ -29,12 +33,12 @@ def caller() -> dict:
 
 @pytest.fixture(scope="module")
 def boundary() -> dict:
-    return infra.render(infra.policy_document("boundary"), NAMES)
+    return infra.render(infra.policy_document("ec2-boundary"), NAMES)
 
 
 def test_the_boundary_arn_the_code_passes_is_the_one_the_policy_names(caller):
-    assert f"arn:aws:iam::{ACCOUNT}:policy/finetune/finetune-run-boundary-{REGION}" == BOUNDARY
-    assert NAMES.values()["RunBoundary"] == BOUNDARY
+    assert f"arn:aws:iam::{ACCOUNT}:policy/finetune/finetune-ec2-run-boundary-{REGION}" == BOUNDARY
+    assert NAMES.values()["Ec2RunBoundary"] == BOUNDARY
     assert BOUNDARY in str(caller)
 
 
@@ -64,7 +68,7 @@ def test_a_star_inline_policy_on_a_bounded_role_stays_inside_the_boundary(bounda
     no other bucket and nothing outside finetune/ of ours."""
 
     def can(action, resource, **ctx):
-        return allowed(ADMIN, Request(action, resource, ctx), boundary)
+        return allowed(ADMIN, Request(action, resource, {**ON_AN_INSTANCE, **ctx}), boundary)
 
     for action in ("iam:CreateUser", "iam:AttachUserPolicy", "iam:PassRole", "sts:AssumeRole"):
         assert not can(action, "*"), action
@@ -90,20 +94,29 @@ def test_run_roles_are_passed_to_ec2_only(caller, service, ok):
     assert not allowed(caller, Request("iam:PassRole", f"arn:aws:iam::{ACCOUNT}:role/admin"))
 
 
-def _run_instances(caller, *, owner="amazon", profile=PROFILE, tokens="required", group_tag=True):
+def _run_instances(
+    caller,
+    *,
+    owner="amazon",
+    profile=PROFILE,
+    tokens="required",
+    group_tag=True,
+    vpc=VPC,
+    instance_type="g5.xlarge",
+    group_tags=(),
+):
     """RunInstances is allowed only if every resource it touches is."""
     tags = {"aws:RequestTag/project": "finetune", "aws:TagKeys": ["project"]}
     group = {"aws:ResourceTag/project": "finetune"} if group_tag else {}
+    group.update({f"aws:ResourceTag/{k}": v for k, v in group_tags})
+    instance = {"ec2:MetadataHttpTokens": tokens, "ec2:InstanceProfile": profile}
     asks = [
-        (
-            f"{EC2}:instance/*",
-            {**tags, "ec2:MetadataHttpTokens": tokens, "ec2:InstanceProfile": profile},
-        ),
+        (f"{EC2}:instance/*", {**tags, **instance, "ec2:InstanceType": instance_type}),
         (f"{EC2}:volume/*", tags),
         (f"arn:aws:ec2:{REGION}::image/ami-1", {"ec2:Owner": owner}),
-        (f"{EC2}:subnet/subnet-1", {}),
-        (f"{EC2}:network-interface/*", {}),
-        (f"{EC2}:security-group/sg-1", group),
+        (f"{EC2}:subnet/subnet-1", {"ec2:Vpc": vpc}),
+        (f"{EC2}:network-interface/*", {"ec2:Vpc": vpc}),
+        (f"{EC2}:security-group/sg-1", {**group, "ec2:Vpc": vpc}),
     ]
     return all(allowed(caller, Request("ec2:RunInstances", r, c)) for r, c in asks)
 
@@ -126,6 +139,10 @@ def test_foreign_instances_can_be_neither_tagged_nor_terminated(caller):
         assert not allowed(caller, Request("ec2:CreateTags", f"{EC2}:{kind}", tag)), kind
     assert not allowed(
         caller, Request("ec2:AuthorizeSecurityGroupIngress", f"{EC2}:security-group/sg-1")
+    )
+    sealed = {"aws:ResourceTag/project": "finetune", "aws:ResourceTag/finetune:run-id": "ft-2"}
+    assert not allowed(  # another run's live (sealed) cluster group: no rule can be added
+        caller, Request("ec2:AuthorizeSecurityGroupIngress", f"{EC2}:security-group/sg-2", sealed)
     )
 
 
@@ -161,15 +178,15 @@ def test_the_sagemaker_caller_policy_holds_the_same_line():
     """The SageMaker caller creates per-run execution roles: the same boundary rule, and
     those roles go to SageMaker only."""
     caller = infra.render(infra.policy_document("caller"), NAMES)
-    assert not allowed(caller, Request("iam:CreateRole", ROLE))
-    assert not allowed(caller, Request("iam:PutRolePolicy", ROLE))
-    good = {"iam:PermissionsBoundary": BOUNDARY}
-    assert allowed(caller, Request("iam:CreateRole", ROLE, good))
-    assert not allowed(caller, Request("iam:AttachRolePolicy", ROLE, good))
+    assert not allowed(caller, Request("iam:CreateRole", SM_ROLE))
+    assert not allowed(caller, Request("iam:PutRolePolicy", SM_ROLE))
+    good = {"iam:PermissionsBoundary": infra.boundary_arn(ACCOUNT, REGION, "sagemaker")}
+    assert allowed(caller, Request("iam:CreateRole", SM_ROLE, good))
+    assert not allowed(caller, Request("iam:AttachRolePolicy", SM_ROLE, good))
     to = {"iam:PassedToService": "sagemaker.amazonaws.com"}
-    assert allowed(caller, Request("iam:PassRole", ROLE, to))
+    assert allowed(caller, Request("iam:PassRole", SM_ROLE, to))
     assert not allowed(
-        caller, Request("iam:PassRole", ROLE, {"iam:PassedToService": "ec2.amazonaws.com"})
+        caller, Request("iam:PassRole", SM_ROLE, {"iam:PassedToService": "ec2.amazonaws.com"})
     )
-    assert not allowed([caller, ADMIN], Request("iam:DeleteRolePermissionsBoundary", ROLE))
+    assert not allowed([caller, ADMIN], Request("iam:DeleteRolePermissionsBoundary", SM_ROLE))
     assert not allowed([caller, ADMIN], Request("iam:CreatePolicyVersion", BOUNDARY))

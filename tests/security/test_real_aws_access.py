@@ -29,8 +29,14 @@ KEY_ID = "1234abcd-12ab-34cd-56ef-1234567890ab"
 PARTITIONS = {"eu-west-1": "aws", "cn-north-1": "aws-cn", "us-gov-west-1": "aws-us-gov"}
 
 
-def _boundary(region: str) -> dict:
-    return infra.render(infra.policy_document("boundary"), infra.Names(ACCOUNT, region, BUCKET))
+def _boundary(region: str, kind: str = "sagemaker") -> dict:
+    names = infra.Names(ACCOUNT, region, BUCKET)
+    return infra.render(infra.policy_document(f"{kind}-boundary"), names)
+
+
+def _kind(role: dict) -> str:
+    """Which backend's run role ``role`` is (the EC2 instance role has the run prefix)."""
+    return "ec2" if any(s.get("Sid") == "RunPrefix" for s in role["Statement"]) else "sagemaker"
 
 
 def _image(region: str) -> str:
@@ -51,7 +57,10 @@ def _ec2_role(region: str, reads) -> dict:
 
 
 def _can(role: dict, region: str, action: str, resource: str, **ctx) -> bool:
-    return allowed(role, Request(action, resource, ctx), _boundary(region))
+    kind = _kind(role)
+    if kind == "ec2":  # requests signed with EC2 role credentials (on the instance)
+        ctx = {"aws:EC2InstanceSourceVPC": "vpc-0a1b2c3d", **ctx}
+    return allowed(role, Request(action, resource, ctx), _boundary(region, kind))
 
 
 @pytest.mark.parametrize("region", list(PARTITIONS))
@@ -76,16 +85,18 @@ def test_a_dataset_under_shared_is_readable_by_the_run(region, kind):
         assert not _can(role, region, "s3:GetObject", f"{obj}/{key}")
 
 
-def test_the_boundary_lets_shared_be_read_never_written():
-    b, obj = _boundary("eu-west-1"), f"arn:aws:s3:::{BUCKET}"
+@pytest.mark.parametrize("kind", ["sagemaker", "ec2"])
+def test_the_boundary_lets_shared_be_read_never_written(kind):
+    b, obj = _boundary("eu-west-1", kind), f"arn:aws:s3:::{BUCKET}"
     everything = {
         "Version": "2012-10-17",
         "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}],
     }
-    assert allowed(everything, Request("s3:GetObject", f"{obj}/shared/a/x"), b)
+    ctx = {"aws:EC2InstanceSourceVPC": "vpc-1"} if kind == "ec2" else {}
+    assert allowed(everything, Request("s3:GetObject", f"{obj}/shared/a/x", ctx), b)
     for action in ("s3:PutObject", "s3:DeleteObject"):
-        assert not allowed(everything, Request(action, f"{obj}/shared/a/x"), b)
-    assert not allowed(everything, Request("s3:GetObject", f"{obj}/elsewhere/x"), b)
+        assert not allowed(everything, Request(action, f"{obj}/shared/a/x", ctx), b)
+    assert not allowed(everything, Request("s3:GetObject", f"{obj}/elsewhere/x", ctx), b)
 
 
 def test_the_hint_names_a_prefix_the_boundary_allows():
@@ -185,6 +196,7 @@ def test_every_arn_shipped_is_in_the_regions_partition(region):
     p = PARTITIONS[region]
     docs = {
         "boundary": _boundary(region),
+        "ec2-boundary": _boundary(region, "ec2"),
         "sagemaker-role": _sagemaker_role(
             region, ["finetune/datasets/d/"], network=((SUBNET,), (GROUP,)), kms_key=KEY_ID
         ),
@@ -209,7 +221,8 @@ def test_every_arn_shipped_is_in_the_regions_partition(region):
     assert _can(role, region, "ecr:BatchGetImage", repo)
     assert _can(docs["ec2-role"], region, "ecr:BatchGetImage", repo)
     assert runrole.role_arn(ACCOUNT, RUN, p).startswith(f"arn:{p}:iam::")
-    assert infra.boundary_arn(ACCOUNT, region).startswith(f"arn:{p}:iam::")
+    for kind in ("ec2", "sagemaker"):
+        assert infra.boundary_arn(ACCOUNT, region, kind).startswith(f"arn:{p}:iam::")
 
 
 def test_the_ssm_policy_attached_to_ec2_roles_is_in_the_regions_partition():

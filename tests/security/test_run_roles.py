@@ -22,7 +22,9 @@ IMAGE = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/finetune@sha256:" + "a" * 64
 
 @pytest.fixture(scope="module")
 def role() -> tuple[dict, dict]:
-    boundary = infra.render(infra.policy_document("boundary"), infra.Names(ACCOUNT, REGION, BUCKET))
+    boundary = infra.render(
+        infra.policy_document("sagemaker-boundary"), infra.Names(ACCOUNT, REGION, BUCKET)
+    )
     return runrole.policy(RUN, BUCKET, [DATASET], IMAGE, REGION, ACCOUNT), boundary
 
 

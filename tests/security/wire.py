@@ -11,7 +11,12 @@ from __future__ import annotations
 import re
 from urllib.parse import parse_qs
 
-_SERVICE_BY_VERSION = {"2016-11-15": "ec2", "2010-05-08": "iam", "2011-06-15": "sts"}
+_SERVICE_BY_VERSION = {
+    "2016-11-15": "ec2",
+    "2010-05-08": "iam",
+    "2011-06-15": "sts",
+    "2010-05-15": "cloudformation",
+}
 _SERVICE_BY_TARGET = {"AmazonSSM": "ssm", "AmazonEC2ContainerRegistry_V20150921": "ecr"}
 _NO_PERMISSION = {"sts:GetCallerIdentity"}  # IAM needs no grant for it
 _S3_IAM = {

@@ -21,6 +21,7 @@ from finetune.aws.logs import JobLog, refresh
 from finetune.aws.session import Aws, connect, parse_arn
 from finetune.backends import base, modelfiles
 from finetune.backends.base import Capabilities, Hooks, Status
+from finetune.backends.sagemaker import cleanup as sm_cleanup
 from finetune.backends.sagemaker import options as sm_options
 from finetune.backends.sagemaker import preflight
 from finetune.backends.sagemaker import request as rq
@@ -62,10 +63,14 @@ class SageMakerBackend:
         return sm_options.check(plan, self.options)
 
     def orphans(self, live_runs: set[str], older_than_s: float, scope=None) -> list[base.Orphan]:
-        return []  # a job ends itself (MaxRuntime); nothing of ours outlives it
+        """Execution roles of runs whose jobs ended (a job ends itself: MaxRuntime); a role of
+        a run outside this machine's ledger is listed as skipped unless ``scope`` says
+        everyone's (IAM's ListRoles carries no owner tag)."""
+        found = sm_cleanup.find(self._aws(None), live_runs, older_than_s)
+        return sm_cleanup.scoped(found, scope)
 
     def remove(self, orphans: list[base.Orphan]) -> list[str]:
-        return []
+        return sm_cleanup.remove(self._aws(None), orphans)
 
     # -- submit ---------------------------------------------------------------------------
     def submit(self, plan, run, journal=None) -> str:
@@ -86,6 +91,7 @@ class SageMakerBackend:
         entry = code.entrypoint(aws.region) if code else None  # checks the code, then runs it
         request = rq.training_request(plan, run.id, name, channels, opts, size, toolkit, entry)
         preflight.raise_if(preflight.check_request(request, aws.region))
+        sub.check_stack_limits(aws, request)
         s3 = aws.client("s3")
         problems = preflight.check_bucket_region(s3, opts.bucket, aws.region)
         image, missing = sub.pin_image(aws, opts.image)

@@ -7,7 +7,7 @@ permissions). The lists follow AWS's documentation: "Give SageMaker training job
 resources in your Amazon VPC" (the nine ec2 actions below) and CreateTrainingJob's
 OutputDataConfig.KmsKeyId / ResourceConfig.VolumeKmsKeyId (kms:Encrypt, Decrypt,
 GenerateDataKey for the S3 output and input, kms:CreateGrant for the training volume). The
-permissions boundary (infra/policies/run-boundary.json) allows the same actions, no wider.
+permissions boundary (infra/policies/sagemaker-run-boundary.json) allows the same actions, no wider.
 """
 
 from __future__ import annotations

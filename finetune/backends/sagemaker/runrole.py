@@ -17,7 +17,7 @@ import re
 
 from finetune.backends.sagemaker import request as rq
 
-ROLE_PATH = "/finetune/"
+ROLE_PATH = "/finetune-bounded/sagemaker/"  # finetune.aws.infra.run_role_path("sagemaker")
 POLICY_NAME = "run-access"
 LOGS = "log-group:/aws/sagemaker/TrainingJobs"
 

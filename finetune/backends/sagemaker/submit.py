@@ -99,9 +99,21 @@ def ensure_run_role(aws: Aws, opts, run_id: str, dataset_root: str) -> None:
         network=network,
         kms_key=opts.kms_key,
     )
-    boundary = boundary_arn(aws.account_id, aws.region)
+    boundary = boundary_arn(aws.account_id, aws.region, "sagemaker")
     with aws_errors("CreateRole", resource=runrole.role_name(run_id), region=aws.region):
         runrole.ensure(aws.client("iam"), run_id, aws.account_id, doc, boundary)
+
+
+def check_stack_limits(aws: Aws, request: dict) -> None:
+    """Refuse what the stack's parameters (the caller policy's conditions) would deny:
+    instance type, instance count, runtime (finetune.aws.stacklimits)."""
+    from finetune.aws import stacklimits
+
+    limits = stacklimits.read(aws.client("cloudformation"))
+    rc = request["ResourceConfig"]
+    stacklimits.check_types(limits, "SageMakerInstanceTypes", [rc["InstanceType"]])
+    stacklimits.check_count(limits, rc["InstanceCount"])
+    stacklimits.check_runtime(limits, request["StoppingCondition"]["MaxRuntimeInSeconds"])
 
 
 def forget_run_role(aws: Aws, run_id: str) -> None:

@@ -326,13 +326,17 @@ def test_caller_policy_in_infra_grants_exactly_the_calls_we_make(ec2_aws, tiny_d
     s3 = s3_calls(ec2_aws.http[start:])
     sent = query_actions(ec2_aws.requests[start:]) | {action for action, _ in s3}
     assert {"ec2:RunInstances", "iam:CreateRole", "ec2:AuthorizeSecurityGroupIngress"} <= sent
+    # cleanup also asks the SageMaker backend for its run roles (iam:ListRoles): an EC2-only
+    # caller is refused it, and that backend then has nothing to clean (issue 23, 13)
+    assert "iam:ListRoles" in sent
+    sent -= {"iam:ListRoles"}
     # the shared dataset upload aborts a failed multipart upload (tests/aws exercises it)
     assert sent | {"s3:AbortMultipartUpload"} == statement_actions(policy)
     for action, arn in s3:
         assert allowed(policy, Request(action, arn, {"s3:prefix": "finetune/"})), (action, arn)
     creates = [r for r in ec2_aws.requests[start:] if r.get("Action") == "CreateRole"]
     assert creates and all(
-        r["PermissionsBoundary"] == infra.boundary_arn(ACCOUNT, REGION) for r in creates
+        r["PermissionsBoundary"] == infra.boundary_arn(ACCOUNT, REGION, "ec2") for r in creates
     )
 
 

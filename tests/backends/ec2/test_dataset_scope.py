@@ -72,11 +72,13 @@ def test_the_shared_dataset_is_readable_through_role_and_boundary(ec2_aws, tiny_
     role = json.loads(put["PolicyDocument"])
     (create,) = ec2_aws.sent("CreateRole")
     account = create["PermissionsBoundary"].split(":")[4]
-    boundary = infra.render(infra.policy_document("boundary"), infra.Names(account, REGION, bucket))
+    names = infra.Names(account, REGION, bucket)
+    boundary = infra.render(infra.policy_document("ec2-boundary"), names)
     obj = f"arn:aws:s3:::{bucket}"
-    assert allowed(role, Request("s3:GetObject", f"{obj}/shared/shapes/train/x.rec"), boundary)
+    on = {"aws:EC2InstanceSourceVPC": "vpc-1"}  # the instance's own requests
+    assert allowed(role, Request("s3:GetObject", f"{obj}/shared/shapes/train/x.rec", on), boundary)
     other = f"{obj}/finetune/runs/ft-other/model/model.pt"
-    assert not allowed(role, Request("s3:GetObject", other), boundary)
+    assert not allowed(role, Request("s3:GetObject", other, on), boundary)
     run_id = re.search(r"Run (ft-[\w-]+) started", res.output)[1]
     assert CliRunner().invoke(app, ["runs", "stop", run_id]).exit_code == 0
     res = _launch(_upload_to(tiny_dataset, "mine/shapes/"), "--read-prefix", f"s3://{bucket}/mine/")

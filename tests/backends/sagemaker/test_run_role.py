@@ -31,12 +31,12 @@ def test_each_run_gets_its_own_bounded_role(own_roles, tiny_dataset, tmp_path):
     SageMakerBackend().submit(plan, run)
     (create,) = own_roles.requests("CreateRole")
     name = f"finetune-run-{run.id}"
-    assert create.form["RoleName"] == name and create.form["Path"] == "/finetune/"
-    assert create.form["PermissionsBoundary"] == boundary_arn(ACCOUNT, REGION)
+    assert create.form["RoleName"] == name and create.form["Path"] == "/finetune-bounded/sagemaker/"
+    assert create.form["PermissionsBoundary"] == boundary_arn(ACCOUNT, REGION, "sagemaker")
     trust = json.loads(create.form["AssumeRolePolicyDocument"])["Statement"][0]
     assert trust["Principal"] == {"Service": "sagemaker.amazonaws.com"}
     (job,) = own_roles.requests("CreateTrainingJob")
-    assert job.json["RoleArn"] == f"arn:aws:iam::{ACCOUNT}:role/finetune/{name}"
+    assert job.json["RoleArn"] == f"arn:aws:iam::{ACCOUNT}:role/finetune-bounded/sagemaker/{name}"
     assert own_roles.actions().index("PutRolePolicy") < own_roles.actions().index(
         "CreateTrainingJob"
     )
@@ -66,7 +66,7 @@ def test_the_role_goes_when_the_job_ends(own_roles, tiny_dataset, tmp_path):
     assert iam.get_role(RoleName=f"finetune-run-{run.id}")
     own_roles.script(h.ON_DEMAND[-1:], job=run.backend_ref.rsplit("/", 1)[1])
     service.sync(run, be, ledger)
-    roles = iam.list_roles(PathPrefix="/finetune/")["Roles"]
+    roles = iam.list_roles(PathPrefix="/finetune-bounded/")["Roles"]
     assert [r["RoleName"] for r in roles] == []
 
 

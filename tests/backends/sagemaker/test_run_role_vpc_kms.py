@@ -40,7 +40,9 @@ def _sent_role(cloud) -> dict:
 def _can(role, action, resource, **ctx) -> bool:
     names = infra.Names(ACCOUNT, REGION, BUCKET)
     return allowed(
-        role, Request(action, resource, ctx), infra.render(infra.policy_document("boundary"), names)
+        role,
+        Request(action, resource, ctx),
+        infra.render(infra.policy_document("sagemaker-boundary"), names),
     )
 
 

@@ -127,7 +127,7 @@ def test_policies_let_the_caller_upload_and_the_job_read_its_code(
     docs = {
         "caller": infra.render(infra.policy_document("caller"), names),
         "run": json.loads(put_role.form["PolicyDocument"]),
-        "boundary": infra.render(infra.policy_document("boundary"), names),
+        "boundary": infra.render(infra.policy_document("sagemaker-boundary"), names),
     }
 
     def allowed(kind: str, action: str, resource: str) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+from finetune.aws import stacklimits
 from finetune.aws.datasetscope import read_prefixes
 from finetune.aws.infra import boundary_arn
 from finetune.aws.session import partition_of
@@ -48,7 +49,10 @@ def launch(
     ec2 = clients("ec2", state.region)
     count = plan.resources.hosts
     arch, image = _image(clients, state, plan)
-    subnets, groups = _placement(ec2, state, count, prefer_subnet)
+    limits = stacklimits.read(clients("cloudformation", state.region))
+    types = [c.instance_type for c in choices] + list(state.options.fallback_instance)
+    stacklimits.check_ec2(limits, types, count, state.options.max_runtime)
+    subnets, groups = _placement(ec2, state, (run.id, count), prefer_subnet, limits)
     state.instance_profile = _role(clients, run.id, state)
     if quotes is None or not quotes.covers(choices, state.region):
         quotes = ec2_cost.quotes(choices, state.region, ec2)
@@ -81,14 +85,20 @@ def _image(clients, state: Ec2State, plan) -> tuple[str, ec2_ami.AmiChoice]:
     return arch, ec2_ami.resolve(ssm, ec2, arch, engine, state.options.ami)
 
 
-def _placement(ec2, state: Ec2State, count: int, prefer_subnet: str | None):
-    """The subnets to try (the interrupted one first) and each VPC's security group (the
-    self-only cluster group where several hosts talk to each other)."""
+def _placement(ec2, state: Ec2State, run: tuple[str, int], prefer_subnet: str | None, limits):
+    """The subnets to try (the interrupted one first), in the stack's VPC, and each VPC's
+    security group (the run's own self-only cluster group where several hosts talk)."""
     opts = state.options
-    found = ec2_infra.subnets(ec2, opts.subnet, opts.az)
+    vpc = limits.vpc if limits else None
+    found = ec2_infra.subnets(ec2, opts.subnet, opts.az, vpc)
+    stacklimits.check_vpc(limits, found)
     subnets = ec2_relaunch.subnet_order(found, prefer_subnet)
-    group = ec2_hosts.cluster_group if count > 1 else ec2_infra.security_group
-    return subnets, {s["VpcId"]: group(ec2, s["VpcId"]) for s in subnets}
+    run_id, count = run
+    if count > 1:
+        groups = {s["VpcId"]: ec2_hosts.cluster_group(ec2, s["VpcId"], run_id) for s in subnets}
+    else:
+        groups = {s["VpcId"]: ec2_infra.security_group(ec2, s["VpcId"]) for s in subnets}
+    return subnets, groups
 
 
 def _role(clients, run_id: str, state: Ec2State) -> str:
@@ -96,7 +106,8 @@ def _role(clients, run_id: str, state: Ec2State) -> str:
     reads = read_prefixes(state.dataset_uri, state.bucket, state.options.read_prefix)
     partition = partition_of(state.region)
     policy = instance_policy(state.bucket, state.prefix, reads, state.image, partition)
-    boundary = boundary_arn(ec2_infra.account(clients("sts", state.region)), state.region)
+    account = ec2_infra.account(clients("sts", state.region))
+    boundary = boundary_arn(account, state.region, "ec2")
     return ec2_profile.ensure_instance_profile(
         clients("iam", state.region), run_id, policy, boundary
     )

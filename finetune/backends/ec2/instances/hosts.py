@@ -6,9 +6,10 @@ side writes ``hosts.json`` to the run's prefix -- ``{"attempt": n, "hosts": {"al
 ...}, "instances": {instance_id: "algo-1", ...}}`` -- and every agent waits for it to build its
 resourceconfig.json and reach the first host (the parameter-server scheduler).
 
-The hosts talk to each other on the parameter-server ports, so their group allows all TCP
-from itself (the group as source, never a CIDR); single-host runs keep the group without any
-inbound rule.
+The hosts talk to each other on the parameter-server ports (MXNet's kvstore unpickles what
+it gets; torch's TCPStore has no authentication), so each multi-host run gets its own group
+allowing all TCP from itself (the group as source, never a CIDR), deleted with the run;
+single-host runs share a group without any inbound rule.
 """
 
 from __future__ import annotations
@@ -17,55 +18,83 @@ import json
 
 from finetune.backends.ec2.agent import protocol as p
 from finetune.backends.ec2.instances import observe as ec2_observe
-from finetune.backends.ec2.request import HOST_TAG, PROJECT_TAG
+from finetune.backends.ec2.request import HOST_TAG, PROJECT_TAG, RUN_TAG
 from finetune.backends.ec2.setup import infra as ec2_infra
 from finetune.errors import CloudError
 
-CLUSTER_GROUP = "finetune-cluster-self-only"
+CLUSTER_GROUP = "finetune-cluster-{run_id}"  # one per run: no other run's host is inside
 SELF_RULE_PORTS = (0, 65535)
+RULES_TAG = ("finetune:rules", "open")  # while set, the caller policy allows adding rules
 
 
 def host_name(index: int) -> str:
     return f"algo-{index + 1}"
 
 
-def cluster_group(ec2, vpc_id: str) -> str:
-    """The VPC's group for multi-host runs: TCP from itself only, no ingress from anywhere."""
-    flt = [
-        {"Name": "vpc-id", "Values": [vpc_id]},
-        {"Name": "group-name", "Values": [CLUSTER_GROUP]},
-    ]
+def cluster_group(ec2, vpc_id: str, run_id: str) -> str:
+    """The run's own group for its hosts: TCP from itself only, no ingress from anywhere.
+    Born with the finetune:rules=open tag (the only state in which the caller policy lets
+    rules be added), given its one self-referencing rule, then sealed by removing the tag:
+    the policy launches only sealed groups, and nothing can reopen one."""
+    name = CLUSTER_GROUP.format(run_id=run_id)
+    flt = [{"Name": "vpc-id", "Values": [vpc_id]}, {"Name": "group-name", "Values": [name]}]
     try:
         groups = ec2_infra.call(ec2.describe_security_groups, Filters=flt)["SecurityGroups"]
-        if not groups:
-            tags = [{"Key": PROJECT_TAG[0], "Value": PROJECT_TAG[1]}]
-            gid = ec2.create_security_group(
-                GroupName=CLUSTER_GROUP,
-                Description="finetune multi-host training: TCP from this group only",
-                VpcId=vpc_id,
-                TagSpecifications=[{"ResourceType": "security-group", "Tags": tags}],
-            )["GroupId"]
-            groups = [{"GroupId": gid, "IpPermissions": []}]
+        group = groups[0] if groups else _create_cluster_group(ec2, vpc_id, run_id, name)
     except Exception as exc:
-        raise ec2_infra.cloud_error(
-            exc, f"the security group {CLUSTER_GROUP} in {vpc_id}"
-        ) from None
-    group = groups[0]
+        raise ec2_infra.cloud_error(exc, f"the security group {name} in {vpc_id}") from None
     gid, rules = group["GroupId"], group.get("IpPermissions") or []
     if any(not _self_rule(r, gid) for r in rules):
         raise CloudError(
-            f"security group {gid} ({CLUSTER_GROUP}) has inbound rules other than TCP from itself",
+            f"security group {gid} ({name}) has inbound rules other than TCP from itself",
             "remove them: finetune hosts accept traffic only from each other (use Session "
             "Manager for access).",
         )
-    if not rules:
-        rule = {"IpProtocol": "tcp", "FromPort": SELF_RULE_PORTS[0], "ToPort": SELF_RULE_PORTS[1]}
-        rule["UserIdGroupPairs"] = [{"GroupId": gid, "Description": "finetune hosts"}]
-        try:
+    try:
+        if not rules:
+            rule = {"IpProtocol": "tcp", "FromPort": SELF_RULE_PORTS[0]}
+            rule["ToPort"] = SELF_RULE_PORTS[1]
+            rule["UserIdGroupPairs"] = [{"GroupId": gid, "Description": "finetune hosts"}]
             ec2_infra.call(ec2.authorize_security_group_ingress, GroupId=gid, IpPermissions=[rule])
-        except Exception as exc:
-            raise ec2_infra.cloud_error(exc, f"allowing TCP within {gid}") from None
+        if RULES_TAG[0] in {t["Key"] for t in group.get("Tags", [])}:
+            ec2_infra.call(ec2.delete_tags, Resources=[gid], Tags=[{"Key": RULES_TAG[0]}])
+    except Exception as exc:
+        raise ec2_infra.cloud_error(exc, f"allowing TCP within {gid}") from None
     return gid
+
+
+def _create_cluster_group(ec2, vpc_id: str, run_id: str, name: str) -> dict:
+    pairs = [PROJECT_TAG, (RUN_TAG, run_id), RULES_TAG]
+    tags = [{"Key": k, "Value": v} for k, v in pairs]
+    gid = ec2.create_security_group(
+        GroupName=name,
+        Description=f"finetune run {run_id}: TCP between its hosts only",
+        VpcId=vpc_id,
+        TagSpecifications=[{"ResourceType": "security-group", "Tags": tags}],
+    )["GroupId"]
+    return {"GroupId": gid, "IpPermissions": [], "Tags": tags}
+
+
+def delete_cluster_groups(ec2, run_id: str) -> list[str]:
+    """Delete the run's cluster groups (one per VPC it launched in); a group its instances
+    still hold (they are terminating) stays for `finetune cleanup`. Returns those deleted."""
+    flt = [
+        {"Name": f"tag:{PROJECT_TAG[0]}", "Values": [PROJECT_TAG[1]]},
+        {"Name": f"tag:{RUN_TAG}", "Values": [run_id]},
+    ]
+    try:
+        groups = ec2_infra.call(ec2.describe_security_groups, Filters=flt)["SecurityGroups"]
+    except Exception as exc:
+        raise ec2_infra.cloud_error(exc, f"finding the security groups of {run_id}") from None
+    deleted = []
+    for group in groups:
+        try:
+            ec2_infra.call(ec2.delete_security_group, GroupId=group["GroupId"])
+            deleted.append(group["GroupId"])
+        except Exception as exc:
+            if ec2_infra.error_code(exc) not in ("DependencyViolation", "InvalidGroup.NotFound"):
+                raise ec2_infra.cloud_error(exc, f"deleting {group['GroupId']}") from None
+    return deleted
 
 
 def _self_rule(rule: dict, gid: str) -> bool:

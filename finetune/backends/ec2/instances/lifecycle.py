@@ -145,3 +145,5 @@ def release(clients, run, state: Ec2State) -> None:
     if state.instance_profile:
         iam = clients("iam", state.region)
         ec2_profile.delete_instance_profile(iam, state.instance_profile)
+    if any(a.instance_ids for a in state.attempts):  # a multi-host run: its own group goes
+        ec2_hosts.delete_cluster_groups(clients("ec2", state.region), run.id)

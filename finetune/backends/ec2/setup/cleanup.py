@@ -33,7 +33,14 @@ def find_orphans(
     those outside ``scope`` carry the reason they are skipped."""
     now = now or time.time()
     found = _instances(clients, now) + _spot_requests(clients, now) + _profiles(clients, now)
-    found = [o for o in found if o.run_id not in live_runs and o.age_s >= older_than_s]
+    found += _run_groups(clients)
+    # a group has no creation time: one of a run that is not live is an orphan at any age
+    # (deleting one its instances still hold fails harmlessly, and the next cleanup retries)
+    found = [
+        o
+        for o in found
+        if o.run_id not in live_runs and (o.age_s >= older_than_s or o.kind == "security-group")
+    ]
     me = None if scope.all_owners else scope.owner or ec2_infra.owner(clients("sts"))
     return [replace(o, skipped=_whose(o, me, scope.known_runs)) for o in found]
 
@@ -63,6 +70,8 @@ def remove(clients, orphans: list[Orphan]) -> list[str]:
         ec2_infra.call(ec2.cancel_spot_instance_requests, SpotInstanceRequestIds=requests)
         done += [f"cancelled spot request {r}" for r in requests]
     for o in orphans:
+        if o.kind == "security-group" and _delete_group(ec2, o.id):
+            done.append(f"deleted security group {o.id} ({o.detail})")
         if o.kind == "instance-profile":
             ec2_profile.delete_instance_profile(clients("iam"), o.id)
             done.append(f"deleted instance profile and role {o.id}")
@@ -129,3 +138,31 @@ def _profiles(clients, now: float) -> list[Orphan]:
         marker = page.get("Marker")
         if not page.get("IsTruncated"):
             return out
+
+
+def _run_groups(clients) -> list[Orphan]:
+    """The per-run cluster groups (tagged with a run id) left by multi-host runs."""
+    ec2 = clients("ec2")
+    flt = [
+        {"Name": f"tag:{PROJECT_TAG[0]}", "Values": [PROJECT_TAG[1]]},
+        {"Name": "tag-key", "Values": [RUN_TAG]},
+    ]
+    try:
+        groups = ec2_infra.call(ec2.describe_security_groups, Filters=flt)["SecurityGroups"]
+    except Exception as exc:
+        raise ec2_infra.cloud_error(exc, "DescribeSecurityGroups") from None
+    return [
+        Orphan("security-group", g["GroupId"], _tags(g).get(RUN_TAG, ""), 0.0, g["GroupName"])
+        for g in groups
+    ]
+
+
+def _delete_group(ec2, group_id: str) -> bool:
+    """False when instances still hold the group (terminating): the next cleanup retries."""
+    try:
+        ec2_infra.call(ec2.delete_security_group, GroupId=group_id)
+    except Exception as exc:
+        if ec2_infra.error_code(exc) in ("DependencyViolation", "InvalidGroup.NotFound"):
+            return False
+        raise ec2_infra.cloud_error(exc, f"deleting security group {group_id}") from None
+    return True

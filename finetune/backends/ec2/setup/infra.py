@@ -88,9 +88,14 @@ def resolve_ami(ssm, ec2, architecture: str, override: str | None) -> tuple[str,
     return ami, images[0].get("RootDeviceName") or "/dev/xvda"
 
 
-def subnets(ec2, subnet_ids: tuple[str, ...], azs: tuple[str, ...]) -> list[dict]:
-    """Subnets to try in order: the given ones, else the default VPC's (of the given AZs)."""
-    filters = [{"Name": "default-for-az", "Values": ["true"]}]
+def subnets(ec2, subnet_ids: tuple[str, ...], azs: tuple[str, ...], vpc=None) -> list[dict]:
+    """Subnets to try in order: the given ones, else ``vpc``'s (the stack's VpcId) or the
+    default VPC's (of the given AZs)."""
+    filters = [
+        {"Name": "vpc-id", "Values": [vpc]}
+        if vpc
+        else {"Name": "default-for-az", "Values": ["true"]}
+    ]
     if azs:
         filters.append({"Name": "availability-zone", "Values": list(azs)})
     try:

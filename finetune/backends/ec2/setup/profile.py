@@ -10,7 +10,7 @@ from finetune.backends.ec2.request import PROJECT_TAG, RUN_TAG
 from finetune.backends.ec2.setup.infra import cloud_error, error_code
 from finetune.errors import CloudError
 
-ROLE_PATH = "/finetune/"
+ROLE_PATH = "/finetune-bounded/ec2/"  # finetune.aws.infra.run_role_path("ec2")
 SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"  # in partition aws
 
 
