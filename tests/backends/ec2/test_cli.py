@@ -290,9 +290,11 @@ def _orphan_instance(run_id: str | None, owner: str | None = "") -> str:
 
 
 def _orphan_spot_request(run_id: str) -> None:
+    """An open spot request a crashed finetune of this caller left (tagged as finetune tags)."""
     ec2 = _ec2()
     ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
     tags = [{"Key": "project", "Value": "finetune"}, {"Key": "finetune:run-id", "Value": run_id}]
+    tags.append({"Key": "finetune:owner", "Value": _me()})
     ec2.request_spot_instances(
         LaunchSpecification={"ImageId": ami, "InstanceType": "g5.xlarge"},
         TagSpecifications=[{"ResourceType": "spot-instances-request", "Tags": tags}],
