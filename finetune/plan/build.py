@@ -126,6 +126,7 @@ def hyperparameters(
     recipe: Recipe, dataset: DatasetSummary, resources: Resources, derived: Derived
 ) -> TrainHyperparameters:
     """The trainer's contract, every value resolved (see finetune.contracts.hparams)."""
+    from finetune.recipes.features import hparams_fields
     from finetune.train.engines.mxnet import kvstore
 
     m, d, o, s, t = recipe.model, recipe.data, recipe.optimizer, recipe.schedule, recipe.train
@@ -168,6 +169,7 @@ def hyperparameters(
         loader_workers=d.loader_workers,
         precision=t.precision,
         compile=t.compile,
+        **hparams_fields(recipe, dataset.num_classes),
     )
 
 
