@@ -394,3 +394,30 @@ def test_the_plan_carries_the_features_and_checks_the_class_weights(tiny_dataset
     assert sgd.wd_norm_bias is True and sgd.ema_decay == 0.0  # as before
     with pytest.raises(ConfigError, match="3 weights, the dataset has 8 classes"):
         build_plan("smoke-resnet18-torch", tiny_dataset, overrides=["class_weights=[1, 2, 3]"])
+
+
+# ---- the presets on both data paths: by position ------------------------------------------
+@pytest.mark.parametrize("path", ["resident", "stream"])
+def test_augmented_batches_resume_by_position_and_split_across_processes(tiny_dataset, path):
+    """With TrivialAugment and random erasing on, the batches from position 3 on are the
+    uninterrupted epoch's; (resident) two processes' slices are one process's batch."""
+    from finetune.train import dataset
+    from finetune.train.engines.torch import batches, ddp
+    from finetune.train.preprocess import Preprocessing
+
+    hp = thp(auto_augment="trivial_augment_wide", random_erasing=0.5, data_path=path)
+    files = dataset.resolve(tiny_dataset, tiny_dataset, hp)
+    contract, cpu = Preprocessing.from_hparams(hp), torch.device("cpu")
+    kind = batches.ResidentBatches if path == "resident" else batches.StreamBatches
+    one = kind(files, contract, cpu, hp, ddp.Group(), 5)
+    full = list(one.batches(1))
+    plain = list(kind(files, contract, cpu, thp(data_path=path), ddp.Group(), 5).batches(1))
+    assert not torch.equal(full[0][0], plain[0][0])  # the presets changed the images
+    assert torch.equal(full[0][1], plain[0][1])  # (same records, same order)
+    for (x, y), (x2, y2) in zip(one.batches(1, 3), full[3:], strict=True):
+        assert torch.equal(x, x2) and torch.equal(y, y2)
+    if path == "resident":
+        for rank in (0, 1):
+            part = kind(files, contract, cpu, hp, ddp.Group(rank, 2, rank, 2), 5)
+            for (x, _), (x1, _) in zip(part.batches(1), full, strict=True):
+                assert torch.equal(x, x1[rank * 4 : (rank + 1) * 4])
