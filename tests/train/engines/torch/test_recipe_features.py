@@ -421,3 +421,24 @@ def test_augmented_batches_resume_by_position_and_split_across_processes(tiny_da
             part = kind(files, contract, cpu, hp, ddp.Group(rank, 2, rank, 2), 5)
             for (x, _), (x1, _) in zip(part.batches(1), full, strict=True):
                 assert torch.equal(x, x1[rank * 4 : (rank + 1) * 4])
+
+
+def test_the_commented_example_in_the_bundled_recipe_is_a_valid_recipe():
+    """caltech256-resnet50-torch's commented options, uncommented, validate as a recipe."""
+    import yaml
+
+    from finetune.recipes.loading import BUILTIN_DIR, read_mapping
+    from finetune.recipes.model import validate_recipe
+
+    path = BUILTIN_DIR / "caltech256-resnet50-torch.yaml"
+    lines = path.read_text().splitlines()
+    start = lines.index("# augment:")
+    block = [line[2:] for line in lines[start:] if line.startswith("#   ") or line[2:3] != " "]
+    example = yaml.safe_load("\n".join(line for line in block if not line.startswith("(")))
+    data = read_mapping(path)
+    data.update(example)
+    data["optimizer"].update(name="adamw", lr_per_gpu=0.0005, wd=0.05, layer_decay=0.75,
+                             clip_grad_norm=1.0, betas=[0.9, 0.999])  # fmt: skip
+    recipe = validate_recipe(data, str(path))
+    assert recipe.augment.mixup_alpha == 0.2 and recipe.ema.decay == 0.9998
+    assert recipe.loss.label_smoothing == 0.1 and recipe.augment.policy == "trivial_augment_wide"
