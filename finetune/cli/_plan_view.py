@@ -58,6 +58,10 @@ def summary_rows(plan: Plan) -> list[tuple[str, str]]:
             f"wd {r.optimizer.wd:g}, {r.data.image_size} px, {r.data.augmentation}",
         ),
     ]
+    from finetune.recipes.features import summary
+
+    if summary(r):
+        rows.append(("features", summary(r)))
     return rows + _runtime_rows(plan.runtime) + _estimate_rows(plan.estimate)
 
 

@@ -75,18 +75,37 @@ OPTIMIZER_KEYS = {"betas": (0.9, 0.999), "layer_decay": 1.0, "clip_grad_norm": 0
                   "decay_norm_bias": None}  # fmt: skip
 
 
-def torch_only_keys(recipe) -> list[str]:
-    """The dotted keys of ``recipe`` that only the torch engine implements, as set."""
-    keys = []
+def set_features(recipe) -> dict[str, object]:
+    """The torch-only keys ``recipe`` sets away from "off", with their values, by dotted key
+    (``optimizer.name`` when it is adamw)."""
+    out: dict[str, object] = {}
     for section in ("augment", "loss", "ema"):
         part = getattr(recipe, section)
-        fields = type(part).model_fields
-        keys += [f"{section}.{k}" for k, f in fields.items() if getattr(part, k) != f.default]
+        for key, field in type(part).model_fields.items():
+            if getattr(part, key) != field.default:
+                out[f"{section}.{key}"] = getattr(part, key)
     opt = recipe.optimizer
-    keys += [f"optimizer.{k}" for k, off in OPTIMIZER_KEYS.items() if getattr(opt, k) != off]
+    out.update({f"optimizer.{k}": getattr(opt, k) for k, off in OPTIMIZER_KEYS.items()
+                if getattr(opt, k) != off})  # fmt: skip
     if opt.name == "adamw":
-        keys.append("optimizer.name=adamw")
-    return sorted(keys)
+        out["optimizer.name"] = "adamw"
+    return dict(sorted(out.items()))
+
+
+def torch_only_keys(recipe) -> list[str]:
+    """The dotted keys of ``recipe`` that only the torch engine implements, as set."""
+    return [k if k != "optimizer.name" else "optimizer.name=adamw" for k in set_features(recipe)]
+
+
+def summary(recipe) -> str:
+    """The features a recipe turns on, for --dry-run ("" when none)."""
+
+    def text(value) -> str:
+        if isinstance(value, tuple):
+            return "[" + ", ".join(f"{v:g}" for v in value) + "]"
+        return f"{value:g}" if isinstance(value, float) else str(value)
+
+    return ", ".join(f"{k}={text(v)}" for k, v in set_features(recipe).items())
 
 
 def hparams_fields(recipe, num_classes: int) -> dict:

@@ -389,9 +389,16 @@ def test_the_plan_carries_the_features_and_checks_the_class_weights(tiny_dataset
         0.999, 10, 0.75, 1.0)  # fmt: skip
     assert hp.wd_norm_bias is False  # AdamW: no decay on norms and biases (timm)
     assert TrainHyperparameters.from_strings(hp.to_strings()) == hp
+    from finetune.cli._plan_view import summary_rows
+
+    rows = dict(summary_rows(plan))  # what --dry-run shows
+    assert rows["features"].startswith("augment.mixup_alpha=0.2, augment.policy=trivial_")
+    assert "ema.decay=0.999, ema.warmup=10" in rows["features"]
     assert len(hp.to_strings()) <= 100  # SageMaker's limit on hyperparameters
-    sgd = build_plan("smoke-resnet18-torch", tiny_dataset).hyperparameters
+    sgd_plan = build_plan("smoke-resnet18-torch", tiny_dataset)
+    sgd = sgd_plan.hyperparameters
     assert sgd.wd_norm_bias is True and sgd.ema_decay == 0.0  # as before
+    assert "features" not in dict(summary_rows(sgd_plan))
     with pytest.raises(ConfigError, match="3 weights, the dataset has 8 classes"):
         build_plan("smoke-resnet18-torch", tiny_dataset, overrides=["class_weights=[1, 2, 3]"])
 
