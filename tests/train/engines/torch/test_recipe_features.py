@@ -288,7 +288,11 @@ def test_clipping_yields_the_hand_computed_norm(fp16):
     """Gradients (3, 0) and (4,): total norm 5, clipped to 1 -- each divided by 5. With the
     fp16 scaler the gradients are unscaled first, so the norm is the true one."""
     a, b = torch.nn.Parameter(torch.zeros(2)), torch.nn.Parameter(torch.zeros(1))
-    opt = torch.optim.SGD([a, b], lr=1.0)
+    # the engine's own optimizer: fused SGD, which takes the scaler's state itself
+    hp = thp(optimizer="sgd", momentum=0.0, wd=0.0)
+    opt = optim.optimizer([{"params": [a, b], "lr_mult": 1.0}], hp)
+    assert isinstance(opt, torch.optim.SGD) and opt.defaults["fused"] is True
+    opt.param_groups[0]["lr"] = 1.0
     scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, enabled=fp16)
     loss = (a * torch.tensor([3.0, 0.0])).sum() + (b * 4.0).sum()
     scaler.scale(loss).backward()
