@@ -3,14 +3,18 @@ on one device, SGD/Adam with a head group, one step path; under torchrun one pro
 device, DistributedDataParallel (finetune.train.engines.torch.ddp), each process training its
 slice of every global batch; the process group is the session's ``group``.
 
-Decided once in :meth:`TorchSession.build`: precision, scaler and optimizer (precision), the
-data path (batches: resident or stream, one interface), the telemetry and its input clock
-(telemetry); the files a run writes are in files.
+Decided once in :meth:`TorchSession.build`: precision and scaler (precision), the optimizer
+and its groups (optim: layer-wise decay, AdamW, clipping), the data path (batches: resident
+or stream, one interface, with the augment presets), the recipe features of the step (the
+loss with label smoothing and class weights: criterion; mixup/cutmix: mixing; the weights'
+average: ema), the telemetry and its input clock (telemetry); the files a run writes are in
+files.
 
-Every random draw (epoch order, crops, flips) comes from generators seeded by the run's seed
-and its position -- drawn for the whole global batch, each process keeping its slice -- so a
-run resumed from any checkpoint continues exactly as the uninterrupted run would have
-(bit-identical on a CPU), and N processes see the images and crops one process would.
+Every random draw (epoch order, crops, flips, augmentations, mixing) comes from generators
+seeded by the run's seed and its position -- drawn for the whole global batch, each process
+keeping its slice -- so a run resumed from any checkpoint continues exactly as the
+uninterrupted run would have (bit-identical on a CPU), and N processes see the images and
+crops one process would (mixing pairs images within each process's batch).
 """
 
 from __future__ import annotations
