@@ -420,16 +420,16 @@ def test_augmented_batches_resume_by_position_and_split_across_processes(tiny_da
     files = dataset.resolve(tiny_dataset, tiny_dataset, hp)
     contract, cpu = Preprocessing.from_hparams(hp), torch.device("cpu")
     kind = batches.ResidentBatches if path == "resident" else batches.StreamBatches
-    one = kind(files, contract, cpu, hp, ddp.Group(), 5)
+    one = kind(files, contract, cpu, hp, ddp.Group(), 4)
     full = list(one.batches(1))
-    plain = list(kind(files, contract, cpu, thp(data_path=path), ddp.Group(), 5).batches(1))
+    plain = list(kind(files, contract, cpu, thp(data_path=path), ddp.Group(), 4).batches(1))
     assert not torch.equal(full[0][0], plain[0][0])  # the presets changed the images
     assert torch.equal(full[0][1], plain[0][1])  # (same records, same order)
     for (x, y), (x2, y2) in zip(one.batches(1, 3), full[3:], strict=True):
         assert torch.equal(x, x2) and torch.equal(y, y2)
     if path == "resident":
         for rank in (0, 1):
-            part = kind(files, contract, cpu, hp, ddp.Group(rank, 2, rank, 2), 5)
+            part = kind(files, contract, cpu, hp, ddp.Group(rank, 2, rank, 2), 4)
             for (x, _), (x1, _) in zip(part.batches(1), full, strict=True):
                 assert torch.equal(x, x1[rank * 4 : (rank + 1) * 4])
 
