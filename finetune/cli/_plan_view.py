@@ -59,6 +59,10 @@ def summary_rows(plan: Plan) -> list[tuple[str, str]]:
         ),
         ("preprocessing", _preprocessing(plan)),
     ]
+    from finetune.recipes.features import summary
+
+    if summary(r):
+        rows.append(("features", summary(r)))
     return rows + _runtime_rows(plan.runtime) + _estimate_rows(plan.estimate)
 
 

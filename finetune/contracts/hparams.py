@@ -33,6 +33,13 @@ MetricLoggerName = Literal[METRIC_LOGGERS]
 RENAMED = {"batch_size_per_device": "batch_per_device", "global_batch_size": "global_batch"}
 
 
+# the hyperparameters of the torch engine's recipe features (off by default)
+FEATURES = ("auto_augment", "rand_augment_ops", "rand_augment_magnitude", "random_erasing",
+            "mixup_alpha", "cutmix_alpha", "mix_prob", "mix_switch_prob", "label_smoothing",
+            "class_weights", "ema_decay", "ema_warmup_steps", "ema_evaluate", "betas",
+            "layer_decay", "clip_grad_norm", "wd_norm_bias")  # fmt: skip
+
+
 class TrainHyperparameters(BaseModel):
     """Everything the trainer needs, already resolved (no recipe lookups at train time)."""
 
@@ -70,7 +77,7 @@ class TrainHyperparameters(BaseModel):
     devices_per_host: int = Field(1, gt=0)
     hosts: int = Field(1, gt=0)
     global_batch: int = Field(gt=0)
-    optimizer: Literal["sgd", "nag", "adam"] = "sgd"
+    optimizer: Literal["sgd", "nag", "adam", "adamw"] = "sgd"
     lr_per_device: float = Field(gt=0, allow_inf_nan=False)
     lr: float = Field(gt=0, allow_inf_nan=False)  # = lr_per_device x devices_per_host x hosts
     momentum: float = Field(0.9, ge=0, lt=1)
@@ -115,6 +122,36 @@ class TrainHyperparameters(BaseModel):
         as the new ones; both at once is left for ``extra="forbid"`` to refuse."""
         return renamed(data) if isinstance(data, dict) else data
 
+    # torch engine, the recipe features (finetune.recipes.features; each default is "off")
+    auto_augment: Literal["none", "trivial_augment_wide", "rand_augment"] = "none"
+    rand_augment_ops: int = Field(2, ge=1)
+    rand_augment_magnitude: int = Field(9, ge=0, le=30)
+    random_erasing: float = Field(0.0, ge=0, le=1)
+    mixup_alpha: float = Field(0.0, ge=0)
+    cutmix_alpha: float = Field(0.0, ge=0)
+    mix_prob: float = Field(1.0, ge=0, le=1)
+    mix_switch_prob: float = Field(0.5, ge=0, le=1)
+    label_smoothing: float = Field(0.0, ge=0, lt=1)
+    class_weights: Literal["none", "balanced"] | tuple[float, ...] = "none"
+    ema_decay: float = Field(0.0, ge=0, lt=1)  # 0: no average of the weights
+    ema_warmup_steps: int = Field(0, ge=0)
+    ema_evaluate: bool = True  # validation, best, test and the artifact use the average
+    betas: tuple[float, float] = (0.9, 0.999)  # adam, adamw
+    layer_decay: float = Field(1.0, gt=0, le=1)  # layer-wise rate decay (1: off)
+    clip_grad_norm: float = Field(0.0, ge=0)  # 0: no clipping
+    wd_norm_bias: bool = True  # weight decay on norm layers and biases too
+
+    @model_validator(mode="after")
+    def _features_need_torch(self) -> TrainHyperparameters:
+        if self.engine != "torch":
+            on = [k for k in FEATURES if getattr(self, k) != type(self).model_fields[k].default]
+            if on or self.optimizer == "adamw":
+                raise ValueError(
+                    f"{', '.join(on or ['optimizer=adamw'])} need the torch engine "
+                    f"(the {self.engine} engine does not implement them)"
+                )
+        return self
+
     def to_strings(self) -> dict[str, str]:
         """The SageMaker hyperparameters map: every value a string (JSON for non-strings)."""
         out = {}
@@ -139,8 +176,9 @@ class TrainHyperparameters(BaseModel):
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
+            got = f" (got {raw.get(str(first['loc'][0]))!r})" if first["loc"] else ""
             raise ConfigError(
-                f"hyperparameter {where}: {first['msg']} (got {raw.get(str(first['loc'][0]))!r})",
+                f"hyperparameter {where or 'set'}: {first['msg']}{got}",
                 "fix the recipe or the override that produced it.",
             ) from None
 

@@ -130,6 +130,7 @@ def hyperparameters(
     recipe: Recipe, dataset: DatasetSummary, resources: Resources, derived: Derived
 ) -> TrainHyperparameters:
     """The trainer's contract, every value resolved (see finetune.contracts.hparams)."""
+    from finetune.recipes.features import hparams_fields
     from finetune.train.engines.mxnet import kvstore
 
     m, d, o, s, t = recipe.model, recipe.data, recipe.optimizer, recipe.schedule, recipe.train
@@ -177,6 +178,7 @@ def hyperparameters(
         mlflow_tracking_uri=recipe.metric_logging.mlflow_tracking_uri,
         mlflow_experiment=recipe.metric_logging.mlflow_experiment or recipe.name,
         **_preprocessing(recipe),
+        **hparams_fields(recipe, dataset.num_classes),
     )
 
 

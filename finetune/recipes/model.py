@@ -12,11 +12,12 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from finetune.contracts.hparams import Augmentation, Engine, MetricLoggerName
 from finetune.errors import ConfigError, did_you_mean
 from finetune.recipes.renamed import renamed_in_section
+from finetune.recipes.features import AugmentSection, EmaSection, LossSection, torch_only_keys
 
 Kvstore = Literal["device", "nccl", "local", "dist_sync", "dist_device_sync"]
 
@@ -51,10 +52,24 @@ class DataSection(_Section):
 class OptimizerSection(_Section):
     """The optimizer, with the learning rate of ONE device (scaled later by the device count)."""
 
-    name: Literal["sgd", "nag", "adam"] = "sgd"
+    name: Literal["sgd", "nag", "adam", "adamw"] = "sgd"
     lr_per_device: float = Field(gt=0, allow_inf_nan=False)
     momentum: float = Field(0.9, ge=0, lt=1)
     wd: float = Field(1e-4, ge=0, allow_inf_nan=False)
+    # torch engine (finetune.recipes.features): Adam/AdamW betas, layer-wise rate decay
+    # (1: off), the gradients' largest norm (0: off), weight decay on norm layers and biases
+    # (None: not for adamw, as timm; for the others, as before)
+    betas: tuple[float, float] = (0.9, 0.999)
+    layer_decay: float = Field(1.0, gt=0, le=1)
+    clip_grad_norm: float = Field(0.0, ge=0, allow_inf_nan=False)
+    decay_norm_bias: bool | None = None
+
+    @field_validator("betas")
+    @classmethod
+    def _betas(cls, betas: tuple[float, float]) -> tuple[float, float]:
+        if not all(0 <= b < 1 for b in betas):
+            raise ValueError("betas must lie in [0, 1)")
+        return betas
 
 
 class ScheduleSection(_Section):
@@ -138,6 +153,21 @@ class Recipe(_Section):
             return data
         return {k: renamed_in_section(k, v) for k, v in data.items()}
 
+    # torch engine only (finetune.recipes.features)
+    augment: AugmentSection = AugmentSection()
+    loss: LossSection = LossSection()
+    ema: EmaSection = EmaSection()
+
+    @model_validator(mode="after")
+    def _engine_has_features(self) -> Recipe:
+        keys = torch_only_keys(self) if self.engine != "torch" else []
+        if keys:
+            raise ValueError(
+                f"the {self.engine} engine does not implement {', '.join(keys)} (the torch "
+                "engine's recipe features): set engine: torch, or remove them"
+            )
+        return self
+
 
 def field_paths(cls: type[BaseModel] = Recipe, prefix: str = "") -> list[str]:
     """Every settable dotted path of a model, leaves only: ``['name', 'model.name', ...]``."""
@@ -155,7 +185,7 @@ def section_type(annotation) -> type[BaseModel] | None:
     """The section model behind a field annotation, or None for a plain value."""
     # Annotations are strings under `from __future__ import annotations`; pydantic resolves
     # them into real types on model_fields, so a plain issubclass check is enough.
-    if isinstance(annotation, type) and issubclass(annotation, _Section):
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     return None
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import torch
 
 from finetune.train import dataset
-from finetune.train.engines.torch import boxes, ddp, hardware, streaming, validation
+from finetune.train.engines.torch import augment, boxes, ddp, hardware, streaming, validation
 from finetune.train.engines.torch.resident import ImageStore
 from finetune.train.preprocess import Preprocessing
 
@@ -39,6 +39,7 @@ class _Batches:
         self.hp, self.group, self.steps = hp, group, steps
         self.local_batch = ddp.local_batch(hp.global_batch, group.world)
         self.workers = hardware.loader_workers(hp.loader_workers)
+        self.augment = augment.from_hparams(hp)  # per-image presets (None: off)
 
     def order(self, epoch: int) -> list[torch.Tensor]:
         """The epoch's global batches of record numbers (a permutation seeded by (seed,
@@ -82,8 +83,16 @@ class ResidentBatches(_Batches):
             flip = boxes.flips(len(index), self.contract, g)[mine]
             dev_idx = dev_idx[mine]
             pixels = store.crops(dev_idx, box, size, flip)
-            x = validation.normalize(pixels, self.contract)
+            x = self._augmented(pixels, epoch, at, mine)
             yield x.contiguous(memory_format=torch.channels_last), store.labels[dev_idx]
+
+    def _augmented(self, pixels: torch.Tensor, epoch: int, at: int, mine: slice):
+        """Normalised crops, each augmented by its place in the global batch when asked."""
+        if self.augment is None:
+            return validation.normalize(pixels, self.contract)
+        seeds = [augment.image_seed(self.hp.seed, epoch, at, j)
+                 for j in range(mine.start, mine.stop)]  # fmt: skip
+        return self.augment.batch(pixels, seeds, lambda p: validation.normalize(p, self.contract))
 
     def eval_batches(self, split: str, records: list[int] | None = None) -> Iterator[Batch]:
         """(x, y) batches of ``records`` of ``split`` (default: all, in file order)."""
@@ -102,7 +111,7 @@ class StreamBatches(_Batches):
         super().__init__(*args)
         f = self.files
         self.train = streaming.RecordDataset(
-            f.train_rec, f.train_idx, self.contract, True, self.hp.seed
+            f.train_rec, f.train_idx, self.contract, True, self.hp.seed, self.augment
         )
 
     def batches(self, epoch: int, position: int = 0) -> Iterator[Batch]:

@@ -44,10 +44,12 @@ def resume(checkpoint: Checkpoint, net, optimizer, scaler) -> None:
     log.info("resumed from %s", checkpoint.directory)
 
 
-def export(model_dir: Path, net, data_path: str) -> None:
+def export(model_dir: Path, net, data_path: str, weights: str = "trained") -> None:
+    """The artifact's weights (``weights``: "trained", or "ema" for the weights' average)
+    and engine.json."""
     torch.save(net.state_dict(), model_dir / WEIGHTS)
     # prediction takes the validation path this run measured its accuracy with
-    info = {"engine": "torch", "validation_path": data_path}
+    info = {"engine": "torch", "validation_path": data_path, "weights": weights}
     write_atomic(model_dir / ENGINE_FILE, json.dumps(info, indent=1) + "\n")
 
 

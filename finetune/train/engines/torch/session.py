@@ -4,14 +4,18 @@ path; under torchrun one process per device, DistributedDataParallel
 (finetune.train.engines.torch.ddp), each process training its slice of every global batch; the
 process group is the session's ``group``.
 
-Decided once in :meth:`TorchSession.build`: precision, scaler and optimizer (precision), the
-data path (batches: resident or stream, one interface), the telemetry and its input clock
-(telemetry); the files a run writes are in files.
+Decided once in :meth:`TorchSession.build`: precision and scaler (precision), the optimizer
+and its groups (optim: layer-wise decay, AdamW, clipping), the data path (batches: resident
+or stream, one interface, with the augment presets), the recipe features of the step (the
+loss with label smoothing and class weights: criterion; mixup/cutmix: mixing; the weights'
+average: ema), the telemetry and its input clock (telemetry); the files a run writes are in
+files.
 
-Every random draw (epoch order, crops, flips) comes from generators seeded by the run's seed
-and its position -- drawn for the whole global batch, each process keeping its slice -- so a
-run resumed from any checkpoint continues exactly as the uninterrupted run would have
-(bit-identical on a CPU), and N processes see the images and crops one process would.
+Every random draw (epoch order, crops, flips, augmentations, mixing) comes from generators
+seeded by the run's seed and its position -- drawn for the whole global batch, each process
+keeping its slice -- so a run resumed from any checkpoint continues exactly as the
+uninterrupted run would have (bit-identical on a CPU), and N processes see the images and
+crops one process would (mixing pairs images within each process's batch).
 """
 
 from __future__ import annotations
@@ -20,14 +24,25 @@ import logging
 from pathlib import Path
 
 import torch
-from torch import nn
 
 from finetune.errors import ConfigError
 from finetune.train import dataset
 from finetune.train.checkpoints import Checkpoint
 from finetune.train.contract import TrainJob
 from finetune.train.engines.models import check_model
-from finetune.train.engines.torch import ddp, files, flops, hardware, model, precision, sharded
+from finetune.train.engines.torch import (
+    criterion,
+    ddp,
+    ema,
+    files,
+    flops,
+    hardware,
+    mixing,
+    model,
+    optim,
+    precision,
+    sharded,
+)
 from finetune.train.engines.torch import weights as wt
 from finetune.train.engines.torch.batches import open_batches
 from finetune.train.engines.torch.telemetry import InputClock, open_telemetry
@@ -73,11 +88,12 @@ class TorchSession:
         if hp.batchnorm == "sync" and g.world > 1:
             net = model.sync_batchnorm(net, self.device)
         self.net = net.to(self.device, memory_format=torch.channels_last)
-        self.optimizer = precision.optimizer(model.param_groups(self.net, hp), hp)
+        self.optimizer = optim.optimizer(optim.param_groups(self.net, hp), hp)
         self.scaler = precision.scaler(self.precision, self.device)
         if resume is not None:
             files.resume(resume, self.net, self.optimizer, self.scaler)
         self._check_same_start(resume)
+        self._build_features(hp, resume)
         self.flops_per_image = flops.per_image(self.net, hp.image_size)
         self.forward, self.eval_forward = self._forwards(hp)
         self.telemetry = open_telemetry(self.device, g, self.precision, self.flops_per_image)
@@ -103,9 +119,29 @@ class TorchSession:
             ids = [self.device.index] if self.device.type == "cuda" else None
             trained = DistributedDataParallel(self.net, device_ids=ids)
         forward = torch.compile(trained) if hp.compile else trained
+        if self.ema is not None and hp.ema_evaluate:  # the average validates, never trains
+            return forward, self.ema.module
         if self.group.world == 1:
             return forward, forward
         return forward, torch.compile(self.net) if hp.compile else self.net
+
+    def _build_features(self, hp, resume: Checkpoint | None) -> None:
+        """The recipe features: the weights' average (after resuming the weights), the loss
+        with its class weights, batch mixing."""
+        self.ema = ema.from_hparams(self.net, hp)
+        if self.ema is not None and resume is not None:
+            self._resume_ema(resume)
+        counts = self.files.manifest.splits["train"].per_class
+        self.class_weights = criterion.class_weights(hp, counts)
+        self.criterion = criterion.Criterion(hp.label_smoothing, self.class_weights, self.device)
+        self.mixer = mixing.from_hparams(hp)
+
+    def _resume_ema(self, resume: Checkpoint) -> None:
+        path = resume.path(ema.EMA_FILE)
+        if path.is_file():
+            self.ema.load(path)
+        else:
+            self.ema.restart_from(self.net)
 
     def _search_dirs(self) -> list[Path]:
         channel = self.job.pretrained_dir
@@ -127,6 +163,7 @@ class TorchSession:
         """This epoch's batches from ``batch`` on (a resumed run starts where its
         checkpoint stood)."""
         self._batches = self.data.batches(epoch, batch)
+        self._epoch, self._position = epoch, batch  # (mixing draws by position)
         # (evaluate() leaves eval mode)
         hp = self.hp
         model.train_mode(self.net, hp.freeze_backbone, hp.batchnorm, model.head_path(hp.model))
@@ -136,18 +173,27 @@ class TorchSession:
         """One optimizer step at ``lr``; the images this host trained on."""
         with self.clock.waiting():
             x, y = next(self._batches)
+        target = None
+        if self.mixer is not None:  # soft targets for every batch (loss: one normalisation)
+            x, target = self.mixer.apply(x, y, self._epoch, self._position)
+        self._position += 1
         for group in self.optimizer.param_groups:
             group["lr"] = lr * group["lr_mult"]
         with precision.autocast(self.precision, self.device):
             out = self.forward(x)
-            loss = nn.functional.cross_entropy(out, y)
+            loss = self.criterion(out, y, target)
         self.scaler.scale(loss).backward()  # (a disabled scaler passes the loss through)
+        optim.clip(self.scaler, self.optimizer, self.hp.clip_grad_norm)  # (after unscaling)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.ema is not None:
+            self.ema.update(self.net)
         n = y.shape[0]
         self._loss += loss.detach().to(torch.float64) * n
-        self._hits += (out.detach().argmax(1) == y).sum()
+        # a mixed image counts as its larger share's class (torchvision's reference)
+        truth = y if target is None else target.argmax(1)
+        self._hits += (out.detach().argmax(1) == truth).sum()
         self._seen += n
         return n * self.group.local_world  # every process of this host trains as many
 
@@ -183,15 +229,24 @@ class TorchSession:
     # ---- files ------------------------------------------------------------------------
     def write_checkpoint(self, folder: Path) -> None:
         files.write_checkpoint(folder, self.net, self.optimizer, self.scaler)
+        if self.ema is not None:
+            self.ema.save(folder)
 
     def load_weights(self, checkpoint: Checkpoint) -> None:
         files.load_weights(checkpoint, self.net)
+        if self.ema is not None:
+            self._resume_ema(checkpoint)
 
     def export(self, model_dir: Path) -> None:
-        files.export(model_dir, self.net, self.data.path)
+        net, which = self.net, "trained"
+        if self.ema is not None and self.hp.ema_evaluate:
+            net, which = self.ema.module, "ema"
+        files.export(model_dir, net, self.data.path, which)
 
     def environment(self) -> dict:
-        return files.environment(self)
+        from finetune.train.engines.torch.features import record
+
+        return {**files.environment(self), **record(self)}
 
     def close(self) -> None:
         """End the telemetry thread and leave the process group."""

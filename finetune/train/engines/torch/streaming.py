@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from finetune.data.recordio import RecordReader, read_index, unpack_header
+from finetune.train.engines.torch.augment import Augment, image_seed
 from finetune.train.engines.torch.resident import pil_decode
 from finetune.train.preprocess import Preprocessing
 
@@ -24,10 +25,12 @@ PREFETCH = 4  # batches per worker queued ahead
 class RecordDataset(torch.utils.data.Dataset):
     """Records of one split; an item is (record, epoch) -> (tensor, label)."""
 
-    def __init__(self, rec: Path, idx: Path, contract: Preprocessing, train: bool, seed: int):
+    def __init__(self, rec: Path, idx: Path, contract: Preprocessing, train: bool, seed: int,
+                 augment: Augment | None = None):  # fmt: skip
         self.rec, self.idx = Path(rec), Path(idx)
         self.keys = list(read_index(idx, self.rec.stat().st_size))
         self.contract, self.train, self.seed = contract, train, seed
+        self.augment = augment  # training only: per-image presets after the crop
         self._reader: RecordReader | None = None  # opened in each worker process
 
     def __len__(self) -> int:
@@ -40,12 +43,14 @@ class RecordDataset(torch.utils.data.Dataset):
         header, payload = unpack_header(self._reader.read_key(self.keys[record]))
         label = int(header.label if header.flag == 0 else header.label[0])
         image = pil_decode(payload, f"{self.rec}: record {record} (key {self.keys[record]})")
-        if self.train:
-            rng = np.random.default_rng([self.seed, epoch, record])
-            array = self.contract.train_array(image, rng)
-        else:
-            array = self.contract.val_array(image)
-        return torch.from_numpy(array), label
+        if not self.train:
+            return torch.from_numpy(self.contract.val_array(image)), label
+        rng = np.random.default_rng([self.seed, epoch, record])
+        if self.augment is None:
+            return torch.from_numpy(self.contract.train_array(image, rng)), label
+        seed = image_seed(self.seed, epoch, record)
+        array = self.contract.train_array(image, rng, lambda crop: self.augment.pil(crop, seed))
+        return self.augment.erase(torch.from_numpy(array), seed), label
 
 
 def loader(dataset: RecordDataset, batches: list[list[int]], epoch: int, workers: int, pin: bool):
