@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from finetune.contracts.hparams import Augmentation, Engine, MetricLoggerName
 from finetune.errors import ConfigError, did_you_mean
-from finetune.recipes.renamed import renamed_in_section
 from finetune.recipes.features import AugmentSection, EmaSection, LossSection, torch_only_keys
+from finetune.recipes.renamed import renamed_in_section
 
 Kvstore = Literal["device", "nccl", "local", "dist_sync", "dist_device_sync"]
 

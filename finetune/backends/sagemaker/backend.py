@@ -63,11 +63,8 @@ class SageMakerBackend:
         return sm_options.check(plan, self.options)
 
     def orphans(self, live_runs: set[str], older_than_s: float, scope=None) -> list[base.Orphan]:
-        """Execution roles of runs whose jobs ended (a job ends itself: MaxRuntime); a role of
-        a run outside this machine's ledger is listed as skipped unless ``scope`` says
-        everyone's (IAM's ListRoles carries no owner tag)."""
-        found = sm_cleanup.find(self._aws(None), live_runs, older_than_s)
-        return sm_cleanup.scoped(found, scope)
+        """Execution roles of runs whose jobs ended, outside ``scope`` skipped (cleanup.py)."""
+        return sm_cleanup.scoped(sm_cleanup.find(self._aws(None), live_runs, older_than_s), scope)
 
     def remove(self, orphans: list[base.Orphan]) -> list[str]:
         return sm_cleanup.remove(self._aws(None), orphans)
