@@ -3,9 +3,6 @@
 Each class draws one kind of shape in its own colour on a textured background, so a small
 network can learn the classes, while sizes and content vary like real photos (shorter side
 between ``min_side`` and ``max_side``, aspect ratios 3:4 to 16:9, JPEG at quality 90).
-``colours="any"`` gives every image a random hue, so only the shape tells the class (the
-demo's tasks: colour would otherwise be a shortcut that needs no transferable feature);
-``shapes`` picks the shapes the classes draw, in order, from :data:`ALL_SHAPES`.
 ``quirks=True`` adds what the real Caltech-256 archive contains: a non-image file in a class
 folder (198.spider/RENAME2) and an empty nested folder (056.dog/greg/vision309).
 """
@@ -18,18 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SHAPES = ("ellipse", "rectangle", "triangle", "cross", "ring", "bars")
-# every shape render() can draw: SHAPES, then more for tasks with other classes
-ALL_SHAPES = (
-    *SHAPES,
-    "star",
-    "diamond",
-    "hexagon",
-    "saltire",
-    "frame",
-    "arrow",
-    "halfdisc",
-    "dots",
-)
 
 
 @dataclass(frozen=True)
@@ -41,28 +26,18 @@ class SynthSpec:
     seed: int = 0
     quirks: bool = False
     clutter: bool = False
-    shapes: tuple[str, ...] = SHAPES  # class i draws shapes[i % len(shapes)]
-    colours: str = "class"  # "class": one hue per class; "any": a random hue per image
 
 
-def class_names(n: int, clutter: bool = False, shapes: tuple[str, ...] = SHAPES) -> list[str]:
+def class_names(n: int, clutter: bool = False) -> list[str]:
     """Caltech-style folder names: '001.ellipse-0', '002.rectangle-1', ... and '257.clutter'
     (the real archive's clutter class keeps its number whatever the class count)."""
-    names = [f"{i + 1:03d}.{shapes[i % len(shapes)]}-{i}" for i in range(n)]
+    names = [f"{i + 1:03d}.{SHAPES[i % len(SHAPES)]}-{i}" for i in range(n)]
     if clutter:
         names.append("257.clutter")
     return names
 
 
-def render(
-    label: int,
-    n_classes: int,
-    rng: random.Random,
-    width: int,
-    height: int,
-    shapes: tuple[str, ...] = SHAPES,
-    colours: str = "class",
-):
+def render(label: int, n_classes: int, rng: random.Random, width: int, height: int):
     """Draw one image of class ``label``: a PIL.Image in RGB."""
     import numpy as np
     from PIL import Image, ImageDraw, ImageFilter
@@ -83,12 +58,12 @@ def render(
         r = rng.randint(min(width, height) // 20, min(width, height) // 8)
         g = rng.randint(60, 200)
         draw.rectangle([x - r, y - r, x + r, y + r], fill=(g, g, g))
-    hue = rng.random() if colours == "any" else label / max(n_classes, 1)
+    hue = label / max(n_classes, 1)
     rgb = tuple(int(255 * c) for c in colorsys.hsv_to_rgb(hue, 0.85, rng.uniform(0.75, 1.0)))
     size = rng.uniform(0.3, 0.6) * min(width, height)
     cx = rng.uniform(size / 2, width - size / 2)
     cy = rng.uniform(size / 2, height - size / 2)
-    _draw_shape(draw, shapes[label % len(shapes)], cx, cy, size / 2, rgb)
+    _draw_shape(draw, SHAPES[label % len(SHAPES)], cx, cy, size / 2, rgb)
     return img.filter(ImageFilter.SMOOTH) if rng.random() < 0.3 else img
 
 
@@ -106,53 +81,16 @@ def _draw_shape(draw, shape: str, cx: float, cy: float, r: float, rgb) -> None:
         draw.rectangle([cx - r, cy - w, cx + r, cy + w], fill=rgb)
     elif shape == "ring":
         draw.ellipse(box, outline=rgb, width=max(2, int(r / 3)))
-    elif shape == "bars":
+    else:
         for k in range(4):
             x0 = cx - r + k * r / 2
             draw.rectangle([x0, cy - r, x0 + r / 4, cy + r], fill=rgb)
-    else:
-        _draw_more(draw, shape, cx, cy, r, rgb)
-
-
-def _draw_more(draw, shape: str, cx: float, cy: float, r: float, rgb) -> None:
-    """The shapes beyond SHAPES (ALL_SHAPES)."""
-    import math
-
-    w = max(2, int(r / 3))
-    if shape == "star":
-        pts = [(cx + (r if k % 2 == 0 else r * 0.4) * math.sin(k * math.pi / 5),
-                cy - (r if k % 2 == 0 else r * 0.4) * math.cos(k * math.pi / 5))
-               for k in range(10)]  # fmt: skip
-        draw.polygon(pts, fill=rgb)
-    elif shape == "diamond":
-        draw.polygon([(cx, cy - r), (cx + r, cy), (cx, cy + r), (cx - r, cy)], fill=rgb)
-    elif shape == "hexagon":
-        pts = [(cx + r * math.cos(k * math.pi / 3), cy + r * math.sin(k * math.pi / 3))
-               for k in range(6)]  # fmt: skip
-        draw.polygon(pts, fill=rgb)
-    elif shape == "saltire":
-        draw.line([(cx - r, cy - r), (cx + r, cy + r)], fill=rgb, width=w)
-        draw.line([(cx - r, cy + r), (cx + r, cy - r)], fill=rgb, width=w)
-    elif shape == "frame":
-        draw.rectangle([cx - r, cy - r, cx + r, cy + r], outline=rgb, width=w)
-    elif shape == "arrow":
-        draw.polygon([(cx + r, cy), (cx, cy - r), (cx, cy + r)], fill=rgb)
-        draw.rectangle([cx - r, cy - r / 3, cx, cy + r / 3], fill=rgb)
-    elif shape == "halfdisc":
-        draw.pieslice([cx - r, cy - r, cx + r, cy + r], 180, 360, fill=rgb)
-    elif shape == "dots":
-        d = r / 3
-        for dx in (-r / 2, r / 2):
-            for dy in (-r / 2, r / 2):
-                draw.ellipse([cx + dx - d, cy + dy - d, cx + dx + d, cy + dy + d], fill=rgb)
-    else:
-        raise ValueError(f"unknown shape {shape!r}: one of {', '.join(ALL_SHAPES)}")
 
 
 def generate(root: str | Path, spec: SynthSpec = SynthSpec()) -> list[str]:
     """Write a folder-per-class JPEG set under ``root``; returns the class folder names."""
     root = Path(root)
-    names = class_names(spec.classes, spec.clutter, spec.shapes)
+    names = class_names(spec.classes, spec.clutter)
     for label, name in enumerate(names):
         folder = root / name
         folder.mkdir(parents=True, exist_ok=True)
@@ -161,7 +99,7 @@ def generate(root: str | Path, spec: SynthSpec = SynthSpec()) -> list[str]:
             short = rng.randint(spec.min_side, spec.max_side)
             long = int(short * rng.uniform(4 / 3, 16 / 9))
             w, h = (long, short) if rng.random() < 0.7 else (short, long)
-            img = render(label, len(names), rng, w, h, spec.shapes, spec.colours)
+            img = render(label, len(names), rng, w, h)
             img.save(folder / f"{label + 1:03d}_{i + 1:04d}.jpg", quality=90)
     if spec.quirks and names:
         (root / names[min(1, len(names) - 1)] / "RENAME2").write_text("not an image\n")
