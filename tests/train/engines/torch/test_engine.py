@@ -285,3 +285,26 @@ def test_the_trainer_process_reports_a_bad_model_name(tmp_path, tiny_dataset):
     failure = (root / "output" / "failure").read_text()
     assert "is a mxnet model, but this recipe runs the torch engine" in failure
     assert "Traceback" not in failure and os.path.exists(root / "output" / "failure")
+
+
+def test_cpu_threads_are_every_usable_core_unless_omp_num_threads_says(monkeypatch):
+    """A run alone takes every core it may use; one told OMP_NUM_THREADS (parallel test
+    workers, other jobs on the machine) takes that many and no more."""
+    from finetune.train.engines.torch import hardware
+
+    before = torch.get_num_threads()
+    cpu = torch.device("cpu")
+    try:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+        hardware.threads(cpu)
+        assert torch.get_num_threads() == len(os.sched_getaffinity(0))
+        hardware.threads(cpu, processes=len(os.sched_getaffinity(0)))
+        assert torch.get_num_threads() == 1  # each process its share
+        monkeypatch.setenv("OMP_NUM_THREADS", "3")
+        hardware.threads(cpu)
+        assert torch.get_num_threads() == 3
+        monkeypatch.setenv("OMP_NUM_THREADS", "many")  # not a count: the default again
+        hardware.threads(cpu)
+        assert torch.get_num_threads() == len(os.sched_getaffinity(0))
+    finally:
+        torch.set_num_threads(before)
