@@ -28,7 +28,7 @@ def test_demo_pretrains_finetunes_beats_scratch_and_reports(engine, weights, tmp
     assert pre.plan["hyperparameters"]["head_lr_mult"] == 1.0  # from scratch: nothing to protect
     hp = fine.plan["hyperparameters"]
     assert hp["head_lr_mult"] == 5.0 and hp["lr"] < pre.plan["hyperparameters"]["lr"]
-    assert fine.recipe == ("smoke-resnet18-torch" if engine == "torch" else "smoke-resnet18")
+    assert fine.recipe == ("smoke-resnet18" if engine == "mxnet" else "smoke-resnet18-torch")
     assert hp["pretrained"] is True and hp["weights"].endswith(weights)
     assert hp["num_classes"] == 6 and pre.plan["hyperparameters"]["num_classes"] == 8
     base = scratch.plan["hyperparameters"]
