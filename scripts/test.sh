@@ -2,6 +2,8 @@
 # Set up .venv and run the whole test suite: lint, format check, then pytest.
 # Tests run in parallel, one pytest-xdist worker per CPU (each worker has its own session
 # fixtures: moto server, temp dirs, data dir). Extra arguments go to pytest (`-n 0`: serial).
+# The long tests come first (tests/conftest.py) and --dist worksteal lets an idle worker take
+# half of the other's queue, so neither waits on a long test the other started last.
 # --quick (first argument): lint, then only the tests marked neither slow (real trainings of
 # more than a few seconds) nor emulation (multi-step cloud flows on moto, spawned trainers):
 # under 2 minutes on 2 cores. CI (.ci/run) runs everything.
@@ -15,4 +17,4 @@ fi
 bash scripts/setup.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
-exec .venv/bin/python -m pytest -q -n auto --dist load "${quick[@]}" "$@"
+exec .venv/bin/python -m pytest -q -n auto --dist worksteal "${quick[@]}" "$@"

@@ -11,6 +11,20 @@ import pytest
 from finetune.data.synth import SynthSpec, generate
 
 
+def _share_the_cores() -> None:
+    """Each pytest-xdist worker gets its share of the cores for intra-op threads, inherited by
+    the trainers it spawns: torch and MXNet otherwise each take every core, and N workers x
+    all cores of spinning OpenMP threads make every training several times slower. The
+    product's own default (all cores) stays; only an OMP_NUM_THREADS set here overrides it."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if workers > 1 and "OMP_NUM_THREADS" not in os.environ:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+        os.environ["OMP_NUM_THREADS"] = str(max(1, cores // workers))
+
+
+_share_the_cores()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _no_process_or_lock_left_behind():
     """After this session's tests (per xdist worker: its own session), no process started
@@ -66,6 +80,16 @@ def _locks_held_by(pids: set[int]) -> list[str]:
 def _isolated_dirs(tmp_path_factory, monkeypatch):
     """Every test gets its own FINETUNE_DATA_DIR/CACHE_DIR/CONFIG and MXNET_HOME; no
     network."""
+    isolate(tmp_path_factory, monkeypatch)
+    yield
+    from finetune import settings
+
+    settings.get.cache_clear()
+
+
+def isolate(tmp_path_factory, monkeypatch) -> None:
+    """What ``_isolated_dirs`` does for a test, for a wider-scoped fixture too (with
+    ``pytest.MonkeyPatch.context()``): its own data, cache, config and weight folders."""
     base = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("FINETUNE_DATA_DIR", str(base / "data"))
     monkeypatch.setenv("FINETUNE_CACHE_DIR", str(base / "cache"))
@@ -78,8 +102,6 @@ def _isolated_dirs(tmp_path_factory, monkeypatch):
         monkeypatch.delenv(var, raising=False)
     from finetune import settings
 
-    settings.get.cache_clear()
-    yield
     settings.get.cache_clear()
 
 

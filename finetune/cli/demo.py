@@ -7,7 +7,9 @@ import typer
 
 def demo(
     workdir: Path = typer.Option(None, "--dir", help="Work folder. Default: <data dir>/demo."),
-    engine: str = typer.Option("mxnet", help="mxnet (the studies' engine) or torch (PyTorch)."),
+    engine: str = typer.Option(
+        "torch", help="torch (PyTorch, today's GPUs) or mxnet (the studies' engine)."
+    ),
     classes: int = typer.Option(6, min=2, help="Classes of the target task."),
     per_class: int = typer.Option(60, min=8, help="Generated images per class."),
     epochs: int = typer.Option(8, min=1, help="Epochs of each training run."),

@@ -4,6 +4,7 @@ next run works."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -32,6 +33,22 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
+def _states(pgid: int) -> str:
+    """pid, state, kernel wait channel and command of each process in group ``pgid``."""
+    rows = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if not entry.name.isdigit() or int(stat[2]) != pgid:
+                continue
+            wchan = (entry / "wchan").read_text()
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()[:120]
+        except (OSError, ValueError, IndexError):
+            continue
+        rows.append(f"  {entry.name} {stat[0]} {wchan or '-'} {cmd}")
+    return "\n".join(rows) or "  (none left)"
+
+
 def _lock_is_free(out: Path) -> bool:
     import fcntl
 
@@ -51,6 +68,7 @@ def _prepare(root: Path, out: Path) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "finetune", "prepare", "folder", str(root), "--out", str(out)]
     return subprocess.Popen(
         [*cmd, "--resize", "48", "--workers", "2", "--json"],
+        env=dict(os.environ, PYTHONFAULTHANDLER="1"),  # SIGABRT prints every thread's stack
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -85,9 +103,15 @@ def test_sigint_at_random_moments_ends_everything(many_images, tmp_path):
         try:
             _, err = proc.communicate(timeout=15)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-            pytest.fail(f"attempt {attempt}: prepare did not end within 15 s of Ctrl-C")
+            states = _states(proc.pid)  # where each process of the group is stuck, then
+            with contextlib.suppress(ProcessLookupError):  # the Python stacks of them all
+                os.killpg(proc.pid, signal.SIGABRT)
+            time.sleep(1)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            _, err = proc.communicate()
+            pytest.fail(f"attempt {attempt} (late={late}): prepare did not end within 15 s of "
+                        f"Ctrl-C; processes:\n{states}\nstderr:\n{err[-8000:]}")  # fmt: skip
         deadline = time.monotonic() + 5
         while _group_alive(proc.pid) and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -19,6 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from finetune.cli import app
+from finetune.contracts.metrics import parse_progress
 from finetune.contracts.metrics import read as read_metrics
 from finetune.runs.ledger import open_default
 from finetune.runs.run import ACTIVE
@@ -84,12 +85,44 @@ def _same_weights(a: Path, b: Path) -> None:
         assert torch.equal(wa[key], wb[key]), key
 
 
+@pytest.fixture(autouse=True)
+def _one_thread(monkeypatch):
+    """Every trainer here on one intra-op thread, the uninterrupted reference of
+    ``plain_torch`` included: the same weights bit for bit need the same thread count."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+
+
+@pytest.fixture(scope="module")
+def plain_torch(tiny_dataset, tmp_path_factory) -> dict:
+    """`runs show` of an uninterrupted torch run of two epochs (TORCH, epochs=2): the weights
+    that every interrupted and resumed run here must end with. One launch per module (and
+    xdist worker) instead of one per test."""
+    pytest.importorskip("torch")
+    from tests.conftest import isolate
+
+    with pytest.MonkeyPatch.context() as mp:
+        isolate(tmp_path_factory, mp)
+        mp.setenv("OMP_NUM_THREADS", "1")
+        res = _cli("launch", *TORCH, "epochs=2", "--dataset", str(tiny_dataset))
+        assert res.exit_code == 0, res.output
+        plain = _show(_newest_run_id())
+    assert plain["status"] == "completed" and _has_model(plain)
+    return plain
+
+
+def _metrics(shown: dict) -> list:
+    return read_metrics(Path(shown["run_dir"]) / "ml" / "output" / "data" / "metrics.jsonl")
+
+
 def test_sigterm_at_the_first_step_leaves_an_interrupted_run_that_resumes(
-    tiny_dataset, monkeypatch
+    tiny_dataset, monkeypatch, plain_torch
 ):
     """One SIGTERM to the trainer at epoch 1, step 1 (what `kill` or a shutdown sends): the
     trainer checkpoints and exits 75; the run is interrupted with no model, and
-    `launch --resume` completes it with both epochs and an uninterrupted run's weights."""
+    `launch --resume` completes it with both epochs and an uninterrupted run's weights and
+    accuracies. (This also carries what tests/train/engines/torch/test_engine.py's
+    stopped-and-resumed test proved with the trainer alone: the stop is said, the progress
+    lines parse, the weights are bit-identical; one test now, through the product.)"""
     pytest.importorskip("torch")
     monkeypatch.setenv("FINETUNE_LOG_EVERY", "1")
     res = _cli("launch", *TORCH, "--dataset", str(tiny_dataset), "epochs=2", "--detach")
@@ -114,13 +147,15 @@ def test_sigterm_at_the_first_step_leaves_an_interrupted_run_that_resumes(
     final = json.loads(res.output[res.output.index("{") :])
     assert final["status"] == "completed"
     assert [e["epoch"] for e in final["epochs"]] == [0, 1]
-    assert "finetune-resume" in log.read_text()
+    text = log.read_text()
+    assert "finetune-resume" in text and "stopped by SIGTERM" in text
+    progress = [line for line in text.splitlines() if line.startswith("finetune-progress")]
+    assert progress and all(parse_progress(line) for line in progress)  # for live displays
 
-    res = _cli("launch", *TORCH, "--dataset", str(tiny_dataset), "epochs=2")
-    assert res.exit_code == 0, res.output
-    plain = _show(_newest_run_id())
+    plain = plain_torch
     assert plain["id"] != run_id and plain["status"] == "completed"
     _same_weights(_model_dir(plain) / "model.pt", _model_dir(final) / "model.pt")
+    assert [e.val_acc for e in _metrics(plain)] == [e.val_acc for e in _metrics(final)]
 
 
 # ---- the stress test --------------------------------------------------------------------------
@@ -168,18 +203,15 @@ def _every_epoch_once(shown: dict, epochs: int) -> None:
     assert all(e.samples == 80 for e in metrics)  # each epoch trained on every image once
 
 
-def test_random_sigterm_and_sigkill_never_complete_a_run_early(tiny_dataset, monkeypatch):
+def test_random_sigterm_and_sigkill_never_complete_a_run_early(tiny_dataset, plain_torch):
     """Bounded stress: ten random moments (seeded: FINETUNE_STRESS_SEED), SIGTERM or SIGKILL
     to the trainer or its supervisor of a torch and of an MXNet run, a resume after each."""
     pytest.importorskip("torch")
     pytest.importorskip("mxnet")
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
     rng = random.Random(SEED)
     torch_run = _interrupt_at_random([*TORCH, "epochs=2"], tiny_dataset, MOMENTS["torch"], rng)
     _every_epoch_once(torch_run, 2)
-    res = _cli("launch", *TORCH, "epochs=2", "--dataset", str(tiny_dataset))
-    assert res.exit_code == 0, res.output
-    plain = _show(_newest_run_id())
+    plain = plain_torch  # TORCH, epochs=2, uninterrupted
     _same_weights(_model_dir(plain) / "model.pt", _model_dir(torch_run) / "model.pt")
 
     mx_run = _interrupt_at_random([*MXNET, "epochs=2"], tiny_dataset, MOMENTS["mxnet"], rng)

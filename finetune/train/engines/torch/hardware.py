@@ -33,8 +33,13 @@ def device(kind: str, local_rank: int = 0) -> torch.device:
 
 def threads(device: torch.device, processes: int = 1) -> None:
     """This process's share of the cores for intra-op work on a CPU (importing mxnet first
-    would leave one)."""
+    would leave one). An OMP_NUM_THREADS set by whoever started us wins: they know what else
+    shares the machine (parallel test workers, other jobs)."""
     if device.type == "cpu":
+        asked = os.environ.get("OMP_NUM_THREADS", "").strip()
+        if asked.isdigit() and int(asked) > 0:
+            torch.set_num_threads(int(asked))
+            return
         try:
             cores = len(os.sched_getaffinity(0))
         except AttributeError:
