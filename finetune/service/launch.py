@@ -172,17 +172,19 @@ def resume(ledger: Ledger, run_id: str, hooks: Hooks | None = None):
         raise UsageError(f"run {run.id} already completed", "launch a new run instead.")
     plan = Plan.model_validate(run.plan)
     check_features(backend, _needs(plan.resources))
-    check_same_dataset(run.id, plan, backend)
+    plan = check_same_dataset(run.id, plan, backend)
     ledger.add_event(run.id, "resume", f"resumed after status {run.status}")
     ledger.update(run.id, status="submitted", exit_reason=None, ended_at=None)
     return submit(plan, backend, ledger, ledger.get(run.id)), backend
 
 
-def check_same_dataset(run_id: str, plan, backend: Backend) -> None:
+def check_same_dataset(run_id: str, plan, backend: Backend):
     """A resume trains on from checkpoints of the data the run started with: refuse when the
     dataset's manifest is no longer the recorded one (`prepare --overwrite` with another seed
     keeps the counts and changes the split) unless the records are byte for byte the same
-    (a prepare run again with the same options rewrites only the manifest's date)."""
+    (a prepare run again with the same options rewrites only the manifest's date). Returns
+    the plan to resume with: the same, or carrying the new manifest's sha256 (the trainer
+    checks the channel's manifest against it) when only the manifest changed."""
     from finetune.plan import summarize_dataset
 
     was = plan.dataset
@@ -193,8 +195,14 @@ def check_same_dataset(run_id: str, plan, backend: Backend) -> None:
             now = summarize_dataset(Path(was.path), verify_checksums=False)
     except DataError as exc:
         raise DataError(f"run {run_id} cannot resume on its dataset: {exc.what}", exc.fix) from None
-    if now.manifest_sha256 == was.manifest_sha256 or _same_records(was, now):
-        return
+    if now.manifest_sha256 == was.manifest_sha256:
+        return plan
+    if _same_records(was, now):  # the records were checked equal here, at the launch
+        hp = plan.hyperparameters.model_copy(
+            update={"dataset_manifest_sha256": now.manifest_sha256 or ""}
+        )
+        dataset = was.model_copy(update={"manifest_sha256": now.manifest_sha256})
+        return plan.model_copy(update={"hyperparameters": hp, "dataset": dataset})
     changed = sorted(set(was.rec_sha256) ^ set(now.rec_sha256)) or [
         name for name, sha in sorted(was.rec_sha256.items()) if now.rec_sha256[name] != sha
     ]

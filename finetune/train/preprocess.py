@@ -120,10 +120,10 @@ class Preprocessing(BaseModel):
         resized = self._resize(image)
         return self.normalize(resized.crop(self.center_box(*image.size)))
 
-    def train_array(self, image, rng, extra=None) -> np.ndarray:
+    def train_array(self, image, rng, augment=None) -> np.ndarray:
         """A PIL image -> one training tensor, drawing crop and flip from ``rng`` (a
         numpy Generator). Colour and affine jitter are not part of the reference.
-        ``extra``: an engine's augmentation of the PIL crop before normalising."""
+        ``augment``: an engine's augmentation of the PIL crop before normalising."""
         from PIL import Image
 
         resized = self._resize(image)
@@ -133,7 +133,7 @@ class Preprocessing(BaseModel):
             crop = crop.resize((self.image_size, self.image_size), Image.BILINEAR)
         if self.flip and rng.random() < 0.5:
             crop = crop.transpose(Image.FLIP_LEFT_RIGHT)
-        return self.normalize(crop if extra is None else extra(crop))
+        return self.normalize(crop if augment is None else augment(crop))
 
     def train_box(self, width: int, height: int, rng) -> tuple[int, int, int, int]:
         """A training crop box in an image already resized to (width, height)."""

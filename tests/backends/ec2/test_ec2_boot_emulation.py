@@ -184,6 +184,8 @@ def test_a_spot_notice_checkpoints_powers_off_and_the_next_boot_resumes(
 ):
     run, _, _ = _launch(tiny_dataset, epochs=3, spot=True, max_restarts=1)
     fast_polls = {"FINETUNE_AGENT_POLL_INTERVAL": "0.2"}  # the agent's default is 5 s
+    # a progress line after every batch (else one every 2 s: a fast first batch says nothing)
+    fast_polls["FINETUNE_LOG_EVERY"] = "1"
     first = _boot(dlami, tmp_path, standin, run.backend_ref, extra_env=fast_polls)
     log = first.ml / "output" / "train.log"
     wait_for(lambda: log.exists() and "finetune-progress epoch=0 batch=1/" in log.read_text(), 180)
