@@ -95,12 +95,16 @@ class Attempt:
         return {"epochs_done": len(events), "images_per_sec": last.get("samples_per_sec")}
 
     def upload(self) -> None:
-        """Checkpoints, metrics, log and failure reason to S3 (unchanged files are skipped)."""
+        """Checkpoints, TensorBoard files, metrics, log and failure reason to S3 (unchanged
+        files are skipped)."""
         root = self.cfg.ml_root
         if not self.primary:  # the first host writes the run's outputs; the others their log
             self.store.upload_file(self.cfg.log_file, self._key(p.LOG))
             return
         self.store.mirror_tree(root / "checkpoints", p.CHECKPOINTS)
+        # added to, never mirrored: a relaunch starts on a fresh instance with an empty
+        # folder, and the earlier attempts' event files stay (TensorBoard merges them)
+        self.store.upload_tree(root / p.TENSORBOARD_LOCAL, p.TENSORBOARD)
         merged = _merged_metrics(self.prior_metrics, self._local_metrics())
         if merged:
             text = "".join(json.dumps(merged[k]) + "\n" for k in sorted(merged))
