@@ -17,12 +17,13 @@ from dataclasses import asdict, dataclass, field
 
 from finetune.contracts.metrics import METRIC_REGEXES
 from finetune.data.channels import RECORDIO
+from finetune.train.contract import DEFAULT_ROOT, TENSORBOARD_SUBDIR
 
 OUTPUT_ROOT = "finetune/output/"
 CHECKPOINT_ROOT = "finetune/checkpoints/"
 CHECKPOINT_LOCAL = "/opt/ml/checkpoints"
-# finetune.train.contract.Layout.tensorboard_dir: SageMaker's default TensorBoard LocalPath
-TENSORBOARD_LOCAL = "/opt/ml/output/tensorboard"
+# where the trainer writes them (Layout.tensorboard_dir): SageMaker's default TensorBoard LocalPath
+TENSORBOARD_LOCAL = str(DEFAULT_ROOT / TENSORBOARD_SUBDIR)
 JOB_PREFIX = "finetune-"  # the caller policy allows training-job/finetune-* only
 DEFAULT_MAX_RUNTIME_S = 2 * 3600
 DEFAULT_RETRIES = 2  # SageMaker restarts a job after an internal error (not our bugs)

@@ -29,7 +29,6 @@ FAILURE = "failure"
 CHECKPOINTS = "checkpoints/"
 MODEL = "model/"
 TENSORBOARD = "tensorboard/"
-TENSORBOARD_LOCAL = "output/tensorboard"  # under the ML root: finetune.train.contract's
 HOSTS = "hosts.json"  # multi-host runs: {"attempt", "hosts": {name: ip}, "instances": {id: name}}
 
 # status.json "state" values; the ledger's names where they mean the same

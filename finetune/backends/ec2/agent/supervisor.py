@@ -25,6 +25,7 @@ from finetune.backends.ec2.agent import protocol as p
 from finetune.backends.ec2.agent.config import AgentConfig
 from finetune.backends.ec2.agent.imds import Imds, ImdsUnavailable
 from finetune.backends.ec2.agent.sync import RunStore
+from finetune.train.contract import Layout
 
 
 class AgentError(Exception):
@@ -104,7 +105,7 @@ class Attempt:
         self.store.mirror_tree(root / "checkpoints", p.CHECKPOINTS)
         # added to, never mirrored: a relaunch starts on a fresh instance with an empty
         # folder, and the earlier attempts' event files stay (TensorBoard merges them)
-        self.store.upload_tree(root / p.TENSORBOARD_LOCAL, p.TENSORBOARD)
+        self.store.upload_tree(Layout(root).tensorboard_dir, p.TENSORBOARD)
         merged = _merged_metrics(self.prior_metrics, self._local_metrics())
         if merged:
             text = "".join(json.dumps(merged[k]) + "\n" for k in sorted(merged))
