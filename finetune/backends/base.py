@@ -238,6 +238,12 @@ class Backend(Protocol):
         hyperparameters.json and the engine's files): where it already is on this machine,
         or downloaded from the cloud into ``dest`` (beside it first, then renamed)."""
 
+    def tensorboard_location(self, run: Run) -> str | None:
+        """Where the run's TensorBoard event files are kept (the tensorboard metric logger's
+        /opt/ml/output/tensorboard): a folder on this machine or an s3:// prefix ending in
+        '/'; None when this backend cannot tell (no record of where the run went). Asks no
+        cloud API: the files may not exist yet."""
+
     def orphans(
         self, live_runs: set[str], older_than_s: float, scope: CleanupScope = CleanupScope()
     ) -> list[Orphan]:

@@ -68,6 +68,11 @@ def show(
     run_id: str = typer.Argument(..., help="Run id (or a unique prefix)."),
     fmt: str = typer.Option("table", "--format", help="table (text), json or csv (key,value)."),
     as_json: bool = JSON_ALIAS,
+    tensorboard: bool = typer.Option(
+        False,
+        "--tensorboard",
+        help="Only say where the run's TensorBoard files are and the command that opens them.",
+    ),
 ) -> None:
     """Show one run: plan, status, throughput, per-epoch metrics, which epoch the model
     comes from, test accuracy and the weakest classes."""
@@ -76,6 +81,9 @@ def show(
     from finetune.runs.ledger import open_default
     from finetune.runs.views import final_facts, run_dict
 
+    if tensorboard:
+        _show_tensorboard(run_id)
+        return
     fmt = output_format(fmt, as_json)
     with open_default(read_only_ok=True) as ledger:
         note_read_only(ledger)
@@ -89,6 +97,19 @@ def show(
         echo_json(record)
     else:
         typer.echo(record_csv(record), nl=False)
+
+
+def _show_tensorboard(run_id: str) -> None:
+    from finetune.backends import get_backend
+    from finetune.runs.ledger import open_default
+    from finetune.service.tensorboard import locate
+
+    with open_default(read_only_ok=True) as ledger:
+        run = ledger.get(run_id)
+    place = locate(run, get_backend(run.backend))
+    kind = "S3 prefix" if place.in_s3 else "folder"
+    typer.echo(f"TensorBoard files of {run.id} ({kind}): {place.location}")
+    typer.echo(f"Open them: {place.command}")
 
 
 @app.command("logs")

@@ -11,6 +11,8 @@ environment variables exist only where SageMaker's training toolkit is installed
     /opt/ml/input/data/<channel>/               the channel's files
     /opt/ml/model/                              final model artifact
     /opt/ml/output/data/                        metrics.jsonl
+    /opt/ml/output/tensorboard/                 TensorBoard event files (the tensorboard logger);
+                                                SageMaker's TensorBoardOutputConfig LocalPath
     /opt/ml/output/failure                      why the job failed (first 1,024 chars shown)
 
 ``FINETUNE_ML_ROOT`` moves the whole tree (local runs and tests use a temporary one).
@@ -30,6 +32,7 @@ from finetune.errors import ConfigError, DataError, did_you_mean
 ROOT_ENV = "FINETUNE_ML_ROOT"
 TOOLKIT_PREFIX = "sagemaker_"  # SageMaker training toolkit hyperparameters
 DEFAULT_ROOT = Path("/opt/ml")
+TENSORBOARD_SUBDIR = "output/tensorboard"  # under the root; /opt/ml/output/tensorboard
 REQUIRED_CHANNELS = ("train", "validation")
 OPTIONAL_CHANNELS = ("pretrained",)  # weight files, for runs without internet access
 
@@ -60,6 +63,12 @@ class Layout:
     @property
     def output_data_dir(self) -> Path:
         return self.root / "output" / "data"
+
+    @property
+    def tensorboard_dir(self) -> Path:
+        """Where the tensorboard metric logger writes: SageMaker's default TensorBoard
+        LocalPath, which its TensorBoardOutputConfig uploads (the EC2 agent mirrors it)."""
+        return self.root / TENSORBOARD_SUBDIR
 
     @property
     def failure_file(self) -> Path:

@@ -8,8 +8,11 @@ from finetune.runs.ledger import Ledger
 from finetune.runs.run import Run, new_run_id
 
 
-def sm_plan(dataset, hosts: int = 1, spot: bool = False, instance: str = "p3.8xlarge"):
-    """The smoke recipe on ``dataset`` for SageMaker (GPUs per host from the catalog)."""
+def sm_plan(
+    dataset, hosts: int = 1, spot: bool = False, instance: str = "p3.8xlarge", overrides=()
+):
+    """The smoke recipe (with ``overrides``) on ``dataset`` for SageMaker (GPUs per host
+    from the catalog)."""
     from finetune.catalog import instances
 
     resources = Resources(
@@ -20,7 +23,7 @@ def sm_plan(dataset, hosts: int = 1, spot: bool = False, instance: str = "p3.8xl
         device="gpu",
         spot=spot,
     )
-    return build_plan("smoke-resnet18", dataset, resources)
+    return build_plan("smoke-resnet18", dataset, resources, overrides)
 
 
 def new_run(tmp_path, plan) -> Run:

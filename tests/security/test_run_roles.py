@@ -42,6 +42,16 @@ def test_a_run_writes_its_own_outputs_and_checkpoints(role):
     assert _can(role, "ecr:BatchGetImage", f"arn:aws:ecr:{REGION}:{ACCOUNT}:repository/finetune")
 
 
+def test_a_run_writes_its_tensorboard_files_where_sagemaker_uploads_them(role):
+    from finetune.backends.sagemaker.request import tensorboard_uri
+
+    key = tensorboard_uri(BUCKET, RUN).removeprefix(f"s3://{BUCKET}/") + "events.out.tfevents.1"
+    assert key.startswith(f"finetune/output/{job_name(RUN)}/tensorboard/")
+    assert _can(role, "s3:PutObject", f"arn:aws:s3:::{BUCKET}/{key}")
+    other = tensorboard_uri(BUCKET, OTHER).removeprefix(f"s3://{BUCKET}/") + "events.out.x"
+    assert not _can(role, "s3:PutObject", f"arn:aws:s3:::{BUCKET}/{other}")
+
+
 def test_a_run_cannot_touch_another_runs_data(role):
     assert not _can(role, "s3:PutObject", f"{OBJ}/output/{job_name(OTHER)}/output/model.tar.gz")
     for action in ("s3:GetObject", "s3:PutObject", "s3:DeleteObject"):

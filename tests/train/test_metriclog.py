@@ -1,6 +1,6 @@
 """The optional metric loggers (finetune.train.metriclog): a real training run writes its
 figures to TensorBoard event files and an MLflow store, and each is read back by an
-independent reader (the event files' record framing by hand, MLflow through its own client)
+independent reader (TensorBoard's own event loader, MLflow through its own client)
 and compared with metrics.jsonl read as plain JSON; a logger that cannot start never stops a
 run; a resumed run continues its MLflow run."""
 
@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import struct
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("torch")
 pytest.importorskip("tensorboardX")
+pytest.importorskip("tensorboard")  # the reader (the [dev] extra), not the writer
 pytest.importorskip("mlflow")
 
 from finetune.errors import ConfigError
@@ -35,25 +35,13 @@ def _thp(**overrides):
 
 
 def read_event_scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:
-    """Every scalar in a folder of TensorBoard event files: the TFRecord framing read by hand
-    (u64 length, u32 crc, payload, u32 crc), each payload an Event protocol buffer."""
-    from tensorboardX.proto.event_pb2 import Event
+    """Every scalar in a folder of TensorBoard event files, read by TensorBoard's own loader
+    (the EventAccumulator `tensorboard --logdir` uses; all points kept, none sampled)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    scalars: dict[str, list[tuple[int, float]]] = {}
-    files = sorted(folder.glob("events.out.tfevents.*"))
-    assert files, f"no event file in {folder}"
-    for path in files:
-        data = path.read_bytes()
-        at = 0
-        while at < len(data):
-            (length,) = struct.unpack_from("<Q", data, at)
-            payload = data[at + 12 : at + 12 + length]
-            at += 12 + length + 4
-            event = Event.FromString(payload)
-            for value in event.summary.value:
-                if value.HasField("simple_value"):
-                    scalars.setdefault(value.tag, []).append((event.step, value.simple_value))
-    return scalars
+    assert sorted(folder.glob("events.out.tfevents.*")), f"no event file in {folder}"
+    acc = EventAccumulator(str(folder), size_guidance={"scalars": 0}).Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
 
 
 @pytest.mark.slow
@@ -72,6 +60,7 @@ def test_a_run_logs_to_tensorboard_and_mlflow_what_its_metrics_file_says(
     result = fit(load_job(Layout(root)))
     assert result.stopped_by is None
     out = root / "output" / "data"
+    assert Layout(root).tensorboard_dir == root / "output" / "tensorboard"  # SageMaker's path
     events = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert len(events) == 2
     steps_per_epoch = 4
@@ -81,7 +70,7 @@ def test_a_run_logs_to_tensorboard_and_mlflow_what_its_metrics_file_says(
         spent += e["epoch_seconds"]
         eur.append(spent * EUR_PER_HOUR / 3600)
 
-    tb = read_event_scalars(out / "tensorboard")
+    tb = read_event_scalars(root / "output" / "tensorboard")
     assert [s for s, _ in tb["epoch/val_acc"]] == epoch_steps
     assert [v for _, v in tb["epoch/val_acc"]] == pytest.approx([e["val_acc"] for e in events])
     assert [v for _, v in tb["epoch/train_acc"]] == pytest.approx([e["train_acc"] for e in events])

@@ -149,6 +149,15 @@ class Ec2Backend:
             dest, lambda tmp: ec2_observe.download_model(self._clients, state, tmp)
         )
 
+    def tensorboard_location(self, run) -> str | None:
+        """The agent mirrors /opt/ml/output/tensorboard to the run's prefix (protocol.py)."""
+        from finetune.backends.ec2.agent import protocol
+
+        state = Ec2State.load(run.run_dir) if run.run_dir else None
+        if state is None:
+            return None
+        return f"s3://{state.bucket}/{state.prefix}{protocol.TENSORBOARD}"
+
 
 def _locked(run):
     from filelock import FileLock

@@ -18,6 +18,7 @@ from finetune.contracts import metrics as mt
 from finetune.errors import BusyError, UsageError
 from finetune.runs.processes import alive
 from finetune.train import mltree, signals
+from finetune.train.contract import TENSORBOARD_SUBDIR
 
 RUNNER = "finetune.backends.local.runner"
 
@@ -177,6 +178,10 @@ class LocalBackend:
     def fetch_model(self, run, dest: Path) -> Path:
         """The model folder the trainer wrote in the run's folder (nothing to download)."""
         return Path(run.run_dir or ".") / "ml" / "model"
+
+    def tensorboard_location(self, run) -> str | None:
+        """The run's /opt/ml tree is RUN_DIR/ml (mltree): its output/tensorboard folder."""
+        return str(Path(run.run_dir) / "ml" / TENSORBOARD_SUBDIR) if run.run_dir else None
 
 
 # what the trainer leaves in output/data beside the metrics, kept in the ledger when it ends

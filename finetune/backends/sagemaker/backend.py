@@ -149,14 +149,14 @@ class SageMakerBackend:
         """StopTrainingJob: SageMaker sends SIGTERM, the trainer checkpoints within 120 s."""
         name, region = self._where(run)
         resource = self._resource(run)
-        _check_running(run, self._jobs[name])
+        st.check_running(run, self._jobs[name])
         with aws_errors("StopTrainingJob", resource=name, region=region):
             try:
                 retries.call(resource.stop)
             except Exception as exc:
                 if retries.error_code(exc) != "ValidationException":
                     raise
-                _check_running(run, self._describe(run))  # it ended meanwhile: say so
+                st.check_running(run, self._describe(run))  # it ended meanwhile: say so
                 raise
 
     def fetch_model(self, run, dest: Path) -> Path:
@@ -171,6 +171,9 @@ class SageMakerBackend:
             )
         s3 = self._aws(region).client("s3")
         return modelfiles.into_place(dest, lambda tmp: _download_model(s3, uri, tmp))
+
+    def tensorboard_location(self, run) -> str | None:
+        return sub.tensorboard_location(run)  # from the options its submission stored
 
     # -- helpers --------------------------------------------------------------------------
     def _aws(self, region: str | None) -> Aws:
@@ -226,16 +229,6 @@ class SageMakerBackend:
             local.parent.mkdir(parents=True, exist_ok=True)
             local.write_text(text)
         return mt.read(local)
-
-
-def _check_running(run, job: dict) -> None:
-    state = st.state_of(job)
-    if st.is_final(state) or state == "stopping":
-        raise UsageError(
-            f"run {run.id} is not running (SageMaker job {job.get('TrainingJobName')} is "
-            f"{job.get('TrainingJobStatus')})",
-            "nothing to stop.",
-        )
 
 
 def metrics_from_log(text: str) -> list[mt.EpochMetrics]:

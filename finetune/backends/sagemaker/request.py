@@ -5,6 +5,8 @@ Layout in the bucket (one prefix per kind, so the IAM policies can be exact):
 
     s3://BUCKET/finetune/datasets/NAME-HASH/{train,validation}/   read by the job
     s3://BUCKET/finetune/output/JOB/output/{model,output}.tar.gz   written by the job
+    s3://BUCKET/finetune/output/JOB/tensorboard/                   the tensorboard logger's
+                                  event files, every attempt's (JOB: the run's first job name)
     s3://BUCKET/finetune/checkpoints/RUN/                          synced with /opt/ml/checkpoints
 """
 
@@ -15,10 +17,13 @@ from dataclasses import asdict, dataclass, field
 
 from finetune.contracts.metrics import METRIC_REGEXES
 from finetune.data.channels import RECORDIO
+from finetune.train.contract import DEFAULT_ROOT, TENSORBOARD_SUBDIR
 
 OUTPUT_ROOT = "finetune/output/"
 CHECKPOINT_ROOT = "finetune/checkpoints/"
 CHECKPOINT_LOCAL = "/opt/ml/checkpoints"
+# where the trainer writes them (Layout.tensorboard_dir): SageMaker's default TensorBoard LocalPath
+TENSORBOARD_LOCAL = str(DEFAULT_ROOT / TENSORBOARD_SUBDIR)
 JOB_PREFIX = "finetune-"  # the caller policy allows training-job/finetune-* only
 DEFAULT_MAX_RUNTIME_S = 2 * 3600
 DEFAULT_RETRIES = 2  # SageMaker restarts a job after an internal error (not our bugs)
@@ -84,6 +89,13 @@ def checkpoint_uri(bucket: str, run_id: str) -> str:
     return f"s3://{bucket}/{CHECKPOINT_ROOT}{run_id}/"
 
 
+def tensorboard_uri(bucket: str, run_id: str) -> str:
+    """Where SageMaker uploads a run's TensorBoard files: under its first job's output
+    prefix, which the run's own role may write (runrole WriteOwnOutput) and the SageMaker
+    boundary allows; a resumed job (JOB-r1) adds its event files to the same folder."""
+    return f"{output_uri(bucket)}{job_name(run_id)}/tensorboard/"
+
+
 def output_uri(bucket: str) -> str:
     return f"s3://{bucket}/{OUTPUT_ROOT}"
 
@@ -136,6 +148,11 @@ def training_request(
     }
     if entrypoint:
         req["AlgorithmSpecification"]["ContainerEntrypoint"] = list(entrypoint)
+    if "tensorboard" in plan.hyperparameters.metric_loggers:
+        req["TensorBoardOutputConfig"] = {
+            "LocalPath": TENSORBOARD_LOCAL,
+            "S3OutputPath": tensorboard_uri(opts.bucket, run_id),
+        }
     if res.spot:
         req["StoppingCondition"]["MaxWaitTimeInSeconds"] = opts.wait_seconds()
     if opts.kms_key:
@@ -213,6 +230,11 @@ def summary_rows(req: dict, first: tuple[tuple[str, str], ...] = ()) -> list[tup
     rows += [
         ("output", req["OutputDataConfig"]["S3OutputPath"]),
         ("checkpoints", req["CheckpointConfig"]["S3Uri"]),
+        *(
+            [("tensorboard", req["TensorBoardOutputConfig"]["S3OutputPath"])]
+            if "TensorBoardOutputConfig" in req
+            else []
+        ),
         ("hyperparameters", f"{len(req['HyperParameters'])} (as strings)"),
         (
             "metrics",

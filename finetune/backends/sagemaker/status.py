@@ -24,6 +24,7 @@ import time
 from datetime import datetime
 
 from finetune.backends.base import Status
+from finetune.errors import UsageError
 from finetune.train.signals import EXIT_STOPPED, STOPPED_MARK
 
 _IN_PROGRESS = {
@@ -203,3 +204,14 @@ def charge_facts(job: dict, region: str, spot: bool) -> dict:
         label=job.get("TrainingJobName", ""),
     )
     return {"charges": [charge.to_dict()]}
+
+
+def check_running(run, job: dict) -> None:
+    """A UsageError unless the job can still be stopped (`runs stop`)."""
+    state = state_of(job)
+    if is_final(state) or state == "stopping":
+        raise UsageError(
+            f"run {run.id} is not running (SageMaker job {job.get('TrainingJobName')} is "
+            f"{job.get('TrainingJobStatus')})",
+            "nothing to stop.",
+        )

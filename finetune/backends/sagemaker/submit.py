@@ -37,6 +37,16 @@ def options_for(given, run):
     )
 
 
+def tensorboard_location(run) -> str | None:
+    """The run's TensorBoard prefix (request.tensorboard_uri) in the bucket its submission
+    stored; None for a run never submitted (no options.json)."""
+    stored = Path(run.run_dir or ".") / RECORD_DIR / "options.json"
+    if not (run.run_dir and stored.is_file()):
+        return None
+    bucket = rq.JobOptions.from_dict(json.loads(stored.read_text())).bucket
+    return rq.tensorboard_uri(bucket, run.id) if bucket else None
+
+
 def missing_settings(opts) -> list[Problem]:
     """The bucket has no default (the role's absence is reported with the request checks)."""
     if opts.bucket:

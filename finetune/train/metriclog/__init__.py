@@ -33,8 +33,7 @@ if TYPE_CHECKING:
 
 from finetune.contracts.hparams import METRIC_LOGGERS as NAMES  # noqa: F401 (the one list)
 
-TENSORBOARD_DIR = "tensorboard"  # in the run's output folder (/opt/ml/output/data)
-MLFLOW_DB = "mlflow.db"  # the default store, in the same folder
+MLFLOW_DB = "mlflow.db"  # the default store, in the run's output folder (/opt/ml/output/data)
 RUN_ID_ENV = "FINETUNE_RUN_ID"  # the ledger's run id, set by the backends that know it
 # EpochMetrics fields copied to the loggers as epoch/<name>
 EPOCH_FIELDS = (
@@ -146,7 +145,7 @@ def _start(name: str, hp: TrainHyperparameters, job: TrainJob, run_name: str) ->
     if name == "tensorboard":
         from finetune.train.metriclog.tensorboard import TensorBoardLogger
 
-        return TensorBoardLogger(out / TENSORBOARD_DIR)
+        return TensorBoardLogger(job.layout.tensorboard_dir)  # /opt/ml/output/tensorboard
     from finetune.train.metriclog.mlflowlog import MlflowLogger
 
     uri = hp.mlflow_tracking_uri or f"sqlite:///{(out / MLFLOW_DB).resolve()}"

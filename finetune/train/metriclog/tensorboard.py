@@ -1,5 +1,6 @@
 """TensorBoard event files through tensorboardX (a light writer: no TensorFlow, no
-tensorboard package at train time). View them with ``tensorboard --logdir RUN/tensorboard``."""
+tensorboard package at train time), in /opt/ml/output/tensorboard (Layout.tensorboard_dir).
+``finetune runs show RUN --tensorboard`` says where a run's files are and how to open them."""
 
 from __future__ import annotations
 

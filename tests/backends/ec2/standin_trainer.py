@@ -5,7 +5,9 @@ config, resumes from the newest complete ckpt-NNNNNN, appends one metrics event 
 checkpoints every epoch (keeping two), on SIGTERM checkpoints and exits as the trainer does
 (EXIT_STOPPED and its output/stopped.json), writes the model folder (the trainer's model
 files) at the end. STANDIN_EPOCH_SECONDS sets the pace; STANDIN_FAIL=1 makes it fail;
-STANDIN_STOP_AT_EPOCH=N stops it at epoch N as a SIGTERM to the trainer alone would.
+STANDIN_STOP_AT_EPOCH=N stops it at epoch N as a SIGTERM to the trainer alone would. With
+the tensorboard logger in the hyperparameters it appends a line per epoch to an event file of
+its own in output/tensorboard, as tensorboardX does (a new file per process).
 """
 
 from __future__ import annotations
@@ -46,6 +48,14 @@ def _save(ckpts: Path, state: dict) -> None:
         shutil.rmtree(old)
 
 
+def _tensorboard_file(root: Path, hp: dict) -> Path | None:
+    if "tensorboard" not in json.loads(hp.get("metric_loggers") or "[]"):
+        return None
+    folder = root / "output" / "tensorboard"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"events.out.tfevents.{time.time_ns()}.standin-{os.getpid()}"
+
+
 def main() -> int:
     signal.signal(signal.SIGTERM, _stop)
     root = Path(os.environ["FINETUNE_ML_ROOT"])
@@ -54,6 +64,7 @@ def main() -> int:
     ckpts = Path(json.loads((config / "checkpointconfig.json").read_text())["LocalPath"])
     epochs, pace = int(hp["epochs"]), float(os.environ.get("STANDIN_EPOCH_SECONDS", "0.2"))
     state = _latest(ckpts)
+    events = _tensorboard_file(root, hp)
     print(f"standin: resuming at epoch {state['epoch']}" if state["seq"] else "standin: start")
     if os.environ.get("STANDIN_FAIL"):
         (root / "output" / "failure").write_text("standin: asked to fail")
@@ -80,6 +91,9 @@ def main() -> int:
         )
         with open(root / "output" / "data" / "metrics.jsonl", "a") as f:
             f.write(json.dumps(event) + "\n")
+        if events is not None:
+            with open(events, "a") as f:
+                f.write(f"epoch {state['epoch']}\n")
         state["epoch"] += 1
         _save(ckpts, state)
         print(f"standin: epoch {state['epoch']} done", flush=True)

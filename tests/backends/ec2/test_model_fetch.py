@@ -1,10 +1,12 @@
 """`finetune predict` with a completed EC2 run's id: the model/ files the agent uploaded under
 the run's prefix are downloaded once (keys checked to stay inside the folder) and give the
-same classes as the model folder they came from."""
+same classes as the model folder they came from; `runs show RUN --tensorboard` names the
+prefix the agent mirrors the TensorBoard files to."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import boto3
 import pytest
@@ -31,10 +33,10 @@ def model_dir(tmp_path_factory):
     return make_torch_model(tmp_path_factory.mktemp("model") / "model")
 
 
-def _completed_run(dataset):
+def _completed_run(dataset, *overrides: str):
     """A run the agent reported completed, in the default ledger (what `predict` reads)."""
     resources = Resources(backend="ec2", instance_type="g5.xlarge", device="gpu", spot=True)
-    plan = build_plan("smoke-resnet18", dataset, resources)
+    plan = build_plan("smoke-resnet18", dataset, resources, overrides)
     with open_default() as ledger:
         backend = Ec2Backend(Ec2Options())
         run = service.launch(plan, backend, ledger)
@@ -96,3 +98,33 @@ def test_a_new_job_of_the_run_brings_its_own_model(ec2_aws, tiny_dataset, model_
         ledger.update(run.id, backend_ref="i-0newattempt0000000")
     second = artifact.locate(run.id).path
     assert second != first and (second / "classes.json").is_file()
+
+
+def test_runs_show_names_the_prefix_the_agent_uploads_tensorboard_files_to(
+    ec2_aws, tiny_dataset, tmp_path
+):
+    pytest.importorskip("tensorboardX")
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboardX import SummaryWriter
+
+    run = _completed_run(tiny_dataset, "metric_logging.loggers=[tensorboard]")
+    written = tmp_path / "ml" / "output" / "tensorboard"  # what the trainer wrote there
+    with SummaryWriter(logdir=str(written)) as writer:
+        writer.add_scalar("epoch/val_acc", 0.75, global_step=4)
+    _store(run.id).upload_tree(written, p.TENSORBOARD)  # as the agent's upload() does
+    res = CliRunner().invoke(app, ["runs", "show", run.id, "--tensorboard"])
+    assert res.exit_code == 0, res.output
+    prefix = f"s3://{BUCKET}/finetune/runs/{run.id}/tensorboard/"
+    assert f"(S3 prefix): {prefix}\n" in res.output
+    dest = Path(run.run_dir) / "tensorboard"
+    assert f"Open them: aws s3 sync {prefix} {dest} && tensorboard --logdir {dest}" in res.output
+    # what `aws s3 sync` would copy from that prefix, read by TensorBoard's own loader
+    s3 = boto3.client("s3", region_name=REGION)
+    key_prefix = prefix.removeprefix(f"s3://{BUCKET}/")
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=key_prefix)["Contents"]]
+    dest.mkdir()
+    for key in keys:
+        s3.download_file(BUCKET, key, str(dest / key.removeprefix(key_prefix)))
+    acc = EventAccumulator(str(dest)).Reload()
+    assert [(e.step, e.value) for e in acc.Scalars("epoch/val_acc")] == [(4, 0.75)]

@@ -67,10 +67,17 @@ def test_launch_trains_records_and_reports(tiny_dataset):
     assert data["run_record"]["framework"]["mxnet"]
     assert data["run_record"]["dataset_manifest_sha256"] == run.record["dataset_manifest_sha256"]
     assert data["val_report"]["epoch"] == best
+    # a run without the tensorboard logger has no TensorBoard files, and says how to get them
+    none = _cli("runs", "show", run.id, "--tensorboard")
+    assert none.exit_code == 3 and "wrote no TensorBoard files" in none.output
+    assert "To fix: launch with `metric_logging.loggers=[tensorboard]`" in none.output
 
 
 def test_the_torch_engine_runs_through_the_same_backend_and_ledger(tiny_dataset):
-    res = _cli("launch", "smoke-resnet18-torch", "--dataset", str(tiny_dataset), "--json")
+    res = _cli(
+        "launch", "smoke-resnet18-torch", "--dataset", str(tiny_dataset), "--json",
+        "metric_logging.loggers=[tensorboard]",
+    )  # fmt: skip
     assert res.exit_code == 0, res.output
     run, epochs = _run()
     assert run.status == "completed" and [e.epoch for e in epochs] == [0, 1]
@@ -78,6 +85,18 @@ def test_the_torch_engine_runs_through_the_same_backend_and_ledger(tiny_dataset)
     assert all(e.val_count == 48 and e.samples == 80 for e in epochs)
     assert _show(run.id)["run_record"]["engine"] == "torch"
     assert os.path.isfile(os.path.join(run.run_dir, "ml", "model", "model.pt"))
+    # `runs show --tensorboard` names the folder the trainer wrote, and TensorBoard's own
+    # loader finds there the validation accuracy the ledger holds
+    shown = _cli("runs", "show", run.id[:12], "--tensorboard")
+    folder = os.path.join(run.run_dir, "ml", "output", "tensorboard")
+    assert shown.exit_code == 0, shown.output
+    assert f"(folder): {folder}\n" in shown.output
+    assert f"Open them: tensorboard --logdir {folder}\n" in shown.output
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(folder, size_guidance={"scalars": 0}).Reload()
+    logged = [e.value for e in acc.Scalars("epoch/val_acc")]
+    assert logged == pytest.approx([e.val_acc for e in epochs])
 
 
 def test_stop_then_resume_continues_from_the_checkpoint(tiny_dataset):

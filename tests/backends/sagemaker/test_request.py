@@ -53,6 +53,22 @@ def test_request_is_valid_for_the_api(tiny_dataset, hosts, spot):
     _validate(request(tiny_dataset, hosts, spot, kms_key="alias/k", **vpc))
 
 
+def test_a_request_with_tensorboard_output_is_valid_and_shown(tiny_dataset):
+    logged = build_plan(
+        "smoke-resnet18",
+        tiny_dataset,
+        plan(tiny_dataset).resources,
+        ["metric_logging.loggers=[tensorboard]"],
+    )
+    options = rq.JobOptions(region="eu-west-1", bucket="b", role_arn=ROLE, image=IMAGE)
+    req = rq.training_request(logged, "ft-1-a", "finetune-1-a", CHANNELS, options, 2**30)
+    _validate(req)
+    where = "s3://b/finetune/output/finetune-1-a/tensorboard/"
+    assert req["TensorBoardOutputConfig"]["S3OutputPath"] == where
+    assert ("tensorboard", where) in rq.summary_rows(req)
+    assert "TensorBoardOutputConfig" not in request(tiny_dataset)
+
+
 def test_request_fields(tiny_dataset):
     req = request(tiny_dataset, hosts=2, spot=True, max_runtime=3600)
     assert req["ResourceConfig"] == {

@@ -5,6 +5,7 @@ MetricDefinitions in what it echoes)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import boto3
 import pytest
@@ -12,6 +13,8 @@ import pytest
 from finetune.backends.sagemaker.backend import SageMakerBackend
 from finetune.backends.sagemaker.request import JobOptions
 from finetune.contracts.metrics import METRIC_REGEXES
+from finetune.service.tensorboard import locate
+from finetune.train.contract import Layout
 from tests.aws.conftest import BUCKET, REGION, ROLE
 from tests.aws.helpers import new_run, sm_plan
 
@@ -67,6 +70,26 @@ def test_submit_sends_the_full_request(cloud, tiny_dataset, tmp_path):
     record = tmp_path / "runs" / run.id / "sagemaker" / f"{name}-request.json"
     kept = json.loads(record.read_text())
     assert kept == req
+    assert "TensorBoardOutputConfig" not in req  # the recipe names no tensorboard logger
+
+
+def test_the_tensorboard_logger_has_sagemaker_upload_its_files(cloud, tiny_dataset, tmp_path):
+    plan = sm_plan(tiny_dataset, overrides=["metric_logging.loggers=[tensorboard, mlflow]"])
+    run = new_run(tmp_path, plan)
+    backend = SageMakerBackend()
+    assert backend.tensorboard_location(run) is None  # not submitted: nowhere yet
+    backend.submit(plan, run)
+    job = "finetune-" + run.id.removeprefix("ft-")
+    prefix = f"s3://{BUCKET}/finetune/output/{job}/tensorboard/"
+    # where the trainer writes them (the container contract) is what SageMaker collects
+    local = str(Layout(Path("/opt/ml")).tensorboard_dir)
+    assert _sent(cloud)["TensorBoardOutputConfig"] == {"LocalPath": local, "S3OutputPath": prefix}
+    assert local == "/opt/ml/output/tensorboard"  # SageMaker's default LocalPath
+    assert SageMakerBackend().tensorboard_location(run) == prefix  # from the stored options
+    place = locate(run, SageMakerBackend())
+    dest = tmp_path / "runs" / run.id / "tensorboard"
+    assert place.in_s3 and place.location == prefix
+    assert place.command == f"aws s3 sync {prefix} {dest} && tensorboard --logdir {dest}"
 
 
 def test_on_demand_has_no_max_wait_and_uploads_once(cloud, tiny_dataset, tmp_path):

@@ -9,6 +9,7 @@ Everything of one EC2 run lives under ``s3://BUCKET/finetune/runs/RUN_ID/``::
     failure          the trainer's failure reason, when it wrote one
     checkpoints/     a mirror of the checkpoint folder (deletions included, as SageMaker does)
     model/           the final model, uploaded once the trainer succeeded
+    tensorboard/     a mirror of /opt/ml/output/tensorboard (the tensorboard metric logger)
     hosts.json       multi-host runs: every host's name and private IP (written by `launch`)
     hosts/NAME/      multi-host runs: the other hosts' status.json and train.log
 
@@ -27,6 +28,7 @@ LOG = "train.log"
 FAILURE = "failure"
 CHECKPOINTS = "checkpoints/"
 MODEL = "model/"
+TENSORBOARD = "tensorboard/"
 HOSTS = "hosts.json"  # multi-host runs: {"attempt", "hosts": {name: ip}, "instances": {id: name}}
 
 # status.json "state" values; the ledger's names where they mean the same

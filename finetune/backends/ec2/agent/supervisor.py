@@ -25,6 +25,7 @@ from finetune.backends.ec2.agent import protocol as p
 from finetune.backends.ec2.agent.config import AgentConfig
 from finetune.backends.ec2.agent.imds import Imds, ImdsUnavailable
 from finetune.backends.ec2.agent.sync import RunStore
+from finetune.train.contract import Layout
 
 
 class AgentError(Exception):
@@ -95,12 +96,16 @@ class Attempt:
         return {"epochs_done": len(events), "images_per_sec": last.get("samples_per_sec")}
 
     def upload(self) -> None:
-        """Checkpoints, metrics, log and failure reason to S3 (unchanged files are skipped)."""
+        """Checkpoints, TensorBoard files, metrics, log and failure reason to S3 (unchanged
+        files are skipped)."""
         root = self.cfg.ml_root
         if not self.primary:  # the first host writes the run's outputs; the others their log
             self.store.upload_file(self.cfg.log_file, self._key(p.LOG))
             return
         self.store.mirror_tree(root / "checkpoints", p.CHECKPOINTS)
+        # added to, never mirrored: a relaunch starts on a fresh instance with an empty
+        # folder, and the earlier attempts' event files stay (TensorBoard merges them)
+        self.store.upload_tree(Layout(root).tensorboard_dir, p.TENSORBOARD)
         merged = _merged_metrics(self.prior_metrics, self._local_metrics())
         if merged:
             text = "".join(json.dumps(merged[k]) + "\n" for k in sorted(merged))

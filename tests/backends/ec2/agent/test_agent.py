@@ -61,8 +61,10 @@ def test_spot_notice_checkpoints_and_a_new_attempt_resumes(
     ec2_aws, tiny_dataset, fake_imds, tmp_path
 ):
     # Enough epochs that the notice lands while the first attempt still trains, even on a
-    # loaded machine (tests in parallel); the second attempt runs the rest quickly.
-    agent_env = fill_prefix(make_plan(tiny_dataset, "schedule.epochs=30"), RUN)
+    # loaded machine (tests in parallel); the second attempt runs the rest quickly. With the
+    # tensorboard logger, each attempt's event file ends up under the run's prefix.
+    plan = make_plan(tiny_dataset, "schedule.epochs=30", "metric_logging.loggers=[tensorboard]")
+    agent_env = fill_prefix(plan, RUN)
     prefix = agent_env[p.ENV_PREFIX]
     first = start_agent(agent_env, tmp_path / "ml1", fake_imds.url, STANDIN_EPOCH_SECONDS="0.4")
     wait_for(lambda: checkpoint_seqs(s3_keys(prefix + p.CHECKPOINTS)), timeout=30)
@@ -87,6 +89,16 @@ def test_spot_notice_checkpoints_and_a_new_attempt_resumes(
     assert epochs == list(range(30))  # each epoch once, across both attempts
     assert status(prefix)["state"] == "completed"
     _all_gets_had_tokens(fake_imds)
+    # /opt/ml/output/tensorboard of both instances, byte for byte: the second attempt's
+    # upload added its file and left the first attempt's in place
+    written = {
+        f.name: f.read_text()
+        for ml in ("ml1", "ml2")
+        for f in (tmp_path / ml / "output" / "tensorboard").iterdir()
+    }
+    assert len(written) == 2 and all(text.startswith("epoch ") for text in written.values())
+    tb = prefix + p.TENSORBOARD
+    assert {k.removeprefix(tb): s3_text(tb, k.removeprefix(tb)) for k in s3_keys(tb)} == written
 
 
 def test_sigterm_is_handled_like_a_notice(agent_env, fake_imds, tmp_path):
