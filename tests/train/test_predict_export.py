@@ -18,9 +18,9 @@ import pytest
 from typer.testing import CliRunner
 
 from finetune.cli import app
-from finetune.data.recordio import RecordReader, unpack_header
 from finetune.runs.ledger import open_default
 from finetune.runs.run import Run
+from tests.valimages import val_images
 
 from .conftest import hparams, make_tree
 
@@ -59,18 +59,6 @@ def _ledger_run(run_dir, engine: str, status: str = "completed") -> str:
     return run_id
 
 
-def _val_images(dataset, folder):
-    """The validation records' encoded images as files (record order) and their labels."""
-    folder.mkdir()
-    labels = []
-    with RecordReader(dataset / "shapes_val.rec", dataset / "shapes_val.idx") as reader:
-        for i, key in enumerate(reader.keys):
-            header, payload = unpack_header(reader.read_key(key))
-            (folder / f"{i:04d}.jpg").write_bytes(payload)
-            labels.append(int(header.label))
-    return labels
-
-
 def _recorded(run_dir):
     """(best epoch's top-1 per validation record, val-report.json) as the run saved them."""
     out = run_dir / "ml" / "output" / "data"
@@ -83,7 +71,7 @@ def _recorded(run_dir):
 def test_predict_reproduces_the_recorded_validation_accuracy(trained, tiny_dataset, tmp_path):
     engine, run_dir = trained
     run_id = _ledger_run(run_dir, engine)
-    labels = _val_images(tiny_dataset, tmp_path / "val")
+    labels = val_images(tiny_dataset, tmp_path / "val")
     res = CliRunner().invoke(
         app, ["predict", run_id[:-2], str(tmp_path / "val"), "--format", "CSV", "--top-k", "3"]
     )
@@ -112,7 +100,7 @@ def test_predict_reproduces_the_recorded_validation_accuracy(trained, tiny_datas
 def test_export_gives_predicts_top1(trained, tiny_dataset, tmp_path):
     engine, run_dir = trained
     run_id = _ledger_run(run_dir, engine)
-    _val_images(tiny_dataset, tmp_path / "val")
+    val_images(tiny_dataset, tmp_path / "val")
     out = tmp_path / "exported"
     res = CliRunner().invoke(app, ["export", run_id, "--out", str(out)])
     assert res.exit_code == 0, res.output

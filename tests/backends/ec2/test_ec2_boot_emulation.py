@@ -36,6 +36,7 @@ from finetune.cli import app
 from finetune.plan import Resources, build_plan
 from finetune.runs.ledger import open_default
 from tests import namespaces
+from tests.valimages import val_images
 
 from . import instance_host
 from .agent_env import wait_for
@@ -133,7 +134,7 @@ def _cli(*args) -> str:
 
 def _predicts(run_id: str, dataset, folder) -> None:
     """`finetune predict` with the run's model: one top-1 per validation image."""
-    labels = _val_images(dataset, folder)
+    labels = val_images(dataset, folder)
     out = _cli("predict", run_id, str(folder), "--format", "CSV")
     rows = [r for r in csv.DictReader(out.splitlines()) if r["rank"] == "1"]
     classes = len(json.loads((dataset / "manifest.json").read_text())["classes"])
@@ -243,19 +244,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _val_images(dataset, folder) -> list[int]:
-    from finetune.data.recordio import RecordReader, unpack_header
-
-    folder.mkdir()
-    labels = []
-    with RecordReader(dataset / "shapes_val.rec", dataset / "shapes_val.idx") as reader:
-        for i, key in enumerate(reader.keys):
-            header, payload = unpack_header(reader.read_key(key))
-            (folder / f"{i:04d}.jpg").write_bytes(payload)
-            labels.append(int(header.label))
-    return labels
 
 
 def test_a_wheel_changed_after_the_launch_is_refused_and_the_instance_powers_off(

@@ -25,12 +25,12 @@ from typer.testing import CliRunner
 
 from finetune.cli import app
 from finetune.contracts.metrics import LOG_PREFIX
-from finetune.data.recordio import RecordReader, unpack_header
 from finetune.runs.ledger import open_default
 from tests import namespaces
 from tests.aws import helpers as h
 from tests.aws.conftest import REGION
 from tests.aws.gateway import CONTAINER_KEY, moto_job
+from tests.valimages import val_images
 
 from . import toolkit_host
 
@@ -79,17 +79,6 @@ def _complete(request: dict, seconds: int) -> None:
     apply_step(job, {**end, "TrainingTimeInSeconds": seconds, "BillableTimeInSeconds": seconds})
 
 
-def _val_images(dataset, folder) -> list[int]:
-    folder.mkdir()
-    labels = []
-    with RecordReader(dataset / "shapes_val.rec", dataset / "shapes_val.idx") as reader:
-        for i, key in enumerate(reader.keys):
-            header, payload = unpack_header(reader.read_key(key))
-            (folder / f"{i:04d}.jpg").write_bytes(payload)
-            labels.append(int(header.label))
-    return labels
-
-
 def _run_job(cloud, request: dict, work) -> dict[str, tuple[int, str]]:
     running = toolkit_host.start(request, work, cloud_endpoint(), _container_s3())
     return toolkit_host.wait(running, timeout=240)
@@ -136,7 +125,7 @@ def test_the_toolkit_trains_our_request_and_finetune_reads_it_back(
     assert shown.exit_code == 0, shown.output
     assert "completed" in shown.output
 
-    labels = _val_images(tiny_dataset, tmp_path / "val")
+    labels = val_images(tiny_dataset, tmp_path / "val")
     res = CliRunner().invoke(app, ["predict", run_id, str(tmp_path / "val"), "--format", "CSV"])
     assert res.exit_code == 0, res.output
     top1 = [int(r["label"]) for r in csv.DictReader(res.output.splitlines()) if r["rank"] == "1"]

@@ -20,29 +20,17 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
 from finetune.cli import app  # noqa: E402
-from finetune.data.recordio import RecordReader, unpack_header  # noqa: E402
 from finetune.plan import build_plan  # noqa: E402
 from finetune.train import preprocess  # noqa: E402
 from finetune.train.contract import Layout, load_job  # noqa: E402
 from finetune.train.engines import backbones  # noqa: E402
 from finetune.train.engines.torch import fit  # noqa: E402
 from finetune.train.engines.torch import weights as wt  # noqa: E402
+from tests.valimages import val_images  # noqa: E402
 
 from ...conftest import hparams, make_tree  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:Cannot decide type:UserWarning")
-
-
-def _val_images(dataset, folder) -> list[int]:
-    """The validation records' encoded images as files (record order); their labels."""
-    folder.mkdir()
-    labels = []
-    with RecordReader(dataset / "shapes_val.rec", dataset / "shapes_val.idx") as reader:
-        for i, key in enumerate(reader.keys):
-            header, payload = unpack_header(reader.read_key(key))
-            (folder / f"{i:04d}.jpg").write_bytes(payload)
-            labels.append(int(header.label))
-    return labels
 
 
 def _recorded_top1(root) -> list[int]:
@@ -79,7 +67,7 @@ def test_the_smoke_recipe_trains_and_predict_reproduces_validation(
     assert len(metrics) == 1 and json.loads(metrics[0])["val_count"] == 48
     contract = preprocess.load(root / "model")
     assert contract.resize_shorter == hp.resize_shorter and contract.mean == row.mean
-    _val_images(tiny_dataset, tmp_path / "val")
+    val_images(tiny_dataset, tmp_path / "val")
     assert _predicted_top1(root / "model", tmp_path / "val") == _recorded_top1(root)
 
 
@@ -113,7 +101,7 @@ def test_bicubic_weights_from_the_hub_cache_predict_and_export_reproduce_validat
     trained = torch.load(root / "model" / "model.pt", weights_only=True)
     assert trained["classifier.1.weight"].shape == (8, 1280)
 
-    _val_images(tiny_dataset, tmp_path / "val")
+    val_images(tiny_dataset, tmp_path / "val")
     recorded = _recorded_top1(root)
     assert _predicted_top1(root / "model", tmp_path / "val") == recorded
 
