@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -76,18 +77,34 @@ def _locks_held_by(pids: set[int]) -> list[str]:
             and int(line.split()[4]) in pids]  # fmt: skip
 
 
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    """Each phase's report on its test item, so fixtures can see whether their test failed."""
+    report = yield
+    item.stash.setdefault(_FAILED, False)
+    if report.failed:
+        item.stash[_FAILED] = True
+    return report
+
+
+_FAILED = pytest.StashKey[bool]()
+
+
 @pytest.fixture(autouse=True)
-def _isolated_dirs(tmp_path_factory, monkeypatch):
+def _isolated_dirs(request, tmp_path_factory, monkeypatch):
     """Every test gets its own FINETUNE_DATA_DIR/CACHE_DIR/CONFIG and MXNET_HOME; no
-    network."""
-    isolate(tmp_path_factory, monkeypatch)
+    network. The folder goes when the test passes (runs written there hold real models), as
+    pytest's ``tmp_path_retention_policy = "failed"`` does for ``tmp_path``."""
+    home = isolate(tmp_path_factory, monkeypatch)
     yield
     from finetune import settings
 
     settings.get.cache_clear()
+    if not request.node.stash.get(_FAILED, False):
+        shutil.rmtree(home, ignore_errors=True)
 
 
-def isolate(tmp_path_factory, monkeypatch) -> None:
+def isolate(tmp_path_factory, monkeypatch) -> Path:
     """What ``_isolated_dirs`` does for a test, for a wider-scoped fixture too (with
     ``pytest.MonkeyPatch.context()``): its own data, cache, config and weight folders."""
     base = tmp_path_factory.mktemp("home")
@@ -103,6 +120,7 @@ def isolate(tmp_path_factory, monkeypatch) -> None:
     from finetune import settings
 
     settings.get.cache_clear()
+    return base
 
 
 @pytest.fixture(scope="session")
