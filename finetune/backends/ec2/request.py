@@ -59,6 +59,7 @@ class LaunchSpec:
     wheel_sha256: str = ""  # torch: its digest, checked before pip sees it
     plan_sha256: str = ""  # plan.json's digest as the launch wrote it (the agent checks it)
     python: str = ""  # torch: the AMI's PyTorch interpreter (finetune.backends.ec2.setup.ami)
+    metrics_lock: str = ""  # torch, loggers named: the wheel's hashed list of their packages
 
     @property
     def deadman_s(self) -> int:
@@ -86,6 +87,7 @@ def render_user_data(spec: LaunchSpec) -> str:
         "WHEEL_SHA256": spec.wheel_sha256,
         "PLAN_SHA256": spec.plan_sha256,
         "PYTHON": spec.python,
+        "METRICS_LOCK": spec.metrics_lock,
     }
     folder = resources.files("finetune.backends.ec2")
     text = "".join(

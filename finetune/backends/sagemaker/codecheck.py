@@ -9,12 +9,17 @@ the CreateTrainingJob request instead (sourcedir.py cuts it into ContainerEntryp
 which only the launch writes, with the expected sha256 in its last line. The toolkit finds
 /opt/ml/code already filled and does not download the tar.gz again, so what runs is what was
 checked. Standard library and boto3 only: that is what the image has before our code is in.
+
+A run whose recipe names metric loggers gets their packages here too (``lock``: the hashed list
+inside the checked source directory), from PyPI over the job's network, once per host before
+the toolkit; without a route there (a VPC without NAT) the run goes on without the loggers.
 """
 
 import hashlib
 import io
 import os
 import shutil
+import subprocess
 import sys
 import tarfile
 
@@ -23,8 +28,9 @@ FAILURE = "/opt/ml/output/failure"  # its first 1,024 characters become the Fail
 IMAGE_ENTRY = "start_with_right_hostname.sh"  # the ENTRYPOINT of AWS's PyTorch training images
 
 
-def main(uri: str, expected: str, region: str) -> int:
-    """Check and unpack the source directory at ``uri``, then become the toolkit."""
+def main(uri: str, expected: str, region: str, lock: str = "") -> int:
+    """Check and unpack the source directory at ``uri``, install ``lock`` (a hashed list
+    inside it) when given, then become the toolkit."""
     try:
         data = _download(uri, region)
     except Exception as exc:  # botocore's errors: say which object and why
@@ -44,7 +50,24 @@ def main(uri: str, expected: str, region: str) -> int:
         )
     _unpack(data)
     print(f"finetune: source directory {uri} checked (sha256 {actual[:16]}...)", flush=True)
+    if lock:
+        install(os.path.join(CODE_DIR, lock))
     return _start_toolkit()
+
+
+def install(lock: str) -> bool:
+    """pip-install the hashed list ``lock`` (exact versions, no dependency resolution); a
+    failure is one warning line, never the job's end: the metric loggers are optional."""
+    pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-input", "--no-deps"]
+    pip += ["--require-hashes", "--timeout", "20", "--retries", "1", "--requirement", lock]
+    try:  # a short timeout: without a route to PyPI pip would retry for minutes of GPU time
+        code = subprocess.run(pip, timeout=900, check=False).returncode
+    except (OSError, subprocess.SubprocessError) as exc:
+        code = exc
+    if code != 0:
+        print(f"finetune-warning the metric loggers' packages did not install ({code}); the "
+              "run continues without metric loggers", flush=True)  # fmt: skip
+    return code == 0
 
 
 def _download(uri: str, region: str) -> bytes:

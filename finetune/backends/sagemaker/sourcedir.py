@@ -22,6 +22,8 @@ checks and unpacks the tar.gz before the toolkit starts (``entrypoint``). requir
 installs nothing from an index (``--no-index``): it names only what the trainer imports
 beyond torch (pydantic, Pillow), which AWS's PyTorch training images carry; an image without
 them fails at the install, naming the package, instead of resolving open ranges from PyPI.
+A run whose recipe names metric loggers: codecheck.py pip-installs their hashed list
+(shipping.METRICS_LOCK, inside the checked tar.gz) from PyPI first; they are never required.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class SourceDir:
     data: bytes
     bucket: str
     key: str
+    lock: str = ""  # the hashed list codecheck.py installs first (the recipe names loggers)
 
     @property
     def uri(self) -> str:
@@ -74,7 +77,8 @@ class SourceDir:
         """The job's ContainerEntrypoint: codecheck.py's text, in items SageMaker accepts,
         called with this source directory's URI and sha256."""
         source = resources.files(__package__).joinpath("codecheck.py").read_text("utf-8")
-        source += f"\nsys.exit(main({self.uri!r}, {self.sha256!r}, {region!r}))\n"
+        args = [self.uri, self.sha256, region] + ([self.lock] if self.lock else [])
+        source += f"\nsys.exit(main({', '.join(map(repr, args))}))\n"
         items = [source[i : i + ENTRY_ITEM] for i in range(0, len(source), ENTRY_ITEM)]
         return ["python3", "-c", _STUB.format(n=len(items) + 1), *items]
 
@@ -93,13 +97,14 @@ class SourceDir:
             )
 
 
-def build(bucket: str, run_id: str) -> SourceDir:
-    """The source directory of run ``run_id``, named by its sha256 under the run's prefix."""
+def build(bucket: str, run_id: str, loggers: bool = False) -> SourceDir:
+    """The source directory of run ``run_id``, named by its sha256 under the run's prefix;
+    ``loggers``: the recipe names metric loggers, whose packages the job installs first."""
     requirements = job_requirements()
     entry = resources.files("finetune.train").joinpath("sagemaker_entry.py").read_bytes()
     data = shipping.source_tarball({"requirements.txt": requirements.encode(), PROGRAM: entry})
     key = f"{CODE_ROOT}{run_id}/sourcedir-{shipping.sha256_hex(data)[:16]}.tar.gz"
-    return SourceDir(data, bucket, key)
+    return SourceDir(data, bucket, key, shipping.METRICS_LOCK if loggers else "")
 
 
 def job_requirements() -> str:

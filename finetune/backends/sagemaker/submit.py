@@ -228,7 +228,7 @@ def source_dir(plan, opts, run_id: str):
         return None
     from finetune.backends.sagemaker import sourcedir
 
-    return sourcedir.build(opts.bucket, run_id)
+    return sourcedir.build(opts.bucket, run_id, bool(plan.hyperparameters.metric_loggers))
 
 
 def record(run, opts, request: dict) -> None:

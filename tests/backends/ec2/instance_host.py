@@ -37,13 +37,15 @@ STUB = '#!/bin/bash\nprintf "%s\\n" "${0##*/} $*" >> "$EMU_POWER_LOG"\n'
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-def make_standin(folder: Path) -> Path:
-    """The /opt/pytorch stand-in (see the module's docstring); returns its folder."""
+def make_standin(folder: Path, leave_out: tuple[str, ...] = ()) -> Path:
+    """The /opt/pytorch stand-in (see the module's docstring); returns its folder.
+    ``leave_out``: distributions (lower-case name prefixes) the stand-in lacks besides ours."""
     site = Path(sysconfig.get_paths()["purelib"])
     shared = folder / "dlami-site"
     shared.mkdir(parents=True)
     for entry in site.iterdir():
-        if "finetune" not in entry.name:  # the editable install of the checkout stays out
+        # the editable install of the checkout stays out
+        if "finetune" not in entry.name and not entry.name.lower().startswith(leave_out):
             (shared / entry.name).symlink_to(entry)
     env = folder / "pytorch"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)

@@ -78,11 +78,12 @@ def dlami(ec2_aws, monkeypatch):
     BOOTED.clear()
 
 
-def _launch(dataset, hosts=1, epochs=1, spot=False, max_restarts=0):
+def _launch(dataset, hosts=1, epochs=1, spot=False, max_restarts=0, overrides=()):
     """A torch run launched into moto with the default ledger (the CLI reads it later).
     device=cpu: these instances have no GPU (the one departure from a g5 launch)."""
     res = Resources(backend="ec2", instance_type="g5.xlarge", hosts=hosts, device="cpu", spot=spot)
-    plan = build_plan("smoke-resnet18-torch", dataset, res, [f"schedule.epochs={epochs}", *TRAIN])
+    overrides = [f"schedule.epochs={epochs}", *TRAIN, *overrides]
+    plan = build_plan("smoke-resnet18-torch", dataset, res, overrides)
     ledger = open_default()
     OPEN_LEDGERS.append(ledger)
     backend = Ec2Backend(Ec2Options(max_runtime=1800, max_restarts=max_restarts))
@@ -143,10 +144,17 @@ def _predicts(run_id: str, dataset, folder) -> None:
 
 def test_the_user_data_boots_trains_and_powers_off(dlami, tiny_dataset, standin, tmp_path):
     opt_before = Path("/opt/finetune").exists()
-    run, _, _ = _launch(tiny_dataset)
+    run, _, _ = _launch(tiny_dataset, overrides=["metric_logging.loggers=[tensorboard]"])
     inst = _boot(dlami, tmp_path, standin, run.backend_ref)
     assert inst.wait(timeout=240) == 0, inst.log[-4000:]
     _powered_off(inst)
+    # the recipe names a metric logger: its packages' hashed list, from the wheel, after the
+    # base install (here every one is in the stand-in already: pip, with no index, accepts it)
+    pips = [c for c in inst.commands() if c.startswith("/opt/pytorch/bin/python -m pip install")]
+    assert len(pips) == 2 and pips[1].endswith("--requirement /opt/finetune/metrics.txt"), pips
+    assert "without metric loggers" not in inst.log
+    train_log = (inst.ml / "output" / "train.log").read_text()
+    assert "finetune-warning" not in train_log, train_log[-3000:]
     # the wheel came from S3 and went into the stand-in, not the machine's environment
     [installed] = list(standin.glob("lib/python3*/site-packages/finetune-*.dist-info"))
     assert (installed.parent / "finetune" / "backends" / "ec2" / "agent").is_dir()
@@ -157,6 +165,7 @@ def test_the_user_data_boots_trains_and_powers_off(dlami, tiny_dataset, standin,
     keys = _s3_keys(prefix)
     assert prefix + p.METRICS in keys and any(k.startswith(prefix + p.MODEL) for k in keys)
     assert any(k.startswith(prefix + p.CHECKPOINTS) for k in keys), keys
+    assert any(k.startswith(prefix + p.TENSORBOARD + "events.out.tfevents.") for k in keys), keys
     status = _s3_json(prefix + p.STATUS)
     assert status["state"] == "completed" and status["instance_id"] == inst.instance_id
     assert "completed" in _cli("runs", "show", run.id)

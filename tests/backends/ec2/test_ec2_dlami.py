@@ -99,6 +99,7 @@ def test_torch_run_on_the_dlami_as_sent(ec2_aws, tiny_dataset, tmp_path, monkeyp
     assert f"WHEEL_URI={wheel}" in script and "PYTHON=/opt/pytorch/bin/python" in script
     assert "docker pull" not in script and "docker run" not in script
     assert "-m finetune.backends.ec2.agent" in script and "--constraint" in script
+    assert "METRICS_LOCK=''\n" in script  # no metric loggers named: none installed
     key = wheel.split("/", 3)[3]
     s3 = boto3.client("s3", region_name=REGION)
     data = s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()

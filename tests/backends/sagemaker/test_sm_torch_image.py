@@ -150,3 +150,23 @@ def test_the_plan_records_the_image_and_what_it_needs(tiny_dataset):
     mxnet = check(_plan(tiny_dataset, "smoke-resnet18", "g6.xlarge"), mine).plan
     assert mxnet.runtime["image"] == "my/img:1"
     assert "finetune image push" in mxnet.runtime["needs"]
+
+
+def test_a_recipe_with_metric_loggers_has_the_job_install_their_checked_lock(tiny_dataset):
+    from finetune.backends import shipping
+    from finetune.backends.sagemaker import submit as sub
+
+    opts = rq.JobOptions(region="eu-west-1", bucket="b")
+    res = _plan(tiny_dataset, "smoke-resnet18-torch", "g5.xlarge").resources
+    logged = build_plan(
+        "smoke-resnet18-torch", tiny_dataset, res, ["metric_logging.loggers=[mlflow]"]
+    )
+    code = sub.source_dir(logged, opts, "ft-1-a")
+    entry = code.entrypoint("eu-west-1")
+    assert len(entry) <= 100 and all(len(item) <= 256 for item in entry)  # the API's limits
+    last = f"main({code.uri!r}, {code.sha256!r}, 'eu-west-1', {shipping.METRICS_LOCK!r}))\n"
+    assert "".join(entry[3:]).endswith(last)
+    with tarfile.open(fileobj=io.BytesIO(code.data), mode="r:gz") as tar:
+        assert shipping.METRICS_LOCK in tar.getnames()  # inside what the job checks
+    plain = sub.source_dir(_plan(tiny_dataset, "smoke-resnet18-torch", "g5.xlarge"), opts, "ft-1")
+    assert "".join(plain.entrypoint("eu-west-1")[3:]).endswith(", 'eu-west-1'))\n")  # no lock

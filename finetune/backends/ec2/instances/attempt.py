@@ -16,6 +16,7 @@ from finetune.aws import stacklimits
 from finetune.aws.datasetscope import read_prefixes
 from finetune.aws.infra import boundary_arn
 from finetune.aws.session import partition_of
+from finetune.backends import shipping
 from finetune.backends.base import Journal
 from finetune.backends.ec2 import checks as ec2_checks
 from finetune.backends.ec2 import cost as ec2_cost
@@ -60,7 +61,7 @@ def launch(
     first = run_instances.base_spec(
         run.id, state, choices[0], image.ami_id, image.root_device, cap, count
     )
-    first = _with_engine(clients, state, first, plan.hyperparameters.engine, image)
+    first = _with_engine(clients, state, first, plan.hyperparameters, image)
     _note_intent(run, state, first.attempt, journal)
     launched = run_instances.launch(ec2, first, choices, subnets, groups)
     if count > 1:
@@ -113,13 +114,22 @@ def _role(clients, run_id: str, state: Ec2State) -> str:
     )
 
 
-def _with_engine(clients, state: Ec2State, spec, engine: str, image):
-    """The spec for ``engine``: torch installs our wheel (uploaded to the run's prefix) into
-    the AMI's python; MXNet runs our image (already in the state)."""
-    if engine != "torch":
+def _with_engine(clients, state: Ec2State, spec, hp, image):
+    """The spec for ``hp.engine``: torch installs our wheel (uploaded to the run's prefix) into
+    the AMI's python, and the metric loggers' packages when the recipe names loggers; MXNet
+    runs our image (already in the state)."""
+    if hp.engine != "torch":
         return spec
     wheel, digest = ec2_ami.upload_wheel(clients("s3", state.region), state.bucket, state.prefix)
-    return replace(spec, engine=engine, wheel_uri=wheel, wheel_sha256=digest, python=image.python)
+    lock = shipping.METRICS_LOCK if hp.metric_loggers else ""
+    return replace(
+        spec,
+        engine=hp.engine,
+        wheel_uri=wheel,
+        wheel_sha256=digest,
+        python=image.python,
+        metrics_lock=lock,
+    )
 
 
 def _note_intent(run, state: Ec2State, attempt: int, journal: Journal) -> None:
