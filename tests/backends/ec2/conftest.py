@@ -35,6 +35,15 @@ def fake_imds():
     imds.stop()
 
 
+def stand_in_ami(ec2) -> str:
+    """The id of one of moto's bundled Amazon images standing in for the DLAMI: Ubuntu,
+    x86_64, root device /dev/sda1, as the DLAMI. Asked for by name: listing every Amazon
+    image (``Owners=["amazon"]`` alone) takes moto about a second per call."""
+    name = "Deep Learning AMI Ubuntu Linux - 2.4_Oct2017"
+    found = ec2.describe_images(Owners=["amazon"], Filters=[{"Name": "name", "Values": [name]}])
+    return found["Images"][0]["ImageId"]
+
+
 def put_public_ssm_parameter(name: str, value: str) -> None:
     """AWS's /aws/service/... parameters cannot be written through the API (moto refuses
     too), so the test writes the public AMI parameter into moto's in-process backend."""
@@ -141,7 +150,7 @@ def ec2_aws(aws, fault_server, monkeypatch):
     )
     ecr.put_image(repositoryName="finetune", imageManifest=manifest, imageTag="test")
     ec2 = boto3.client("ec2", region_name=REGION)
-    ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    ami = stand_in_ami(ec2)
     for param in ec2_infra.AMI_PARAMETERS.values():
         put_public_ssm_parameter(param, ami)
     add_aws_managed_policy(ec2_profile.SSM_CORE_POLICY.rsplit("/", 1)[1])

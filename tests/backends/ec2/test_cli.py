@@ -16,7 +16,7 @@ from finetune.backends.ec2.request import RUN_TAG
 from finetune.cli import app
 from finetune.runs.ledger import open_default
 
-from .conftest import REGION, live_instances
+from .conftest import REGION, live_instances, stand_in_ami
 from .control import instances_of
 
 LIVE = ["pending", "running", "stopping", "stopped"]
@@ -273,7 +273,7 @@ def _orphan_instance(run_id: str | None, owner: str | None = "") -> str:
     """An instance a crashed finetune left behind: tagged as finetune tags (owner "": the
     caller's own identity; None: no owner tag, run_id None: no run tag), no run in the ledger."""
     ec2 = _ec2()
-    ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    ami = stand_in_ami(ec2)
     tags = [{"Key": "project", "Value": "finetune"}]
     if run_id is not None:
         tags.append({"Key": "finetune:run-id", "Value": run_id})
@@ -292,7 +292,7 @@ def _orphan_instance(run_id: str | None, owner: str | None = "") -> str:
 def _orphan_spot_request(run_id: str) -> None:
     """An open spot request a crashed finetune of this caller left (tagged as finetune tags)."""
     ec2 = _ec2()
-    ami = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    ami = stand_in_ami(ec2)
     tags = [{"Key": "project", "Value": "finetune"}, {"Key": "finetune:run-id", "Value": run_id}]
     tags.append({"Key": "finetune:owner", "Value": _me()})
     ec2.request_spot_instances(
