@@ -37,9 +37,10 @@ def fake_imds():
 
 def stand_in_ami(ec2) -> str:
     """The id of one of moto's bundled Amazon images standing in for the DLAMI: Ubuntu,
-    x86_64, root device /dev/sda1, as the DLAMI. Asked for by name: listing every Amazon
+    x86_64, root device /dev/sda1, as the DLAMI (not named "Deep Learning...": tests look
+    for the product's own search by that name). Asked for by name: listing every Amazon
     image (``Owners=["amazon"]`` alone) takes moto about a second per call."""
-    name = "Deep Learning AMI Ubuntu Linux - 2.4_Oct2017"
+    name = "ubuntu/images/hvm-ssd/ubuntu-xenial-16.04-amd64-server-20170721"
     found = ec2.describe_images(Owners=["amazon"], Filters=[{"Name": "name", "Values": [name]}])
     return found["Images"][0]["ImageId"]
 
