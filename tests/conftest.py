@@ -207,4 +207,40 @@ def pytest_collection_modifyitems(config, items):
         if _is_emulation(item):
             item.add_marker(pytest.mark.emulation)
     long = ("slow", "emulation")
-    items.sort(key=lambda item: 0 if any(item.get_closest_marker(m) for m in long) else 1)
+
+    is_long = {item.nodeid: any(item.get_closest_marker(m) for m in long) for item in items}
+    rank: dict[str, int] = {}  # module -> its longest test's place in LONGEST
+    for item in items:
+        for i, name in enumerate(LONGEST):
+            if name in item.nodeid and is_long[item.nodeid]:
+                rank[item.module.__name__] = min(i, rank.get(item.module.__name__, i))
+
+    def order(item) -> tuple[int, int]:
+        if not is_long[item.nodeid]:
+            return (1, 0)
+        return (0, rank.get(item.module.__name__, len(LONGEST)))
+
+    items.sort(key=order)  # stable: a module's tests stay together and in their order
+
+
+# The longest tests by measured duration (`pytest --durations=40`, 2 workers), longest first:
+# their modules start before the other long tests, so the last test to start is a short one
+# and neither worker waits at the end on a minute-long test the other started late (whole
+# modules move, so their module-scoped fixtures are still built once per worker). Only the
+# order depends on this list; a stale entry costs time, never a test.
+LONGEST = (
+    "test_demo.py::test_demo_pretrains_finetunes",
+    "test_signal_stop.py::test_random_sigterm_and_sigkill",
+    "test_trust.py::test_a_256px_set_trains_at_224px",
+    "test_precision.py::test_gpu_code_paths_learn_checkpoint_and_resume_on_a_cpu[compile]",
+    "test_ec2_boot_emulation.py::test_two_instances_train_one_model_over_gloo",
+    "test_ddp.py::test_two_processes_stopped_and_resumed",
+    "test_ec2_boot_emulation.py::test_a_spot_notice_checkpoints",
+    "test_sweep_local.py::test_a_2x2_local_sweep_survives",
+    "test_ec2_boot_emulation.py::test_the_user_data_boots_trains",
+    "test_spot_resume.py::test_spot_notice_relaunch_resume_with_the_real_trainer",
+    "test_toolkit_emulation.py::test_the_toolkit_trains_our_request",
+    "test_prepare_interrupt.py::test_sigint_at_random_moments",
+    "test_precision.py::test_gpu_code_paths_learn_checkpoint_and_resume_on_a_cpu[fp16",
+    "test_toolkit_signals.py::test_sigterm_to_the_group",
+)

@@ -34,9 +34,10 @@ def build_plan(
         recipe = load_recipe(recipe, overrides)
     check_model(recipe.engine, recipe.model.name)  # before the dataset is read
     if recipe.engine == "torch":
-        from finetune.train.engines.backbones import check_image_size
+        from finetune.train.engines.backbones import check_image_size, check_layer_decay
 
         check_image_size(recipe.model.name, recipe.data.image_size)
+        check_layer_decay(recipe.model.name, recipe.optimizer.layer_decay)
     check_augmentation(recipe.engine, recipe.data.augmentation)
     resources = resources or Resources()
     if isinstance(dataset_dir, DatasetSummary):

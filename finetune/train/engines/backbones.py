@@ -34,13 +34,14 @@ class Family:
     head: str  # dotted path of the replaced nn.Linear (e.g. "classifier.2")
     size_arg: str = ""  # builder keyword for the image size ("" = any size, pooled)
     norms: str = "BatchNorm"  # the normalisation layers a frozen backbone keeps as loaded
+    layer_decay: bool = True  # the torch engine's optim.layer_depths knows its layers
 
 
 FAMILIES: dict[str, Family] = {
     "resnet": Family("fc"),
     "resnext": Family("fc"),
     "wide_resnet": Family("fc"),
-    "regnet": Family("fc"),
+    "regnet": Family("fc", layer_decay=False),  # stem, trunk_output: no depths known
     "convnext": Family("classifier.2", norms="LayerNorm"),  # LayerNorm2d, Flatten, Linear
     "efficientnet": Family("classifier.1"),  # Dropout, Linear
     "efficientnet_v2": Family("classifier.1"),
@@ -49,7 +50,7 @@ FAMILIES: dict[str, Family] = {
     "swin": Family("head", norms="LayerNorm"),
     "swin_v2": Family("head", norms="LayerNorm"),
     # MaxViT's classifier ends with Linear(bias=False)
-    "maxvit": Family("classifier.5", "input_size", "BatchNorm, LayerNorm"),
+    "maxvit": Family("classifier.5", "input_size", "BatchNorm, LayerNorm", layer_decay=False),
 }
 
 
@@ -164,6 +165,19 @@ def check_image_size(name: str, image_size: int) -> None:
             f"{name} takes image sizes that are multiples of {row.multiple_of}, not "
             f"data.image_size={image_size}",
             f"set data.image_size={lower} or {lower + row.multiple_of}.",
+        )
+
+
+def check_layer_decay(name: str, layer_decay: float) -> None:
+    """ConfigError, at plan time, for layer-wise rate decay on a family whose layers the
+    torch engine cannot order (it would otherwise stop the trainer, on a paid instance)."""
+    family = get(name).family
+    if layer_decay != 1.0 and not FAMILIES[family].layer_decay:
+        knows = ", ".join(f for f, fam in FAMILIES.items() if fam.layer_decay)
+        raise ConfigError(
+            f"optimizer.layer_decay={layer_decay:g}: layer-wise decay does not know the layers "
+            f"of {name} ({family}); it knows {knows}",
+            f"set optimizer.layer_decay=1 for {name}, or choose a model of those families.",
         )
 
 

@@ -85,6 +85,42 @@ def test_the_head_is_the_networks_last_linear_layer(name):
     assert shapes == {k: tuple(v.shape) for k, v in direct.state_dict().items()}
 
 
+@pytest.mark.parametrize("name", sorted(FIRST_OF_FAMILY.values()))
+def test_layer_decay_is_refused_at_plan_time_exactly_where_the_engine_knows_no_depths(name):
+    """The oracle is the engine's own depth map of the built network (optim.layer_depths):
+    where it orders every parameter, the plan lets layer_decay < 1 through; where it cannot,
+    the plan refuses before anything is launched, naming the key and the fix."""
+    from finetune.train.engines.torch.optim import layer_depths
+
+    row = backbones.TABLE[name]
+    with torch.device("cpu" if row.family == "regnet" else "meta"):
+        net = model.construct(name, 10, row.crop)
+    try:
+        depths = layer_depths(net)
+    except ConfigError:
+        depths = None
+    backbones.check_layer_decay(name, 1.0)  # off: any network
+    if depths is not None:
+        assert max(depths.values()) >= 3 and min(depths.values()) == 0  # head 0, body deeper
+        backbones.check_layer_decay(name, 0.7)
+    else:
+        with pytest.raises(ConfigError, match=r"(?s)optimizer.layer_decay=0.7.*layer_decay=1"):
+            backbones.check_layer_decay(name, 0.7)
+
+
+def test_a_launch_with_layer_decay_on_regnet_stops_at_the_plan(tiny_dataset):
+    from typer.testing import CliRunner
+
+    from finetune.cli import app
+
+    args = ["launch", "smoke-convnext-tiny", "--dataset", str(tiny_dataset), "--dry-run"]
+    res = CliRunner().invoke(app, [*args, "model.name=regnet_y_400mf", "optimizer.layer_decay=0.7"])
+    assert res.exit_code != 0 and "Traceback" not in res.output
+    assert "optimizer.layer_decay=0.7" in res.output and "regnet_y_400mf" in res.output
+    ok = CliRunner().invoke(app, [*args, "model.name=convnext_tiny", "optimizer.layer_decay=0.7"])
+    assert ok.exit_code == 0, ok.output
+
+
 @pytest.mark.parametrize("name", ["mobilenet_v3_small", "convnext_tiny"])
 def test_a_frozen_backbone_keeps_its_normalisation_and_weights(name):
     """Two SGD steps with a frozen backbone: every backbone parameter and buffer (BatchNorm
