@@ -70,7 +70,11 @@ def connect(region: str | None = None, profile: str | None = None) -> Aws:
     _check_flag(region)
     conf = settings.get()
     with aws_errors("opening an AWS session"):
-        session = boto3.Session(profile_name=profile or conf.profile or None)
+        core = _botocore_session()
+        session = boto3.Session(profile_name=profile or conf.profile or None, botocore_session=core)
+        core.get_scoped_config()  # an unknown profile fails here, as boto3's own loader did
+    paths = _LOADER[0].search_paths  # each boto3.Session appends its data folder again
+    paths[:] = list(dict.fromkeys(paths))
     chosen = region or conf.region or session.region_name
     if not chosen:
         from botocore.exceptions import NoRegionError
@@ -94,6 +98,26 @@ def configured_region(region: str | None = None) -> str | None:
         return boto3.Session(profile_name=conf.profile or None).region_name
     except Exception:  # no boto3, unknown profile: a dry run just says it does not know
         return None
+
+
+_LOADER: list = []  # the process's one botocore data loader, shared by its sessions
+
+
+def _botocore_session():
+    """A new botocore session whose service models come from the process's one loader.
+
+    Each session otherwise reads and parses the JSON models again (endpoints.json and each
+    service's service-2.json: ~15 ms to ~0.5 s apiece), in every process that opens more than
+    one session -- a sync over many runs, the EC2 agent, the test suite's many commands. The
+    models are static files, keyed by service and API version; credentials, profile and
+    region stay per session."""
+    from botocore import loaders, session
+
+    if not _LOADER:
+        _LOADER.append(loaders.create_loader())
+    fresh = session.Session()
+    fresh.register_component("data_loader", _LOADER[0])
+    return fresh
 
 
 def _check_flag(region: str | None) -> None:
