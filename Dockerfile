@@ -39,8 +39,10 @@ RUN uv venv --python 3.11 /opt/venv \
 WORKDIR /opt/finetune
 COPY pyproject.toml README.md ./
 COPY finetune ./finetune
-# boto3: the EC2 agent (python -m finetune.backends.ec2.agent) syncs data, checkpoints and status with S3
-RUN uv pip install -c /tmp/constraints.txt . "boto3>=1.34,<2" \
+# boto3: the EC2 agent (python -m finetune.backends.ec2.agent) syncs data, checkpoints and status with S3.
+# [metrics]: the optional TensorBoard/MLflow loggers a recipe may name (metric_logging), at the
+# constraints' versions -- the same set the test environment runs beside numpy<1.24.
+RUN uv pip install -c /tmp/constraints.txt ".[metrics]" "boto3>=1.34,<2" \
  && python -c "import finetune.train" \
  && useradd --create-home --uid 1000 finetune \
  && mkdir -p /opt/mxnet/models \

@@ -73,7 +73,10 @@ def test_python_satisfies_the_package(parsed):
 def test_the_package_is_installed(parsed):
     copies = _args(parsed, "COPY")
     assert "finetune ./finetune" in copies and "pyproject.toml README.md ./" in copies
-    assert re.search(r"uv pip install -c /tmp/constraints.txt \.(\s|$)", _runs(parsed))
+    # with the metric loggers' extra, so an MXNet run that names them has them too
+    assert re.search(r'uv pip install -c /tmp/constraints.txt "\.\[metrics\]"(\s|$)', _runs(parsed))
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert "metrics" in project["optional-dependencies"]
     ignore = (REPO / ".dockerignore").read_text().split()
     for needed in ("pyproject.toml", "README.md", "requirements/constraints.txt", "finetune/"):
         assert f"!{needed}" in ignore
