@@ -75,9 +75,11 @@ def note(old: str, new: str, where: str) -> None:
     if old in _NOTED:
         return
     _NOTED.add(old)
+    section, _, leaf = new.rpartition(".")
+    # an override names the whole path; a recipe file the key under its section
+    write = new if where == "an override" else f"{leaf} under {section}:"
     print(
         f"Note: recipe key {old} (in {where}) is deprecated and read as {new}. "
-        f"To fix: write {new.rsplit('.', 1)[1]} instead; the old name will go in a later "
-        "release.",
+        f"To fix: write {write} instead; the old name will go in a later release.",
         file=sys.stderr,
     )
