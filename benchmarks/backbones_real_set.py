@@ -92,20 +92,6 @@ def prepare(images: Path, out: Path, train_per_class: int, size: int, seed: int)
     return json.loads((out / "manifest.json").read_text())
 
 
-def make_tree(root: Path, dataset: Path, hp) -> Path:
-    """A SageMaker-style /opt/ml tree under ``root`` whose channels link the prepared files."""
-    config = root / "input" / "config"
-    config.mkdir(parents=True)
-    (config / "hyperparameters.json").write_text(json.dumps(hp.to_strings()))
-    for channel in ("train", "validation"):
-        folder = root / "input" / "data" / channel
-        folder.mkdir(parents=True)
-        for f in dataset.iterdir():
-            if f.suffix in (".rec", ".idx", ".json"):
-                (folder / f.name).symlink_to(f)
-    return root
-
-
 def budget_overrides(args, pretrained: bool) -> list[str]:
     """The same for every model: epochs, schedule, batch, all batches, no timed checkpoints."""
     return [
@@ -127,10 +113,11 @@ def train_one(model: str, recipe: str, dataset: Path, work: Path, args, pretrain
     from finetune.train.contract import Layout, load_job
     from finetune.train.engines.torch import fit
     from finetune.train.engines.torch.model import construct
+    from finetune.train.mltree import layout
 
     plan = build_plan(recipe, dataset, overrides=budget_overrides(args, pretrained))
     hp = plan.hyperparameters
-    root = make_tree(work / f"ml-{model}-{'pre' if pretrained else 'rand'}", dataset, hp)
+    root = layout(work / f"ml-{model}-{'pre' if pretrained else 'rand'}", plan)
     start = time.perf_counter()
     result = fit(load_job(Layout(root)))
     seconds = time.perf_counter() - start
