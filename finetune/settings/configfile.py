@@ -32,10 +32,7 @@ def path() -> Path:
 def read() -> dict[str, str]:
     """The file's key/value pairs ({} when there is no file); a ConfigError if it is not
     TOML of plain keys."""
-    try:
-        import tomllib
-    except ImportError:  # Python 3.10
-        import tomli as tomllib
+    import tomllib
 
     file = path()
     try:
