@@ -2,7 +2,7 @@
 real digits, trained by a plain PyTorch loop that uses no finetune code -- so a shortfall seen
 through finetune can be told apart from the architecture's own behaviour at that budget.
 
-    /work/main/.venv/bin/python -m pip install -c requirements/constraints.txt scikit-learn==1.6.1
+    (scikit-learn, for its digits, is in the dev lock: bash scripts/setup.sh installs it)
     .venv/bin/python benchmarks/backbones_plain_oracle.py efficientnet_v2_s [--opt sgd|adamw]
         [--epochs 4] [--threads 1] [--new-head]
 

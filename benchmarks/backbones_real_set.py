@@ -1,7 +1,7 @@
 """Benchmark: do ConvNeXt-T, EfficientNetV2-S and ViT-B/16 learn as well as ResNet-18 on a
 small REAL image set, at the same budget? (issue 24's first acceptance item)
 
-    /work/main/.venv/bin/python -m pip install -c requirements/constraints.txt scikit-learn==1.6.1
+    (scikit-learn, for its digits, is in the dev lock: bash scripts/setup.sh installs it)
     OMP_NUM_THREADS=2 PYTHONPATH=$PWD .venv/bin/python benchmarks/backbones_real_set.py \
         [--quick] [--out results.json] [--per-class 40 --train-per-class 24 --epochs 4]
 

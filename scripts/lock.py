@@ -184,8 +184,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--uv", required=True, help="the uv binary (scripts/lock.sh brings one)")
     parser.add_argument("--upgrade", action="store_true", help="re-resolve every package")
-    parser.add_argument("--upgrade-package", action="append", default=[], metavar="NAME",
-                        help="let NAME move to its newest allowed version (repeatable)")  # fmt: skip
+    parser.add_argument(
+        "--upgrade-package", action="append", default=[], metavar="NAME",
+        help="let NAME move to its newest allowed version (repeatable)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     upgrade = ["--upgrade"] if args.upgrade else []
     upgrade += [f"--upgrade-package={name}" for name in args.upgrade_package]
@@ -205,9 +207,9 @@ def main(argv: list[str] | None = None) -> int:
         no_boot = [f"--no-emit-package={n}" for n in boot]
         locker.compile(METRICS_LOCK, [locker.roots("metrics", metrics_roots)],
                        "-c", locker.constraints(), *no_emit, *no_boot, *UNIVERSAL)  # fmt: skip
-        image_roots = ["mxnet-cu112==1.9.1", "gluoncv", "boto3",
-                       *(r for r in extra_requirements("train") if _name(r) != "mxnet"),
-                       *runtime_requirements(), "numpy", *extra_requirements("metrics")]  # fmt: skip
+        train = [r for r in extra_requirements("train") if _name(r) != "mxnet"]
+        image_roots = ["mxnet-cu112==1.9.1", "gluoncv", "boto3", "numpy", *train,
+                       *runtime_requirements(), *extra_requirements("metrics")]  # fmt: skip
         locker.compile(IMAGE_LOCK, [locker.roots("image", image_roots)],
                        "-c", locker.constraints(leave_out=("mxnet",)),
                        "--overrides", "requirements/overrides.txt", *IMAGE_PLATFORM)  # fmt: skip

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-
 import tomllib
+
 from typer.testing import CliRunner
 
 from finetune import settings

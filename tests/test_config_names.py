@@ -5,8 +5,9 @@ or botocore knows, a bucket name S3's naming rules allow -- with a did-you-mean,
 
 from __future__ import annotations
 
-import pytest
 import tomllib
+
+import pytest
 from typer.testing import CliRunner
 
 from finetune import settings

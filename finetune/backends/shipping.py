@@ -29,7 +29,8 @@ from finetune.errors import DependencyError
 PACKAGE = "finetune"
 KEEP = ("numpy", "torch", "torchvision")  # what AWS's PyTorch images and AMIs own
 # inside the wheel and the source tar.gz: the hashed list of the metric loggers' packages
-# (scripts/lock_boot_requirements.py), installed in the cloud only for runs that name loggers
+# (written by scripts/lock.sh from the dev lock), installed in the cloud only for runs that
+# name loggers
 METRICS_LOCK = "finetune/backends/metrics-requirements.txt"
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # zip's earliest date: fixed, so builds are reproducible
 # a path part that is never shipped: a dotfile or dot-folder, a private key, a key store, a

@@ -1,7 +1,7 @@
 """checkov on the CloudFormation template and on the policies finetune generates per run, and
 bandit on the package: no finding that is not justified where it is skipped.
 
-The scanners live in .venv-tools (scripts/setup.sh installs requirements/tools.txt there;
+The scanners live in .venv-tools (scripts/setup.sh installs requirements/tools.lock there;
 checkov's own pins clash with ours). Neither needs the network: checkov runs with
 --skip-download. A skip must say why: checkov's in the template's Metadata, bandit's as a
 `# bandit BXXX (...)` comment line right above its `# nosec BXXX`.

@@ -7,7 +7,7 @@ What the instance has, and where it comes from:
   environment's (torch, torchvision, numpy, boto3, pip ...), reached through a .pth line --
   finetune itself excluded, so it comes from the wheel the user data installs, and the real
   environment is never written (pip installs into the stand-in's own site-packages);
-- the AWS CLI from PyPI (requirements/tools.txt, in .venv-tools) on the PATH, talking to moto
+- the AWS CLI from PyPI (requirements/tools.lock, in .venv-tools) on the PATH, talking to moto
   (AWS_ENDPOINT_URL) with the instance role's credentials from the fake IMDS, which also
   gives the instance id and the spot notices (the agent's FINETUNE_AGENT_IMDS points at it);
 - no package index (PIP_NO_INDEX): a boot that needs the network fails here;
@@ -55,14 +55,14 @@ def make_standin(folder: Path, leave_out: tuple[str, ...] = ()) -> Path:
 
 
 def aws_cli() -> Path:
-    """The AWS CLI of .venv-tools (scripts/setup.sh installs requirements/tools.txt there)."""
+    """The AWS CLI of .venv-tools (scripts/setup.sh installs requirements/tools.lock there)."""
     here = Path(__file__).resolve().parents[3]
     for root in (here, Path(sys.executable).resolve().parents[2], Path(sys.prefix).parent):
         cli = root / ".venv-tools" / "bin" / "aws"
         if cli.exists():
             return cli
     found = shutil.which("aws")
-    assert found, "no AWS CLI: run scripts/setup.sh (awscli is in requirements/tools.txt)"
+    assert found, "no AWS CLI: run scripts/setup.sh (awscli is in requirements/tools.lock)"
     return Path(found)
 
 

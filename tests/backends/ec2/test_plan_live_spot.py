@@ -26,7 +26,7 @@ def test_live_spot_prices_the_spot_rows_at_ec2s_current_price(ec2_aws, tiny_data
     # the price moto answers now, read here with boto3 directly: the lowest zone's
     history = boto3.client("ec2", region_name=REGION).describe_spot_price_history(
         InstanceTypes=["g5.xlarge"], ProductDescriptions=["Linux/UNIX"],
-        StartTime=datetime.datetime.now(datetime.timezone.utc),
+        StartTime=datetime.datetime.now(datetime.UTC),
     )["SpotPriceHistory"]  # fmt: skip
     live = min(float(h["SpotPrice"]) for h in history)
     assert live != pytest.approx(spot_median("g5.xlarge", REGION))  # distinguishable
