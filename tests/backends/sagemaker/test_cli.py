@@ -234,10 +234,18 @@ def test_ctrl_c_can_stop_the_job(cloud, tiny_dataset):
     import subprocess
     import sys
 
-    training = [h.step("InProgress", "Training", t) for t in (60, 70, 80)]
-    cloud.script([*training, h.step("Stopped", "Stopped", 90, BillableTimeInSeconds=90)])
+    import time
+
+    # the job trains until the test says otherwise: it cannot finish before the Ctrl-C (the
+    # script ends on Training, and a script that ran out leaves the job as it is)
+    cloud.script([h.step("InProgress", "Training", 60)])
     terminal, child_end = pty.openpty()
-    cmd = [sys.executable, "-m", "finetune", *SMOKE, "--dataset", str(tiny_dataset),
+    # the real CLI, polling every 0.5 s instead of SageMaker's 20 s (as the in-process tests
+    # set POLL_SECONDS): the job's end waits on the test, not on a poll interval
+    start = ("import sys; from finetune.backends.sagemaker.backend import SageMakerBackend as B; "
+             "B.POLL_SECONDS = 0.5; from finetune.cli import main; sys.argv[0] = 'finetune'; "
+             "main()")  # fmt: skip
+    cmd = [sys.executable, "-c", start, *SMOKE, "--dataset", str(tiny_dataset),
            "--instance", "p3.2xlarge"]  # fmt: skip
     proc = subprocess.Popen(cmd, stdin=child_end, stdout=child_end, stderr=child_end)
     os.close(child_end)
@@ -246,6 +254,12 @@ def test_ctrl_c_can_stop_the_job(cloud, tiny_dataset):
         proc.send_signal(signal.SIGINT)
         seen += _read_until(terminal, "Stop run")
         os.write(terminal, b"s\n")
+        deadline = time.monotonic() + 60
+        while not cloud.requests("StopTrainingJob"):  # Stopping until the test ends it
+            assert time.monotonic() < deadline and proc.poll() is None, "no StopTrainingJob"
+            time.sleep(0.05)
+        (job,) = (c.json["TrainingJobName"] for c in cloud.requests("CreateTrainingJob"))
+        cloud.script([h.step("Stopped", "Stopped", 90, BillableTimeInSeconds=90)], job=job)
         seen += _read_until(terminal, "stopped")
         assert proc.wait(timeout=60) == 1, seen  # not completed: non-zero
     finally:
