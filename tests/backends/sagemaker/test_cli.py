@@ -233,7 +233,6 @@ def test_ctrl_c_can_stop_the_job(cloud, tiny_dataset):
     import signal
     import subprocess
     import sys
-
     import time
 
     # the job trains until the test says otherwise: it cannot finish before the Ctrl-C (the
