@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import sysconfig
 from importlib import metadata
 from pathlib import Path
 
@@ -47,19 +48,21 @@ def entries(path: Path) -> dict[str, tuple[str, str | None, list[str]]]:
     return out
 
 
-def installed() -> dict[str, str]:
-    """name -> version of what imports here (the first of a name on sys.path wins)."""
+def installed(extra_paths: tuple[str, ...] = ()) -> dict[str, str]:
+    """name -> version of what is installed in this environment's site-packages (not all of
+    sys.path: setuptools puts its vendored packages there once imported); the first wins."""
+    site = {sysconfig.get_path("purelib"), sysconfig.get_path("platlib")}
     out: dict[str, str] = {}
-    for dist in metadata.distributions():
+    for dist in metadata.distributions(path=[*extra_paths, *sorted(site)]):
         out.setdefault(lock.canonical(dist.metadata["Name"]), dist.version)
     return out
 
 
-def drift() -> tuple[list[str], list[str]]:
+def drift(extra_paths: tuple[str, ...] = ()) -> tuple[list[str], list[str]]:
     """(installed but not locked, locked but missing or at another version) in this
     environment; finetune itself is the checkout, installed editable, never in a lock."""
     pinned = {name: version for name, (version, _, _) in entries(lock.DEV_LOCK).items()}
-    have = {n: v for n, v in installed().items() if n != "finetune"}
+    have = {n: v for n, v in installed(extra_paths).items() if n != "finetune"}
     extra = sorted(f"{n}=={v}" for n, v in have.items() if n not in pinned)
     wrong = sorted(f"{n}: lock {v}, installed {have.get(n)}" for n, v in pinned.items()
                    if have.get(n) != v)  # fmt: skip
@@ -76,14 +79,13 @@ def test_the_environment_is_the_dev_lock_both_ways():
     assert not wrong, f"{'; '.join(wrong)}. To fix: `bash scripts/setup.sh` installs the lock."
 
 
-def test_a_hand_install_is_drift(tmp_path, monkeypatch):
+def test_a_hand_install_is_drift(tmp_path):
     # what `pip install leftpad==1.0` and a changed pin leave in site-packages: their metadata
     for name, version in (("leftpad", "1.0"), ("typer", "0.0.1")):
         info = tmp_path / f"{name}-{version}.dist-info"
         info.mkdir()
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    extra, wrong = drift()
+    extra, wrong = drift(extra_paths=(str(tmp_path),))  # as if in site-packages
     assert extra == ["leftpad==1.0"]
     assert [w for w in wrong if w.startswith("typer:")] == [
         f"typer: lock {entries(lock.DEV_LOCK)['typer'][0]}, installed 0.0.1"
