@@ -181,7 +181,7 @@ def test_the_docker_user_data_starts_the_agent_and_docker_stop_checkpoints_and_u
         raise AssertionError(inst.log[-5000:]) from None
     # the line as rendered: the image the launch pinned by digest, its own entrypoint
     # replaced, the image's unprivileged user, and the GPUs asked for
-    run_args = [c for c in _calls(inst) if c[0] == "run"][0]
+    run_args = next(c for c in _calls(inst) if c[0] == "run")
     assert run_args[-3:] == [ecr_image, "-m", "finetune.backends.ec2.agent"], run_args
     words = " ".join(run_args)
     for flag in ("--user 1000:1000", "--entrypoint python", "--gpus all", "--network bridge",
@@ -194,6 +194,7 @@ def test_the_docker_user_data_starts_the_agent_and_docker_stop_checkpoints_and_u
     data = inst.ml / "input" / "data" / "train"
     assert any(data.iterdir()) and all(f.lstat().st_uid == UID for f in data.iterdir())
     assert log.stat().st_uid == UID
+    started = time.monotonic()
     stop = subprocess.run(
         ["docker", "stop", CONTAINER],
         env={**os.environ, "DOCKER_HOST": f"unix://{inst.root / 'docker.sock'}"},
@@ -202,6 +203,8 @@ def test_the_docker_user_data_starts_the_agent_and_docker_stop_checkpoints_and_u
         timeout=150,
     )
     assert stop.returncode == 0, stop.stderr
+    # the SIGTERM did it: the runtime's SIGKILL would come after the 110 s stop timeout (137)
+    assert time.monotonic() - started < 110
     code = inst.wait(timeout=60)
     assert code == p.EXIT_INTERRUPTED, inst.log[-5000:]
     train_log = log.read_text()
