@@ -76,6 +76,7 @@ EOF
 base_image() {
   podman image exists "$BASE_IMAGE" && return
   # the host's extra CA certificates (update-ca-certificates folds them into the bundle)
+  # shellcheck disable=SC2016  # mmdebstrap expands "$1" (the new root) in its hooks
   mmdebstrap --quiet --variant=minbase \
     --include=python3,python3-pip,ca-certificates,libgomp1,libquadmath0 \
     --customize-hook='copy-in /usr/local/share/ca-certificates /usr/local/share' \
