@@ -14,6 +14,7 @@ import json
 import shutil
 import subprocess
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -49,9 +50,9 @@ def _tree(root: Path, dataset: Path, epochs: int) -> Path:
 
 @pytest.fixture
 def container():
-    """A container name for the test, removed afterwards (running or not)."""
-    name = "finetune-sagemaker-contract"
-    containerhost.remove(name)
+    """A container name of the test's own (xdist workers share the runtime), removed
+    afterwards, running or not."""
+    name = f"finetune-sagemaker-{uuid.uuid4().hex[:12]}"
     yield name
     containerhost.remove(name)
 
