@@ -48,8 +48,8 @@ packages() {
     return 1
   fi
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-    podman runc mmdebstrap uidmap slirp4netns fuse-overlayfs >/dev/null
+  # with podman's recommends: netavark and aardvark-dns (the default bridge network), catatonit
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc mmdebstrap >/dev/null
 }
 
 config() {
