@@ -87,12 +87,15 @@ def build_image() -> tuple[str, float]:
         if subprocess.run(["podman", "image", "exists", tag]).returncode == 0:
             return tag, 0.0
         start = time.monotonic()
+        # (the state folder at a fixed path inside the build: build arguments are part of
+        # the layer cache's key, so a moved folder would rebuild every layer)
+        inside = Path("/finetune-containers")
         cmd = [
             "podman", "build", "--quiet", "--tag", tag,
             "--build-arg", f"BASE={BASE}",
-            "--build-arg", f"LOCK={CPU_LOCK}",
-            "--build-arg", f"PIP_ARGS=--no-index --find-links {WHEELS}",
-            "--volume", f"{STATE}:{STATE}:ro",
+            "--build-arg", f"LOCK={inside / CPU_LOCK.name}",
+            "--build-arg", f"PIP_ARGS=--no-index --find-links {inside / WHEELS.name}",
+            "--volume", f"{STATE}:{inside}:ro",
             str(REPO),
         ]  # fmt: skip
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
