@@ -1,21 +1,39 @@
-# syntax=docker/dockerfile:1
 # The training image: CUDA 11.2 + cuDNN 8 (what mxnet-cu112 1.9.1 was built against),
-# Python 3.11, MXNet + GluonCV and this package. Its entrypoint is the trainer, which reads
-# SageMaker's /opt/ml tree, so one image serves SageMaker (bring-your-own: SageMaker runs
-# `docker run IMAGE train`) and EC2 or local runs that recreate the tree:
+# Python 3.11, MXNet + GluonCV and this package, every Python package from a hashed lock.
 #   docker build -t finetune-train .
-#   docker run --gpus all --shm-size 1g -v /data/ml:/opt/ml finetune-train
-# It runs as root by default because SageMaker mounts /opt/ml owned by root; elsewhere,
-# `--user finetune` runs it unprivileged on a tree that user may write.
-FROM nvidia/cuda:11.2.2-cudnn8-runtime-ubuntu20.04
+# Its entrypoint is the trainer, which reads SageMaker's /opt/ml tree, so one image serves
+# SageMaker (bring-your-own: SageMaker runs `docker run IMAGE train`, as root: it mounts /opt/ml
+# owned by root) and EC2, whose user data gives the tree to uid 1000 and runs
+#   docker run --user 1000:1000 --entrypoint python ... IMAGE -m finetune.backends.ec2.agent
+# tests/containers/ builds this file on a local Debian base (BASE) with the CPU mxnet in place
+# of mxnet-cu112 (LOCK, PIP_ARGS) and runs it under podman; docs/security.md says what is locked.
 
-# libmxnet.so takes libgomp and libquadmath from the system (it bundles the rest)
-RUN apt-get update \
- && apt-get install -y --no-install-recommends ca-certificates libgomp1 libquadmath0 \
- && rm -rf /var/lib/apt/lists/*
+# The base by tag. Pin it for a release by its digest too: BASE_DIGEST=@sha256:<64 hex>, as
+# `docker buildx imagetools inspect nvidia/cuda:11.2.2-cudnn8-runtime-ubuntu20.04` prints it (no
+# registry answered where this file was written, so no digest is recorded yet).
+ARG BASE=nvidia/cuda:11.2.2-cudnn8-runtime-ubuntu20.04
+ARG BASE_DIGEST=
+FROM ${BASE}${BASE_DIGEST}
+# LOCK: the hashed list of the image's Python packages (a CPU variant for tests);
+# PIP_ARGS: where pip and uv find them (default: the package index; tests: --no-index
+# --find-links to a folder of the lock's wheels).
+ARG LOCK=/tmp/image.lock
+ARG PIP_ARGS=
 
-# Ubuntu 20.04 ships Python 3.8; uv installs a standalone CPython 3.11 (what the package needs)
-COPY --from=ghcr.io/astral-sh/uv:0.5.11 /uv /usr/local/bin/uv
+# libmxnet.so takes libgomp and libquadmath from the system (it bundles the rest); the base's
+# python3 + pip only install uv. (apt checks the archive's signatures; a base that has them
+# all, like the tests' Debian one, skips this step and needs no mirror.)
+RUN pkgs="ca-certificates libgomp1 libquadmath0 python3-pip" \
+ && if ! dpkg-query -W $pkgs >/dev/null 2>&1; then \
+      apt-get update \
+      && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $pkgs \
+      && rm -rf /var/lib/apt/lists/*; \
+    fi
+
+# uv at the dev lock's pin (the wheel by its hashes); it makes the venv with CPython 3.11
+# (Ubuntu 20.04 has 3.8: uv downloads its managed build and checks the sha256 it carries for
+# it; a base with python3.11, like Debian 12, is used as it is) and installs the image lock.
+COPY requirements/image.lock requirements/dev.lock /tmp/
 ENV UV_PYTHON_INSTALL_DIR=/opt/python \
     UV_COMPILE_BYTECODE=1 \
     UV_NO_CACHE=1 \
@@ -23,29 +41,30 @@ ENV UV_PYTHON_INSTALL_DIR=/opt/python \
     PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     MXNET_HOME=/opt/mxnet
+# the entries NAME==... of the dev lock, their hashes included, as scripts/lock.sh reads them
+RUN entry() { awk -v n="$1==" 'index($0, n) == 1 {p = 1} p {print} p && !/\\$/ {exit}' \
+      /tmp/dev.lock; } \
+ && entry uv > /tmp/uv.txt \
+ && { entry setuptools; entry wheel; } > /tmp/build.txt \
+ && python3 -m pip install --no-cache-dir --disable-pip-version-check --target /opt/uv \
+      --require-hashes --no-deps $PIP_ARGS -r /tmp/uv.txt \
+ && /opt/uv/bin/uv venv --python 3.11 /opt/venv \
+ && /opt/uv/bin/uv pip install --require-hashes --no-deps $PIP_ARGS \
+      -r "$LOCK" -r /tmp/build.txt
 
-# The engine: mxnet-cu112 instead of the CPU `mxnet` of the [train] extra; numpy<1.24 held by
-# the constraints file; GluonCV without its declared deps (its opencv-python would lift numpy
-# to 2 and break MXNet) but with what it really uses.
-COPY requirements/constraints.txt /tmp/constraints.txt
-RUN uv venv --python 3.11 /opt/venv \
- && uv pip install -c /tmp/constraints.txt \
-      mxnet-cu112==1.9.1 "numpy<1.24" "opencv-python-headless<4.9" "scipy<1.12" \
-      "matplotlib<3.9" "pandas<2.2" tqdm requests portalocker yacs autocfg \
- && uv pip install --no-deps gluoncv==0.10.5.post0
-
-# This package last, so a code change rebuilds only these layers. (MXNet itself cannot be
-# imported here: libcuda.so.1 comes from the host's driver at run time.)
+# This package last, so a code change rebuilds only these layers: no dependency of its own
+# (all are in the lock), built with the lock's setuptools, which then leaves the image.
+# (MXNet itself cannot be imported here: libcuda.so.1 comes from the host's driver at run time.)
 WORKDIR /opt/finetune
 COPY pyproject.toml README.md ./
 COPY finetune ./finetune
-# boto3: the EC2 agent (python -m finetune.backends.ec2.agent) syncs data, checkpoints and status with S3.
-# [metrics]: the optional TensorBoard/MLflow loggers a recipe may name (metric_logging), at the
-# constraints' versions -- the same set the test environment runs beside numpy<1.24.
-RUN uv pip install -c /tmp/constraints.txt ".[metrics]" "boto3>=1.34,<2" \
- && python -c "import finetune.train" \
- && useradd --create-home --uid 1000 finetune \
+RUN /opt/uv/bin/uv pip install --no-deps --no-build-isolation . \
+ && /opt/uv/bin/uv pip uninstall setuptools wheel \
+ && rm -rf build finetune.egg-info /tmp/*.txt /tmp/*.lock \
+ && python -c "import finetune.train, finetune.backends.ec2.agent" \
+ && useradd --create-home --uid 1000 --user-group finetune \
  && mkdir -p /opt/mxnet/models \
- && chown finetune /opt/mxnet /opt/mxnet/models
+ && chown -R finetune:finetune /opt/mxnet
 
+# No USER: SageMaker needs root (above); EC2's user data passes --user 1000:1000.
 ENTRYPOINT ["python", "-m", "finetune.train"]

@@ -148,6 +148,20 @@ def cpu_count() -> int:
 
 
 @pytest.fixture(scope="session")
+def training_image() -> str:
+    """The training image, built from the Dockerfile on the container runtime of
+    tests/containerhost.py (once for the same inputs); the test is skipped without one."""
+    from tests import containerhost
+
+    why = containerhost.runtime_missing()
+    if why:
+        pytest.skip(why)
+    tag, seconds = containerhost.build_image()
+    print(f"training image {tag}: " + (f"built in {seconds:.0f} s" if seconds else "already built"))
+    return tag
+
+
+@pytest.fixture(scope="session")
 def moto_server():
     """moto's AWS endpoint on 127.0.0.1 (one per test session); yields its URL."""
     import logging

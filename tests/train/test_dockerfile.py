@@ -1,5 +1,5 @@
-"""The training image's Dockerfile names every piece the trainer needs (no Docker on CI:
-the file is read, not built)."""
+"""The training image's Dockerfile names every piece the trainer needs, read as text (the
+container tier, tests/containerhost.py, builds it and runs it)."""
 
 from __future__ import annotations
 
@@ -42,24 +42,48 @@ def _runs(parsed) -> str:
     return " ".join(_args(parsed, "RUN"))
 
 
-def test_base_image_has_cuda_11_2_and_cudnn_8(parsed):
+def _arg(parsed, name: str) -> str:
+    (value,) = [a.split("=", 1)[1] for a in _args(parsed, "ARG") if a.split("=", 1)[0] == name]
+    return value
+
+
+def test_base_image_has_cuda_11_2_and_cudnn_8_and_a_place_for_its_digest(parsed):
     (base,) = _args(parsed, "FROM")
-    assert re.fullmatch(r"nvidia/cuda:11\.2\.\d+-cudnn8-runtime-ubuntu\d+\.\d+", base)
+    assert base == "${BASE}${BASE_DIGEST}"  # tests/containerhost.py swaps BASE for its own
+    assert re.fullmatch(
+        r"nvidia/cuda:11\.2\.\d+-cudnn8-runtime-ubuntu\d+\.\d+", _arg(parsed, "BASE")
+    )
+    # empty until a registry answers (no digest can be read where the file was written)
+    assert re.fullmatch(r"(@sha256:[0-9a-f]{64})?", _arg(parsed, "BASE_DIGEST"))
 
 
-def test_engine_pins(parsed):
-    runs = _runs(parsed)
-    assert "mxnet-cu112==1.9.1" in runs
-    assert re.search(r"uv pip install --no-deps gluoncv==0\.10\.5\.post0", runs)
-    # every install that resolves dependencies is held by the constraints file (numpy<1.24)
-    installs = re.findall(r"uv pip install ([^&]*)", runs)
+def _lock_pins(name: str) -> dict[str, str]:
+    text = (REPO / "requirements" / name).read_text()
+    return dict(re.findall(r"^([A-Za-z0-9._-]+)==(\S+)", text, re.MULTILINE))
+
+
+def test_every_install_is_hashed_and_resolves_nothing(parsed):
+    runs = " ".join(_runs(parsed).split())
+    installs = [
+        args
+        for run in _args(parsed, "RUN")
+        for args in re.findall(r"(?:uv pip|-m pip) install ([^&]*)", run)
+    ]
+    assert len(installs) == 3, installs  # uv; the image lock; this package
     for args in installs:
-        assert "--no-deps" in args or "-c /tmp/constraints.txt" in args, args
-    copied = [a for a in _args(parsed, "COPY") if "constraints.txt" in a]
-    assert copied == ["requirements/constraints.txt /tmp/constraints.txt"]
-    pins = (REPO / "requirements" / "constraints.txt").read_text()
-    (numpy,) = re.findall(r"^numpy==1\.(\d+)\.\d+$", pins, re.MULTILINE)
-    assert int(numpy) < 24
+        assert "--no-deps" in args, args
+        assert "--require-hashes" in args or args.split()[-1] == ".", args
+    assert 'uv pip install --require-hashes --no-deps $PIP_ARGS -r "$LOCK"' in runs
+    assert _arg(parsed, "LOCK") == "/tmp/image.lock"
+    assert "requirements/image.lock requirements/dev.lock /tmp/" in _args(parsed, "COPY")
+    # uv, setuptools and wheel are the dev lock's entries, their hashes included
+    assert "entry uv > /tmp/uv.txt" in runs and "entry setuptools; entry wheel;" in runs
+    assert "ghcr.io" not in DOCKERFILE.read_text()  # no image besides the base
+    image = _lock_pins("image.lock")
+    assert image["mxnet-cu112"] == "1.9.1" and image["gluoncv"] == "0.10.5.post0"
+    assert "mxnet" not in image  # the CPU wheel stays out of the GPU image
+    assert int(image["numpy"].split(".")[1]) < 24
+    assert "uv" in _lock_pins("dev.lock")
 
 
 def test_python_satisfies_the_package(parsed):
@@ -67,20 +91,24 @@ def test_python_satisfies_the_package(parsed):
     from packaging.specifiers import SpecifierSet
 
     assert SpecifierSet(project["requires-python"]).contains("3.11")
-    assert "uv venv --python 3.11 /opt/venv" in _runs(parsed)
+    assert "/opt/uv/bin/uv venv --python 3.11 /opt/venv" in " ".join(_runs(parsed).split())
 
 
-def test_the_package_is_installed(parsed):
+def test_the_package_is_installed_with_what_it_needs_in_the_lock(parsed):
     copies = _args(parsed, "COPY")
     assert "finetune ./finetune" in copies and "pyproject.toml README.md ./" in copies
-    # with the metric loggers' extra, so an MXNet run that names them has them too
-    assert re.search(r'uv pip install -c /tmp/constraints.txt "\.\[metrics\]"(\s|$)', _runs(parsed))
+    assert "uv pip install --no-deps --no-build-isolation ." in _runs(parsed)
+    # the agent's boto3 and the metric loggers' extra: an MXNet run that names them has them
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    assert "metrics" in project["optional-dependencies"]
+    image = {n.lower() for n in _lock_pins("image.lock")}
+    for req in [*project["dependencies"], *project["optional-dependencies"]["metrics"], "boto3"]:
+        name = re.split(r"[<>=!~\[ ]", req, maxsplit=1)[0].lower().replace("_", "-")
+        assert name in image, name
     ignore = (REPO / ".dockerignore").read_text().split()
-    for needed in ("pyproject.toml", "README.md", "requirements/constraints.txt", "finetune/"):
-        assert f"!{needed}" in ignore
-        assert (REPO / needed).exists()
+    needed = ("pyproject.toml", "README.md", "requirements/image.lock", "requirements/dev.lock")
+    for path in (*needed, "finetune/"):
+        assert f"!{path}" in ignore
+        assert (REPO / path).exists()
 
 
 def test_entrypoint_is_the_trainer_and_nothing_overrides_train(parsed):

@@ -119,11 +119,12 @@ class Instance:
 def boot(
     user_data: str,
     instance: Instance,
-    standin: Path,
+    standin: Path | None,
     hosts: list[tuple[str, str]] | None = None,
     extra_env: dict | None = None,
 ) -> Instance:
-    """Start ``user_data`` on ``instance`` (its folder is made here); returns at once."""
+    """Start ``user_data`` on ``instance`` (its folder is made here); returns at once.
+    ``standin``: the PyTorch DLAMI's /opt/pytorch (None: an AMI without it)."""
     root = instance.root
     for sub in ("ml", "home", "stubs", "tools"):
         (root / sub).mkdir(parents=True, exist_ok=True)
@@ -147,7 +148,7 @@ def boot(
         "PIP_CONFIG_FILE": os.devnull,  # this machine's pip.conf is no DLAMI's
         "EMU_POWER_LOG": str(root / "power.log"),
         **namespaces.environment(
-            instance.name, hosts_file, root, instance.ml, {"pytorch": standin}
+            instance.name, hosts_file, root, instance.ml, {"pytorch": standin} if standin else {}
         ),
         **(extra_env or {}),
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -108,3 +109,20 @@ def test_instance_policy_reaches_only_the_runs_prefixes():
     ]
     actions = [a for s in policy["Statement"] for a in s["Action"]]
     assert not any(a.endswith("*") for a in actions)
+
+
+def test_the_container_runs_the_agent_as_the_images_unprivileged_user():
+    """The image's entrypoint is the trainer: the line replaces it (the agent's words after the
+    image once reached the trainer as arguments: exit 2, every MXNet run powered off), and runs
+    as the user the Dockerfile creates, owner of /opt/ml. The container tier runs the line:
+    tests/backends/ec2/test_docker_container.py."""
+    text = render_user_data(spec())
+    line = text[text.index("docker run --name finetune-agent") :]
+    line = line[: line.index("\ncode=$?")]
+    assert "--entrypoint python" in line
+    assert line.endswith('"$IMAGE" -m finetune.backends.ec2.agent')
+    run_as = re.search(r"^RUN_AS=(\d+):(\d+)$", text, re.MULTILINE)
+    assert '--user "$RUN_AS"' in line and run_as[1] == run_as[2]
+    assert text.index('chown "$RUN_AS" "$ML_ROOT"') < text.index("docker run")
+    dockerfile = (Path(__file__).resolve().parents[3] / "Dockerfile").read_text()
+    assert f"useradd --create-home --uid {run_as[1]} --user-group finetune" in dockerfile
