@@ -24,7 +24,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 STATE="${FINETUNE_CONTAINERS:-/var/tmp/finetune-containers}"
 BASE_IMAGE=localhost/finetune-base:bookworm
-MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+# the Debian mirror this machine's apt already uses (the first URIs of its deb822 sources)
+MIRROR="${DEBIAN_MIRROR:-$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null)}"
+[[ -n "$MIRROR" ]] || { echo "no Debian mirror in /etc/apt/sources.list.d; To fix: set DEBIAN_MIRROR" >&2; exit 1; }
 SOCK="$STATE/podman.sock"
 export CONTAINERS_CONF="$STATE/containers.conf"
 export DOCKER_HOST="unix://$SOCK"
