@@ -42,7 +42,7 @@ def summary_rows(plan: Plan) -> list[tuple[str, str]]:
     where += " (spot)" if res.spot else ""
     rows = [
         ("recipe", r.name + (f" with {' '.join(plan.overrides)}" if plan.overrides else "")),
-        ("model", f"{r.model.name} ({_weights(r)})"),
+        ("model", f"{r.model.name} ({plan.weights_from or _weights(r)})"),
         ("dataset", f"{ds.name} at {ds.path}"),
         ("classes", f"{ds.num_classes} ({_split_counts(ds)})"),
         ("resources", f"{where}: {res.hosts} host(s) x {res.devices_per_host} {res.device}"),

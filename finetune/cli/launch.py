@@ -156,6 +156,7 @@ def launch(
     planned.preflight.raise_if_failed()  # after the plan: what would stop the launch
     if dry_run:
         return
+    service.fetch_weights(planned.weights, hooks())  # before the run exists: nothing half-made
     with open_default() as ledger:
         run = service.launch(planned.plan, planned.backend, ledger)
         be = planned.backend

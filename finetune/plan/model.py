@@ -134,6 +134,8 @@ class Plan(_Frozen):
     runtime: dict[str, str] | None = None
     image: str | None = None  # cloud runs: the training image by digest, set at launch
     max_eur: float | None = None  # --max-eur: checked against the projected total as it runs
+    # where the pretrained weights come from on the chosen backend (service.weights), in words
+    weights_from: str | None = None
 
     def with_estimate(self, estimate: Estimate | Mapping[str, Any]) -> Plan:
         """A copy carrying a cost estimate (report.estimate's, or its JSON as stored); its

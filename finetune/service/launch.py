@@ -25,6 +25,8 @@ from finetune.errors import BusyError, DataError, FinetuneError, UsageError
 from finetune.runs.ledger import Ledger
 from finetune.runs.run import ACTIVE, Run, new_run_id
 from finetune.service.sync import journal, keep
+from finetune.service.weights import check as check_weights
+from finetune.service.weights import fetch as fetch_weights
 
 REMOTE_SCHEMES = ("s3://",)  # a dataset already uploaded: the backend reads its summary
 
@@ -49,6 +51,7 @@ class Planned:
 
     backend: Backend
     preflight: Preflight
+    weights: Any = None  # service.weights.WeightsPlan: what to fetch here before launching
 
     @property
     def plan(self):
@@ -78,7 +81,9 @@ def plan_launch(request: LaunchRequest, hooks: Hooks | None = None) -> Planned:
     cap = getattr(backend.options, "max_eur", None)  # checked by the backend's options model
     if cap is not None:
         plan = plan.model_copy(update={"max_eur": cap})
-    return Planned(backend, backend.preflight(plan))
+    weights = check_weights(plan, backend)  # before the pre-flight: a missing file stops here
+    plan = plan.model_copy(update={"weights_from": weights.line})
+    return Planned(backend, backend.preflight(plan), weights)
 
 
 def start(request: LaunchRequest, ledger: Ledger, hooks: Hooks | None = None):
@@ -86,6 +91,7 @@ def start(request: LaunchRequest, ledger: Ledger, hooks: Hooks | None = None):
     leaves nothing behind: no ledger row, no run folder."""
     planned = plan_launch(request, hooks)
     planned.preflight.raise_if_failed()
+    fetch_weights(planned.weights, hooks)
     return launch(planned.plan, planned.backend, ledger), planned.backend
 
 

@@ -96,6 +96,22 @@ def test_dry_run_with_settings_shows_the_dataset_prefix(cloud, tiny_dataset):
     assert cloud.calls == []
 
 
+def test_dry_run_says_the_job_fetches_the_published_weights(cloud, tiny_dataset):
+    """This machine's cache does not reach a cloud job: the job fetches the published file
+    itself, and the dry-run says so, with the size; a file only on this machine is refused."""
+    args = ["launch", "caltech256-resnet50-torch", "data.image_size=32", "--backend",
+            "sagemaker", "--dataset", str(tiny_dataset), "--instance", "g5.xlarge"]  # fmt: skip
+    res = cli(*args, "--dry-run")
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.output.split())
+    assert (
+        "resnet50 (pretrained, fetched by the job itself from 127.0.0.1:9 at start, 97.8 MB" in out
+    )
+    res = cli(*args, "model.weights=/etc/hostname", "--dry-run")
+    assert res.exit_code == 3 and "a file on this machine" in res.output
+    assert "To fix: give its https:// address" in res.output
+
+
 def test_dry_run_still_refuses_what_cannot_work(gw, tiny_dataset):
     res = cli(
         *SMOKE,
