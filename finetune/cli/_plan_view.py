@@ -43,7 +43,7 @@ def summary_rows(plan: Plan) -> list[tuple[str, str]]:
     rows = [
         ("recipe", r.name + (f" with {' '.join(plan.overrides)}" if plan.overrides else "")),
         ("model", f"{r.model.name} ({plan.weights_from or _weights(r)})"),
-        ("dataset", f"{ds.name} at {ds.path}"),
+        ("dataset", _dataset(ds)),
         ("classes", f"{ds.num_classes} ({_split_counts(ds)})"),
         ("resources", f"{where}: {res.hosts} host(s) x {res.devices_per_host} {res.device}"),
         ("batch", f"{r.train.batch_per_device} per device -> {der.global_batch} global"),
@@ -123,6 +123,12 @@ def _estimate_rows(estimate) -> list[tuple[str, str]]:
     if estimate is None:
         return []
     return [("estimate" if i == 0 else "", line) for i, line in enumerate(estimate.summary)]
+
+
+def _dataset(ds) -> str:
+    from finetune.data.known import note
+
+    return f"{ds.name}: {note(ds)}" if ds.counts_only else f"{ds.name} at {ds.path}"
 
 
 def _split_counts(ds) -> str:

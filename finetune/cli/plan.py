@@ -27,12 +27,19 @@ def plan(
         False, "--live-spot", help="Spot rows at EC2's current spot prices (needs credentials)."
     ),
     fmt: str = typer.Option("table", "--format", help="table, json or csv."),
+    top: int = typer.Option(10, min=1, help="Table: show the N cheapest rows (and the picks)."),
+    all_rows: bool = typer.Option(False, "--all", help="Table: show every row."),
+    explain: bool = typer.Option(
+        False, "--explain", help="Table: each shown row's throughput, its band and its source."
+    ),
     plot: Path = typer.Option(None, help="Also draw time vs euros into this .png or .svg."),
 ) -> None:
     """Every instance type x GPUs x hosts x region x market x backend that can run RECIPE's
-    engine: predicted time, euros, euros per epoch, efficiency, data-bound flag and basis,
-    ranked by euros with the Pareto front marked; the cheapest meeting --deadline and the
-    fastest within --budget named on top with their `finetune launch` command. Estimates
+    engine: predicted time and euros, ranked by euros with the Pareto front marked; the
+    cheapest meeting --deadline and the fastest within --budget named on top with their
+    `finetune launch` command (times within 10 % or a minute of the quickest are a tie, which
+    the cheaper wins). The table shows the --top rows; JSON and CSV carry every row and field.
+    Needs only the dataset's counts: Caltech-256 plans before it is downloaded. Estimates
     only: nothing is created and no AWS call is made."""
     from finetune.cli._render import check_format
     from finetune.planner.rank import plan_recipe
@@ -59,7 +66,7 @@ def plan(
         max_hosts=max_hosts,
         live_spot=live_spot,
     )
-    typer.echo(render(result, fmt), nl=False)
+    typer.echo(render(result, fmt, top=None if all_rows else top, explain=explain), nl=False)
     if plot:
         from finetune.planner.plot import plot_plan
 

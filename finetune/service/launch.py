@@ -13,7 +13,7 @@ import os
 import shutil
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +83,19 @@ def plan_launch(request: LaunchRequest, hooks: Hooks | None = None) -> Planned:
         plan = plan.model_copy(update={"max_eur": cap})
     weights = check_weights(plan, backend)  # before the pre-flight: a missing file stops here
     plan = plan.model_copy(update={"weights_from": weights.line})
-    return Planned(backend, backend.preflight(plan), weights)
+    preflight = backend.preflight(plan)
+    if plan.dataset.counts_only and preflight.error is None:  # estimated; nothing to train on
+        preflight = replace(preflight, error=_not_prepared(plan.dataset))
+    return Planned(backend, preflight, weights)
+
+
+def _not_prepared(dataset) -> DataError:
+    return DataError(
+        f"dataset {dataset.name} is not prepared yet (no manifest in {dataset.path}): the plan "
+        "above uses its published counts",
+        f"run `finetune prepare {dataset.name}` (it downloads and prepares the images), then "
+        "launch again.",
+    )
 
 
 def start(request: LaunchRequest, ledger: Ledger, hooks: Hooks | None = None):

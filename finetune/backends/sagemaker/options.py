@@ -159,5 +159,8 @@ def _channels(plan, bucket: str) -> tuple[dict[str, str], int]:
     if plan.dataset.path.startswith("s3://"):
         root = as_prefix(plan.dataset.path)
         return {c: f"{root}{c}/" for c in ("train", "validation")}, 0
+    if plan.dataset.counts_only:  # not prepared yet: its prefix follows from its files
+        root = f"s3://{bucket or 'BUCKET'}/finetune/datasets/{plan.dataset.name}-(once prepared)/"
+        return {c: f"{root}{c}/" for c in ("train", "validation")}, 0
     upload = plan_upload(plan.dataset.path, bucket)
     return upload.channels, upload.total_bytes

@@ -112,6 +112,18 @@ def test_dry_run_says_the_job_fetches_the_published_weights(cloud, tiny_dataset)
     assert "To fix: give its https:// address" in res.output
 
 
+def test_a_dry_run_of_caltech256_estimates_before_the_download(cloud):
+    """No dataset yet: the plan and its estimate from Caltech-256's published counts, then
+    the one thing left to do before launching."""
+    res = cli("launch", "caltech256-resnet152", "--backend", "sagemaker", "--instance",
+              "p3.8xlarge", "--dry-run")  # fmt: skip
+    out = " ".join(res.output.split())
+    assert "caltech256: caltech256 is not prepared yet: planned from its published counts" in out
+    assert "257 (15420 train / 15187 val images)" in out and "EUR" in out
+    assert res.exit_code == 3 and "run `finetune prepare caltech256`" in out
+    assert cloud.calls == []
+
+
 def test_dry_run_still_refuses_what_cannot_work(gw, tiny_dataset):
     res = cli(
         *SMOKE,
