@@ -8,17 +8,22 @@ from contextlib import contextmanager
 import typer
 
 
-def print_plan(preflight, as_json: bool = False) -> None:
-    """The plan, then what the backend will do with it (where, how long, at what cost)."""
-    from finetune.cli._plan_view import aligned, summary_lines
+def print_plan(preflight, as_json: bool = False, verbose: bool = False) -> None:
+    """What to read first (warnings), the plan, then what the backend will do with it (where,
+    how long, at what cost); ``verbose``: the estimate's every figure and source."""
+    from finetune.cli._plan_view import aligned, summary_lines, warnings
 
     if as_json:
         from finetune.cli._render import echo_json
 
         echo_json(preflight.plan.model_dump(mode="json"))
         return
+    from finetune.report.text import wrap_text
+
+    for warning in warnings(preflight.plan):
+        typer.echo(wrap_text(f"Warning: {warning}"))
     typer.echo("Plan:")
-    for line in summary_lines(preflight.plan):
+    for line in summary_lines(preflight.plan, verbose=verbose):
         typer.echo(f"  {line}")
     typer.echo(f"{preflight.title}:")
     for line in aligned(preflight.rows):

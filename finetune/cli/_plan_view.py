@@ -10,9 +10,15 @@ if TYPE_CHECKING:
     from finetune.recipes.model import Recipe
 
 
-def summary_lines(plan: Plan, width: int | None = None) -> list[str]:
-    """What ``launch --dry-run`` prints: one aligned ``label  value`` line (or more) per fact."""
-    return aligned(summary_rows(plan), width)
+def summary_lines(plan: Plan, width: int | None = None, verbose: bool = False) -> list[str]:
+    """What ``launch --dry-run`` prints: one aligned ``label  value`` line (or more) per fact;
+    ``verbose``: the estimate's whole basis instead of its few lines."""
+    return aligned(summary_rows(plan, verbose), width)
+
+
+def warnings(plan: Plan) -> list[str]:
+    """What to read before anything else (a retired instance, and what to use instead)."""
+    return list(plan.estimate.warnings) if plan.estimate is not None else []
 
 
 def aligned(rows: list[tuple[str, str]], width: int | None = None) -> list[str]:
@@ -33,7 +39,7 @@ def aligned(rows: list[tuple[str, str]], width: int | None = None) -> list[str]:
     return out
 
 
-def summary_rows(plan: Plan) -> list[tuple[str, str]]:
+def summary_rows(plan: Plan, verbose: bool = False) -> list[tuple[str, str]]:
     """(label, value) rows describing ``plan``, for people."""
     r, ds, res, der = plan.recipe, plan.dataset, plan.resources, plan.derived
     where = (res.backend or "default backend") + (
@@ -63,7 +69,8 @@ def summary_rows(plan: Plan) -> list[tuple[str, str]]:
 
     if summary(r):
         rows.append(("features", summary(r)))
-    return rows + _runtime_rows(plan.runtime) + _estimate_rows(plan.estimate)
+    estimate = _estimate_rows(plan.estimate) if verbose else _short_estimate(plan.estimate)
+    return rows + _runtime_rows(plan.runtime) + estimate
 
 
 def _runtime_rows(runtime: dict[str, str] | None) -> list[tuple[str, str]]:
@@ -128,7 +135,36 @@ def _estimate_rows(estimate) -> list[tuple[str, str]]:
 def _dataset(ds) -> str:
     from finetune.data.known import note
 
-    return f"{ds.name}: {note(ds)}" if ds.counts_only else f"{ds.name} at {ds.path}"
+    return note(ds) if ds.counts_only else f"{ds.name} at {ds.path}"
+
+
+def _short_estimate(est) -> list[tuple[str, str]]:
+    """The estimate in a few lines: time and euros with their band, the basis and the price
+    in plain words (``--verbose``: every figure and source)."""
+    if est is None:
+        return []
+    if not est.known:  # no estimate: its summary says why (one or two lines)
+        return [("estimate" if i == 0 else "", line) for i, line in enumerate(est.summary)]
+    from finetune.report.text import duration as format_duration
+
+    time = format_duration(est.seconds)
+    band = ""
+    if est.seconds_low is not None and est.seconds_high is not None:
+        band = (f" (likely {format_duration(est.seconds_low)} to "
+                f"{format_duration(est.seconds_high)}, {est.eur_low:.2f} to {est.eur_high:.2f} EUR)")  # fmt: skip
+    basis = "your own measured runs" if est.throughput_measured else "finetune's performance model"
+    gpus = est.summary[0].rpartition(" for ")[2] if est.summary else f"{est.gpus}x GPU"
+    pace = (f"{est.images_per_sec:,.0f} images/s on {gpus} by {basis}"
+            + ("; the CPUs' decoding sets the pace" if est.data_bound else ""))  # fmt: skip
+    price = f"{est.eur_per_hour:.2f} EUR/h" + (
+        " (estimated price)" if est.price_is_estimate else ""
+    )
+    if est.interruption_seconds:
+        price += f"; spot: {format_duration(est.interruption_seconds)} of expected interruptions"
+    return [
+        ("estimate", f"~{time}, ~{est.eur:.2f} EUR{band}"),
+        ("", f"at {pace}; {price} (--verbose: every figure and source)"),
+    ]
 
 
 def _split_counts(ds) -> str:

@@ -91,6 +91,9 @@ def launch(
         "(checked by default; cached by size and mtime, so only changed files are read).",
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan and exit; run nothing."),
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="With the plan: the estimate's every figure and source."
+    ),
     detach: bool = typer.Option(False, "--detach", help="Start the run and return at once."),
     resume: str = typer.Option(None, help="Resume this run (id) from its last checkpoint."),
     fmt: str = typer.Option(
@@ -152,7 +155,7 @@ def launch(
     if dry_run and fmt == "csv":
         typer.echo(record_csv(planned.preflight.plan.model_dump(mode="json")), nl=False)
     elif dry_run or not as_json:
-        print_plan(planned.preflight, as_json)
+        print_plan(planned.preflight, as_json, verbose)
     planned.preflight.raise_if_failed()  # after the plan: what would stop the launch
     if dry_run:
         return

@@ -15,14 +15,10 @@ def _when(ts: float | None) -> str:
 
 
 def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    s = round(seconds)
-    return (
-        f"{s // 3600}h{s % 3600 // 60:02d}m{s % 60:02d}s"
-        if s >= 3600
-        else f"{s // 60}m{s % 60:02d}s"
-    )
+    """One format for a duration everywhere (report.text.duration: '7m 42s', '1h 02m')."""
+    from finetune.report.text import duration as one_format
+
+    return one_format(seconds)
 
 
 def steady_throughput(epochs: list[EpochMetrics]) -> float | None:

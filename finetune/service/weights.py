@@ -52,8 +52,11 @@ def check(plan, backend: Backend) -> WeightsPlan:
             f"pretrained, fetched by the job itself from {_host(src.url)} at start{size} "
             "(the instance needs internet access)"
         )
-    if src.by_job:
-        return WeightsPlan(f"pretrained, read by the job from {src.dest} (or a pretrained channel)")
+    if src.by_job:  # the engine's own cache, on the machine that trains
+        return WeightsPlan(
+            f"pretrained, from the job's own {src.dest.name} cache or a pretrained channel; "
+            "model.weights=download fetches them from the model zoo"
+        )
     _reachable(src)
     return WeightsPlan(
         f"pretrained, downloaded once from {_host(src.url)} into {src.dest.parent}{size} "
