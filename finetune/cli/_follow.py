@@ -18,15 +18,16 @@ def print_plan(preflight, as_json: bool = False, verbose: bool = False) -> None:
 
         echo_json(preflight.plan.model_dump(mode="json"))
         return
-    from finetune.report.text import wrap_text
+    from finetune.report.text import terminal_width, wrap_text
 
+    room = terminal_width() - 2  # the rows are indented by two
     for warning in warnings(preflight.plan):
         typer.echo(wrap_text(f"Warning: {warning}"))
     typer.echo("Plan:")
-    for line in summary_lines(preflight.plan, verbose=verbose):
+    for line in summary_lines(preflight.plan, room, verbose=verbose):
         typer.echo(f"  {line}")
     typer.echo(f"{preflight.title}:")
-    for line in aligned(preflight.rows):
+    for line in aligned(preflight.rows, room):
         typer.echo(f"  {line}")
 
 

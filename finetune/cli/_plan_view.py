@@ -149,17 +149,25 @@ def _short_estimate(est) -> list[tuple[str, str]]:
 
     time = format_duration(est.seconds)
     band = ""
-    if est.seconds_low is not None and est.seconds_high is not None:
-        band = (f" (likely {format_duration(est.seconds_low)} to "
-                f"{format_duration(est.seconds_high)}, {est.eur_low:.2f} to {est.eur_high:.2f} EUR)")  # fmt: skip
+    if (
+        est.seconds_low is not None
+        and est.seconds_high is not None
+        and (round(est.seconds_low) != round(est.seconds_high))
+    ):
+        low, high = format_duration(est.seconds_low), format_duration(est.seconds_high)
+        band = f" (likely {low} to {high}, {est.eur_low:.2f} to {est.eur_high:.2f} EUR)"
     basis = "your own measured runs" if est.throughput_measured else "finetune's performance model"
-    gpus = est.summary[0].rpartition(" for ")[2] if est.summary else f"{est.gpus}x GPU"
+    import re
+
+    # the first summary line is "13.69 EUR/h for 4x V100[ (spot, ...)]"
+    found = re.search(r" for (\d+x \S+)", est.summary[0]) if est.summary else None
+    gpus = found[1] if found else f"{est.gpus}x GPU"
     pace = (f"{est.images_per_sec:,.0f} images/s on {gpus} by {basis}"
             + ("; the CPUs' decoding sets the pace" if est.data_bound else ""))  # fmt: skip
     price = f"{est.eur_per_hour:.2f} EUR/h" + (
         " (estimated price)" if est.price_is_estimate else ""
     )
-    if est.interruption_seconds:
+    if est.interruption_seconds and est.interruption_seconds >= 1:
         price += f"; spot: {format_duration(est.interruption_seconds)} of expected interruptions"
     return [
         ("estimate", f"~{time}, ~{est.eur:.2f} EUR{band}"),
