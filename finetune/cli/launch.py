@@ -57,7 +57,7 @@ def launch(
         None, help="SageMaker: training image URI (default: the one `finetune image push` pushed)."
     ),
     region: str = typer.Option(
-        None, help="SageMaker: AWS region (default: FINETUNE_REGION, then your AWS config)."
+        None, help="EC2/SageMaker: AWS region (default: FINETUNE_REGION, then your AWS config)."
     ),
     security_group: list[str] = typer.Option(
         None, help="SageMaker: VPC security group id (repeat; needs --subnet)."

@@ -68,7 +68,12 @@ def plan_launch(request: LaunchRequest, hooks: Hooks | None = None) -> Planned:
     resources, dataset, recipe, and the backend's pre-flight. What `--dry-run` shows."""
     from finetune.plan import build_plan
 
-    backend = get_backend(request.backend, request.options, hooks)
+    from finetune.backends import implied
+
+    name, note = implied(request.backend, request.resources.instance)
+    if note and hooks is not None:
+        hooks.notify(note)
+    backend = get_backend(name, request.options, hooks)
     check_features(backend, request.resources.needs())
     resources = backend.resources(request.resources)
     check_features(backend, _needs(resources))

@@ -104,8 +104,8 @@ def check(plan, opts: rq.JobOptions) -> base.Preflight:
     instances.check_engine(engine, plan.resources.instance_type)
     opts = _with_settings(opts)
     region = opts.region
-    if not region:
-        raise preflight.PreflightError([_NO_REGION])
+    if not region:  # nothing can be priced: every missing setting, before the plan
+        raise preflight.PreflightError([_NO_REGION, *sub.missing_settings(opts)])
     plan = with_estimate(plan, region, "sagemaker")
     if opts.max_eur is not None:
         opts = sub.fit_budget(opts, plan, region)  # the runtime the real submit would use
