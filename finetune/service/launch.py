@@ -66,9 +66,8 @@ def check_features(backend: Backend, needed: set[Feature]) -> None:
 def plan_launch(request: LaunchRequest, hooks: Hooks | None = None) -> Planned:
     """Every check a launch runs that writes nothing: backend name and options, capabilities,
     resources, dataset, recipe, and the backend's pre-flight. What `--dry-run` shows."""
-    from finetune.plan import build_plan
-
     from finetune.backends import implied
+    from finetune.plan import build_plan
 
     name, note = implied(request.backend, request.resources.instance)
     if note and hooks is not None:

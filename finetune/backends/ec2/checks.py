@@ -121,7 +121,8 @@ def image() -> str:
             "the MXNet engine needs our training image, and none is configured for the ec2 backend",
             "run `finetune image push` (it builds the Dockerfile and pushes it to ECR) and "
             "`finetune config set image URI` (or FINETUNE_IMAGE) with the URI it prints, "
-            "e.g. 123456789012.dkr.ecr.eu-west-1.amazonaws.com/finetune:0.4.0 (the run pins it to its digest at launch); or use the "
+            "e.g. 123456789012.dkr.ecr.eu-west-1.amazonaws.com/finetune:0.4.0 (the run pins "
+            "it to its digest at launch); or use the "
             "PyTorch engine (engine=torch), which needs no image.",
         )
     return found

@@ -45,4 +45,4 @@ def test_the_header_command_runs_as_written(ec2_aws, tiny_dataset, recipe, comma
         assert res.exit_code == 3 and "run `finetune prepare caltech256`" in out, res.output
     else:
         assert res.exit_code == 0, res.output
-    assert "Plan:" in res.output and "estimate" in res.output or "--backend local" in command
+    assert ("Plan:" in res.output and "estimate" in res.output) or "--backend local" in command
