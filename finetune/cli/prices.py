@@ -107,7 +107,7 @@ COLUMNS = [
     "backend",
     "eur_per_hour",
     "spot_eur_per_hour",
-    "source",  # the table's footnote number; its text and age once, below the table
+    "price_source",  # the footnote's number: its text and age once, below the table
     "note",
 ]
 

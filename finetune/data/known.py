@@ -46,6 +46,6 @@ def note(dataset: DatasetSummary) -> str:
     if not dataset.counts_only:
         return ""
     return (
-        f"{dataset.name} is not prepared yet: planned from its published counts "
-        f"(`finetune prepare {dataset.name}` makes it)"
+        f"{dataset.name} not prepared yet: its published counts (`finetune prepare "
+        f"{dataset.name}` makes it)"
     )

@@ -130,8 +130,8 @@ def plan_recipe(
     from finetune.data.known import note
 
     ds = base.dataset
-    title = (f"{base.recipe.name}: {base.recipe.schedule.epochs} epochs of {ds.train_count:,} "
-             f"training images, {ds.num_classes} classes ({ds.name})")  # fmt: skip
+    title = (f"{base.recipe.name}: {base.recipe.schedule.epochs} epochs x {ds.train_count:,} "
+             f"images, {ds.num_classes} classes ({ds.name})")  # fmt: skip
     return PlanResult(
         dataset_note=note(ds),
         title=title,
@@ -211,7 +211,7 @@ def pick_fastest(rows: list[Row], budget_eur: float | None, launch) -> Pick | No
     row = min(tied, key=lambda r: (r.eur, r.minutes, r.rank))
     within = f"within {budget_eur:g} EUR" if budget_eur is not None else "of all"
     why = f"the fastest {within}: ~{row.minutes:.1f} min for ~{row.eur:.2f} EUR"
-    if len(tied) > 1:  # closer than the model can tell apart: the cheaper wins
+    if row.minutes > quickest:  # a quicker row ties with it: the cheaper wins
         why += f" (ties with the quickest, {quickest:.1f} min: within {tie_minutes(quickest):.1f})"
     return Pick("fastest", row, why, command(row, *launch))
 

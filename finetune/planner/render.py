@@ -8,16 +8,16 @@ from __future__ import annotations
 import json
 
 from finetune.planner.rank import COLUMNS, Pick, PlanResult, Row
-from finetune.report.text import csv_text, table_text, wrap_text
+from finetune.report.text import csv_text, header_of, table_text, wrap_text
 
 FORMATS = ("table", "json", "csv")
 
 
 DEFAULT_TOP = 10
 # the table's columns: what, how long, how much, where; the detail stays in JSON/CSV and --all
-TABLE = (("#", "rank"), ("instance", "instance"), ("GPUs", "gpus"), ("min", "minutes"),
-         ("EUR", "eur"), ("market", "market"), ("backend", "backend"), ("region", "region"),
-         ("front", "pareto"), ("basis", "basis"))  # fmt: skip
+# (their headers are the JSON keys' words, as every table's: report.text.header_of)
+TABLE = ("rank", "instance", "gpus", "minutes", "eur", "market", "backend", "region", "pareto",
+         "basis")  # fmt: skip
 
 
 def render(
@@ -38,17 +38,29 @@ def render(
     head = [result.title] if result.title else []
     head += [f"dataset: {result.dataset_note}"] if result.dataset_note else []
     head = [wrap_text(h, width) for h in head]
-    head += [line for p in (result.cheapest, result.fastest) for line in _pick_lines(p, width)]
+    head += _pick_lines(result.cheapest, width)
+    same = result.cheapest and result.fastest and result.cheapest.row == result.fastest.row
+    if same:  # one row is both: its command once
+        rule = result.fastest.why.partition(":")[0].removeprefix("the ")
+        head.append(f"{rule}: the same (row {result.fastest.row.rank})")
+    else:
+        head += _pick_lines(result.fastest, width)
     if result.cheapest is None:
         head.append("cheapest: no candidate finishes within the deadline (see the min column)")
     if result.fastest is None:
         head.append("fastest: no candidate costs less than the budget (see the EUR column)")
     shown = _shown(result, top)
-    body = table_text([h for h, _ in TABLE], [_cells(r) for r in shown], width)
+    columns = [c for c in TABLE if c != "region" or len({r.region for r in shown}) > 1]
+    if "region" not in columns and shown:  # one region: said once, not on every row
+        where = f"in {shown[0].region}"
+        head = [f"{head[0]}; {where}", *head[1:]] if result.title else [where, *head]
+    cells = [dict(zip(TABLE, _cells(r), strict=True)) for r in shown]
+    body = table_text([header_of(c) for c in columns], [[c[k] for k in columns] for c in cells],
+                      width)  # fmt: skip
     more = "" if len(shown) == len(result.rows) else " (--top N, --all)"
-    tail = [f"{len(shown)} of {len(result.rows)} candidates, cheapest first{more}; front *: "
-            "Pareto front of time vs euros; basis: model = performance model, measured = your "
-            "runs, (data) = data-bound (--explain)."]  # fmt: skip
+    tail = [f"{len(shown)} of {len(result.rows)} candidates, cheapest first{more}; pareto *: "
+            "on the time-vs-euros front; gpus: hosts x GPUs each; basis: model = performance "
+            "model, measured = your runs, (data) = data-bound (--explain)."]  # fmt: skip
     if explain:
         tail += [f"#{r.rank} {r.hosts} x {r.instance}: {r.basis}" for r in shown]
     if result.unestimated:

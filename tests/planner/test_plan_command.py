@@ -128,12 +128,18 @@ def test_the_table_shows_the_same_figures_and_names_both_picks(plan):
     assert res.exit_code == 0, res.output
     text = res.stdout
     lines = text.splitlines()
-    assert lines[0].startswith("caltech256-resnet50-torch: 6 epochs of 80 training images")
+    assert lines[0].startswith("caltech256-resnet50-torch: 6 epochs x 80 images")
     assert lines[1].startswith("cheapest done within 1 h: ") and "\nfastest of all: " in text
-    assert text.count("finetune launch caltech256-resnet50-torch") == 2
-    header = next(line for line in lines if line.split()[:2] == ["#", "instance"])
-    assert header.split() == ["#", "instance", "GPUs", "min", "EUR", "market", "backend",
-                              "region", "front", "basis"]  # fmt: skip
+    picks = json.loads(plan("--deadline", "1h", "--format", "json").stdout)
+    same = picks["cheapest"]["rank"] == picks["fastest"]["rank"]
+    # each pick's command; one row that is both: its command once
+    assert text.count("finetune launch caltech256-resnet50-torch") == (1 if same else 2)
+    assert ("the same (row" in text) == same
+    header = next(line for line in lines if line.split()[:2] == ["rank", "instance"])
+    # one region: named once above the table, not in a column
+    assert header.split() == ["rank", "instance", "gpus", "minutes", "EUR", "market", "backend",
+                              "pareto", "basis"]  # fmt: skip
+    assert lines[0].endswith(f"; in {REGION}")
     data = json.loads(plan("--deadline", "1h", "--format", "json").stdout)
     picked = {data[k]["rank"] for k in ("cheapest", "fastest")}
     shown = [r for r in data["rows"] if r["rank"] <= 10 or r["rank"] in picked]
@@ -145,7 +151,7 @@ def test_the_table_shows_the_same_figures_and_names_both_picks(plan):
         assert cells[:4] == [str(r["rank"]), r["instance"], str(r["gpus"]), r["gpu"]]
         euros = f"{r['eur']:.2f}" if r["eur"] >= 0.995 else f"{r['eur']:.3f}"
         assert cells[4:6] == [f"{r['minutes']:.1f}", euros]
-        assert cells[6:9] == [r["market"], r["backend"], r["region"]]
+        assert cells[6:8] == [r["market"], r["backend"]] and r["region"] == REGION
         assert ("*" in cells) == r["pareto"] and cells[-1] == r["basis"].split(":")[0]
     every = plan("--deadline", "1h", "--all").stdout
     assert f"{len(data['rows'])} of {len(data['rows'])} candidates" in every
@@ -249,8 +255,8 @@ def test_caltech256_plans_before_it_is_downloaded(monkeypatch):
     train = known.CALTECH256_CLASSES * known.CALTECH256_TRAIN_PER_CLASS
     assert (
         lines[0]
-        == f"caltech256-resnet152: 6 epochs of {train:,} training images, 257 classes (caltech256)"
+        == f"caltech256-resnet152: 6 epochs x {train:,} images, 257 classes (caltech256); in {REGION}"
     )
-    assert "caltech256 is not prepared yet: planned from its published counts" in res.stdout
+    assert "caltech256 not prepared yet: its published counts" in res.stdout
     assert "cheapest done within 3 h" in res.stdout and "fastest within 40 EUR" in res.stdout
     assert (train, 30_607 - train) == (15_420, 15_187)

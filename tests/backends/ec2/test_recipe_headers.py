@@ -41,7 +41,7 @@ def test_the_header_command_runs_as_written(ec2_aws, tiny_dataset, recipe, comma
     out = " ".join(res.output.split())
     assert "Traceback" not in res.output
     if "--dataset caltech256" in command:  # not downloaded: planned from its counts
-        assert "caltech256 is not prepared yet" in out, res.output
+        assert "caltech256 not prepared yet" in out, res.output
         assert res.exit_code == 3 and "run `finetune prepare caltech256`" in out, res.output
     else:
         assert res.exit_code == 0, res.output

@@ -119,7 +119,7 @@ def test_a_dry_run_of_caltech256_estimates_before_the_download(cloud):
     res = cli("launch", "caltech256-resnet152", "--backend", "sagemaker", "--instance",
               "p3.8xlarge", "--dry-run")  # fmt: skip
     out = " ".join(res.output.split())
-    assert "dataset caltech256 is not prepared yet: planned from its published counts" in out
+    assert "dataset caltech256 not prepared yet: its published counts" in out
     assert "257 (15420 train / 15187 val images)" in out and "EUR" in out
     assert res.exit_code == 3 and "run `finetune prepare caltech256`" in out
     assert cloud.calls == []
