@@ -253,9 +253,8 @@ def test_caltech256_plans_before_it_is_downloaded(monkeypatch):
     lines = res.stdout.splitlines()
     assert len(lines) <= 30 and max(len(line) for line in lines) <= 100, res.stdout
     train = known.CALTECH256_CLASSES * known.CALTECH256_TRAIN_PER_CLASS
-    assert (
-        lines[0]
-        == f"caltech256-resnet152: 6 epochs x {train:,} images, 257 classes (caltech256); in {REGION}"
+    assert lines[0] == (
+        f"caltech256-resnet152: 6 epochs x {train:,} images, 257 classes (caltech256); in {REGION}"
     )
     assert "caltech256 not prepared yet: its published counts" in res.stdout
     assert "cheapest done within 3 h" in res.stdout and "fastest within 40 EUR" in res.stdout
