@@ -69,10 +69,12 @@ def _progress(label: str, total: int):
 
 
 def epoch_line(e) -> str:
-    val = f" val_acc {e.val_acc:.3f}" if e.val_acc is not None else ""
+    from finetune.report.text import duration, percent
+
+    val = f" val_acc {percent(e.val_acc)}" if e.val_acc is not None else ""
     return (
-        f"  epoch {e.epoch + 1}: {e.samples_per_sec:,.1f} img/s, {e.epoch_seconds:.1f} s, "
-        f"loss {e.train_loss:.3f}, train_acc {e.train_acc:.3f}{val}, lr {e.lr:.3g}"
+        f"  epoch {e.epoch + 1}: {e.samples_per_sec:,.1f} img/s, {duration(e.epoch_seconds)}, "
+        f"loss {e.train_loss:.3f}, train_acc {percent(e.train_acc)}{val}, lr {e.lr:.3g}"
     )
 
 
