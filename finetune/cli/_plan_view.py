@@ -147,7 +147,7 @@ def _short_estimate(est) -> list[tuple[str, str]]:
         return [("estimate" if i == 0 else "", line) for i, line in enumerate(est.summary)]
     from finetune.report.text import duration as format_duration
 
-    time = format_duration(est.seconds)
+    time = "~" + format_duration(est.seconds) if est.seconds is not None else "time unknown"
     band = ""
     if (
         est.seconds_low is not None
@@ -156,22 +156,22 @@ def _short_estimate(est) -> list[tuple[str, str]]:
     ):
         low, high = format_duration(est.seconds_low), format_duration(est.seconds_high)
         band = f" (likely {low} to {high}, {est.eur_low:.2f} to {est.eur_high:.2f} EUR)"
-    basis = "your own measured runs" if est.throughput_measured else "finetune's performance model"
     import re
 
+    basis = "your own measured runs" if est.throughput_measured else "finetune's performance model"
     # the first summary line is "13.69 EUR/h for 4x V100[ (spot, ...)]"
     found = re.search(r" for (\d+x \S+)", est.summary[0]) if est.summary else None
     gpus = found[1] if found else f"{est.gpus}x GPU"
-    pace = (f"{est.images_per_sec:,.0f} images/s on {gpus} by {basis}"
-            + ("; the CPUs' decoding sets the pace" if est.data_bound else ""))  # fmt: skip
-    price = f"{est.eur_per_hour:.2f} EUR/h" + (
-        " (estimated price)" if est.price_is_estimate else ""
-    )
+    pace = (f"at {est.images_per_sec:,.0f} images/s on {gpus} by {basis}; "
+            if est.images_per_sec is not None else "")  # fmt: skip
+    pace += "the CPUs' decoding sets the pace; " if est.data_bound else ""
+    price = f"{est.eur_per_hour:.2f} EUR/h" if est.eur_per_hour is not None else "hourly price"
+    price += " (estimated price)" if est.price_is_estimate else ""
     if est.interruption_seconds and est.interruption_seconds >= 1:
         price += f"; spot: {format_duration(est.interruption_seconds)} of expected interruptions"
     return [
-        ("estimate", f"~{time}, ~{est.eur:.2f} EUR{band}"),
-        ("", f"at {pace}; {price} (--verbose: every figure and source)"),
+        ("estimate", f"{time}, ~{est.eur:.2f} EUR{band}"),
+        ("", f"{pace}{price} (--verbose: every figure and source)"),
     ]
 
 
