@@ -12,6 +12,10 @@ def plan(
     overrides: list[str] = typer.Argument(None, help="Recipe overrides as key=value."),
     dataset: str = typer.Option(None, help="Prepared dataset: folder or name (default: recipe's)."),
     epochs: int = typer.Option(None, min=1, help="Epochs to plan for (default: the recipe's)."),
+    images: int = typer.Option(
+        None, min=1, help="Plan from counts alone: training images an epoch (with --classes)."
+    ),
+    classes: int = typer.Option(None, min=2, help="With --images: the dataset's classes."),
     deadline: str = typer.Option(None, help="Pick the cheapest done within this, e.g. 3h."),
     budget: float = typer.Option(None, help="Pick the fastest that costs at most this (EUR)."),
     spot: bool = typer.Option(
@@ -48,6 +52,10 @@ def plan(
     from finetune.units.eurocap import check_max_eur
 
     fmt = check_format(fmt, FORMATS)
+    if (images is None) != (classes is None) or (images and dataset):
+        raise typer.BadParameter(
+            "give --images and --classes together, instead of --dataset", param_hint="--images"
+        )
     if plot:
         from finetune.report.plot import check_path
 
@@ -65,6 +73,7 @@ def plan(
         budget_eur=check_max_eur(budget, "--budget"),
         max_hosts=max_hosts,
         live_spot=live_spot,
+        counts=(images, classes) if images else None,
     )
     typer.echo(render(result, fmt, top=None if all_rows else top, explain=explain), nl=False)
     if plot:

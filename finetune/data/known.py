@@ -41,10 +41,28 @@ def counts_summary(name: str, path: str) -> DatasetSummary | None:
     )
 
 
+def given_counts(images: int, classes: int) -> DatasetSummary:
+    """A dataset known only by the counts given on the command line (`plan --images N
+    --classes K`): N training images an epoch, K classes."""
+    return DatasetSummary(
+        path="",
+        name="counts",
+        num_classes=classes,
+        train_count=images,
+        val_count=0,
+        image_side=None,
+        manifest_sha256="",
+        rec_sha256={},
+        counts_only=True,
+    )
+
+
 def note(dataset: DatasetSummary) -> str:
     """What a counts-only summary is, in one line ("" for a prepared dataset)."""
     if not dataset.counts_only:
         return ""
+    if dataset.name == "counts":
+        return "planned from the counts given (--images, --classes); no dataset read"
     return (
         f"{dataset.name} not prepared yet: its published counts (`finetune prepare "
         f"{dataset.name}` makes it)"

@@ -91,11 +91,13 @@ def plan_recipe(
     max_hosts: int = DEFAULT_MAX_HOSTS,
     history: Sequence | None = None,
     live_spot: bool = False,
+    counts: tuple[int, int] | None = None,
 ) -> PlanResult:
     """Every way to run ``recipe`` on ``dataset`` (with ``overrides``), estimated, ranked by
     euros, the Pareto front marked; the cheapest within ``deadline_s`` and the fastest within
     ``budget_eur`` picked (without them: the cheapest and the fastest). ``live_spot``: spot
-    rows at the backends' current spot prices (EC2's, per zone; needs credentials)."""
+    rows at the backends' current spot prices (EC2's, per zone; needs credentials).
+    ``counts``: (training images, classes) instead of a dataset's files."""
     from finetune import backends
     from finetune.aws.session import configured_region
     from finetune.plan import build_plan
@@ -110,7 +112,12 @@ def plan_recipe(
             + ", ".join(name for name, _, _ in backends.priced())
             + ".",
         )
-    base = build_plan(recipe, dataset, overrides=tuple(overrides))
+    if counts is not None:
+        from finetune.data.known import given_counts
+
+        base = build_plan(recipe, given_counts(*counts), overrides=tuple(overrides))
+    else:
+        base = build_plan(recipe, dataset, overrides=tuple(overrides))
     regions = tuple(check_region(r, "--region") for r in dict.fromkeys(regions)) or (
         configured_region(None) or DEFAULT_REGION,
     )

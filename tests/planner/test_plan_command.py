@@ -259,3 +259,23 @@ def test_caltech256_plans_before_it_is_downloaded(monkeypatch):
     assert "caltech256 not prepared yet: its published counts" in res.stdout
     assert "cheapest done within 3 h" in res.stdout and "fastest within 40 EUR" in res.stdout
     assert (train, 30_607 - train) == (15_420, 15_187)
+
+
+def test_any_dataset_plans_from_counts_given(monkeypatch):
+    monkeypatch.setenv("FINETUNE_REGION", REGION)
+    argv = ["plan", "caltech256-resnet50-torch", "--images", "5000", "--classes", "40"]
+    res = CliRunner().invoke(app, [*argv, "--format", "json"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)["rows"]
+    table = CliRunner().invoke(app, argv).stdout
+    assert "planned from the counts given (--images, --classes)" in table
+    assert table.startswith("caltech256-resnet50-torch: 6 epochs x 5,000 images, 40 classes")
+    # more images, more time (a row billed at a minimum stays at it)
+    twice = [*argv[:2], "--images", "10000", "--classes", "40", "--format", "json"]
+    more = json.loads(CliRunner().invoke(app, twice).stdout)["rows"]
+    first = {(r["instance"], r["backend"], r["market"], r["hosts"]): r["minutes"] for r in rows}
+    pairs = [(first[(r["instance"], r["backend"], r["market"], r["hosts"])], r["minutes"])
+             for r in more]  # fmt: skip
+    assert all(b >= a for a, b in pairs) and any(b > a for a, b in pairs)
+    bad = CliRunner().invoke(app, [*argv[:2], "--images", "5000"])
+    assert bad.exit_code == 2 and "give --images and --classes together" in bad.output
