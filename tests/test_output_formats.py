@@ -258,3 +258,15 @@ def test_prepare(image_folder, tmp_path):
     bad = _run("prepare", "folder", str(image_folder), "--out", str(tmp_path / "x"),
                "--format", "yml", ok=False)  # fmt: skip
     assert bad.exit_code == 2 and "To fix:" in bad.output and not (tmp_path / "x").exists()
+
+
+def test_json_times_are_iso_8601_with_their_zone(two_runs):
+    from datetime import datetime
+
+    run = json.loads(_run("runs", "show", "ft-a", "--format", "json").stdout)
+    listed = json.loads(_run("runs", "list", "--format", "json").stdout)
+    for record in (run, *listed):
+        for key in ("created_at", "started_at", "ended_at"):
+            when = datetime.fromisoformat(record[key])
+            assert when.utcoffset() is not None and record[key].endswith("+00:00"), key
+    assert datetime.fromisoformat(run["created_at"]).timestamp() == 1_750_000_000.0

@@ -7,7 +7,7 @@ refresh.json, so `finetune prices` and an offline refresh can say how old the da
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 from finetune.catalog import fx, prices
@@ -28,7 +28,7 @@ def read_meta(directory: Path) -> dict:
 def cache_age(directory: Path | None = None, now: datetime | None = None) -> str:
     """'prices 3 days old, rates 2 hours old' -- or that only the bundled snapshot exists."""
     directory = directory or cache_dir()
-    now = now or datetime.now(UTC)
+    now = now or datetime.now(timezone.utc)
     meta = read_meta(directory)
     parts = []
     for kind in ("prices", "rates"):

@@ -17,7 +17,7 @@ import os
 import re
 import urllib.request
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 from finetune.catalog import fx, instances, prices
@@ -203,7 +203,7 @@ def refresh(
     for b in backends:
         prices.check_backend(b)
     directory = directory or cache_dir()
-    now = now or datetime.now(UTC)
+    now = now or datetime.now(timezone.utc)
     result = RefreshResult(directory=directory)
     _refresh_prices(result, client, regions, backends, now)
     _refresh_rates(result, ecb_feed, now)

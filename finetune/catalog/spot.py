@@ -14,7 +14,7 @@ expected saving.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import UTC, date, datetime
+from datetime import date, datetime, timezone
 
 from finetune.catalog import snapshot
 from finetune.catalog.prices import EC2, Price
@@ -127,7 +127,7 @@ def _history(client, instance_types: list[str], zone: str = ""):
     kwargs = dict(
         InstanceTypes=instance_types,
         ProductDescriptions=["Linux/UNIX"],
-        StartTime=datetime.now(UTC),
+        StartTime=datetime.now(timezone.utc),
     )
     if zone:
         kwargs["Filters"] = [{"Name": "availability-zone", "Values": [zone]}]

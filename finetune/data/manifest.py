@@ -12,7 +12,7 @@ import os
 import re
 import stat
 import unicodedata
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -90,7 +90,7 @@ class DatasetManifest(BaseModel):
 
     schema_version: int = SCHEMA_VERSION
     tool_version: str
-    created: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    created: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
     name: str
     source: dict[str, str]
     classes: list[str]

@@ -9,7 +9,7 @@ versions stored: EC2's per-attempt cost record, SageMaker's cost record, or else
 from __future__ import annotations
 
 import time
-from datetime import UTC, date, datetime
+from datetime import date, datetime, timezone
 
 from finetune.report import money
 from finetune.runs.run import Run
@@ -69,7 +69,7 @@ def charges_of(run: Run) -> list[money.Charge]:
 def _end_day(run: Run, charges: list[money.Charge]) -> date:
     ends = [c.ended_at for c in charges if c.ended_at is not None]
     when = max(ends) if ends else run.ended_at or time.time()
-    return datetime.fromtimestamp(when, UTC).date()
+    return datetime.fromtimestamp(when, timezone.utc).date()
 
 
 def _legacy_attempt(a: dict) -> money.Charge:

@@ -7,7 +7,7 @@ throughput still counts for scaling.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 
 from finetune.contracts.hparams import renamed
 from finetune.contracts.metrics import EpochMetrics
@@ -43,7 +43,7 @@ def run_facts(run: Run, epochs: list[EpochMetrics]) -> RunFacts:
         devices_per_host=run.devices_per_host,
         spot=run.spot,
         region=run.region or ("local" if local else "?"),
-        started_at=datetime.fromtimestamp(run.started_at or run.created_at, UTC),
+        started_at=datetime.fromtimestamp(run.started_at or run.created_at, timezone.utc),
         wall_seconds=run.wall_seconds or 0.0,
         steady_images_per_sec=None,
         epochs=tuple(epochs),

@@ -9,7 +9,7 @@ import secrets
 import sqlite3
 import time
 from dataclasses import dataclass, field, fields
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 
 from finetune.runs.storage import decode_json_columns
 
@@ -69,7 +69,7 @@ class Run:
 
 def new_run_id(now: float | None = None) -> str:
     """'ft-20261122-101500-a3f9': sortable, and valid as a SageMaker job name."""
-    stamp = datetime.fromtimestamp(now or time.time(), UTC).strftime("%Y%m%d-%H%M%S")
+    stamp = datetime.fromtimestamp(now or time.time(), timezone.utc).strftime("%Y%m%d-%H%M%S")
     return f"ft-{stamp}-{secrets.token_hex(2)}"
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 
 from finetune.contracts.metrics import EpochMetrics
 from finetune.runs.run import Run
@@ -11,7 +11,7 @@ from finetune.runs.run import Run
 def _when(ts: float | None) -> str:
     if ts is None:
         return "-"
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _pct(fraction: float | None) -> str:
@@ -52,14 +52,23 @@ def final_facts(events: list[tuple[float, str, str]]) -> dict:
     return {}
 
 
+def iso_time(ts: float | None) -> str | None:
+    """A unix time as ISO 8601 with its zone (UTC): '2025-06-15T15:06:40+00:00'."""
+    return None if ts is None else datetime.fromtimestamp(ts, timezone.utc).isoformat()
+
+
 def run_dict(run: Run, epochs: list[EpochMetrics], final: dict | None = None) -> dict:
+    """The run as JSON: its ledger fields (times as ISO 8601 with zone), figures and epochs."""
     d = {k: v for k, v in run.__dict__.items() if k != "plan"}
+    for key, value in d.items():
+        if key.endswith("_at") and isinstance(value, (int, float)):
+            d[key] = iso_time(value)
     d["wall_seconds"] = run.wall_seconds
     d["gpus"] = run.gpus
     d["devices"] = devices(run)
     d["images_per_sec"] = steady_throughput(epochs)
     d["best_val_acc"] = max((e.val_acc for e in epochs if e.val_acc is not None), default=None)
-    d["epochs"] = [e.model_dump() for e in epochs]
+    d["epochs"] = [{**e.model_dump(), "time": iso_time(e.time) if e.time else None} for e in epochs]
     last = epochs[-1] if epochs else None
     d["model_epoch"] = last.best_epoch if last else None  # the weights the model holds
     d["test_acc"] = last.test_acc if last else None
