@@ -113,6 +113,9 @@ def isolate(tmp_path_factory, monkeypatch) -> Path:
     monkeypatch.setenv("FINETUNE_CONFIG", str(base / "config.toml"))  # never the user's file
     monkeypatch.setenv("MXNET_HOME", str(base / "mxnet"))
     monkeypatch.setenv("TORCH_HOME", str(base / "torch"))  # torch hub's weight cache
+    # published weights never come from the internet in a test: a closed port on this host
+    # (a test that serves weights points this at its own 127.0.0.1 server)
+    monkeypatch.setenv("FINETUNE_WEIGHTS_MIRROR", "http://127.0.0.1:9/models")
     # onnxruntime otherwise keeps a telemetry SQLite file in ~/.cache open and locked
     monkeypatch.setenv("ORT_DISABLE_TELEMETRY", "1")
     for var in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):

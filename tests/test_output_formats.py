@@ -172,7 +172,8 @@ def _three_formats(args, records_of):
 
 def test_cost_report(two_runs):
     headers, runs, rows = _three_formats(["cost-report"], lambda d: d["runs"])
-    assert headers[:3] == ["run ID", "recipe", "dataset"] and "EUR per epoch" in headers
+    assert headers[:3] == ["run ID", "status", "instance type"]  # one completed, one failed
+    assert {"speedup", "wall speedup", "EUR"} <= set(headers)  # the rest: JSON and CSV
     assert [r["run_id"] for r in runs] == [r["run_id"] for r in rows] == two_runs
     assert [r["best_val_acc"] for r in runs] == [0.25, 0.75]
     assert [float(r["wall_seconds"]) for r in rows] == [100.0, 101.0]
@@ -225,7 +226,7 @@ def test_prices():
     args = ["prices", "--gpu", "V100", "--region", "us-east-1", "--backend", "ec2"]
     headers, offers, rows = _three_formats(args, lambda d: d["offers"])
     assert headers[:3] == ["instance type", "GPU count", "GPU model"]
-    assert {"EUR per hour", "spot EUR per hour", "price age", "note"} <= set(headers)
+    assert {"EUR per hour", "spot EUR per hour", "price source", "note"} <= set(headers)
     by_type = {o["instance_type"]: o for o in offers}
     assert by_type["p3.8xlarge"]["gpu_count"] == 4 and by_type["p3.8xlarge"]["gpu_model"] == "V100"
     assert [r["instance_type"] for r in rows] == [o["instance_type"] for o in offers]
@@ -236,8 +237,10 @@ def test_plan(tiny_dataset, monkeypatch):
     monkeypatch.setenv("FINETUNE_REGION", "us-east-1")
     args = ["plan", "smoke-resnet18-torch", "--dataset", str(tiny_dataset), "--max-hosts", "1"]
     headers, plan_rows, rows = _three_formats(args, lambda d: d["rows"])
-    assert [_snake(h) for h in headers] == list(plan_rows[0]) == list(rows[0])
-    assert "EUR per epoch" in headers
+    # the table: the columns a screen has room for; JSON and CSV: every field, the same names
+    assert [_snake(h) for h in headers] == ["rank", "instance", "gpus", "minutes", "eur",
+                                            "market", "backend", "pareto", "basis"]  # fmt: skip
+    assert list(plan_rows[0]) == list(rows[0]) and "eur_per_epoch" in rows[0]
 
 
 def test_prepare(image_folder, tmp_path):
@@ -255,3 +258,15 @@ def test_prepare(image_folder, tmp_path):
     bad = _run("prepare", "folder", str(image_folder), "--out", str(tmp_path / "x"),
                "--format", "yml", ok=False)  # fmt: skip
     assert bad.exit_code == 2 and "To fix:" in bad.output and not (tmp_path / "x").exists()
+
+
+def test_json_times_are_iso_8601_with_their_zone(two_runs):
+    from datetime import datetime
+
+    run = json.loads(_run("runs", "show", "ft-a", "--format", "json").stdout)
+    listed = json.loads(_run("runs", "list", "--format", "json").stdout)
+    for record in (run, *listed):
+        for key in ("created_at", "started_at", "ended_at"):
+            when = datetime.fromisoformat(record[key])
+            assert when.utcoffset() is not None and record[key].endswith("+00:00"), key
+    assert datetime.fromisoformat(run["created_at"]).timestamp() == 1_750_000_000.0

@@ -19,6 +19,18 @@ REGISTRY = {
 }
 NAMES = tuple(REGISTRY)
 DEFAULT = NAMES[0]  # where a launch runs unless told: this machine
+# where an --instance type runs when no --backend is given: by its name's prefix, first match
+INSTANCE_OWNERS = (("ml.", "sagemaker"), ("", "ec2"))
+
+
+def implied(name: str | None, instance: str | None) -> tuple[str | None, str]:
+    """(backend, note): ``name`` as given; without one, an instance type names the cloud
+    (ml.* is SageMaker's, any other EC2's: INSTANCE_OWNERS) and the note says so; without
+    either, the default (this machine)."""
+    if name or not instance:
+        return name, ""
+    owner = next(n for prefix, n in INSTANCE_OWNERS if instance.startswith(prefix))
+    return owner, f"--instance {instance}: on the {owner} backend (--backend picks another)"
 
 
 def backend_class(name: str | None) -> type:

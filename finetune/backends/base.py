@@ -92,6 +92,29 @@ class Hooks:
 
 
 @dataclass(frozen=True)
+class Problem:
+    """One thing that would stop a launch, and its fix."""
+
+    what: str
+    fix: str
+
+
+class PreflightError(UsageError):
+    """One or more pre-flight checks failed (every one found, each with its fix); nothing was
+    uploaded or started. The same kind, and exit code, on every backend."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        if len(problems) == 1:
+            super().__init__(f"Pre-flight check failed: {problems[0].what}", problems[0].fix)
+            return
+        what = "Pre-flight checks failed:\n" + "\n".join(
+            f"  - {p.what} (to fix: {p.fix})" for p in problems
+        )
+        super().__init__(what, "fix each problem above, then launch again.")
+
+
+@dataclass(frozen=True)
 class Preflight:
     """A backend's answer before anything is created: the plan as it will be submitted (with
     its estimate), rows saying what runs where at what cost (for --dry-run), and ``error``:

@@ -8,20 +8,26 @@ from contextlib import contextmanager
 import typer
 
 
-def print_plan(preflight, as_json: bool = False) -> None:
-    """The plan, then what the backend will do with it (where, how long, at what cost)."""
-    from finetune.cli._plan_view import aligned, summary_lines
+def print_plan(preflight, as_json: bool = False, verbose: bool = False) -> None:
+    """What to read first (warnings), the plan, then what the backend will do with it (where,
+    how long, at what cost); ``verbose``: the estimate's every figure and source."""
+    from finetune.cli._plan_view import aligned, summary_lines, warnings
 
     if as_json:
         from finetune.cli._render import echo_json
 
         echo_json(preflight.plan.model_dump(mode="json"))
         return
+    from finetune.report.text import terminal_width, wrap_text
+
+    room = terminal_width() - 2  # the rows are indented by two
+    for warning in warnings(preflight.plan):
+        typer.echo(wrap_text(f"Warning: {warning}"))
     typer.echo("Plan:")
-    for line in summary_lines(preflight.plan):
+    for line in summary_lines(preflight.plan, room, verbose=verbose):
         typer.echo(f"  {line}")
     typer.echo(f"{preflight.title}:")
-    for line in aligned(preflight.rows):
+    for line in aligned(preflight.rows, room):
         typer.echo(f"  {line}")
 
 
@@ -63,10 +69,12 @@ def _progress(label: str, total: int):
 
 
 def epoch_line(e) -> str:
-    val = f" val_acc {e.val_acc:.3f}" if e.val_acc is not None else ""
+    from finetune.report.text import duration, percent
+
+    val = f" val_acc {percent(e.val_acc)}" if e.val_acc is not None else ""
     return (
-        f"  epoch {e.epoch + 1}: {e.samples_per_sec:,.1f} img/s, {e.epoch_seconds:.1f} s, "
-        f"loss {e.train_loss:.3f}, train_acc {e.train_acc:.3f}{val}, lr {e.lr:.3g}"
+        f"  epoch {e.epoch + 1}: {e.samples_per_sec:,.1f} img/s, {duration(e.epoch_seconds)}, "
+        f"loss {e.train_loss:.3f}, train_acc {percent(e.train_acc)}{val}, lr {e.lr:.3g}"
     )
 
 

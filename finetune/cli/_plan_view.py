@@ -10,9 +10,15 @@ if TYPE_CHECKING:
     from finetune.recipes.model import Recipe
 
 
-def summary_lines(plan: Plan, width: int | None = None) -> list[str]:
-    """What ``launch --dry-run`` prints: one aligned ``label  value`` line (or more) per fact."""
-    return aligned(summary_rows(plan), width)
+def summary_lines(plan: Plan, width: int | None = None, verbose: bool = False) -> list[str]:
+    """What ``launch --dry-run`` prints: one aligned ``label  value`` line (or more) per fact;
+    ``verbose``: the estimate's whole basis instead of its few lines."""
+    return aligned(summary_rows(plan, verbose), width)
+
+
+def warnings(plan: Plan) -> list[str]:
+    """What to read before anything else (a retired instance, and what to use instead)."""
+    return list(plan.estimate.warnings) if plan.estimate is not None else []
 
 
 def aligned(rows: list[tuple[str, str]], width: int | None = None) -> list[str]:
@@ -33,7 +39,7 @@ def aligned(rows: list[tuple[str, str]], width: int | None = None) -> list[str]:
     return out
 
 
-def summary_rows(plan: Plan) -> list[tuple[str, str]]:
+def summary_rows(plan: Plan, verbose: bool = False) -> list[tuple[str, str]]:
     """(label, value) rows describing ``plan``, for people."""
     r, ds, res, der = plan.recipe, plan.dataset, plan.resources, plan.derived
     where = (res.backend or "default backend") + (
@@ -42,8 +48,8 @@ def summary_rows(plan: Plan) -> list[tuple[str, str]]:
     where += " (spot)" if res.spot else ""
     rows = [
         ("recipe", r.name + (f" with {' '.join(plan.overrides)}" if plan.overrides else "")),
-        ("model", f"{r.model.name} ({_weights(r)})"),
-        ("dataset", f"{ds.name} at {ds.path}"),
+        ("model", f"{r.model.name} ({plan.weights_from or _weights(r)})"),
+        ("dataset", _dataset(ds)),
         ("classes", f"{ds.num_classes} ({_split_counts(ds)})"),
         ("resources", f"{where}: {res.hosts} host(s) x {res.devices_per_host} {res.device}"),
         ("batch", f"{r.train.batch_per_device} per device -> {der.global_batch} global"),
@@ -63,7 +69,8 @@ def summary_rows(plan: Plan) -> list[tuple[str, str]]:
 
     if summary(r):
         rows.append(("features", summary(r)))
-    return rows + _runtime_rows(plan.runtime) + _estimate_rows(plan.estimate)
+    estimate = _estimate_rows(plan.estimate) if verbose else _short_estimate(plan.estimate)
+    return rows + _runtime_rows(plan.runtime) + estimate
 
 
 def _runtime_rows(runtime: dict[str, str] | None) -> list[tuple[str, str]]:
@@ -123,6 +130,49 @@ def _estimate_rows(estimate) -> list[tuple[str, str]]:
     if estimate is None:
         return []
     return [("estimate" if i == 0 else "", line) for i, line in enumerate(estimate.summary)]
+
+
+def _dataset(ds) -> str:
+    from finetune.data.known import note
+
+    return note(ds) if ds.counts_only else f"{ds.name} at {ds.path}"
+
+
+def _short_estimate(est) -> list[tuple[str, str]]:
+    """The estimate in a few lines: time and euros with their band, the basis and the price
+    in plain words (``--verbose``: every figure and source)."""
+    if est is None:
+        return []
+    if not est.known:  # no estimate: its summary says why (one or two lines)
+        return [("estimate" if i == 0 else "", line) for i, line in enumerate(est.summary)]
+    from finetune.report.text import duration as format_duration
+
+    time = "~" + format_duration(est.seconds) if est.seconds is not None else "time unknown"
+    band = ""
+    if (
+        est.seconds_low is not None
+        and est.seconds_high is not None
+        and (round(est.seconds_low) != round(est.seconds_high))
+    ):
+        low, high = format_duration(est.seconds_low), format_duration(est.seconds_high)
+        band = f" (likely {low} to {high}, {est.eur_low:.2f} to {est.eur_high:.2f} EUR)"
+    import re
+
+    basis = "your own measured runs" if est.throughput_measured else "finetune's performance model"
+    # the first summary line is "13.69 EUR/h for 4x V100[ (spot, ...)]"
+    found = re.search(r" for (\d+x \S+)", est.summary[0]) if est.summary else None
+    gpus = found[1] if found else f"{est.gpus}x GPU"
+    pace = (f"at {est.images_per_sec:,.0f} images/s on {gpus} by {basis}; "
+            if est.images_per_sec is not None else "")  # fmt: skip
+    pace += "the CPUs' decoding sets the pace; " if est.data_bound else ""
+    price = f"{est.eur_per_hour:.2f} EUR/h" if est.eur_per_hour is not None else "hourly price"
+    price += " (estimated price)" if est.price_is_estimate else ""
+    if est.interruption_seconds and est.interruption_seconds >= 1:
+        price += f"; spot: {format_duration(est.interruption_seconds)} of expected interruptions"
+    return [
+        ("estimate", f"{time}, ~{est.eur:.2f} EUR{band}"),
+        ("", f"{pace}{price} (--verbose: every figure and source)"),
+    ]
 
 
 def _split_counts(ds) -> str:

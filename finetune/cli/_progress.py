@@ -5,6 +5,7 @@ loss and the time left; without a terminal they become a plain line now and then
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 
@@ -106,3 +107,19 @@ def _bar(console=None):
         TextColumn("{task.fields[eta]} left"),
     ]
     return Progress(*columns, console=console or Console(stderr=True), expand=False)
+
+
+@contextlib.contextmanager
+def working(message: str):
+    """A spinner on stderr while a long step runs (loading an engine, scoring, exporting),
+    then the seconds it took (rich's status line); only on a terminal."""
+    if not sys.stderr.isatty():  # a log or a pipe: nothing to animate, nothing added
+        yield
+        return
+    from rich.console import Console
+
+    start = time.monotonic()
+    console = Console(stderr=True)
+    with console.status(message):
+        yield
+    console.print(f"{message}: done in {time.monotonic() - start:.0f} s")

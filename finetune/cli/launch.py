@@ -57,7 +57,7 @@ def launch(
         None, help="SageMaker: training image URI (default: the one `finetune image push` pushed)."
     ),
     region: str = typer.Option(
-        None, help="SageMaker: AWS region (default: FINETUNE_REGION, then your AWS config)."
+        None, help="EC2/SageMaker: AWS region (default: FINETUNE_REGION, then your AWS config)."
     ),
     security_group: list[str] = typer.Option(
         None, help="SageMaker: VPC security group id (repeat; needs --subnet)."
@@ -91,6 +91,9 @@ def launch(
         "(checked by default; cached by size and mtime, so only changed files are read).",
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Show the plan and exit; run nothing."),
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="With the plan: the estimate's every figure and source."
+    ),
     detach: bool = typer.Option(False, "--detach", help="Start the run and return at once."),
     resume: str = typer.Option(None, help="Resume this run (id) from its last checkpoint."),
     fmt: str = typer.Option(
@@ -152,10 +155,11 @@ def launch(
     if dry_run and fmt == "csv":
         typer.echo(record_csv(planned.preflight.plan.model_dump(mode="json")), nl=False)
     elif dry_run or not as_json:
-        print_plan(planned.preflight, as_json)
+        print_plan(planned.preflight, as_json, verbose)
     planned.preflight.raise_if_failed()  # after the plan: what would stop the launch
     if dry_run:
         return
+    service.fetch_weights(planned.weights, hooks())  # before the run exists: nothing half-made
     with open_default() as ledger:
         run = service.launch(planned.plan, planned.backend, ledger)
         be = planned.backend

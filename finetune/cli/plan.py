@@ -12,6 +12,10 @@ def plan(
     overrides: list[str] = typer.Argument(None, help="Recipe overrides as key=value."),
     dataset: str = typer.Option(None, help="Prepared dataset: folder or name (default: recipe's)."),
     epochs: int = typer.Option(None, min=1, help="Epochs to plan for (default: the recipe's)."),
+    images: int = typer.Option(
+        None, min=1, help="Plan from counts alone: training images an epoch (with --classes)."
+    ),
+    classes: int = typer.Option(None, min=2, help="With --images: the dataset's classes."),
     deadline: str = typer.Option(None, help="Pick the cheapest done within this, e.g. 3h."),
     budget: float = typer.Option(None, help="Pick the fastest that costs at most this (EUR)."),
     spot: bool = typer.Option(
@@ -27,12 +31,19 @@ def plan(
         False, "--live-spot", help="Spot rows at EC2's current spot prices (needs credentials)."
     ),
     fmt: str = typer.Option("table", "--format", help="table, json or csv."),
+    top: int = typer.Option(10, min=1, help="Table: show the N cheapest rows (and the picks)."),
+    all_rows: bool = typer.Option(False, "--all", help="Table: show every row."),
+    explain: bool = typer.Option(
+        False, "--explain", help="Table: each shown row's throughput, its band and its source."
+    ),
     plot: Path = typer.Option(None, help="Also draw time vs euros into this .png or .svg."),
 ) -> None:
     """Every instance type x GPUs x hosts x region x market x backend that can run RECIPE's
-    engine: predicted time, euros, euros per epoch, efficiency, data-bound flag and basis,
-    ranked by euros with the Pareto front marked; the cheapest meeting --deadline and the
-    fastest within --budget named on top with their `finetune launch` command. Estimates
+    engine: predicted time and euros, ranked by euros with the Pareto front marked; the
+    cheapest meeting --deadline and the fastest within --budget named on top with their
+    `finetune launch` command (times within 10 % or a minute of the quickest are a tie, which
+    the cheaper wins). The table shows the --top rows; JSON and CSV carry every row and field.
+    Needs only the dataset's counts: Caltech-256 plans before it is downloaded. Estimates
     only: nothing is created and no AWS call is made."""
     from finetune.cli._render import check_format
     from finetune.planner.rank import plan_recipe
@@ -41,6 +52,10 @@ def plan(
     from finetune.units.eurocap import check_max_eur
 
     fmt = check_format(fmt, FORMATS)
+    if (images is None) != (classes is None) or (images and dataset):
+        raise typer.BadParameter(
+            "give --images and --classes together, instead of --dataset", param_hint="--images"
+        )
     if plot:
         from finetune.report.plot import check_path
 
@@ -58,8 +73,9 @@ def plan(
         budget_eur=check_max_eur(budget, "--budget"),
         max_hosts=max_hosts,
         live_spot=live_spot,
+        counts=(images, classes) if images else None,
     )
-    typer.echo(render(result, fmt), nl=False)
+    typer.echo(render(result, fmt, top=None if all_rows else top, explain=explain), nl=False)
     if plot:
         from finetune.planner.plot import plot_plan
 

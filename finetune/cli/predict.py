@@ -34,11 +34,13 @@ def predict(
     """Classify images with a run's model, applying exactly the validation preprocessing
     the run recorded (preprocessing.json), in batches, with the run's engine. Files that
     are not readable images are skipped and listed on stderr; the exit code is then 3."""
+    from finetune.cli._progress import working
     from finetune.cli._render import check_format, echo_json, rich_table
     from finetune.models.predict import predict as run_predict
 
     fmt = check_format(fmt, ("table", "json", "csv"))
-    result = run_predict(run, images, top_k, max_pixels)
+    with working(f"Classifying with {run}'s model (loading its engine takes a while)"):
+        result = run_predict(run, images, top_k, max_pixels)
     if fmt == "json":
         m = result.model
         head = {"run": m.run_id, "model_dir": str(m.path), "engine": m.engine, "model": m.model}
@@ -71,10 +73,12 @@ def export(
     """Export a run's model with its class map (classes.json) and preprocessing
     (preprocessing.json): ONNX (model.onnx, input "data" N x 3 x S x S) for the torch
     engine, the symbol + params pair for MXNet."""
+    from finetune.cli._progress import working
     from finetune.cli._render import info
     from finetune.models.predict import export as run_export
 
-    folder = run_export(run, out, overwrite)
+    with working(f"Exporting {run}'s model (loading its engine takes a while)"):
+        folder = run_export(run, out, overwrite)
     files = ", ".join(sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")))
     info(f"Exported to {folder}: {files}")
 

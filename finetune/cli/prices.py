@@ -107,7 +107,7 @@ COLUMNS = [
     "backend",
     "eur_per_hour",
     "spot_eur_per_hour",
-    "price_age",
+    "price_source",  # the footnote's number: its text and age once, below the table
     "note",
 ]
 
@@ -121,7 +121,7 @@ def _table(listing, spot_note: str) -> str:
     for o in listing.offers:
         i, p = o.instance, o.price
         spot = f"{'~' if o.spot.estimate else ''}{o.spot_eur_per_hour:.3f}"
-        age = f"{p.age} [{sources.index(p.source) + 1}]"
+        age = f"[{sources.index(p.source) + 1}]"
         rows.append(
             [p.display_name, str(i.gpu_count), i.gpu_model, f"{i.gpu_memory_gib:g}", str(i.vcpus),
              f"{i.memory_gib:g}", p.region, p.backend, f"{o.eur_per_hour:.3f}", spot, age,
@@ -135,7 +135,11 @@ def _table(listing, spot_note: str) -> str:
         )  # fmt: skip
     if not rows:
         return "No instances match."
-    lines = [f"[{n}] {s}" for n, s in enumerate(sources, start=1)]
+    ages = {o.price.source: o.price.age for o in listing.offers}
+    lines = [
+        f"[{n}] {s}" + (f" (age: {ages[s]})" if ages.get(s) and ages[s] not in s else "")
+        for n, s in enumerate(sources, start=1)
+    ]
     lines.append(
         f"~ spot: an estimate -- the catalog snapshot's median over the region's zones where it "
         f"has one, else {spot_note}."

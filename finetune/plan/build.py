@@ -43,7 +43,7 @@ def build_plan(
     if isinstance(dataset_dir, DatasetSummary):
         dataset = dataset_dir
     else:
-        dataset = summarize_dataset(_dataset_dir(recipe, dataset_dir), verify_checksums)
+        dataset = _summary(recipe, dataset_dir, verify_checksums)
     _check_fit(recipe, dataset)
     derived = derive(recipe, dataset, resources)
     hp = hyperparameters(recipe, dataset, resources, derived)
@@ -55,6 +55,21 @@ def build_plan(
         derived=derived,
         hyperparameters=hp,
     )
+
+
+def _summary(recipe: Recipe, given: str | Path | None, verify_checksums: bool) -> DatasetSummary:
+    """The prepared dataset's summary; for a known dataset (finetune.data.known) that is not
+    prepared yet, its published counts (``counts_only``: enough to plan, not to train)."""
+    from finetune.data import manifest as mf
+    from finetune.data.known import counts_summary
+
+    directory = _dataset_dir(recipe, given)
+    if not (directory / mf.MANIFEST).is_file():
+        name = str(given if given is not None else recipe.data.dataset)
+        known = counts_summary(name, str(directory))
+        if known is not None:
+            return known
+    return summarize_dataset(directory, verify_checksums)
 
 
 def _dataset_dir(recipe: Recipe, given: str | Path | None) -> Path:

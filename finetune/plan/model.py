@@ -75,6 +75,8 @@ class DatasetSummary(_Frozen):
     image_side: int | None  # shorter side of the stored images in px; None: originals kept
     manifest_sha256: str
     rec_sha256: dict[str, str]  # file name -> sha256, from the manifest
+    # a known dataset not prepared yet: published counts, enough to plan, never to train
+    counts_only: bool = False
 
     # a plan read back (from the ledger, or plan.json in S3 by the EC2 agent) names files
     # NAME_train.rec ... with it: a plain name only
@@ -134,6 +136,8 @@ class Plan(_Frozen):
     runtime: dict[str, str] | None = None
     image: str | None = None  # cloud runs: the training image by digest, set at launch
     max_eur: float | None = None  # --max-eur: checked against the projected total as it runs
+    # where the pretrained weights come from on the chosen backend (service.weights), in words
+    weights_from: str | None = None
 
     def with_estimate(self, estimate: Estimate | Mapping[str, Any]) -> Plan:
         """A copy carrying a cost estimate (report.estimate's, or its JSON as stored); its

@@ -12,6 +12,14 @@ from finetune.planner import pareto
 from finetune.planner.candidates import DEFAULT_MAX_HOSTS, Candidate, Query, candidates
 
 DEFAULT_REGION = "us-east-1"  # where nothing else names one (as `finetune sweep` prices)
+# The performance model cannot tell two predicted times apart closer than this: every
+# prediction carries the same fixed start-up guess (~300 s of provisioning, image pull and
+# data copy, which vary by about a minute from one launch to the next), and its throughput
+# band spans well over +-10 % (e.g. 611-1077 img/s around 1008). So "the fastest" is the
+# cheapest row within max(TIE_S, TIE_FRACTION x the quickest time) of the quickest: 4 x
+# p6-b200 at 5.72 EUR and 3 x p4d at 2.48 EUR, both ~5.0 min, are a tie the cheaper wins.
+TIE_S = 60.0
+TIE_FRACTION = 0.10
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,9 @@ class PlanResult:
     unestimated: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     provenance: str = ""
+    dataset_note: str = ""  # a dataset planned from its published counts, not its files
+    provenance_short: str = ""  # the table's one-line version (the full one: --explain, JSON)
+    title: str = ""  # what is planned: recipe, epochs, images
 
 
 def plan_recipe(
@@ -80,11 +91,13 @@ def plan_recipe(
     max_hosts: int = DEFAULT_MAX_HOSTS,
     history: Sequence | None = None,
     live_spot: bool = False,
+    counts: tuple[int, int] | None = None,
 ) -> PlanResult:
     """Every way to run ``recipe`` on ``dataset`` (with ``overrides``), estimated, ranked by
     euros, the Pareto front marked; the cheapest within ``deadline_s`` and the fastest within
     ``budget_eur`` picked (without them: the cheapest and the fastest). ``live_spot``: spot
-    rows at the backends' current spot prices (EC2's, per zone; needs credentials)."""
+    rows at the backends' current spot prices (EC2's, per zone; needs credentials).
+    ``counts``: (training images, classes) instead of a dataset's files."""
     from finetune import backends
     from finetune.aws.session import configured_region
     from finetune.plan import build_plan
@@ -99,7 +112,12 @@ def plan_recipe(
             + ", ".join(name for name, _, _ in backends.priced())
             + ".",
         )
-    base = build_plan(recipe, dataset, overrides=tuple(overrides))
+    if counts is not None:
+        from finetune.data.known import given_counts
+
+        base = build_plan(recipe, given_counts(*counts), overrides=tuple(overrides))
+    else:
+        base = build_plan(recipe, dataset, overrides=tuple(overrides))
     regions = tuple(check_region(r, "--region") for r in dict.fromkeys(regions)) or (
         configured_region(None) or DEFAULT_REGION,
     )
@@ -116,13 +134,21 @@ def plan_recipe(
     unestimated = [f"{_label(c)}: {c.estimate.summary[1]}" for c in found if not c.estimate.known]
     rows = _rows(known, base.recipe.schedule.epochs)
     launch = (recipe, dataset, tuple(overrides))
+    from finetune.data.known import note
+
+    ds = base.dataset
+    title = (f"{base.recipe.name}: {base.recipe.schedule.epochs} epochs x {ds.train_count:,} "
+             f"images, {ds.num_classes} classes ({ds.name})")  # fmt: skip
     return PlanResult(
+        dataset_note=note(ds),
+        title=title,
         rows=rows,
         cheapest=pick_cheapest(rows, deadline_s, launch),
         fastest=pick_fastest(rows, budget_eur, launch),
         unestimated=unestimated,
         notes=notes,
         provenance=_provenance(known),
+        provenance_short=_provenance_short(known),
     )
 
 
@@ -172,18 +198,28 @@ def pick_cheapest(rows: list[Row], deadline_s: float | None, launch) -> Pick | N
         return None
     row = min(fits, key=lambda r: (r.eur, r.minutes, r.rank))
     within = f"done within {deadline_s / 3600:g} h" if deadline_s else "of all"
-    why = f"the cheapest {within}: ~{row.minutes:.0f} min for ~{row.eur:.2f} EUR"
+    why = f"the cheapest {within}: ~{row.minutes:.1f} min for ~{row.eur:.2f} EUR"
     return Pick("cheapest", row, why, command(row, *launch))
 
 
+def tie_minutes(quickest_min: float) -> float:
+    """How far above the quickest predicted time a row still ties with it (see TIE_S)."""
+    return max(TIE_S / 60.0, TIE_FRACTION * quickest_min)
+
+
 def pick_fastest(rows: list[Row], budget_eur: float | None, launch) -> Pick | None:
-    """The fastest row that costs at most ``budget_eur`` (None: the fastest of all)."""
+    """The fastest row that costs at most ``budget_eur`` (None: the fastest of all): the
+    cheapest of the rows whose time ties with the quickest (tie_minutes)."""
     fits = [r for r in rows if budget_eur is None or r.eur <= budget_eur]
     if not fits:
         return None
-    row = min(fits, key=lambda r: (r.minutes, r.eur, r.rank))
+    quickest = min(r.minutes for r in fits)
+    tied = [r for r in fits if r.minutes <= quickest + tie_minutes(quickest)]
+    row = min(tied, key=lambda r: (r.eur, r.minutes, r.rank))
     within = f"within {budget_eur:g} EUR" if budget_eur is not None else "of all"
-    why = f"the fastest {within}: ~{row.minutes:.0f} min for ~{row.eur:.2f} EUR"
+    why = f"the fastest {within}: ~{row.minutes:.1f} min for ~{row.eur:.2f} EUR"
+    if row.minutes > quickest:  # a quicker row ties with it: the cheaper wins
+        why += f" (ties with the quickest, {quickest:.1f} min: within {tie_minutes(quickest):.1f})"
     return Pick("fastest", row, why, command(row, *launch))
 
 
@@ -200,6 +236,17 @@ def command(row: Row, recipe: str, dataset: str | None, overrides: Sequence[str]
     args += ["--spot"] if row.market == "spot" else []
     args += [a for a in region if a not in env]
     return shlex.join([*env, *args]) if not env else " ".join(env) + " " + shlex.join(args)
+
+
+def _provenance_short(found: list[Candidate]) -> str:
+    if not found:
+        return ""
+    est = found[0].estimate
+    return (
+        f"Estimates, not quotes: catalog prices ({est.price_age}; `finetune prices` names "
+        f"sources), EUR at {est.usd_per_eur:g} USD (ECB, {est.rate_date}); spot rows include "
+        "expected interruptions."
+    )
 
 
 def _provenance(found: list[Candidate]) -> str:

@@ -180,7 +180,11 @@ def estimate_run(
     kind = "estimated price" if price.estimate else "price"
     lines.append(f"{kind}: {price.source} ({price.age}); EUR: {rate.describe()}")
     warning = instances.retirement_warning(inst)
-    return Estimate(**fields, summary=(*lines, warning) if warning else tuple(lines))
+    return Estimate(
+        **fields,
+        summary=(*lines, warning) if warning else tuple(lines),
+        warnings=(warning,) if warning else (),
+    )
 
 
 def _planned_charge(backend: str, price, quote, instances_: int, use_spot: bool) -> money.Charge:

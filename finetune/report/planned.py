@@ -47,7 +47,8 @@ class Estimate(BaseModel):
     wider_band: bool = False  # no row of this kind in the GPU's generation, or of the family
     basis: tuple[str, ...] = ()
     interruption_seconds: float | None = None  # spot: expected lost work, in ``seconds``
-    summary: tuple[str, ...] = ()  # what `launch --dry-run` shows
+    summary: tuple[str, ...] = ()  # what `launch --dry-run --verbose` shows
+    warnings: tuple[str, ...] = ()  # what to read first (a retired instance and its successor)
 
     @field_validator("summary", mode="before")
     @classmethod

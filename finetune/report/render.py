@@ -59,6 +59,9 @@ class ReportRow:
     engine: str = ""
     device_kind: str = "gpu"
     sweep_values: tuple[tuple[str, str], ...] = ()
+    # the 1-device run's wall time / this run's: what the clock saw, start-up and data copy
+    # included, beside ``speedup`` (steady-state images/s, warm-up excluded)
+    wall_speedup: float | None = None
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,7 @@ def _row(run: RunFacts, sc: scaling.Scaling, target: float | None) -> ReportRow:
         engine=run.engine,
         device_kind=run.device_kind,
         sweep_values=run.sweep_values,
+        wall_speedup=sc.wall_speedup,
     )
 
 
@@ -182,7 +186,10 @@ def render(report: Report, fmt: str = "table", width: int | None = None) -> str:
         names = list(ReportRow.__dataclass_fields__)
         return csv_text(names, [[_csv_value(getattr(r, n)) for n in names] for r in report.rows])
     headers, rows = _human(report)
-    footer = [_totals_line(report), *target_line(report.target_acc), *report.notes]
+    footer = [_totals_line(report), *_status_line(report), *target_line(report.target_acc),
+              *report.notes]  # fmt: skip
+    if any(r.speedup is not None for r in report.rows):
+        footer.append(SPEEDUP_LEGEND)
     footer.append(report.provenance)
     if fmt == "markdown":
         return markdown_text(headers, rows) + "\n\n" + "\n\n".join(footer) + "\n"
@@ -192,10 +199,16 @@ def render(report: Report, fmt: str = "table", width: int | None = None) -> str:
 
 # The table's columns: ReportRow fields, shown as report.text.header_of names them (the JSON
 # and CSV keys are the same words); durations and shares are formatted for people.
-COLUMNS = ["run_id", "recipe", "dataset", "status", "backend", "engine", "instance_type",
-           "hosts", "devices", "spot", "wall_seconds", "billable_seconds", "images_per_sec",
-           "images_per_sec_per_device", "speedup", "efficiency", "best_val_acc", "eur",
-           "eur_per_epoch"]  # fmt: skip
+# One table within 120 columns: what ran where, the clock, the scaling, the result, the
+# money; recipe, dataset, engine, hosts, billable time and the per-device and per-epoch
+# figures are in --format json/csv (every ReportRow field).
+COLUMNS = ["run_id", "status", "instance_type", "devices", "spot", "wall_seconds",
+           "images_per_sec", "speedup", "wall_speedup", "efficiency", "best_val_acc",
+           "eur"]  # fmt: skip
+SPEEDUP_LEGEND = (
+    "speedup: steady-state images/s against the 1-device run (warm-up excluded); wall "
+    "speedup: the 1-device run's wall time / this run's (start-up and data copy included)."
+)
 TARGET_COLUMNS = ["time_to_target_seconds", "eur_to_target"]
 HEADERS = [header_of(c) for c in COLUMNS]
 
@@ -207,29 +220,30 @@ def _human(report: Report) -> tuple[list[str], list[list[str]]]:
     for r in report.rows:
         cells = [
             r.run_id,
-            r.recipe,
-            r.dataset,
             r.status,
-            r.backend,
-            r.engine or "-",
             r.instance_type,
-            str(r.hosts),
             f"{r.devices} {r.device_kind.upper()}",
             "yes" if r.spot else "no",
             duration(r.wall_seconds),
-            duration(r.billable_seconds),
             number(r.images_per_sec),
-            number(r.images_per_sec_per_device),
             number(r.speedup, ".2f", "x"),
+            number(r.wall_speedup, ".2f", "x"),
             percent(r.efficiency),
             percent(r.best_val_acc),
             euros(r.eur),
-            euros(r.eur_per_epoch),
         ]
         if target:
             cells += [duration(r.time_to_target_seconds), euros(r.eur_to_target)]
         rows.append(cells)
+    if len({r.status for r in report.rows}) == 1:  # one status: said once (_status_line)
+        headers = [h for i, h in enumerate(headers) if i != 1]
+        rows = [[c for i, c in enumerate(row) if i != 1] for row in rows]
     return headers, rows
+
+
+def _status_line(report: Report) -> list[str]:
+    statuses = {r.status for r in report.rows}
+    return [f"All {len(report.rows)} run(s) {statuses.pop()}."] if len(statuses) == 1 else []
 
 
 def target_line(target_acc: float | None) -> list[str]:

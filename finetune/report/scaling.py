@@ -73,13 +73,16 @@ class Scaling:
     baseline_runs: tuple[str, ...]
     speedup: float | None
     efficiency: float | None
+    wall_speedup: float | None = None  # the baseline's wall time / this run's, start-up included
 
 
 def scaling(runs: list[RunFacts], pool: list[RunFacts] = ()) -> list[Scaling]:
-    """Speedup and efficiency of every run with N > 1 devices against its 1-device baseline
+    """Speedup (steady-state images/s) and efficiency of every run with N > 1 devices against
+    its 1-device baseline, and the wall-clock speedup beside it
     (from ``runs`` and ``pool``: e.g. the whole ledger when one run is reported), in input
     order; 1-device runs get none."""
     base = baselines([*runs, *pool])
+    walls = {r.run_id: r.wall_seconds for r in [*runs, *pool]}
     out = []
     for run in runs:
         ips = run.images_per_sec
@@ -88,7 +91,13 @@ def scaling(runs: list[RunFacts], pool: list[RunFacts] = ()) -> list[Scaling]:
             b_ips, b_ids = None, []
         s = speedup(ips, b_ips) if ips and b_ips else None
         e = efficiency(s, run.devices) if s is not None else None
-        out.append(Scaling(run.run_id, run.devices, ips, b_ips, tuple(b_ids), s, e))
+        base_walls = [walls[i] for i in b_ids if walls.get(i)]
+        w = (
+            statistics.median(base_walls) / run.wall_seconds
+            if base_walls and run.wall_seconds
+            else None
+        )
+        out.append(Scaling(run.run_id, run.devices, ips, b_ips, tuple(b_ids), s, e, w))
     return out
 
 

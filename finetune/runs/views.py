@@ -14,15 +14,18 @@ def _when(ts: float | None) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def _pct(fraction: float | None) -> str:
+    """One format for a fraction shown to people (report.text.percent: '59.2 %')."""
+    from finetune.report.text import percent
+
+    return percent(fraction)
+
+
 def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    s = round(seconds)
-    return (
-        f"{s // 3600}h{s % 3600 // 60:02d}m{s % 60:02d}s"
-        if s >= 3600
-        else f"{s // 60}m{s % 60:02d}s"
-    )
+    """One format for a duration everywhere (report.text.duration: '7m 42s', '1h 02m')."""
+    from finetune.report.text import duration as one_format
+
+    return one_format(seconds)
 
 
 def steady_throughput(epochs: list[EpochMetrics]) -> float | None:
@@ -49,14 +52,23 @@ def final_facts(events: list[tuple[float, str, str]]) -> dict:
     return {}
 
 
+def iso_time(ts: float | None) -> str | None:
+    """A unix time as ISO 8601 with its zone (UTC): '2025-06-15T15:06:40+00:00'."""
+    return None if ts is None else datetime.fromtimestamp(ts, timezone.utc).isoformat()
+
+
 def run_dict(run: Run, epochs: list[EpochMetrics], final: dict | None = None) -> dict:
+    """The run as JSON: its ledger fields (times as ISO 8601 with zone), figures and epochs."""
     d = {k: v for k, v in run.__dict__.items() if k != "plan"}
+    for key, value in d.items():
+        if key.endswith("_at") and isinstance(value, (int, float)):
+            d[key] = iso_time(value)
     d["wall_seconds"] = run.wall_seconds
     d["gpus"] = run.gpus
     d["devices"] = devices(run)
     d["images_per_sec"] = steady_throughput(epochs)
     d["best_val_acc"] = max((e.val_acc for e in epochs if e.val_acc is not None), default=None)
-    d["epochs"] = [e.model_dump() for e in epochs]
+    d["epochs"] = [{**e.model_dump(), "time": iso_time(e.time) if e.time else None} for e in epochs]
     last = epochs[-1] if epochs else None
     d["model_epoch"] = last.best_epoch if last else None  # the weights the model holds
     d["test_acc"] = last.test_acc if last else None
@@ -151,7 +163,7 @@ def list_rows(
                 r.status,
                 _when(r.created_at),
                 duration(r.wall_seconds),
-                f"{acc:.3f}" if acc is not None else "-",
+                _pct(acc),
                 *((eur.get(r.id, "-"),) if eur is not None else ()),
             )
         )
@@ -180,11 +192,11 @@ def show_lines(run: Run, epochs: list[EpochMetrics], final: dict | None = None) 
             f"  throughput {tp:,.1f} img/s steady ({tp / max(run.gpus, 1):,.1f} per device)"
         )
     for e in epochs:
-        val = f"{e.val_acc:.3f}" if e.val_acc is not None else "-"
+        val = _pct(e.val_acc)
         lines.append(
             f"  epoch {e.epoch + 1:>3}  {e.samples_per_sec:9,.1f} img/s  "
             f"{e.epoch_seconds:7.1f} s  loss {e.train_loss:.3f}  "
-            f"train {e.train_acc:.3f}  val {val}"
+            f"train {_pct(e.train_acc)}  val {val}"
         )
     lines += evaluation_lines(epochs, final or {})
     if run.record.get("git_commit") or run.record.get("dataset_manifest_sha256"):
@@ -205,14 +217,14 @@ def evaluation_lines(epochs: list[EpochMetrics], final: dict) -> list[str]:
     lines = []
     if last is not None and last.best_epoch is not None:
         best = epochs[last.best_epoch] if last.best_epoch < len(epochs) else None
-        val = f" (val {best.val_acc:.3f})" if best and best.val_acc is not None else ""
+        val = f" (val {_pct(best.val_acc)})" if best and best.val_acc is not None else ""
         lines.append(
             f"  model      weights of epoch {last.best_epoch + 1}, the best validation{val}"
         )
     if last is not None and last.test_acc is not None:
         n = (final.get("test_report") or {}).get("count")
         lines.append(
-            f"  test       {last.test_acc:.3f} top-1 on the held-out test split"
+            f"  test       {_pct(last.test_acc)} top-1 on the held-out test split"
             + (f" ({n} images)" if n else "")
         )
     report = final.get("test_report") or final.get("val_report")

@@ -16,12 +16,14 @@ from finetune.service.launch import (
 )
 from finetune.service.logtext import read_logs
 from finetune.service.sync import Follow, follow, listing, refreshed, stop, sync
+from finetune.service.weights import fetch as fetch_weights
 
 __all__ = [
     "Follow",
     "LaunchRequest",
     "Planned",
     "check_features",
+    "fetch_weights",
     "follow",
     "launch",
     "listing",

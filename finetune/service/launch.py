@@ -13,7 +13,7 @@ import os
 import shutil
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,8 @@ from finetune.errors import BusyError, DataError, FinetuneError, UsageError
 from finetune.runs.ledger import Ledger
 from finetune.runs.run import ACTIVE, Run, new_run_id
 from finetune.service.sync import journal, keep
+from finetune.service.weights import check as check_weights
+from finetune.service.weights import fetch as fetch_weights
 
 REMOTE_SCHEMES = ("s3://",)  # a dataset already uploaded: the backend reads its summary
 
@@ -49,6 +51,7 @@ class Planned:
 
     backend: Backend
     preflight: Preflight
+    weights: Any = None  # service.weights.WeightsPlan: what to fetch here before launching
 
     @property
     def plan(self):
@@ -63,9 +66,13 @@ def check_features(backend: Backend, needed: set[Feature]) -> None:
 def plan_launch(request: LaunchRequest, hooks: Hooks | None = None) -> Planned:
     """Every check a launch runs that writes nothing: backend name and options, capabilities,
     resources, dataset, recipe, and the backend's pre-flight. What `--dry-run` shows."""
+    from finetune.backends import implied
     from finetune.plan import build_plan
 
-    backend = get_backend(request.backend, request.options, hooks)
+    name, note = implied(request.backend, request.resources.instance)
+    if note and hooks is not None:
+        hooks.notify(note)
+    backend = get_backend(name, request.options, hooks)
     check_features(backend, request.resources.needs())
     resources = backend.resources(request.resources)
     check_features(backend, _needs(resources))
@@ -78,7 +85,21 @@ def plan_launch(request: LaunchRequest, hooks: Hooks | None = None) -> Planned:
     cap = getattr(backend.options, "max_eur", None)  # checked by the backend's options model
     if cap is not None:
         plan = plan.model_copy(update={"max_eur": cap})
-    return Planned(backend, backend.preflight(plan))
+    weights = check_weights(plan, backend)  # before the pre-flight: a missing file stops here
+    plan = plan.model_copy(update={"weights_from": weights.line})
+    preflight = backend.preflight(plan)
+    if plan.dataset.counts_only and preflight.error is None:  # estimated; nothing to train on
+        preflight = replace(preflight, error=_not_prepared(plan.dataset))
+    return Planned(backend, preflight, weights)
+
+
+def _not_prepared(dataset) -> DataError:
+    return DataError(
+        f"dataset {dataset.name} is not prepared yet (no manifest in {dataset.path}): the plan "
+        "above uses its published counts",
+        f"run `finetune prepare {dataset.name}` (it downloads and prepares the images), then "
+        "launch again.",
+    )
 
 
 def start(request: LaunchRequest, ledger: Ledger, hooks: Hooks | None = None):
@@ -86,6 +107,7 @@ def start(request: LaunchRequest, ledger: Ledger, hooks: Hooks | None = None):
     leaves nothing behind: no ledger row, no run folder."""
     planned = plan_launch(request, hooks)
     planned.preflight.raise_if_failed()
+    fetch_weights(planned.weights, hooks)
     return launch(planned.plan, planned.backend, ledger), planned.backend
 
 

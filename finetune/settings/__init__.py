@@ -47,6 +47,10 @@ class Settings(BaseSettings):
     region: str | None = None
     bucket: str | None = None
     role_arn: str | None = None
+    # our training image (the MXNet engine's; the torch engine runs on AWS's own images), as
+    # `finetune image push` prints it: both AWS backends use it (EC2 also reads
+    # FINETUNE_EC2_IMAGE first, as before)
+    image: str | None = None
     # the `finetune infra deploy` stack whose parameters (instance types, VPC, runtime, count)
     # the caller policies enforce; launches check them first (finetune.aws.stacklimits)
     stack: str = "finetune"
@@ -216,6 +220,7 @@ def set_value(key: str, value: str | None) -> Path:
             raise ConfigError(f"{name}={value!r}: {msg}", f"give a valid {name}.") from None
         data[name] = value
     config.write(config.path(), data)
+    get.cache_clear()  # what this process reads from now on, too
     return config.path()
 
 

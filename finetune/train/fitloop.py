@@ -254,8 +254,10 @@ def _save(run: _Run, progress: Progress, reason: str, best: bool = False) -> flo
     state.update(model=hp.model, num_classes=hp.num_classes, reason=reason, saved_at=time.time())
     saved = run.checkpoints.save(run.session.write_checkpoint, state, best=best)
     run.last_save = time.monotonic()
+    # for people: epochs counted from 1, as `runs show` counts them
+    epoch = progress.epoch + 1
     log.info("checkpoint %s (%s%s): epoch %d batch %d step %d", saved.directory.name, reason,
-             ", best" if best else "", progress.epoch, progress.batch, progress.step)  # fmt: skip
+             ", best" if best else "", epoch, progress.batch, progress.step)  # fmt: skip
     return run.last_save - started
 
 

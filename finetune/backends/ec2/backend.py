@@ -44,7 +44,7 @@ class Ec2Backend:
     def __init__(self, options=None, hooks: Hooks | None = None, poll_seconds=None) -> None:
         self.options: Ec2Options | None = options  # None: the options stored with the run
         self.poll_seconds = self.POLL_SECONDS if poll_seconds is None else poll_seconds
-        self._clients = ec2_infra.Clients()
+        self._clients = ec2_infra.Clients(options.region if options is not None else None)
         self._quotes = None  # the pre-flight's prices, which the launch right after uses
 
     def current_spot_prices(self, instance_types: list[str], region: str) -> dict:
@@ -59,7 +59,7 @@ class Ec2Backend:
         return ec2_options.resources(request)
 
     def dataset_summary(self, uri: str):
-        return ec2_options.dataset_summary(uri)
+        return ec2_options.dataset_summary(uri, self.options.region if self.options else None)
 
     def preflight(self, plan) -> base.Preflight:
         options = self.options or Ec2Options()

@@ -22,8 +22,37 @@ from finetune.errors import CloudError, ConfigError, UsageError
 IMAGE_ENVS = ("FINETUNE_EC2_IMAGE", "FINETUNE_IMAGE")
 
 
-def preflight(plan, options: Ec2Options) -> str:
-    """Refuse impossible runs; returns the instance's CPU architecture (for the AMI)."""
+def missing_settings(plan, options: Ec2Options) -> list[base.Problem]:
+    """Every setting the launch needs and does not have (region, bucket, our image where the
+    engine needs it), each with its fix: a dry-run names them all at once."""
+    from finetune import settings
+    from finetune.aws.session import configured_region
+
+    problems = []
+    if not configured_region(options.region):
+        problems.append(base.Problem(
+            "no AWS region is set for the ec2 backend",
+            "pass --region REGION, or set FINETUNE_REGION (or a region in your AWS config).",
+        ))  # fmt: skip
+    if not settings.get().bucket:
+        problems.append(base.Problem(
+            "no S3 bucket is set for datasets, checkpoints and results",
+            "deploy the stack with `finetune infra deploy` and set FINETUNE_BUCKET (or "
+            "`finetune config set bucket NAME`) to its BucketName output.",
+        ))  # fmt: skip
+    if plan.hyperparameters.engine != "torch" and not _configured_image():
+        problems.append(base.Problem(
+            "the MXNet engine needs our training image, and none is configured",
+            "run `finetune image push` and `finetune config set image URI` with the URI it "
+            "prints (or FINETUNE_IMAGE); or use the PyTorch engine (engine=torch).",
+        ))  # fmt: skip
+    return problems
+
+
+def preflight(plan, options: Ec2Options, settings_checked: bool = True) -> str:
+    """Refuse impossible runs; returns the instance's CPU architecture (for the AMI).
+    ``settings_checked=False``: leave missing settings to the caller (a dry-run lists them
+    all, missing_settings)."""
     from finetune.catalog import instances
 
     res = plan.resources
@@ -38,11 +67,16 @@ def preflight(plan, options: Ec2Options) -> str:
             f"--max-runtime of {options.max_runtime} s leaves no time to train",
             "allow at least 10 minutes (e.g. --max-runtime 2h).",
         )
-    name = bucket()
-    if plan.hyperparameters.engine != "torch":  # torch runs on AWS's PyTorch AMI: no image
-        image()
+    if settings_checked:
+        name = bucket()
+        if plan.hyperparameters.engine != "torch":  # torch runs on AWS's PyTorch AMI: no image
+            image()
+    else:
+        from finetune import settings
+
+        name = settings.get().bucket
     screen(plan)
-    if plan.dataset.path.startswith("s3://"):  # a run reads its dataset's prefix, no more
+    if name and plan.dataset.path.startswith("s3://"):  # a run reads its dataset's prefix
         from finetune.aws.datasetscope import read_prefixes
 
         read_prefixes(plan.dataset.path, name, options.read_prefix)
@@ -73,14 +107,22 @@ def bucket() -> str:
     return name
 
 
-def image() -> str:
+def _configured_image() -> str | None:
+    from finetune import settings
+
     found = next((os.environ[e] for e in IMAGE_ENVS if os.environ.get(e)), None)
+    return found or settings.get().image
+
+
+def image() -> str:
+    found = _configured_image()
     if not found:
         raise ConfigError(
             "the MXNet engine needs our training image, and none is configured for the ec2 backend",
-            "run `finetune image push` (it builds the Dockerfile and pushes it to ECR) and set "
-            "FINETUNE_IMAGE to the URI it prints, e.g. 123456789012.dkr.ecr.eu-west-1."
-            "amazonaws.com/finetune:0.4.0 (the run pins it to its digest at launch); or use the "
+            "run `finetune image push` (it builds the Dockerfile and pushes it to ECR) and "
+            "`finetune config set image URI` (or FINETUNE_IMAGE) with the URI it prints, "
+            "e.g. 123456789012.dkr.ecr.eu-west-1.amazonaws.com/finetune:0.4.0 (the run pins "
+            "it to its digest at launch); or use the "
             "PyTorch engine (engine=torch), which needs no image.",
         )
     return found
@@ -124,7 +166,7 @@ def new_state(plan, run, options: Ec2Options, clients) -> Ec2State:
     from finetune.aws.errors import aws_errors
     from finetune.aws.s3upload import as_prefix, plan_upload, upload_dataset
 
-    region = ec2_infra.region_name()
+    region = ec2_infra.region_name(options.region)
     s3 = clients("s3", region)
     name = bucket()
     # our image for MXNet, pinned to its digest before anything is uploaded; torch runs on
@@ -159,21 +201,20 @@ def dry_run(plan, options: Ec2Options, clients):
     """Preflight (bucket, image, runtime, fallbacks), the region, the runtime --max-eur
     affords at the price the launch would pay, and the family's vCPU quota; returns the
     base.Preflight and the prices asked (ec2.cost.Quotes: the launch right after uses them)."""
+    from finetune import settings
     from finetune.aws.session import configured_region
     from finetune.backends.ec2 import cost as ec2_cost
     from finetune.backends.ec2.setup import ami as ec2_ami
     from finetune.backends.pricing import with_estimate
     from finetune.catalog import instances
 
-    arch = preflight(plan, options)  # the engine on these GPUs, fallbacks, image
+    arch = preflight(plan, options, settings_checked=False)  # engine on these GPUs, fallbacks
     engine = plan.hyperparameters.engine
     plan = plan.with_runtime(ec2_ami.runtime(engine, arch, options.ami))
-    region = configured_region(None)
-    if not region:
-        raise ConfigError(
-            "no AWS region is set for the ec2 backend",
-            "set FINETUNE_REGION (or a region in your AWS config).",
-        )
+    missing = missing_settings(plan, options)
+    region = configured_region(options.region)
+    if not region:  # nothing can be priced: every missing setting, before the plan
+        raise base.PreflightError(missing)
     plan = with_estimate(plan, region, "ec2")
     res = plan.resources
     choice = Candidate(res.instance_type, res.spot)
@@ -193,12 +234,15 @@ def dry_run(plan, options: Ec2Options, clients):
         ("runtime cap", _hours(cap) + _why_cap(cap, options)),
         ("euro cap", f"EUR {options.max_eur:g}" if options.max_eur else "none (--max-eur)"),
         ("quota", _quota_row(found, needed)),
-        ("bucket", bucket()),
+        ("bucket", settings.get().bucket or "not set"),
     ]
     if engine != "torch":  # torch runs on AWS's PyTorch AMI: no image of ours
-        rows.insert(-1, ("image", image()))
+        rows.insert(-1, ("image", _configured_image() or "not set"))
     why = ec2_quota.problem(found, needed, region)
     error = CloudError(why, ec2_quota.how_to_raise(found, needed, region)) if why else None
+    if missing:  # every missing setting at once, after the plan (as the SageMaker backend)
+        quota = [base.Problem(why, ec2_quota.how_to_raise(found, needed, region))] if why else []
+        error = base.PreflightError(missing + quota)
     return base.Preflight(plan, rows, title="EC2 instances", error=error), quotes
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from finetune.backends import base
 from finetune.errors import UsageError
@@ -28,6 +28,7 @@ _NEVER_FLAGS = ("volume_gib", "upload_interval_s", "image")  # stored once, alwa
 class Ec2Options(base.Options):
     """The EC2 backend's launch flags, as given (--subnet, --az, --max-runtime, ...)."""
 
+    region: str | None = None  # --region; default FINETUNE_REGION, then your AWS config
     ami: str | None = None
     subnet: tuple[str, ...] = ()
     az: tuple[str, ...] = ()
@@ -37,6 +38,13 @@ class Ec2Options(base.Options):
     allow_on_demand_fallback: bool = False
     fallback_instance: tuple[str, ...] = ()
     read_prefix: tuple[str, ...] = ()  # s3:// prefixes the run may read besides its dataset
+
+    @field_validator("region")
+    @classmethod
+    def _known_region(cls, value: str | None) -> str | None:
+        from finetune.settings.names import check_region
+
+        return check_region(value, "--region") if value else value
 
     @classmethod
     def stored(cls, data: dict[str, Any]) -> Ec2Options:
@@ -66,8 +74,8 @@ def resources(request: base.ResourceRequest):
     )
 
 
-def dataset_summary(uri: str):
+def dataset_summary(uri: str, region: str | None = None):
     from finetune.aws.session import configured_region
     from finetune.backends import s3dataset
 
-    return s3dataset.summarize(uri, configured_region(None))
+    return s3dataset.summarize(uri, configured_region(region))

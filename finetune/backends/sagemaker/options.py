@@ -104,8 +104,8 @@ def check(plan, opts: rq.JobOptions) -> base.Preflight:
     instances.check_engine(engine, plan.resources.instance_type)
     opts = _with_settings(opts)
     region = opts.region
-    if not region:
-        raise preflight.PreflightError([_NO_REGION])
+    if not region:  # nothing can be priced: every missing setting, before the plan
+        raise preflight.PreflightError([_NO_REGION, *sub.missing_settings(opts)])
     plan = with_estimate(plan, region, "sagemaker")
     if opts.max_eur is not None:
         opts = sub.fit_budget(opts, plan, region)  # the runtime the real submit would use
@@ -158,6 +158,9 @@ def _channels(plan, bucket: str) -> tuple[dict[str, str], int]:
 
     if plan.dataset.path.startswith("s3://"):
         root = as_prefix(plan.dataset.path)
+        return {c: f"{root}{c}/" for c in ("train", "validation")}, 0
+    if plan.dataset.counts_only:  # not prepared yet: its prefix follows from its files
+        root = f"s3://{bucket or 'BUCKET'}/finetune/datasets/{plan.dataset.name}-(once prepared)/"
         return {c: f"{root}{c}/" for c in ("train", "validation")}, 0
     upload = plan_upload(plan.dataset.path, bucket)
     return upload.channels, upload.total_bytes

@@ -7,9 +7,9 @@ functions taking a client ask AWS cheap questions (bucket region, what is under 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
-from finetune.errors import FinetuneError, UsageError
+from finetune.backends.base import PreflightError, Problem  # one shape on every backend
+from finetune.errors import FinetuneError
 
 JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::(\d{12}):role/[\w+=,.@/-]{1,512}$")
@@ -20,26 +20,6 @@ MAX_RUNTIME_LIMIT_S = 28 * 24 * 3600  # SageMaker's ceiling for MaxRuntimeInSeco
 # The shortest runtime --max-eur may shrink a job to: SageMaker bills per second with no
 # minimum, but a job under a minute has not left its container's start-up (report.money).
 MIN_RUNTIME_S = 60
-
-
-@dataclass(frozen=True)
-class Problem:
-    what: str
-    fix: str
-
-
-class PreflightError(UsageError):
-    """One or more checks failed; nothing was uploaded or started."""
-
-    def __init__(self, problems: list[Problem]) -> None:
-        self.problems = problems
-        if len(problems) == 1:
-            super().__init__(f"Pre-flight check failed: {problems[0].what}", problems[0].fix)
-            return
-        what = "Pre-flight checks failed:\n" + "\n".join(
-            f"  - {p.what} (to fix: {p.fix})" for p in problems
-        )
-        super().__init__(what, "fix each problem above, then launch again.")
 
 
 def raise_if(problems: list[Problem]) -> None:

@@ -74,9 +74,13 @@ def engine_image(plan, account: str, region: str) -> str:
     """The training image for ``plan`` when --image is not given: AWS's PyTorch training
     image for the torch engine, else where `finetune image push` puts ours in ``account``'s
     ECR. Submit and --dry-run both ask here, so they agree."""
+    from finetune import settings
     from finetune.backends.sagemaker import images
 
     engine, instance = plan.hyperparameters.engine, plan.resources.instance_type
+    ours = settings.get().image  # `config set image`: our image, where the engine needs ours
+    if ours and engine != "torch":
+        return ours
     return images.default_image(engine, region, instance, account)
 
 

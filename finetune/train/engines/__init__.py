@@ -4,11 +4,55 @@ GPUs), both behind finetune.train.protocol.Session."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+
 from finetune.contracts.hparams import ENGINES
 from finetune.errors import ConfigError, require_module
 from finetune.train.protocol import Launched
 
-__all__ = ["ENGINES", "Launched", "exit_if_abandoned", "export_model", "fit", "predict_scores"]
+__all__ = [
+    "ENGINES",
+    "Launched",
+    "WeightsSource",
+    "exit_if_abandoned",
+    "export_model",
+    "fit",
+    "predict_scores",
+    "weights_source",
+]
+
+
+@dataclass(frozen=True)
+class WeightsSource:
+    """Where a run's pretrained weights come from, seen from the launching machine: a file
+    already here (``cached``), or an address to fetch (``url``) into ``dest`` (``size``
+    bytes, 0 unknown; ``sha256``: the full digest it must have, "" when only its name's
+    prefix is checked). ``by_job``: the engine's trainer fetches it itself, never the
+    launching machine (the model zoo's own download)."""
+
+    model: str
+    cached: Path | None = None
+    url: str = ""
+    dest: Path | None = None
+    sha256: str = ""
+    size: int = 0
+    by_job: bool = False
+
+
+def weights_source(
+    engine: str, model: str, weights: str, sha256: str = "", here: bool = True
+) -> WeightsSource:
+    """Where ``model``'s pretrained weights would come from (nothing fetched): for a run on
+    this machine (``here``: its caches count), or on another (only what it can fetch or
+    is given counts). DataError with the fix when they cannot be had at all."""
+    import importlib
+
+    if engine not in ENGINES:
+        raise ConfigError(f"unknown engine {engine!r}", f"use one of: {', '.join(ENGINES)}.")
+    # no framework check: the published addresses need at most torchvision (imported there)
+    module = importlib.import_module(f"finetune.train.engines.{engine}.weights")
+    return module.source(model, weights, sha256, here)
 
 
 def fit(job, stop=None):

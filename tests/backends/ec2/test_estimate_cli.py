@@ -40,9 +40,9 @@ def wide_dataset(tmp_path_factory):
 
 
 def _dry_run(recipe: str, dataset, instance: str) -> tuple[int, str]:
-    """(exit code, the output with rich's line wrapping undone)."""
+    """(exit code, the --verbose output with rich's line wrapping undone)."""
     args = ["launch", recipe, "--dataset", str(dataset), "--instance", instance]
-    res = CliRunner().invoke(app, [*args, "--backend", "ec2", "--dry-run"])
+    res = CliRunner().invoke(app, [*args, "--backend", "ec2", "--dry-run", "--verbose"])
     return res.exit_code, re.sub(r"\s+", " ", res.output)
 
 

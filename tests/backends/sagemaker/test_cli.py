@@ -60,7 +60,8 @@ def test_dry_run_needs_no_credentials(gw, tiny_dataset, tmp_path, monkeypatch):
     assert "2 x ml.p3.8xlarge" in out and "3 h (10800 s)" in out and "us-east-1" in out
     assert "ACCOUNT.dkr.ecr.us-east-1.amazonaws.com/finetune:0.1.0" in out
     assert "finetune-run-RUN_ID: this run's own role" in out  # no role needed: each run its own
-    assert "EUR/h for 8x V100" in out  # the estimate from the catalog
+    # the estimate from the catalog, in two lines; --verbose: every figure and source
+    assert "images/s on 8x V100 by finetune's performance model" in " ".join(out.split())
     # the plan is shown, then why the real launch would fail: non-zero, like the launch
     assert res.exit_code == 2 and "no S3 bucket is set" in out and "no execution role" not in out
     assert "FINETUNE_BUCKET" in out and "To fix:" in out
@@ -94,6 +95,56 @@ def test_dry_run_with_settings_shows_the_dataset_prefix(cloud, tiny_dataset):
     assert "input train       s3://finetune-test-bucket/finetune/datasets/shapes-" in res.output
     assert "arn:aws:iam::123456789012:role/finetune-sagemaker" in res.output
     assert cloud.calls == []
+
+
+def test_dry_run_says_the_job_fetches_the_published_weights(cloud, tiny_dataset):
+    """This machine's cache does not reach a cloud job: the job fetches the published file
+    itself, and the dry-run says so, with the size; a file only on this machine is refused."""
+    args = ["launch", "caltech256-resnet50-torch", "data.image_size=32", "--backend",
+            "sagemaker", "--dataset", str(tiny_dataset), "--instance", "g5.xlarge"]  # fmt: skip
+    res = cli(*args, "--dry-run")
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.output.split())
+    assert (
+        "resnet50 (pretrained, fetched by the job itself from 127.0.0.1:9 at start, 97.8 MB" in out
+    )
+    res = cli(*args, "model.weights=/etc/hostname", "--dry-run")
+    assert res.exit_code == 3 and "a file on this machine" in res.output
+    assert "To fix: give its https:// address" in res.output
+
+
+def test_a_dry_run_of_caltech256_estimates_before_the_download(cloud):
+    """No dataset yet: the plan and its estimate from Caltech-256's published counts, then
+    the one thing left to do before launching."""
+    res = cli("launch", "caltech256-resnet152", "--backend", "sagemaker", "--instance",
+              "p3.8xlarge", "--dry-run")  # fmt: skip
+    out = " ".join(res.output.split())
+    assert "dataset caltech256 not prepared yet: its published counts" in out
+    assert "257 (15420 train / 15187 val images)" in out and "EUR" in out
+    assert res.exit_code == 3 and "run `finetune prepare caltech256`" in out
+    assert cloud.calls == []
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_the_dry_run_reads_on_one_screen(cloud, tiny_dataset, monkeypatch, columns):
+    """Warnings first, the estimate in two lines, no line past the width (a path or address
+    longer than a line stays whole, to be copied), nothing of the project's own process;
+    --verbose keeps every figure and source."""
+    monkeypatch.setenv("COLUMNS", str(columns))
+    args = [*SMOKE, "--dataset", str(tiny_dataset), "--instance", "p3.8xlarge", "--dry-run"]
+    res = cli(*args)
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert lines[0].startswith("Warning: p3.8xlarge (4x V100) was retired by AWS")
+    assert "try --instance g5.12xlarge" in " ".join(lines[:3])
+    at = next(i for i, line in enumerate(lines) if line.strip().startswith("estimate"))
+    assert lines[at + 1].strip().startswith("at ") and "--verbose" in " ".join(lines[at : at + 4])
+    too_long = [ln for ln in lines if len(ln) > columns and " " in ln.strip()[:-1]]
+    assert all("s3://" in ln or "/" in ln.split()[-1] for ln in too_long), too_long
+    assert len(lines) <= 45 and "issue " not in res.output.lower()  # 61 before, at 100
+    verbose = cli(*args, "--verbose").output
+    assert "MFU" in verbose and "EUR/h for 4x V100" in verbose
+    assert len(verbose.splitlines()) > len(lines)
 
 
 def test_dry_run_still_refuses_what_cannot_work(gw, tiny_dataset):

@@ -23,23 +23,25 @@ class Clients:
     """boto3 clients of one backend object, per region (finetune.aws.session underneath:
     one attempt per call; retries are ours, through ``call``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, region: str | None = None) -> None:
         self._aws: dict[str, object] = {}
+        self.region = region  # --region: where calls go unless one names another
 
     def __call__(self, service: str, region: str | None = None):
         from finetune.aws.session import connect
 
-        region = region or region_name()
+        region = region or region_name(self.region)
         if region not in self._aws:
             self._aws[region] = connect(region)
         return self._aws[region].client(service)
 
 
-def region_name() -> str:
-    """FINETUNE_REGION, else the AWS configuration's region (a CloudError says how to set one)."""
+def region_name(region: str | None = None) -> str:
+    """``region`` (--region), else FINETUNE_REGION, else the AWS configuration's region (a
+    CloudError says how to set one)."""
     from finetune.aws.session import configured_region, connect
 
-    return configured_region() or connect().region
+    return configured_region(region) or connect().region
 
 
 def call(fn, **kwargs):

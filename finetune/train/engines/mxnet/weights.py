@@ -68,6 +68,24 @@ def locate(model: str, weights: str, dirs: list[Path], sha256: str = "") -> Weig
     )
 
 
+def source(model: str, weights: str, sha256: str = "", here: bool = True):
+    """Where the weights would come from (finetune.train.engines.WeightsSource): a file found
+    now, else the model zoo's download by the run itself when ``weights=download``; neither:
+    the DataError ``locate`` gives (before anything is launched)."""
+    from finetune.train.engines import WeightsSource
+
+    home = mxnet_home() / "models"
+    if not here and weights != DOWNLOAD:  # the job's own $MXNET_HOME or pretrained channel
+        return WeightsSource(model, dest=home, by_job=True)
+    if weights != DOWNLOAD:
+        return WeightsSource(model, cached=locate(model, weights, [home], sha256).params)
+    found = _in_dir(model, home)
+    if found:
+        return WeightsSource(model, cached=found.params)
+    url = SYMBOL_URL.format("0000.params") if model in SYMBOL_MODELS else GLUON_REPO
+    return WeightsSource(model, url=url, dest=home, sha256=sha256, by_job=True)
+
+
 def _names(model: str) -> list[str]:
     if model in SYMBOL_MODELS:
         prefix = SYMBOL_MODELS[model]

@@ -83,7 +83,7 @@ class TorchSession:
         model.initial_seed(hp.seed)
         found = None
         if hp.pretrained and resume is None:
-            found = wt.locate(hp.model, hp.weights, self._search_dirs())
+            found = wt.locate(hp.model, hp.weights, self._search_dirs(), hp.weights_sha256)
         net, self.loaded = model.build(hp, found)
         if hp.batchnorm == "sync" and g.world > 1:
             net = model.sync_batchnorm(net, self.device)

@@ -1,30 +1,32 @@
-"""torchvision's ImageNet weights: found on disk, checked, loaded safely; downloaded only when
-asked.
+"""torchvision's ImageNet weights: found on disk, checked, loaded safely; downloaded once into
+torch hub's cache when missing (torchvision's own default).
 
-Where they are looked for, in order: ``hparams.weights`` (a file path), the ``pretrained``
-input channel, and torch hub's cache (``$TORCH_HOME/hub/checkpoints``, default
-~/.cache/torch/hub/checkpoints), by the file name torchvision publishes (``resnet50-
-11ad3fa6.pth`` for ``IMAGENET1K_V2``; the names and URLs come from the installed torchvision,
-never from a table here), then as ``MODEL.pth`` or ``MODEL-<sha256 prefix>.pth``. A file
-is checked the way torch.hub checks it: the hex digits after the last ``-`` of its name must
-start its sha256; ``weights_sha256`` (when the recipe gives one) must equal it in full.
-Files are loaded with ``weights_only=True`` (no pickled code runs). ``weights=download``
-alone allows fetching, through torch.hub, into its cache.
+Where they are looked for, in order: ``hparams.weights`` (a file path, or an http(s) address
+whose file is looked for by name first), the ``pretrained`` input channel, and torch hub's
+cache (``$TORCH_HOME/hub/checkpoints``, default ~/.cache/torch/hub/checkpoints), by the file
+name torchvision publishes (``resnet50-11ad3fa6.pth`` for ``IMAGENET1K_V2``; the names and
+URLs come from the installed torchvision, never from a table here), then as ``MODEL.pth`` or
+``MODEL-<sha256 prefix>.pth``. A file is checked the way torch.hub checks it: the hex digits
+after the last ``-`` of its name must start its sha256; ``weights_sha256`` (when the recipe
+gives one) must equal it in full. Files are loaded with ``weights_only=True`` (no pickled
+code runs). When no file is found, the published file (or the address given) is fetched into
+the cache (finetune.download: verified, atomic); ``launch`` does that on the launching
+machine before a local run exists, and says in its dry-run when a cloud job will do it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-import re
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from finetune.errors import DataError
 
 DOWNLOAD = "download"
+MIRROR_ENV = "FINETUNE_WEIGHTS_MIRROR"
 VARIANTS = ("IMAGENET1K_V2", "IMAGENET1K_V1")  # preference order when no file is named
-_HASH_SUFFIX = re.compile(r"-([a-f0-9]{6,64})\.")
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +52,15 @@ def published(model: str) -> dict[str, str]:
     return {v: enum[v].url for v in VARIANTS if v in enum.__members__}
 
 
-def locate(model: str, weights: str, dirs: list[Path]) -> Found:
-    """The weight file for ``model``; DataError naming the files and folders when none."""
+def is_url(weights: str) -> bool:
+    return weights.startswith(("https://", "http://"))
+
+
+def locate(model: str, weights: str, dirs: list[Path], sha256: str = "") -> Found:
+    """The weight file for ``model``: found in ``dirs``, else downloaded into the cache
+    (DataError saying what to do when that fails)."""
     names = {v: url.rsplit("/", 1)[-1] for v, url in published(model).items()}
-    if weights and weights != DOWNLOAD:
+    if weights and weights != DOWNLOAD and not is_url(weights):
         path = Path(weights).expanduser()
         if path.is_file():
             return Found(path, next((v for v, n in names.items() if n == path.name), None))
@@ -64,6 +71,20 @@ def locate(model: str, weights: str, dirs: list[Path]) -> Found:
             f"weights file {weights} not found (also looked in {', '.join(map(str, dirs))})",
             "give an existing file, put it in one of those folders, or set pretrained=false.",
         )
+    found = find_cached(model, weights, dirs)
+    if found is not None:
+        return found
+    url, variant = (weights, None) if is_url(weights) else _published_first(model)
+    return _download(url, variant, sha256)
+
+
+def find_cached(model: str, weights: str, dirs: list[Path]) -> Found | None:
+    """The file already on disk for ``weights`` ("" / download: torchvision's published
+    file or your own MODEL[-prefix].pth; an address: its file name), else None."""
+    if is_url(weights):
+        name = weights.rsplit("/", 1)[-1]
+        return next((Found(d / name, None) for d in dirs if (d / name).is_file()), None)
+    names = {v: url.rsplit("/", 1)[-1] for v, url in published(model).items()}
     for directory in dirs:
         for variant, name in names.items():
             if (directory / name).is_file():
@@ -73,15 +94,56 @@ def locate(model: str, weights: str, dirs: list[Path]) -> Found:
         for path in [directory / f"{model}.pth", *own]:
             if path.is_file():
                 return Found(path, None)
-    if weights == DOWNLOAD:
-        return _download(model)
-    looked = [*names.values(), f"{model}.pth", f"{model}-<sha256 prefix>.pth"]
-    raise DataError(
-        f"pretrained weights for {model} not found: looked for {' or '.join(looked)} "
-        f"in {', '.join(str(d) for d in dirs)}",
-        "copy torchvision's weight file there (or into an input channel named pretrained), "
-        "set weights=download to fetch it once (needs the internet), or set pretrained=false.",
-    )
+    return None
+
+
+def source(model: str, weights: str, sha256: str = "", here: bool = True):
+    """Where the weights of a run would come from without fetching anything (a
+    finetune.train.engines.WeightsSource): ``here``, this machine's cache counts."""
+    from finetune.train.engines import WeightsSource
+
+    if weights and weights != DOWNLOAD and not is_url(weights):
+        found = locate(model, weights, [hub_dir()])  # a named file: it exists or DataError
+        return WeightsSource(model, cached=found.path)
+    found = find_cached(model, weights, [hub_dir()]) if here else None
+    if found is not None:
+        return WeightsSource(model, cached=found.path)
+    if is_url(weights):
+        url, size = weights, 0
+    else:
+        url, _ = _published_first(model)
+        size = _published_size(model)
+    dest = hub_dir() / url.rsplit("/", 1)[-1]
+    return WeightsSource(model, url=url, dest=dest, sha256=sha256, size=size, by_job=not here)
+
+
+def _published_first(model: str) -> tuple[str, str]:
+    """The address of the preferred published file, and its variant. FINETUNE_WEIGHTS_MIRROR
+    (an address serving torchvision's files under their own names: a mirror inside a
+    network without internet) replaces torchvision's host and folder."""
+    published_ = published(model)
+    if not published_:
+        raise DataError(
+            f"torchvision publishes no ImageNet weights for {model}",
+            "give a weights file (model.weights=PATH or an https:// address), or set "
+            "pretrained=false.",
+        )
+    variant, url = next(iter(published_.items()))
+    mirror = os.environ.get(MIRROR_ENV, "").strip()
+    if mirror:
+        url = mirror.rstrip("/") + "/" + url.rsplit("/", 1)[-1]
+    return url, variant
+
+
+def _published_size(model: str) -> int:
+    """The published file's size in bytes (torchvision's ``_file_size`` in MB), 0 unknown."""
+    from torchvision import models
+
+    enum = models.get_model_weights(model)
+    for variant in VARIANTS:
+        if variant in enum.__members__:
+            return int(float(enum[variant].meta.get("_file_size") or 0) * 1e6)
+    return 0
 
 
 def verify(found: Found, sha256: str = "") -> str:
@@ -92,7 +154,9 @@ def verify(found: Found, sha256: str = "") -> str:
             f"{found.path} has sha256 {digest}, not the {sha256} the recipe gives",
             "use the file the recipe was written for, or correct model.weights_sha256.",
         )
-    match = _HASH_SUFFIX.search(found.path.name)
+    from finetune.download import HASH_IN_NAME
+
+    match = HASH_IN_NAME.search(found.path.name)
     if match and not digest.startswith(match[1]):
         raise DataError(
             f"{found.path} is damaged or not the published file: its sha256 {digest[:12]}... "
@@ -122,19 +186,13 @@ def load_state(found: Found) -> dict:
     return state
 
 
-def _download(model: str) -> Found:
-    import torch
+def _download(url: str, variant: str | None, sha256: str = "") -> Found:
+    from finetune.download import fetch
 
-    variant, url = next(iter(published(model).items()))
-    log.info("downloading %s weights %s (weights=download)", model, url)
-    try:
-        torch.hub.load_state_dict_from_url(url, progress=False, check_hash=True)
-    except Exception as exc:  # no network, a proxy, a hash mismatch: say which
-        raise DataError(
-            f"could not download {url}: {exc}",
-            f"copy the file into {hub_dir()} yourself, or set pretrained=false.",
-        ) from None
-    return Found(hub_dir() / url.rsplit("/", 1)[-1], variant)
+    dest = hub_dir() / url.rsplit("/", 1)[-1]
+    log.info("downloading %s into %s", url, dest.parent)
+    fetch(url, dest, sha256)
+    return Found(dest, variant)
 
 
 def _sha256(path: Path) -> str:

@@ -1,0 +1,217 @@
+"""Pretrained weights by default: fetched once into the cache (digest checked, atomic, with
+progress), used from the cache afterwards, and refused before any run exists when they
+cannot be had. Every file comes from a small HTTP server on 127.0.0.1 that the test fills
+with state_dicts it makes; nothing touches the internet (conftest points the published
+weights' mirror at a closed local port)."""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import io
+import threading
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from finetune.cli import app
+from finetune.download import Unreachable, fetch, probe
+from finetune.errors import DataError
+from finetune.runs.ledger import open_default
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args) -> None:  # quiet
+        pass
+
+    def do_HEAD(self) -> None:
+        self._answer(body=False)
+
+    def do_GET(self) -> None:
+        self.server.gets.append(self.path)
+        self._answer(body=True)
+
+    def _answer(self, body: bool) -> None:
+        data = self.server.files.get(self.path)
+        if data is None:
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if body:  # a dropped link: the announced length, then the connection closes
+            self.wfile.write(data[: self.server.cut.get(self.path, len(data))])
+
+
+class WeightServer:
+    def __init__(self) -> None:
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self.httpd.files, self.httpd.cut, self.httpd.gets = {}, {}, []
+        threading.Thread(target=self.httpd.serve_forever, args=(0.02,), daemon=True).start()
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    @property
+    def gets(self) -> list[str]:
+        return self.httpd.gets
+
+    def put(self, name: str, data: bytes, cut: int | None = None) -> str:
+        self.httpd.files[f"/models/{name}"] = data
+        if cut is not None:
+            self.httpd.cut[f"/models/{name}"] = cut
+        return f"{self.base}/models/{name}"
+
+
+@pytest.fixture
+def server():
+    s = WeightServer()
+    yield s
+    s.httpd.shutdown()
+    s.httpd.server_close()
+
+
+def _state_bytes(**tensors) -> bytes:
+    import torch
+
+    buf = io.BytesIO()
+    torch.save({k: torch.full((4,), float(v)) for k, v in tensors.items()}, buf)
+    return buf.getvalue()
+
+
+def _named(model: str, data: bytes) -> str:
+    return f"{model}-{hashlib.sha256(data).hexdigest()[:8]}.pth"
+
+
+def _leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+
+
+# ---- the download itself ----------------------------------------------------------------
+def test_a_download_is_verified_written_whole_and_reported(server, tmp_path):
+    data = _state_bytes(a=1, b=2)
+    url = server.put(_named("tiny", data), data)
+    seen = []
+
+    def progress(label, total):
+        seen.append((label, total))
+        return lambda n: seen.append(n)
+
+    dest = tmp_path / "cache" / url.rsplit("/", 1)[-1]
+    digest = fetch(url, dest, hashlib.sha256(data).hexdigest(), progress)
+    assert dest.read_bytes() == data and digest == hashlib.sha256(data).hexdigest()
+    assert seen[0] == (dest.name, len(data)) and sum(seen[1:]) == len(data)
+    assert _leftovers(dest.parent) == [dest.name]  # no temporary file left
+    assert probe(url) == len(data)
+
+
+def test_a_wrong_digest_is_refused_and_nothing_is_kept(server, tmp_path):
+    data = _state_bytes(a=1)
+    wrong_name = server.put("tiny-00000000.pth", data)  # its name promises another file
+    with pytest.raises(DataError, match=r"not the 00000000\.\.\. its name promises") as exc:
+        fetch(wrong_name, tmp_path / "c" / "tiny-00000000.pth")
+    assert "To fix:" in str(exc.value) and _leftovers(tmp_path / "c") == []
+    right_name = server.put(_named("tiny", data), data)
+    with pytest.raises(DataError, match=r"not the expected 0{64}"):
+        fetch(right_name, tmp_path / "c" / "t.pth", sha256="0" * 64)
+    assert _leftovers(tmp_path / "c") == []
+
+
+def test_an_interrupted_download_is_refused_and_nothing_is_kept(server, tmp_path):
+    data = _state_bytes(a=1, b=2, c=3)
+    url = server.put(_named("tiny", data), data, cut=len(data) // 2)
+    with pytest.raises(DataError, match="connection closed after") as exc:
+        fetch(url, tmp_path / "c" / "x.pth")
+    assert "nothing was kept" in str(exc.value) and _leftovers(tmp_path / "c") == []
+
+
+def test_an_unreachable_server_is_said_quickly():
+    with pytest.raises(Unreachable, match="refused"):
+        probe("http://127.0.0.1:9/models/x.pth")
+    with pytest.raises(DataError, match="not an http"):
+        fetch("file:///etc/passwd", Path("/tmp/never"))
+
+
+# ---- launch: checked before a run exists ------------------------------------------------
+MAIN = ["launch", "caltech256-resnet50-torch", "data.image_size=32"]
+
+
+def cli(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def _runs() -> list:
+    with open_default() as ledger:
+        return ledger.list()
+
+
+def test_offline_without_a_cache_the_dry_run_and_the_launch_refuse(tiny_dataset):
+    res = cli(*MAIN, "--dataset", str(tiny_dataset), "--dry-run")
+    assert res.exit_code == 3, res.output
+    assert "pretrained weights for resnet50 are not in" in res.output
+    assert "resnet50-11ad3fa6.pth" in res.output and "To fix: connect to the internet" in res.output
+    assert "Plan:" not in res.output  # refused before the plan is shown as launchable
+    res = cli(*MAIN, "--dataset", str(tiny_dataset))
+    assert res.exit_code == 3 and "cannot be reached" in res.output
+    assert _runs() == []
+
+
+def test_the_dry_run_names_the_cached_file(tiny_dataset):
+    from finetune.train.engines.torch import weights as wt
+
+    wt.hub_dir().mkdir(parents=True)
+    (wt.hub_dir() / "resnet50-11ad3fa6.pth").write_bytes(b"x")  # checked when loaded
+    res = cli(*MAIN, "--dataset", str(tiny_dataset), "--dry-run")
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.output.split())  # the model line wraps at the terminal's width
+    assert f"pretrained, from {wt.hub_dir() / 'resnet50-11ad3fa6.pth'}" in out
+
+
+def test_a_mirror_serving_another_file_is_refused_before_the_run(server, tiny_dataset, monkeypatch):
+    from finetune.train.engines.torch import weights as wt
+
+    # the published name, other bytes: the name's sha256 prefix does not hold
+    server.put("resnet50-11ad3fa6.pth", _state_bytes(a=1))
+    monkeypatch.setenv("FINETUNE_WEIGHTS_MIRROR", f"{server.base}/models")
+    res = cli(*MAIN, "--dataset", str(tiny_dataset), "--dry-run")
+    assert res.exit_code == 0, res.output
+    host = server.base.split("//")[1]
+    out = " ".join(res.output.split())
+    assert f"downloaded once from {host} into {wt.hub_dir()}, " in out
+    assert server.gets == []  # the dry-run fetched nothing
+    res = cli(*MAIN, "--dataset", str(tiny_dataset))
+    assert res.exit_code == 3 and "not the 11ad3fa6... its name promises" in res.output
+    assert _runs() == [] and _leftovers(wt.hub_dir()) == []
+
+
+@pytest.mark.slow
+def test_the_first_run_downloads_and_the_second_uses_the_cache(server, tiny_dataset, tmp_path):
+    """The main use case end to end: a pretrained recipe on a local dataset, its weights
+    served once from 127.0.0.1, two real trainings."""
+    import torch
+    from torchvision import models
+
+    from finetune.train.engines.torch import weights as wt
+
+    torch.manual_seed(0)
+    buf = io.BytesIO()
+    torch.save(models.resnet18(num_classes=1000).state_dict(), buf)
+    data = buf.getvalue()
+    url = server.put(_named("resnet18", data), data)
+    args = ["launch", "smoke-resnet18-torch", "--dataset", str(tiny_dataset),
+            "model.pretrained=true", f"model.weights={url}", "schedule.epochs=1",
+            "train.max_batches_per_epoch=2"]  # fmt: skip
+    first = cli(*args)
+    assert first.exit_code == 0, first.output
+    cached = wt.hub_dir() / url.rsplit("/", 1)[-1]
+    # fetched once by the launch (before the run existed), then read by the trainer from
+    # the cache: one GET in all
+    assert cached.read_bytes() == data and len(server.gets) == 1
+    (run,) = _runs()
+    assert run.status == "completed" and "downloaded once" in run.plan["weights_from"]
+    again = cli(*args, "--dry-run")  # the next launch: the cache, and nothing to fetch
+    assert again.exit_code == 0, again.output
+    assert f"pretrained, from {cached}" in " ".join(again.output.split())
+    assert len(server.gets) == 1
