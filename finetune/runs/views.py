@@ -54,7 +54,7 @@ def final_facts(events: list[tuple[float, str, str]]) -> dict:
 
 def iso_time(ts: float | None) -> str | None:
     """A unix time as ISO 8601 with its zone (UTC): '2025-06-15T15:06:40+00:00'."""
-    return None if ts is None else datetime.fromtimestamp(ts, timezone.utc).isoformat()
+    return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat()
 
 
 def run_dict(run: Run, epochs: list[EpochMetrics], final: dict | None = None) -> dict:
