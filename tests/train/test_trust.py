@@ -146,8 +146,13 @@ def test_a_64px_set_trains_at_32px_on_whole_images(tmp_path, scale_images):
 
 @pytest.mark.slow
 def test_a_256px_set_trains_at_224px(tmp_path, scale_images):
+    """12 validation images, 3 classes: 9 right (0.75) is beyond chance (1/3) with p = 0.004
+    (binomial), the bar below. Six epochs: measured on this project's 2-core AMD EPYC machines
+    (2026-11-27), 5 epochs ended at 8 of 12 (0.33, 0.33, 0.42, 0.42, 0.67) and the sixth
+    reached 10 of 12 -- five had passed on the machines of 2026-11-24 (oneDNN's kernels, and
+    so the float sums, follow the CPU)."""
     accs = _scale_run(
-        tmp_path, scale_images, 256, 224, 16, epochs=5, batch_per_device=6,
+        tmp_path, scale_images, 256, 224, 16, epochs=6, batch_per_device=6,
         global_batch=6, seed=0,
     )  # fmt: skip
     assert max(accs[-2:]) >= 0.7, accs
