@@ -21,6 +21,9 @@ import re
 from dataclasses import dataclass, field
 
 ALLOW, DENY, IMPLICIT = "allow", "explicit-deny", "implicit-deny"
+# The request context of credentials SageMaker obtained for a job (session "SageMaker"): what
+# the SageMaker run boundary's OnlyAsSageMakersSession guard needs to see.
+AS_SAGEMAKER = {"aws:userid": "AROAEXAMPLEROLEID:SageMaker"}
 
 
 @dataclass(frozen=True)

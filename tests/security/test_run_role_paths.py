@@ -18,7 +18,7 @@ import pytest
 
 from finetune.aws import infra
 
-from .iam_eval import Request, allowed
+from .iam_eval import AS_SAGEMAKER, Request, allowed
 
 ACCOUNT, REGION, BUCKET = "123456789012", "eu-west-1", "finetune-test-bucket"
 NAMES = infra.Names(ACCOUNT, REGION, BUCKET, extra={"VpcId": "vpc-0a1b2c3d"})
@@ -129,7 +129,7 @@ def test_a_minted_ec2_role_does_nothing_unless_signed_on_an_instance():
 )
 def test_each_boundary_holds_its_backends_prefixes_only(kind, allows, denies):
     boundary = _policy(kind)
-    ctx = ON_AN_INSTANCE if kind == "ec2-boundary" else {}
+    ctx = ON_AN_INSTANCE if kind == "ec2-boundary" else AS_SAGEMAKER
     for key in allows:
         assert allowed(EVERYTHING, Request("s3:GetObject", f"{OBJ}/{key}", ctx), boundary), key
     for key in denies:
@@ -148,7 +148,7 @@ def test_the_sagemaker_boundary_grants_no_session_manager_and_the_ec2_one_no_log
     assert not allowed(EVERYTHING, ssm, sm)
     assert allowed(EVERYTHING, Request(ssm.action, "*", ON_AN_INSTANCE), ec2)
     logs = f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/sagemaker/TrainingJobs:log-stream:j"
-    assert allowed(EVERYTHING, Request("logs:PutLogEvents", logs), sm)
+    assert allowed(EVERYTHING, Request("logs:PutLogEvents", logs, AS_SAGEMAKER), sm)
     assert not allowed(EVERYTHING, Request("logs:PutLogEvents", logs, ON_AN_INSTANCE), ec2)
 
 
