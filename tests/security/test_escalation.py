@@ -112,7 +112,7 @@ def _run_instances(
     instance = {"ec2:MetadataHttpTokens": tokens, "ec2:InstanceProfile": profile}
     asks = [
         (f"{EC2}:instance/*", {**tags, **instance, "ec2:InstanceType": instance_type}),
-        (f"{EC2}:volume/*", tags),
+        (f"{EC2}:volume/*", {**tags, "ec2:Encrypted": "true"}),
         (f"arn:aws:ec2:{REGION}::image/ami-1", {"ec2:Owner": owner}),
         (f"{EC2}:subnet/subnet-1", {"ec2:Vpc": vpc}),
         (f"{EC2}:network-interface/*", {"ec2:Vpc": vpc}),
