@@ -19,7 +19,10 @@ PROFILE = f"arn:aws:iam::{ACCOUNT}:instance-profile/finetune-bounded/ec2/finetun
 SM_ROLE = f"arn:aws:iam::{ACCOUNT}:role/finetune-bounded/sagemaker/finetune-run-ft-1"
 EC2 = f"arn:aws:ec2:{REGION}:{ACCOUNT}"
 VPC = f"{EC2}:vpc/{VPC_ID}"
-ON_AN_INSTANCE = {"aws:EC2InstanceSourceVPC": VPC_ID}  # EC2 role credentials carry it
+ON_AN_INSTANCE = {  # EC2 instance-profile credentials carry both
+    "aws:EC2InstanceSourceVPC": VPC_ID,
+    "ec2:SourceInstanceARN": "arn:aws:ec2:eu-west-1:123456789012:instance/i-0abc",
+}
 ADMIN = {
     "Version": "2012-10-17",
     "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}],

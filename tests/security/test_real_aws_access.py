@@ -30,6 +30,9 @@ PARTITIONS = {"eu-west-1": "aws", "cn-north-1": "aws-cn", "us-gov-west-1": "aws-
 
 
 VPC_ID = "vpc-0a1b2c3d"
+INSTANCE = {
+    "ec2:SourceInstanceARN": "arn:aws:ec2:eu-west-1:123456789012:instance/i-0abc"
+}  # instance-profile credentials carry both
 
 
 def _boundary(region: str, kind: str = "sagemaker") -> dict:
@@ -62,7 +65,7 @@ def _ec2_role(region: str, reads) -> dict:
 def _can(role: dict, region: str, action: str, resource: str, **ctx) -> bool:
     kind = _kind(role)
     if kind == "ec2":  # requests signed with EC2 role credentials (on the instance)
-        ctx = {"aws:EC2InstanceSourceVPC": "vpc-0a1b2c3d", **ctx}
+        ctx = {"aws:EC2InstanceSourceVPC": "vpc-0a1b2c3d", **INSTANCE, **ctx}
     else:  # requests signed with the credentials SageMaker obtained for the job
         ctx = {**AS_SAGEMAKER, **ctx}
     return allowed(role, Request(action, resource, ctx), _boundary(region, kind))
@@ -97,7 +100,7 @@ def test_the_boundary_lets_shared_be_read_never_written(kind):
         "Version": "2012-10-17",
         "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}],
     }
-    ctx = {"aws:EC2InstanceSourceVPC": "vpc-1"} if kind == "ec2" else AS_SAGEMAKER
+    ctx = {"aws:EC2InstanceSourceVPC": "vpc-1", **INSTANCE} if kind == "ec2" else AS_SAGEMAKER
     assert allowed(everything, Request("s3:GetObject", f"{obj}/shared/a/x", ctx), b)
     for action in ("s3:PutObject", "s3:DeleteObject"):
         assert not allowed(everything, Request(action, f"{obj}/shared/a/x", ctx), b)

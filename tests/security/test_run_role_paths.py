@@ -33,7 +33,10 @@ EVERYTHING = {
     "Version": "2012-10-17",
     "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}],
 }
-ON_AN_INSTANCE = {"aws:EC2InstanceSourceVPC": "vpc-0a1b2c3d"}
+ON_AN_INSTANCE = {
+    "aws:EC2InstanceSourceVPC": "vpc-0a1b2c3d",
+    "ec2:SourceInstanceARN": "arn:aws:ec2:eu-west-1:123456789012:instance/i-0abc",
+}
 
 
 def _policy(kind: str) -> dict:
@@ -107,6 +110,9 @@ def test_a_minted_ec2_role_does_nothing_unless_signed_on_an_instance():
     assert not can("s3:GetObject", f"{OBJ}/finetune/datasets/d/train/x.rec")
     assert not can("s3:ListBucket", OBJ, **{"s3:prefix": "finetune/runs/"})
     assert can("s3:GetObject", plan, **ON_AN_INSTANCE)  # the instance itself still works
+    # issue 34: one key alone (a context that names the VPC but no instance) is not enough
+    for key in ON_AN_INSTANCE:
+        assert not can("s3:GetObject", plan, **{key: ON_AN_INSTANCE[key]}), key
 
 
 @pytest.mark.parametrize(
