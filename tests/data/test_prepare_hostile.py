@@ -179,3 +179,22 @@ def test_max_pixels_is_an_option(image_folder, tmp_path):
     assert m.params.max_pixels == limit
     assert {s.path for s in m.skipped} == {p for p, n in pixels.items() if n > limit}
     assert all(f"--max-pixels {limit}" in s.reason for s in m.skipped)
+
+
+def test_extreme_strips_are_prepared_not_called_corrupt(image_folder, tmp_path, capfd):
+    """Issue 34, item 6: valid 1 x 5,000 (and 5,000 x 1) images at --resize 40 would be
+    40 x 200,000: beyond JPEG's 65,500-pixel limit, they were reported "corrupt image" and
+    libjpeg's own message leaked onto stderr. Their long side is capped now."""
+    from PIL import Image
+
+    root = _copy(image_folder, tmp_path / "imgs")
+    c1 = _classes(root)[0]
+    Image.new("RGB", (1, 5000), (10, 200, 30)).save(root / c1 / "tall.jpg", quality=90)
+    Image.new("RGB", (5000, 1), (10, 200, 30)).save(root / c1 / "wide.png")
+    capfd.readouterr()
+    res = _prepare(root, tmp_path / "o", "--resize", "40")
+    assert res.exit_code == 0, res.output
+    assert "corrupt" not in res.output
+    assert mf.load(tmp_path / "o").skipped == []
+    err = capfd.readouterr().err
+    assert "65500" not in err and "Maximum supported image dimension" not in err, err
