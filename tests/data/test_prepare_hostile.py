@@ -198,3 +198,35 @@ def test_extreme_strips_are_prepared_not_called_corrupt(image_folder, tmp_path, 
     assert mf.load(tmp_path / "o").skipped == []
     err = capfd.readouterr().err
     assert "65500" not in err and "Maximum supported image dimension" not in err, err
+
+
+def test_a_class_in_two_unicode_forms_is_refused(image_folder, tmp_path):
+    """Issue 34, item 6: école in NFC and in NFD were two classes that print the same."""
+    import unicodedata
+
+    root = _copy(image_folder, tmp_path / "imgs")
+    c1, c2 = _classes(root)[:2]
+    nfc, nfd = unicodedata.normalize("NFC", "école"), unicodedata.normalize("NFD", "école")
+    (root / c1).rename(root / nfc)
+    (root / c2).rename(root / nfd)
+    res = _prepare(root, tmp_path / "o")
+    assert res.exit_code != 0 and "Traceback" not in res.output
+    out = " ".join(res.output.split())
+    assert "differ only in Unicode normalization" in out and "To fix:" in out
+    assert ascii(nfc) in out and ascii(nfd) in out
+    assert not (tmp_path / "o").exists()
+
+
+def test_control_and_bidi_characters_in_class_names_are_refused(image_folder, tmp_path):
+    root = _copy(image_folder, tmp_path / "imgs")
+    c1 = _classes(root)[0]
+    spoof = "cat\u202egpj.exe"  # prints as "catexe.jpg"
+    (root / c1).rename(root / spoof)
+    res = _prepare(root, tmp_path / "o")
+    assert res.exit_code != 0 and "Traceback" not in res.output
+    out = " ".join(res.output.split())
+    assert "control or text-direction characters" in out and ascii(spoof) in out
+    assert "\u202e" not in res.output
+    (root / spoof).rename(root / "cat\x1b[31mred")
+    res = _prepare(root, tmp_path / "o")
+    assert "control or text-direction characters" in res.output and "\x1b" not in res.output
