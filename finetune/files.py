@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -93,15 +94,42 @@ def refuse_protected(path: Path, option: str) -> None:
 
 
 def write_atomic(path: str | Path, text: str) -> None:
-    """Write ``text`` to a temporary name beside ``path``, fsync, then rename over it."""
+    """Write ``text`` to a temporary name beside ``path``, fsync, then rename over it. The
+    temporary name is unpredictable and created exclusively (O_EXCL: never an existing file or
+    a planted symlink, which a shared folder's other users could aim elsewhere); the rename
+    replaces ``path`` itself, never what a symlink there points to. A file keeps its mode; a
+    new one gets the usual (umask) mode."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, _mode_for(path))
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     fsync_dir(path.parent)
+
+
+def _mode_for(path: Path) -> int:
+    """``path``'s own permission bits, or 0o666 less the process's umask for a new file."""
+    try:
+        st = os.lstat(path)
+        if stat.S_ISREG(st.st_mode):
+            return stat.S_IMODE(st.st_mode)
+    except OSError:
+        pass
+    try:  # Linux says the umask without changing it
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o644
 
 
 def fsync_dir(directory: str | Path) -> None:

@@ -157,3 +157,26 @@ def test_the_region_list_read_as_data_is_the_catalogs():
 
     assert names.CATALOG_FILE == snapshot.FILE
     assert names._catalog_regions() == {region for _, region in snapshot.rows()}
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("/dev/null", "/dev/null exists and is not a folder"),
+        ("data", "a relative path means another folder from every working directory"),
+        ("./finetune-data", "a relative path"),
+    ],
+)
+@pytest.mark.parametrize("key", ["data_dir", "cache_dir"])
+def test_folder_settings_refuse_devices_and_relative_paths(key, value, message, tmp_path):
+    """Issue 34, item 6: `config set data_dir /dev/null` (or a relative path) was stored."""
+    res = cli("config", "set", key, value)
+    assert res.exit_code == 4, res.output
+    out = " ".join(res.output.split())
+    assert message in out and "To fix:" in out and "Traceback" not in out, out
+    assert _stored() == {}
+    ok = cli("config", "set", key, str(tmp_path / "mine"))
+    assert ok.exit_code == 0, ok.output
+    assert _stored()[key] == str(tmp_path / "mine")
+    home = cli("config", "set", key, "~/finetune-data")  # ~ is absolute once expanded
+    assert home.exit_code == 0, home.output

@@ -27,6 +27,8 @@ class Limits:
     sagemaker_types: tuple[str, ...]
     max_runtime_s: int | None
     max_instances: int | None
+    sagemaker_subnets: tuple[str, ...] = ()  # () : a stack older than these parameters
+    sagemaker_groups: tuple[str, ...] = ()
 
 
 def read(cfn, stack: str | None = None) -> Limits | None:
@@ -56,6 +58,8 @@ def read(cfn, stack: str | None = None) -> Limits | None:
         sagemaker_types=listed("SageMakerInstanceTypes"),
         max_runtime_s=number("MaxRuntimeSeconds"),
         max_instances=number("MaxInstances"),
+        sagemaker_subnets=listed("SageMakerSubnets"),
+        sagemaker_groups=listed("SageMakerSecurityGroups"),
     )
 
 
@@ -95,6 +99,21 @@ def check_ec2(limits: Limits | None, types, count: int, max_runtime_s: int | Non
     check_types(limits, "Ec2InstanceTypes", types)
     check_count(limits, count)
     check_runtime(limits, max_runtime_s)
+
+
+def check_sagemaker_network(limits: Limits | None, subnets, groups) -> None:
+    """A SageMaker job's VpcConfig uses only the stack's SageMakerSubnets and
+    SageMakerSecurityGroups (the caller policy's sagemaker:VpcSubnets and
+    sagemaker:VpcSecurityGroupIds conditions; "none": no job in a VPC at all)."""
+    if limits is None:
+        return
+    for parameter, allowed, given, what in (
+        ("SageMakerSubnets", limits.sagemaker_subnets, subnets, "subnet"),
+        ("SageMakerSecurityGroups", limits.sagemaker_groups, groups, "security group"),
+    ):
+        for item in given:
+            if allowed and item not in allowed:
+                raise _refuse(limits, parameter, f"{what} {item}", ", ".join(allowed))
 
 
 def check_vpc(limits: Limits | None, subnets: list[dict]) -> None:

@@ -8,13 +8,15 @@ A finding names where the value is and what it looks like, never the value itsel
 
 Shapes recognised: AWS access key ids (AKIA.../ASIA...), 40-character AWS secret access keys
 (base64 alphabet with mixed case and a digit, / or +; hex-only strings such as SHA-1 digests
-are not secrets), Hugging Face (hf_...), OpenAI-style (sk-...), GitHub (ghp_..., github_pat_...),
-GitLab (glpat-...), Slack (xox?-...) and Stripe (sk_live_..., rk_...) tokens, Google API keys
-(AIza...) and OAuth tokens (ya29....), Azure account keys, SAS signatures and connection
-strings, Slack webhook URLs, private key blocks, JSON web tokens, credentials in URLs (a
-password, or a token alone: https://TOKEN@host), and ``name=value`` inside a text under a
-secret-sounding name (``api_key=...``). Under a secret-sounding name (HF_TOKEN, DB_PASSWORD,
-api_key ...) any non-empty value counts, in flat maps and in documents such as plan.json.
+are not secrets), Hugging Face (hf_...), OpenAI-style (sk-...), GitHub (ghp_...,
+github_pat_...), GitLab (glpat-...), Slack (xox?-...) and Stripe (sk_live_..., rk_...) tokens,
+Google API keys (AIza...) and OAuth tokens (ya29....), Databricks (dapi...), PyPI (pypi-...)
+and npm (npm_...) tokens, bearer tokens (Bearer ...), AWS session tokens, Azure account keys,
+SAS signatures and connection strings, Slack webhook URLs, private key blocks, JSON web tokens,
+credentials in URLs (a password, or a token alone: https://TOKEN@host), and ``name=value``
+inside a text under a secret-sounding name (``api_key=...``). Under a secret-sounding name
+(HF_TOKEN, DB_PASSWORD, api_key ...) any non-empty value counts, in flat maps and in documents
+such as plan.json.
 """
 
 from __future__ import annotations
@@ -52,6 +54,14 @@ PATTERNS = {
     "an Azure SAS signature": re.compile(r"[?&]sig=[A-Za-z0-9%+/]{20,}"),
     "a Slack webhook": re.compile(
         r"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/-]{8,}"
+    ),  # issue 34 (N9): MLflow-on-Databricks, PyPI and npm tokens, an Authorization header's
+    # bearer token, and an AWS session token by its own shape (its base64 starts the same)
+    "a Databricks token": re.compile(_START + r"dapi[0-9a-f]{32}(?:-\d+)?"),
+    "a PyPI token": re.compile(_START + r"pypi-[A-Za-z0-9_-]{50,}"),
+    "an npm token": re.compile(_START + r"npm_[A-Za-z0-9]{36}"),
+    "a bearer token": re.compile(r"(?i)\bBearer\s+[A-Za-z0-9._~+/=-]{16,}"),
+    "an AWS session token": re.compile(
+        r"(?<![A-Za-z0-9/+])(?:IQoJb3JpZ2lu|FwoGZXIvYXdz|FQoGZXIvYXdz|AQoDYXdz)[A-Za-z0-9/+=]{80,}"
     ),
 }
 # ``name=value`` or ``name: value`` in a text, under a secret-sounding name (api_key=abc)

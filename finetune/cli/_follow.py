@@ -94,6 +94,8 @@ def follow_run(run, backend, ledger, detach: bool, as_json: bool) -> None:
     total = run.plan["hyperparameters"]["epochs"]
     display = EpochDisplay(total, quiet=is_quiet())
 
+    from finetune.service.logtext import remote
+
     def on_update(run, status, epochs, text):
         rest = display.feed(text or "")
         money = spent(run, epochs) if len(epochs) > shown["epochs"] else None
@@ -104,7 +106,7 @@ def follow_run(run, backend, ledger, detach: bool, as_json: bool) -> None:
                 display.echo(f"{epoch_line(e)}  [{e.epoch + 1}/{total}]{cost}")
         shown["epochs"] = max(shown["epochs"], len(epochs))
         if status.detail and status.detail != shown.get("detail"):  # e.g. EC2 img/s, relaunch
-            display.echo(f"  {status.state}: {status.detail}")
+            display.echo(f"  {status.state}: {remote(status.detail)}")  # from the cloud
             shown["detail"] = status.detail
         if rest and backend.stream_logs and not display.quiet:
             _echo_log(rest, display.echo)  # e.g. SageMaker's CloudWatch log

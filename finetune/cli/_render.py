@@ -134,6 +134,7 @@ def emit_table(fmt: str, headers: list[str], cells: list[list[str]], records: li
 def record_csv(record: dict) -> str:
     """A record as two-column CSV (key, value); nested keys joined by dots, lists as JSON."""
     from finetune.report.text import csv_text
+    from finetune.service.logtext import printable
 
     def flat(d: dict, prefix: str = ""):
         for k, v in d.items():
@@ -141,6 +142,7 @@ def record_csv(record: dict) -> str:
                 yield from flat(v, f"{prefix}{k}.")
             else:
                 text = json.dumps(v, default=str) if isinstance(v, list) else v
+                text = printable(text) if isinstance(text, str) else text  # remote strings
                 yield [f"{prefix}{k}", "" if text is None else text]
 
     return csv_text(["key", "value"], list(flat(record)))

@@ -105,15 +105,27 @@ def check(
     ),
 ) -> None:
     """List run roles older finetune versions left at /finetune/ (those without a permissions
-    boundary first) and how to remove them; exits 1 while any is left. Needs iam:ListRoles,
-    iam:GetRole and the list calls of the roles' policies and profiles (an administrator)."""
-    from finetune.aws import legacyroles
+    boundary first) and how to remove them, and run roles under /finetune-bounded/ whose trust
+    names anyone but their AWS service (another account, an OIDC or SAML provider) and how to
+    fix it; exits 1 while any is left. Needs iam:ListRoles, iam:GetRole and the list calls of
+    the roles' policies and profiles (an administrator)."""
+    from finetune.aws import legacyroles, roletrust
     from finetune.aws.session import connect
 
-    found = legacyroles.find(connect(region).client("iam"))
-    if not found:
+    aws = connect(region)
+    iam = aws.client("iam")
+    found = legacyroles.find(iam)
+    trusting = roletrust.find(iam, aws.account_id)
+    if found:
+        for line in legacyroles.report(found):
+            typer.echo(line)
+    else:
         typer.echo("No run roles of older finetune versions: nothing to remove.")
-        return
-    for line in legacyroles.report(found):
-        typer.echo(line)
-    raise typer.Exit(1)
+    if trusting:
+        typer.echo("")
+        for line in roletrust.report(trusting):
+            typer.echo(line)
+    else:
+        typer.echo("Every run role under /finetune-bounded/ trusts only its AWS service.")
+    if found or trusting:
+        raise typer.Exit(1)

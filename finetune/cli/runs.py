@@ -25,8 +25,11 @@ def render_run(run, ledger) -> None:
     from finetune.runs.views import final_facts, show_lines
 
     epochs = ledger.epochs(run.id, run.problems)  # a damaged epoch is named, not fatal
+    from finetune.service.logtext import printable
+
+    # a ledger may hold remote strings stored raw by older versions: shown inert all the same
     for line in show_lines(run, epochs, final_facts(ledger.events(run.id))):
-        typer.echo(line)
+        typer.echo(printable(line))
 
 
 @app.command("list")
@@ -44,6 +47,7 @@ def list_runs(
     from finetune.cli._render import emit_table, output_format
     from finetune.runs.ledger import open_default
     from finetune.runs.views import list_rows, remarks, run_dict, spend_cell
+    from finetune.service.logtext import printable
 
     fmt = output_format(fmt, as_json)
     with open_default(read_only_ok=not refresh) as ledger:
@@ -60,7 +64,7 @@ def list_runs(
     if fmt == "table":
         for run, d in zip(runs, data, strict=True):
             for line in remarks(run, d):
-                typer.echo(line)
+                typer.echo(printable(line))
 
 
 @app.command("show")
@@ -168,7 +172,10 @@ def stop(run_id: str = typer.Argument(..., help="Run id (or a unique prefix)."))
     if run.status == "stopping":
         typer.echo(f"Asked {run.id} to stop; it saves a checkpoint first.")
     else:
-        typer.echo(f"{run.id} is {run.status}: {run.exit_reason or 'nothing was running'}.")
+        from finetune.service.logtext import remote
+
+        why = remote(run.exit_reason) or "nothing was running"
+        typer.echo(f"{run.id} is {run.status}: {why}.")
 
 
 _DRY = typer.Option(False, "--dry-run", help="Say what would be removed; remove nothing.")

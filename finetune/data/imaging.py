@@ -42,11 +42,19 @@ class Encoded:
     size: tuple[int, int] | None = None  # stored width, height
 
 
+# The longest side a JPEG can have (libjpeg: "Maximum supported image dimension is 65500
+# pixels"). A valid but extreme image (1 x 5,000 at --resize 40 would be 40 x 200,000) keeps
+# its shorter side and has its long side capped here, rather than being reported corrupt.
+JPEG_MAX_SIDE = 65_500
+
+
 def target_size(width: int, height: int, shorter: int) -> tuple[int, int]:
-    """(w, h) with the shorter side equal to ``shorter`` and the aspect ratio kept."""
+    """(w, h) with the shorter side equal to ``shorter`` and the aspect ratio kept, the long
+    side capped at JPEG_MAX_SIDE (an extreme strip is squeezed along it, not refused)."""
+    shorter = min(shorter, JPEG_MAX_SIDE)
     if width <= height:
-        return shorter, max(1, round(height * shorter / width))
-    return max(1, round(width * shorter / height)), shorter
+        return shorter, min(JPEG_MAX_SIDE, max(1, round(height * shorter / width)))
+    return min(JPEG_MAX_SIDE, max(1, round(width * shorter / height))), shorter
 
 
 def encode(data: bytes, opts: ImageOptions) -> Encoded:

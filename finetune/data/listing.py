@@ -77,6 +77,7 @@ def list_images(
             f"{root} has no class folders",
             "lay the images out as ROOT/<class name>/<image files>, one folder per class.",
         )
+    _check_class_names(classes)
     walk.own(classes)
     # real folders first: a class folder that is a link to another is the one left empty
     found = {cls: walk.images(cls) for cls in sorted(classes, key=lambda c: walk.is_link(c))}
@@ -91,6 +92,40 @@ def list_images(
         )
     _check_names([rel for cls in classes for rel in samples[cls]])
     return Listing(root, classes, samples, walk.ignored)
+
+
+# Bidirectional overrides, embeddings, isolates and marks: a class name holding one prints as
+# another in every report (RIGHT-TO-LEFT OVERRIDE makes "gpj.exe" read "exe.jpg").
+_BIDI = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c")
+
+
+def _check_class_names(classes: list[str]) -> None:
+    """Class names are shown in every report and stored in the manifest: none may hold a
+    control or bidi character, and no two may be the same text in different Unicode forms
+    (école in NFC and in NFD are two folders that print the same)."""
+    import unicodedata
+
+    bad = [c for c in classes if any(ch in _BIDI or unicodedata.category(ch) == "Cc" for ch in c)]
+    if bad:
+        shown = ", ".join(ascii(c) for c in bad[:10])
+        raise DataError(
+            f"{len(bad)} class folder name(s) hold control or text-direction characters, which "
+            f"would make reports show one name as another: {shown}",
+            "rename those folders to plain names (or leave them out with --exclude NAME).",
+        )
+    forms: dict[str, list[str]] = {}
+    for c in classes:
+        forms.setdefault(unicodedata.normalize("NFC", c), []).append(c)
+    twins = [names for names in forms.values() if len(names) > 1]
+    if twins:
+        shown = "; ".join(" and ".join(ascii(n) for n in names) for names in twins[:10])
+        raise DataError(
+            f"{len(twins)} class name(s) exist as several folders whose names differ only in "
+            f"Unicode normalization (they print the same but would be different classes): "
+            f"{shown}",
+            "move the images of each pair into one folder and delete the other (e.g. keep the "
+            "NFC name), then run again.",
+        )
 
 
 def _check_names(rels: list[str]) -> None:

@@ -17,7 +17,9 @@ from finetune.errors import DataError, did_you_mean
 from finetune.runs.run import COLUMNS, Run, column_values, from_row, to_row
 from finetune.runs.storage import (
     StorageError,
+    check_ledger_path,
     default_path,
+    locked_error,
     open_read_only,
     open_read_write,
     storage_error,
@@ -34,6 +36,12 @@ class Ledger:
         is opened read-only rather than refused (``self.read_only`` then says so)."""
         self.path = Path(path)
         self.read_only: str | None = None  # why it was opened read-only
+        if read_only_ok and not self.path.exists():
+            # a command that only reads creates nothing (no folders, no file): no ledger yet
+            # reads as an empty one
+            check_ledger_path(self.path)
+            self._conn = open_read_write(Path(":memory:"))
+            return
         try:
             self._conn = open_read_write(self.path)
         except DataError as exc:
@@ -65,7 +73,7 @@ class Ledger:
                     self._conn.execute("ROLLBACK")
                 raise
         except sqlite3.OperationalError as exc:
-            storage = storage_error(self.path, exc)
+            storage = storage_error(self.path, exc) or locked_error(self.path, exc)
             if storage is None:
                 raise
             raise storage from None

@@ -12,6 +12,27 @@ from urllib.parse import quote
 
 from finetune.errors import DataError
 
+# How long a command waits for another process's lock on the ledger (a backup, a DB browser,
+# another finetune writing) before it says so: finetune's own transactions take milliseconds.
+LOCK_WAIT_S = 5.0
+
+
+class LockedError(DataError):
+    """Another process holds the ledger locked (the file is fine)."""
+
+
+def locked_error(path: Path, exc: BaseException) -> LockedError | None:
+    """A LockedError for SQLITE_BUSY/SQLITE_LOCKED ("database is locked"), else None."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "database is locked" in str(exc):
+        return LockedError(
+            f"the run ledger {path} is locked by another process (a backup, a database "
+            f"browser, another finetune command) and stayed locked for {LOCK_WAIT_S:g} s; "
+            "nothing was changed and the ledger is not damaged",
+            "wait for that process to finish (or close it), then try again.",
+        )
+    return None
+
 
 class StorageError(DataError):
     """The ledger's disk is read-only or full (the file itself may be fine)."""
@@ -65,10 +86,11 @@ def open_read_write(path: Path) -> sqlite3.Connection:
     that says what is wrong (a read-only or full disk, a file that is no database)."""
     from finetune.runs.schema import migrate
 
+    check_ledger_path(path)
     conn = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(path, timeout=30, isolation_level=None)
+        conn = sqlite3.connect(path, timeout=LOCK_WAIT_S, isolation_level=None)
         conn.row_factory = sqlite3.Row
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA foreign_keys=ON")
@@ -78,7 +100,7 @@ def open_read_write(path: Path) -> sqlite3.Connection:
         if conn is not None:
             conn.close()  # a refused ledger keeps no file open (nor its locks)
         if isinstance(exc, OSError | sqlite3.Error):
-            storage = storage_error(path, exc)
+            storage = storage_error(path, exc) or locked_error(path, exc)
             if storage is not None:
                 raise storage from None
         if isinstance(exc, sqlite3.DatabaseError):
@@ -87,6 +109,29 @@ def open_read_write(path: Path) -> sqlite3.Connection:
                 "move the file aside (it may be corrupt) and launch again; a new one is created.",
             ) from None
         raise
+
+
+def check_ledger_path(path: Path) -> None:
+    """The ledger's path can hold a SQLite file: not a device (FINETUNE_LEDGER=/dev/null),
+    not under a regular file (a folder that is a file)."""
+    from finetune.errors import ConfigError
+
+    fix = (
+        "set FINETUNE_LEDGER (or FINETUNE_DATA_DIR) to a file path in a folder of yours, e.g. "
+        "~/finetune/ledger.sqlite, or unset it to use the data directory's."
+    )
+    if path.exists() and not path.is_file():
+        raise ConfigError(
+            f"the run ledger {path} is not a regular file (a device or a folder)", fix
+        )
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ConfigError(
+                    f"the run ledger {path} cannot be made: {parent} is a file, not a folder",
+                    fix,
+                )
+            break
 
 
 def decode_json_columns(row: dict, columns: dict[str, str]) -> list[str]:
@@ -139,7 +184,7 @@ def open_read_only(path: Path, refused: StorageError) -> sqlite3.Connection:
     for mode in ("?mode=ro", "?mode=ro&immutable=1"):
         conn = None
         try:
-            conn = sqlite3.connect(uri + mode, uri=True, timeout=30, isolation_level=None)
+            conn = sqlite3.connect(uri + mode, uri=True, timeout=LOCK_WAIT_S, isolation_level=None)
             conn.row_factory = sqlite3.Row
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             conn.execute("SELECT count(*) FROM runs").fetchone()

@@ -18,6 +18,7 @@ _CONTROL = re.compile(
     | [\x90\x98\x9e\x9f][^\x1b\x9c]*(?:\x9c|\x1b\\)?  # DCS, SOS, PM, APC
     | [\x00-\x08\x0b\x0c\x0e-\x1f\x7f]       # C0 controls but \t \n (and \r, below), DEL
     | [\x80-\x9f]                            # C1 controls (8-bit CSI, OSC, ...)
+    | [\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]  # bidi overrides and marks (spoofing)
     """,
     re.VERBOSE,
 )
@@ -28,6 +29,14 @@ def printable(text: str) -> str:
     (a progress bar redrawing its line) becomes a newline, so no line hides another."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")
     return _CONTROL.sub("", text)
+
+
+def remote(text: str | None) -> str | None:
+    """A string that came from the cloud (an exit reason from status.json or SageMaker's
+    FailureReason, a backend's event) on one printable line: it is shown inline."""
+    if text is None:
+        return None
+    return " ".join(printable(text).split("\n")).strip()
 
 
 def read_logs(run, backend, offset: int = 0) -> tuple[str, int]:

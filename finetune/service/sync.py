@@ -16,7 +16,7 @@ from finetune.backends.base import Backend, Event, Feature, Journal, Status
 from finetune.contracts.metrics import EpochMetrics
 from finetune.runs.ledger import Ledger
 from finetune.runs.run import ACTIVE, Run
-from finetune.service.logtext import read_logs
+from finetune.service.logtext import read_logs, remote
 
 
 def sync(run: Run, backend: Backend, ledger: Ledger) -> tuple[Run, Status, list[EpochMetrics]]:
@@ -31,8 +31,9 @@ def sync(run: Run, backend: Backend, ledger: Ledger) -> tuple[Run, Status, list[
         changes["status"] = status.state
     if status.final and run.ended_at is None:
         changes["ended_at"] = status.ended_at or time.time()
-    if status.reason and status.reason != run.exit_reason:
-        changes["exit_reason"] = status.reason
+    reason = remote(status.reason)  # status.json or FailureReason: whoever wrote them
+    if reason and reason != run.exit_reason:
+        changes["exit_reason"] = reason
     columns, extra = _facts(run, status)
     changes.update(columns)
     if extra and status.final and changes.get("status"):  # once, when the run ends
@@ -52,7 +53,7 @@ def keep(ledger: Ledger, run: Run, status: Status) -> Run:
 
 def keep_events(ledger: Ledger, run: Run, status: Status) -> None:
     for event in status.events:
-        ledger.add_event(run.id, event.kind, event.message)
+        ledger.add_event(run.id, event.kind, remote(event.message))
 
 
 def journal(ledger: Ledger, run_id: str) -> Journal:

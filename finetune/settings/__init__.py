@@ -215,13 +215,34 @@ def set_value(key: str, value: str | None) -> Path:
         names.check_setting(name, value, f"`config set {name}`")
         try:  # the value must be one the settings accept (a path for data_dir, ...)
             _one_field(name).validate_python(value)  # not Settings(): no other source
+            if name in FOLDERS:
+                _stored_folder(name, value)
         except ValidationError as exc:
             msg = exc.errors()[0]["msg"]
             raise ConfigError(f"{name}={value!r}: {msg}", f"give a valid {name}.") from None
+        except ValueError as exc:
+            raise ConfigError(
+                f"{name}={value!r}: {exc}", f"give {name} an absolute path to a folder."
+            ) from None
         data[name] = value
     config.write(config.path(), data)
     get.cache_clear()  # what this process reads from now on, too
     return config.path()
+
+
+FOLDERS = ("data_dir", "cache_dir")
+
+
+def _stored_folder(name: str, value: str) -> None:
+    """A folder setting stored in the config file: what the settings accept (never a file or
+    a device such as /dev/null), and absolute -- a relative one would mean another folder
+    from every working directory. ValueError says why not."""
+    folder = Settings._a_folder(value)
+    if not folder.is_absolute():
+        raise ValueError(
+            f"a relative path means another folder from every working directory "
+            f"(here: {folder.absolute()})"
+        )
 
 
 def _one_field(name: str):

@@ -5,13 +5,16 @@ Each checkpoint is a folder ``ckpt-NNNNNN`` (a sequence number) holding the engi
 and, written last, ``COMPLETE`` (the byte size of every file). It is written under a
 temporary name and renamed into place, so a kill at any moment leaves either the previous
 checkpoints or a complete new one; a checkpoint whose files do not match its COMPLETE record
-(a torn copy from S3, say) is skipped for an older one. The ``keep`` newest are kept, and the
-best-validation one (named in ``BEST``) too: SageMaker mirrors this folder to S3, deletions
-included, and the model artifact is made from the best checkpoint at the end.
+(sizes and sha256: a torn copy from S3, a damaged file) is skipped for an older one, and a
+full disk while writing one removes the half-written copy and says so. The ``keep`` newest
+are kept, and the best-validation one (named in ``BEST``) too: SageMaker mirrors this folder
+to S3, deletions included, and the model artifact is made from the best checkpoint at the end.
 """
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import json
 import logging
 import os
@@ -71,10 +74,11 @@ class CheckpointDir:
         self._remove_stale_temporaries()
 
     def latest(self) -> Checkpoint | None:
-        """The newest complete checkpoint, or None."""
+        """The newest complete checkpoint whose files are what was written (sizes and
+        sha256), or None: a damaged newest one is skipped for an older one."""
         for seq in sorted(self._sequence_numbers(), reverse=True):
             folder = self.directory / f"ckpt-{seq:06d}"
-            if _is_complete(folder):
+            if _is_complete(folder, contents=True):
                 return Checkpoint(folder, json.loads((folder / STATE).read_text("utf-8")))
             log.warning("skipping incomplete checkpoint %s", folder)
         return None
@@ -96,17 +100,31 @@ class CheckpointDir:
         seq = max(self._sequence_numbers(), default=0) + 1
         final = self.directory / f"ckpt-{seq:06d}"
         tmp = self.directory / f"{_TMP_PREFIX}{seq:06d}-{os.getpid()}"
-        tmp.mkdir()
-        write(tmp)
-        (tmp / STATE).write_text(json.dumps(state, indent=1), encoding="utf-8")
-        sizes = {}
-        for path in sorted(tmp.iterdir()):
-            _fsync_file(path)
-            sizes[path.name] = path.stat().st_size
-        (tmp / COMPLETE).write_text(json.dumps({"files": sizes}), encoding="utf-8")
-        _fsync_file(tmp / COMPLETE)
-        fsync_dir(tmp)
-        os.rename(tmp, final)
+        try:
+            tmp.mkdir()
+            write(tmp)
+            (tmp / STATE).write_text(json.dumps(state, indent=1), encoding="utf-8")
+            sizes, digests = {}, {}
+            for path in sorted(tmp.iterdir()):
+                _fsync_file(path)
+                sizes[path.name] = path.stat().st_size
+                digests[path.name] = _sha256(path)
+            record = {"files": sizes, "sha256": digests}
+            (tmp / COMPLETE).write_text(json.dumps(record), encoding="utf-8")
+            _fsync_file(tmp / COMPLETE)
+            fsync_dir(tmp)
+            os.rename(tmp, final)
+        except BaseException as exc:
+            shutil.rmtree(tmp, ignore_errors=True)  # the half-written one goes, the others stay
+            if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise DataError(
+                    f"no space left on the disk holding the checkpoints {self.directory} while "
+                    f"writing checkpoint {seq}: it was not kept; the earlier checkpoints are "
+                    "intact",
+                    "free space on that disk (or give the run a larger volume), then resume "
+                    "the run: it continues from its last complete checkpoint.",
+                ) from None
+            raise
         fsync_dir(self.directory)
         if best:
             marker = self.directory / f".{BEST}.tmp"
@@ -138,12 +156,25 @@ class CheckpointDir:
                 shutil.rmtree(p, ignore_errors=True)
 
 
-def _is_complete(folder: Path) -> bool:
+def _is_complete(folder: Path, contents: bool = False) -> bool:
+    """Every file its COMPLETE record names, of the recorded size; with ``contents``, also
+    of the recorded sha256 (a damaged file of the right size: a bit flip, a bad copy)."""
     try:
         record = json.loads((folder / COMPLETE).read_text("utf-8"))
-        return all((folder / n).stat().st_size == size for n, size in record["files"].items())
-    except (OSError, ValueError, KeyError, TypeError):
+        if not all((folder / n).stat().st_size == size for n, size in record["files"].items()):
+            return False
+        digests = (record.get("sha256") or {}) if contents else {}
+        return all(_sha256(folder / n) == d for n, d in digests.items())
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return False
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def _fsync_file(path: Path) -> None:

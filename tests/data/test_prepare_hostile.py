@@ -179,3 +179,54 @@ def test_max_pixels_is_an_option(image_folder, tmp_path):
     assert m.params.max_pixels == limit
     assert {s.path for s in m.skipped} == {p for p, n in pixels.items() if n > limit}
     assert all(f"--max-pixels {limit}" in s.reason for s in m.skipped)
+
+
+def test_extreme_strips_are_prepared_not_called_corrupt(image_folder, tmp_path, capfd):
+    """Issue 34, item 6: valid 1 x 5,000 (and 5,000 x 1) images at --resize 40 would be
+    40 x 200,000: beyond JPEG's 65,500-pixel limit, they were reported "corrupt image" and
+    libjpeg's own message leaked onto stderr. Their long side is capped now."""
+    from PIL import Image
+
+    root = _copy(image_folder, tmp_path / "imgs")
+    c1 = _classes(root)[0]
+    Image.new("RGB", (1, 5000), (10, 200, 30)).save(root / c1 / "tall.jpg", quality=90)
+    Image.new("RGB", (5000, 1), (10, 200, 30)).save(root / c1 / "wide.png")
+    capfd.readouterr()
+    res = _prepare(root, tmp_path / "o", "--resize", "40")
+    assert res.exit_code == 0, res.output
+    assert "corrupt" not in res.output
+    assert mf.load(tmp_path / "o").skipped == []
+    err = capfd.readouterr().err
+    assert "65500" not in err and "Maximum supported image dimension" not in err, err
+
+
+def test_a_class_in_two_unicode_forms_is_refused(image_folder, tmp_path):
+    """Issue 34, item 6: école in NFC and in NFD were two classes that print the same."""
+    import unicodedata
+
+    root = _copy(image_folder, tmp_path / "imgs")
+    c1, c2 = _classes(root)[:2]
+    nfc, nfd = unicodedata.normalize("NFC", "école"), unicodedata.normalize("NFD", "école")
+    (root / c1).rename(root / nfc)
+    (root / c2).rename(root / nfd)
+    res = _prepare(root, tmp_path / "o")
+    assert res.exit_code != 0 and "Traceback" not in res.output
+    out = " ".join(res.output.split())
+    assert "differ only in Unicode normalization" in out and "To fix:" in out
+    assert ascii(nfc) in out and ascii(nfd) in out
+    assert not (tmp_path / "o").exists()
+
+
+def test_control_and_bidi_characters_in_class_names_are_refused(image_folder, tmp_path):
+    root = _copy(image_folder, tmp_path / "imgs")
+    c1 = _classes(root)[0]
+    spoof = "cat\u202egpj.exe"  # prints as "catexe.jpg"
+    (root / c1).rename(root / spoof)
+    res = _prepare(root, tmp_path / "o")
+    assert res.exit_code != 0 and "Traceback" not in res.output
+    out = " ".join(res.output.split())
+    assert "control or text-direction characters" in out and ascii(spoof) in out
+    assert "\u202e" not in res.output
+    (root / spoof).rename(root / "cat\x1b[31mred")
+    res = _prepare(root, tmp_path / "o")
+    assert "control or text-direction characters" in res.output and "\x1b" not in res.output

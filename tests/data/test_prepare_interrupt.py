@@ -126,3 +126,29 @@ def test_sigint_at_random_moments_ends_everything(many_images, tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert not (out / ".prepare-staging").exists()
+
+
+@pytest.mark.slow  # two prepare processes: ~14 s here
+def test_sigkill_during_prepare_then_again(tmp_path):
+    """Issue 34, item 6 (probe): SIGKILL (no handler runs) while prepare encodes, then the
+    same command again: it takes the dead run's lock and staging over and publishes a whole
+    dataset, every image once."""
+    from finetune.data import manifest as mf
+
+    root = tmp_path / "imgs"
+    generate(root, SynthSpec(classes=4, per_class=60, min_side=64, max_side=160))
+    out = tmp_path / "out"
+    proc = _prepare(root, out)
+    _wait_for(out / ".prepare-staging", proc)
+    time.sleep(0.3)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    done = subprocess.run(
+        [sys.executable, "-m", "finetune", "prepare", "folder", str(root), "--out", str(out),
+         "--resize", "48", "--workers", "2"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert not (out / ".prepare-staging").exists() and _lock_is_free(out)
+    manifest = mf.load(out)
+    assert sum(s.count for s in manifest.splits.values()) == 240 and manifest.skipped == []

@@ -226,3 +226,33 @@ def test_extract_limits_are_options(caltech_tar, tmp_path):
     assert res.exit_code == 3 and "in all, above the 0.1 MB limit" in res.output, res.output
     ok = _prepare_archive(caltech_tar, tmp_path, "--train-per-class", "8", "--resize", "32")
     assert ok.exit_code == 0, ok.output
+
+
+def _many_empty_entries(tmp_path, n: int, cut: bool) -> Path:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for i in range(n):
+            tar.addfile(tarfile.TarInfo(f"256_ObjectCategories/001.ak47/e{i:05d}.jpg"))
+    data = buf.getvalue()
+    path = tmp_path / ("cut.tar.gz" if cut else "many.tar.gz")
+    path.write_bytes(data[: len(data) // 2] if cut else data)
+    return path
+
+
+def test_the_entry_limit_is_checked_while_the_headers_are_read(tmp_path):
+    """Issue 34, N12: the count is enforced header by header. The proof: an archive cut
+    after its first thousand entries is refused for its entries -- the headers past the
+    limit, and the cut, are never read (reading them all first met the cut)."""
+    limits = sources.ExtractLimits(members=100)
+    target = tmp_path / "out"
+    for cut in (True, False):
+        with pytest.raises(DataError, match="more than 100 entries") as err:
+            sources.safe_extract(_many_empty_entries(tmp_path, 3000, cut), target, limits=limits)
+        assert "To fix:" in str(err.value)
+    assert not target.exists() and not (tmp_path / "out.tmp").exists()
+
+
+def test_a_cut_archive_is_refused_clearly(tmp_path):
+    with pytest.raises(DataError, match="not a readable tar archive"):
+        sources.safe_extract(_many_empty_entries(tmp_path, 3000, True), tmp_path / "out")
+    assert not (tmp_path / "out").exists()

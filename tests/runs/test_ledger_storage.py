@@ -11,9 +11,13 @@ from tests.fs_faults import FULL, READ_ONLY, assert_clear_error, finetune_in
 def test_read_only_data_dir(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
-    res = finetune_in(READ_ONLY, data, "runs", "list", env={"FINETUNE_DATA_DIR": str(data)})
+    env = {"FINETUNE_DATA_DIR": str(data)}
+    res = finetune_in(READ_ONLY, data, "runs", "stop", "ft-none", env=env)  # a writer
     assert_clear_error(res, 3, "cannot be written", "read-only", "FINETUNE_DATA_DIR")
     assert "corrupt" not in res.stderr
+    # a command that only reads needs nothing written: no ledger yet is an empty one
+    res = finetune_in(READ_ONLY, data, "runs", "list", env=env)
+    assert res.returncode == 0 and "No runs yet" in res.stdout, res.stdout + res.stderr
 
 
 def test_existing_ledger_on_a_read_only_disk(tmp_path):
@@ -31,5 +35,5 @@ def test_full_disk(tmp_path):
     data = tmp_path / "full"
     data.mkdir()
     env = {"FINETUNE_DATA_DIR": str(data / "data")}
-    res = finetune_in(FULL, data, "runs", "list", env=env)
+    res = finetune_in(FULL, data, "runs", "stop", "ft-none", env=env)
     assert_clear_error(res, 3, "is full", "nothing was half-written")

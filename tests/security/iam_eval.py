@@ -10,7 +10,8 @@ Guide ("Policy evaluation logic", "Condition operators"):
 - Condition: every operator block and every key in it must hold; several values for one key
   are OR-ed. Operators: String(Not)Equals, String(Not)Like, Arn(Not)Equals, Arn(Not)Like,
   Numeric(Not)Equals, NumericLessThan(Equals), NumericGreaterThan(Equals), Bool, Null, each
-  with the IfExists suffix, and the ForAllValues: / ForAnyValue: prefixes.
+  with the IfExists suffix, and the ForAllValues: / ForAnyValue: prefixes; policy variables
+  (${aws:userid}) in condition values take the request's value.
   A key missing from the request fails a positive operator and satisfies a negated one;
   ForAllValues holds for a missing key (AWS's well-known trap), ForAnyValue does not.
 """
@@ -21,6 +22,9 @@ import re
 from dataclasses import dataclass, field
 
 ALLOW, DENY, IMPLICIT = "allow", "explicit-deny", "implicit-deny"
+# The request context of credentials SageMaker obtained for a job (session "SageMaker"): what
+# the SageMaker run boundary's OnlyAsSageMakersSession guard needs to see.
+AS_SAGEMAKER = {"aws:userid": "AROAEXAMPLEROLEID:SageMaker"}
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,7 @@ def _condition(op: str, key: str, wanted, req: Request) -> bool:
     op = op.removesuffix("IfExists")
     got = req.value(key)
     wanted = [str(w) if not isinstance(w, bool) else str(w).lower() for w in _listed(wanted)]
+    wanted = [_variables(w, req) for w in wanted]
     if op == "Null":  # "true": the key must be absent; "false": present
         return (got is None) == (wanted[0].lower() == "true")
     if got is None:
@@ -106,6 +111,17 @@ def _condition(op: str, key: str, wanted, req: Request) -> bool:
     if len(got) != 1:
         raise ValueError(f"{key} is multivalued: qualify the operator (ForAllValues/ForAnyValue)")
     return hit(got[0])
+
+
+def _variables(text: str, req: Request) -> str:
+    """Policy variables (${aws:userid}) replaced by the request's values; one the request
+    lacks matches nothing (AWS: the condition does not match)."""
+
+    def value(m: re.Match) -> str:
+        got = req.value(m.group(1))
+        return got[0] if got else "\x00no-such-key\x00"
+
+    return re.sub(r"\$\{([^}]+)\}", value, text)
 
 
 def _applies(stmt: dict, req: Request) -> bool:

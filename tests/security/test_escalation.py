@@ -19,7 +19,10 @@ PROFILE = f"arn:aws:iam::{ACCOUNT}:instance-profile/finetune-bounded/ec2/finetun
 SM_ROLE = f"arn:aws:iam::{ACCOUNT}:role/finetune-bounded/sagemaker/finetune-run-ft-1"
 EC2 = f"arn:aws:ec2:{REGION}:{ACCOUNT}"
 VPC = f"{EC2}:vpc/{VPC_ID}"
-ON_AN_INSTANCE = {"aws:EC2InstanceSourceVPC": VPC_ID}  # EC2 role credentials carry it
+ON_AN_INSTANCE = {  # EC2 instance-profile credentials carry both
+    "aws:EC2InstanceSourceVPC": VPC_ID,
+    "ec2:SourceInstanceARN": "arn:aws:ec2:eu-west-1:123456789012:instance/i-0abc",
+}
 ADMIN = {
     "Version": "2012-10-17",
     "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}],
@@ -112,7 +115,7 @@ def _run_instances(
     instance = {"ec2:MetadataHttpTokens": tokens, "ec2:InstanceProfile": profile}
     asks = [
         (f"{EC2}:instance/*", {**tags, **instance, "ec2:InstanceType": instance_type}),
-        (f"{EC2}:volume/*", tags),
+        (f"{EC2}:volume/*", {**tags, "ec2:Encrypted": "true"}),
         (f"arn:aws:ec2:{REGION}::image/ami-1", {"ec2:Owner": owner}),
         (f"{EC2}:subnet/subnet-1", {"ec2:Vpc": vpc}),
         (f"{EC2}:network-interface/*", {"ec2:Vpc": vpc}),

@@ -24,7 +24,14 @@ EC2 = f"arn:aws:ec2:{REGION}:{ACCOUNT}"
 STACK_VPC, OTHER_VPC = f"{EC2}:vpc/{VPC_ID}", f"{EC2}:vpc/vpc-0badbad0"
 PROFILE = f"arn:aws:iam::{ACCOUNT}:instance-profile/finetune-bounded/ec2/finetune-run-ft-1"
 OPEN = {"aws:ResourceTag/project": "finetune", "aws:ResourceTag/finetune:rules": "open"}
-SEALED = {"aws:ResourceTag/project": "finetune", "aws:ResourceTag/finetune:run-id": "ft-1"}
+ME, OTHER_USER = "AROAEXAMPLEMINE:alice", "AROAEXAMPLEOTHER:bob"
+SEALED = {
+    "aws:ResourceTag/project": "finetune",
+    "aws:ResourceTag/finetune:run-id": "ft-1",
+    "aws:ResourceTag/finetune:owner-id": ME,
+    "aws:userid": ME,
+}
+SHARED = {"aws:ResourceTag/project": "finetune"}  # the no-ingress group of single-host runs
 
 
 def _policy(kind: str, **params) -> dict:
@@ -111,3 +118,37 @@ def test_sagemaker_jobs_of_the_stacks_types_and_runtime_only():
     short = _policy("caller", MaxRuntimeSeconds="7200")
     assert not allowed(short, _job(["ml.g5.xlarge"], 7201))
     assert allowed(short, _job(["ml.g5.xlarge"], 7200))
+
+
+def test_a_run_group_takes_only_its_makers_instances(ec2):
+    """Issue 34, N7: no EC2 caller places an instance inside another user's live run."""
+    here = {"ec2:Vpc": STACK_VPC}
+    assert _run(ec2, "security-group/sg-1", {**SEALED, **here})
+    assert not _run(ec2, "security-group/sg-1", {**SEALED, **here, "aws:userid": OTHER_USER})
+    untagged = {k: v for k, v in SEALED.items() if k != "aws:ResourceTag/finetune:owner-id"}
+    assert not _run(ec2, "security-group/sg-1", {**untagged, **here})  # an older run's group
+    assert _run(ec2, "security-group/sg-0", {**SHARED, **here, "aws:userid": OTHER_USER})
+
+
+def test_a_run_group_is_born_with_its_makers_id(ec2):
+    group = f"{EC2}:security-group/*"
+    tags = {"aws:RequestTag/project": "finetune", "aws:RequestTag/finetune:run-id": "ft-1"}
+    mine = {**tags, "aws:RequestTag/finetune:owner-id": ME, "aws:userid": ME}
+    assert allowed(ec2, Request("ec2:CreateSecurityGroup", group, mine))
+    create = {**mine, "ec2:CreateAction": "CreateSecurityGroup"}
+    assert allowed(ec2, Request("ec2:CreateTags", group, create))
+    for forged in ({**mine, "aws:userid": OTHER_USER}, {**tags, "aws:userid": ME}):
+        assert not allowed(ec2, Request("ec2:CreateSecurityGroup", group, forged))
+        forged = {**forged, "ec2:CreateAction": "CreateSecurityGroup"}
+        assert not allowed(ec2, Request("ec2:CreateTags", group, forged))
+    shared = {"aws:RequestTag/project": "finetune", "aws:userid": ME}  # no run: no owner
+    assert allowed(ec2, Request("ec2:CreateSecurityGroup", group, shared))
+
+
+def test_volumes_are_encrypted_by_the_policy(ec2):
+    """Issue 34, N10: an unencrypted volume is denied whoever builds the request."""
+    tagged = {"aws:RequestTag/project": "finetune"}
+    assert _run(ec2, "volume/*", {**tagged, "ec2:Encrypted": "true"})
+    assert not _run(ec2, "volume/*", {**tagged, "ec2:Encrypted": "false"})
+    assert not _run(ec2, "volume/*", tagged)
+    assert _run(ec2, "spot-instances-request/*", tagged)

@@ -20,7 +20,7 @@ from finetune.backends.sagemaker import runrole
 from finetune.backends.sagemaker.request import job_name
 from finetune.errors import UsageError
 
-from .iam_eval import Request, allowed
+from .iam_eval import AS_SAGEMAKER, Request, allowed
 
 ACCOUNT, BUCKET = "123456789012", "finetune-test-bucket"
 RUN, OTHER = "ft-20261124-101500-a3f9", "ft-20261124-101501-b4e0"
@@ -29,8 +29,14 @@ KEY_ID = "1234abcd-12ab-34cd-56ef-1234567890ab"
 PARTITIONS = {"eu-west-1": "aws", "cn-north-1": "aws-cn", "us-gov-west-1": "aws-us-gov"}
 
 
+VPC_ID = "vpc-0a1b2c3d"
+INSTANCE = {
+    "ec2:SourceInstanceARN": "arn:aws:ec2:eu-west-1:123456789012:instance/i-0abc"
+}  # instance-profile credentials carry both
+
+
 def _boundary(region: str, kind: str = "sagemaker") -> dict:
-    names = infra.Names(ACCOUNT, region, BUCKET)
+    names = infra.Names(ACCOUNT, region, BUCKET, extra={"VpcId": VPC_ID})
     return infra.render(infra.policy_document(f"{kind}-boundary"), names)
 
 
@@ -59,7 +65,9 @@ def _ec2_role(region: str, reads) -> dict:
 def _can(role: dict, region: str, action: str, resource: str, **ctx) -> bool:
     kind = _kind(role)
     if kind == "ec2":  # requests signed with EC2 role credentials (on the instance)
-        ctx = {"aws:EC2InstanceSourceVPC": "vpc-0a1b2c3d", **ctx}
+        ctx = {"aws:EC2InstanceSourceVPC": "vpc-0a1b2c3d", **INSTANCE, **ctx}
+    else:  # requests signed with the credentials SageMaker obtained for the job
+        ctx = {**AS_SAGEMAKER, **ctx}
     return allowed(role, Request(action, resource, ctx), _boundary(region, kind))
 
 
@@ -92,7 +100,7 @@ def test_the_boundary_lets_shared_be_read_never_written(kind):
         "Version": "2012-10-17",
         "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}],
     }
-    ctx = {"aws:EC2InstanceSourceVPC": "vpc-1"} if kind == "ec2" else {}
+    ctx = {"aws:EC2InstanceSourceVPC": "vpc-1", **INSTANCE} if kind == "ec2" else AS_SAGEMAKER
     assert allowed(everything, Request("s3:GetObject", f"{obj}/shared/a/x", ctx), b)
     for action in ("s3:PutObject", "s3:DeleteObject"):
         assert not allowed(everything, Request(action, f"{obj}/shared/a/x", ctx), b)
@@ -121,10 +129,19 @@ def _eni(region: str, what: str) -> str:
 def test_a_vpc_job_gets_its_network_interfaces_only_when_asked(region):
     role = _sagemaker_role(region, ["finetune/datasets/d/"], network=((SUBNET,), (GROUP,)))
     ctx = {"aws:RequestedRegion": region}
+    ours = {
+        "ec2:Vpc": _eni(region, f"vpc/{VPC_ID}"),
+        "ec2:Subnet": _eni(region, f"subnet/{SUBNET}"),
+    }
     for target in ("network-interface/eni-1", f"subnet/{SUBNET}", f"security-group/{GROUP}"):
-        assert _can(role, region, "ec2:CreateNetworkInterface", _eni(region, target))
+        assert _can(role, region, "ec2:CreateNetworkInterface", _eni(region, target), **ours)
     for action in ("ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterface"):
-        assert _can(role, region, action, _eni(region, "network-interface/eni-1"))
+        assert _can(role, region, action, _eni(region, "network-interface/eni-1"), **ours)
+        # another workload's interface: in another subnet of the VPC, or in another VPC
+        elsewhere = {**ours, "ec2:Subnet": _eni(region, "subnet/subnet-0ther")}
+        assert not _can(role, region, action, _eni(region, "network-interface/eni-2"), **elsewhere)
+        foreign = {**ours, "ec2:Vpc": _eni(region, "vpc/vpc-0ther")}
+        assert not _can(role, region, action, _eni(region, "network-interface/eni-1"), **foreign)
     for action in (
         "ec2:DeleteNetworkInterfacePermission",
         "ec2:DescribeDhcpOptions",

@@ -18,7 +18,7 @@ import pytest
 
 from finetune.aws import infra
 
-from .iam_eval import Request, allowed
+from .iam_eval import AS_SAGEMAKER, Request, allowed
 
 ACCOUNT, REGION, BUCKET = "123456789012", "eu-west-1", "finetune-test-bucket"
 NAMES = infra.Names(ACCOUNT, REGION, BUCKET, extra={"VpcId": "vpc-0a1b2c3d"})
@@ -33,7 +33,10 @@ EVERYTHING = {
     "Version": "2012-10-17",
     "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}],
 }
-ON_AN_INSTANCE = {"aws:EC2InstanceSourceVPC": "vpc-0a1b2c3d"}
+ON_AN_INSTANCE = {
+    "aws:EC2InstanceSourceVPC": "vpc-0a1b2c3d",
+    "ec2:SourceInstanceARN": "arn:aws:ec2:eu-west-1:123456789012:instance/i-0abc",
+}
 
 
 def _policy(kind: str) -> dict:
@@ -107,6 +110,9 @@ def test_a_minted_ec2_role_does_nothing_unless_signed_on_an_instance():
     assert not can("s3:GetObject", f"{OBJ}/finetune/datasets/d/train/x.rec")
     assert not can("s3:ListBucket", OBJ, **{"s3:prefix": "finetune/runs/"})
     assert can("s3:GetObject", plan, **ON_AN_INSTANCE)  # the instance itself still works
+    # issue 34: one key alone (a context that names the VPC but no instance) is not enough
+    for key in ON_AN_INSTANCE:
+        assert not can("s3:GetObject", plan, **{key: ON_AN_INSTANCE[key]}), key
 
 
 @pytest.mark.parametrize(
@@ -129,7 +135,7 @@ def test_a_minted_ec2_role_does_nothing_unless_signed_on_an_instance():
 )
 def test_each_boundary_holds_its_backends_prefixes_only(kind, allows, denies):
     boundary = _policy(kind)
-    ctx = ON_AN_INSTANCE if kind == "ec2-boundary" else {}
+    ctx = ON_AN_INSTANCE if kind == "ec2-boundary" else AS_SAGEMAKER
     for key in allows:
         assert allowed(EVERYTHING, Request("s3:GetObject", f"{OBJ}/{key}", ctx), boundary), key
     for key in denies:
@@ -148,7 +154,7 @@ def test_the_sagemaker_boundary_grants_no_session_manager_and_the_ec2_one_no_log
     assert not allowed(EVERYTHING, ssm, sm)
     assert allowed(EVERYTHING, Request(ssm.action, "*", ON_AN_INSTANCE), ec2)
     logs = f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/sagemaker/TrainingJobs:log-stream:j"
-    assert allowed(EVERYTHING, Request("logs:PutLogEvents", logs), sm)
+    assert allowed(EVERYTHING, Request("logs:PutLogEvents", logs, AS_SAGEMAKER), sm)
     assert not allowed(EVERYTHING, Request("logs:PutLogEvents", logs, ON_AN_INSTANCE), ec2)
 
 

@@ -11,7 +11,7 @@ from finetune.aws import infra
 from finetune.backends.sagemaker import runrole
 from finetune.backends.sagemaker.request import job_name
 
-from .iam_eval import Request, allowed
+from .iam_eval import AS_SAGEMAKER, Request, allowed
 
 ACCOUNT, REGION, BUCKET = "123456789012", "eu-west-1", "finetune-test-bucket"
 RUN, OTHER = "ft-20261122-101500-a3f9", "ft-20261122-101501-b4e0"
@@ -30,7 +30,7 @@ def role() -> tuple[dict, dict]:
 
 def _can(role, action, resource, **ctx) -> bool:
     doc, boundary = role
-    return allowed(doc, Request(action, resource, ctx), boundary)
+    return allowed(doc, Request(action, resource, {**AS_SAGEMAKER, **ctx}), boundary)
 
 
 def test_a_run_writes_its_own_outputs_and_checkpoints(role):

@@ -89,6 +89,14 @@ FOUND = [
         "a secret (by the name it is assigned to)",
     ),
     ("a 40-char AWS secret after key=", "key=" + _noise(40), "an AWS secret access key"),
+    ("Databricks token", "da" + "pi" + "0123456789abcdef" * 2, "a Databricks token"),
+    ("Databricks token -2", "da" + "pi" + "fedcba9876543210" * 2 + "-2", "a Databricks token"),
+    ("PyPI token", "py" + "pi-AgEIcHlwaS5vcmc" + _noise(60), "a PyPI token"),
+    ("npm token", "np" + "m_" + _noise(36), "an npm token"),
+    ("Authorization header", "Authorization: Bear" + "er " + _noise(30), "a bearer token"),
+    ("bare bearer token", "bear" + "er " + _noise(20), "a bearer token"),
+    ("AWS session token", "IQoJb3Jp" + "Z2luX2VjE" + _noise(200), "an AWS session token"),
+    ("old AWS session token", "FwoGZXIv" + "YXdzE" + _noise(150), "an AWS session token"),
 ]
 
 NOT_FOUND = [
@@ -102,6 +110,9 @@ NOT_FOUND = [
     ("an empty assignment", "password="),
     ("a null assignment", "token: none"),
     ("Stripe's prefix alone", "sk_live"),
+    ("the word bearer in prose", "the bearer of this plan"),
+    ("a package named pypi-", "pypi-simple"),
+    ("a dapi word", "dapi-config"),
     (
         "a weights digest",
         "weights_sha256=9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",

@@ -88,3 +88,56 @@ def test_complete_marker_records_every_file_size(tmp_path):
     record = json.loads((saved.directory / COMPLETE).read_text())
     assert set(record["files"]) == {PARAMS, "trainer.states", "state.json"}
     assert record["files"][PARAMS] == (saved.directory / PARAMS).stat().st_size
+
+
+def test_a_damaged_newest_checkpoint_is_skipped_for_the_one_before(tmp_path):
+    """Issue 34, item 6 (damaged checkpoint, then --resume): a file of the right size with
+    other bytes (a bit flip, a bad copy back from S3) fails its sha256: resuming takes the
+    checkpoint before it, not a load error whose way out was to start again."""
+    ckpts = CheckpointDir(tmp_path)
+    ckpts.save(_writer(b"first" * 50), {"step": 1})
+    newest = ckpts.save(_writer(b"second" * 50), {"step": 2})
+    data = bytearray((newest.directory / PARAMS).read_bytes())
+    data[10] ^= 0x01
+    (newest.directory / PARAMS).write_bytes(bytes(data))
+    latest = ckpts.latest()
+    assert latest.state == {"step": 1} and latest.directory.name == "ckpt-000001"
+
+
+_FULL_DISK = """
+import json, sys
+from pathlib import Path
+from finetune.errors import DataError
+from finetune.train.checkpoints import CheckpointDir
+ckpts = CheckpointDir(Path(sys.argv[1]) / "checkpoints")
+ckpts.save(lambda f: (f / "w").write_bytes(b"x" * 1000), {"step": 1})
+try:
+    ckpts.save(lambda f: (f / "w").write_bytes(b"y" * 4_000_000), {"step": 2})
+except DataError as exc:
+    print(json.dumps({"error": str(exc), "latest": ckpts.latest().state,
+                      "left": sorted(p.name for p in ckpts.directory.iterdir())}))
+"""
+
+
+def test_a_full_disk_while_checkpointing_keeps_the_earlier_ones(tmp_path):
+    """Issue 34, item 6 (disk full during a checkpoint write), on a real file system that
+    fills up: a 512 KiB tmpfs in a private mount namespace (as tests/fs_faults.py does)."""
+    import subprocess
+    import sys
+
+    folder = tmp_path / "disk"
+    folder.mkdir()
+    script = 'mount -t tmpfs -o size=512k none "$D" && exec "$@"'
+    cmd = ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script, "sh"]
+    res = subprocess.run(
+        [*cmd, sys.executable, "-c", _FULL_DISK, str(folder)],
+        env={**os.environ, "D": str(folder)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
+    out = json.loads(res.stdout)
+    assert "no space left" in out["error"] and "earlier checkpoints are intact" in out["error"]
+    assert "To fix:" in out["error"]
+    assert out["latest"] == {"step": 1} and out["left"] == ["ckpt-000001"]

@@ -29,6 +29,10 @@ BODIES = {
     "mxnet": "userdata-docker.sh.tmpl",  # our image (Dockerfile) on the Deep Learning Base AMI
     "torch": "userdata-dlami.sh.tmpl",  # our wheel into the PyTorch Deep Learning AMI's env
 }
+# IMDS response hop limit per body: a container on Docker's bridge network is one hop further
+# from IMDS than its host (2); with no container, 1 keeps the instance's credentials from
+# anything it forwards packets for (issue 34, N10).
+HOP_LIMITS = {"userdata-docker.sh.tmpl": 2, "userdata-dlami.sh.tmpl": 1}
 
 
 @dataclass(frozen=True)
@@ -126,7 +130,7 @@ def run_instances_kwargs(spec: LaunchSpec, token: str) -> dict:
         InstanceInitiatedShutdownBehavior="terminate",
         MetadataOptions={
             "HttpTokens": "required",
-            "HttpPutResponseHopLimit": 2,
+            "HttpPutResponseHopLimit": HOP_LIMITS[BODIES[spec.engine]],
             "HttpEndpoint": "enabled",
         },
         BlockDeviceMappings=[

@@ -32,7 +32,10 @@ KEY_ACTIONS = ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"]
 
 
 def vpc_statements(subnets, groups, region: str, account: str) -> list[dict]:
-    """Network interfaces in ``subnets`` with ``groups`` only; nothing without a VPC."""
+    """Network interfaces in ``subnets`` with ``groups`` only; nothing without a VPC. Sharing
+    and deleting are held to interfaces in the run's own subnets (``ec2:Subnet``), never
+    another workload's interface elsewhere in the account (the boundary holds them to the
+    stack's VPC as well)."""
     if not subnets and not groups:
         return []
     from finetune.aws.session import partition_of
@@ -40,9 +43,11 @@ def vpc_statements(subnets, groups, region: str, account: str) -> list[dict]:
     ec2 = f"arn:{partition_of(region)}:ec2:{region}:{account}"
     interfaces = f"{ec2}:network-interface/*"
     placed = [f"{ec2}:subnet/{s}" for s in subnets] + [f"{ec2}:security-group/{g}" for g in groups]
+    manage = _allow("VpcManageInterfaces", ENI_ACTIONS[1:], [interfaces])
+    manage["Condition"] = {"ArnEquals": {"ec2:Subnet": [f"{ec2}:subnet/{s}" for s in subnets]}}
     return [
         _allow("VpcCreateInterfaces", ENI_ACTIONS[:1], [interfaces, *placed]),
-        _allow("VpcManageInterfaces", ENI_ACTIONS[1:], [interfaces]),
+        manage,
         _allow("VpcDescribe", DESCRIBE_ACTIONS, ["*"])
         | {"Condition": {"StringEquals": {"aws:RequestedRegion": region}}},
     ]

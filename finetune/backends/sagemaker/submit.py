@@ -120,7 +120,8 @@ def ensure_run_role(aws: Aws, opts, run_id: str, dataset_root: str) -> None:
 
 def check_stack_limits(aws: Aws, request: dict) -> None:
     """Refuse what the stack's parameters (the caller policy's conditions) would deny:
-    instance type, instance count, runtime (finetune.aws.stacklimits)."""
+    instance type, instance count, runtime, the job's subnets and security groups
+    (finetune.aws.stacklimits)."""
     from finetune.aws import stacklimits
 
     limits = stacklimits.read(aws.client("cloudformation"))
@@ -128,6 +129,10 @@ def check_stack_limits(aws: Aws, request: dict) -> None:
     stacklimits.check_types(limits, "SageMakerInstanceTypes", [rc["InstanceType"]])
     stacklimits.check_count(limits, rc["InstanceCount"])
     stacklimits.check_runtime(limits, request["StoppingCondition"]["MaxRuntimeInSeconds"])
+    vpc = request.get("VpcConfig") or {}
+    stacklimits.check_sagemaker_network(
+        limits, vpc.get("Subnets", ()), vpc.get("SecurityGroupIds", ())
+    )
 
 
 def forget_run_role(aws: Aws, run_id: str) -> None:

@@ -21,8 +21,13 @@ ACCESS_KEY = "ASIAFAKEINSTANCEROLE"  # moto accepts any key: the tests tell by t
 
 
 class FakeImds:
-    def __init__(self, instance_id: str = "i-0fake0000000000001") -> None:
+    MAC = "0e:11:22:33:44:55"
+
+    def __init__(
+        self, instance_id: str = "i-0fake0000000000001", vpc_cidrs: str = "172.31.0.0/16"
+    ) -> None:
         self.instance_id = instance_id
+        self.vpc_cidrs = vpc_cidrs  # moto's default VPC; newline-separated, as IMDS says
         self.tokens: set[str] = set()
         self.notice: dict | None = None
         self.requests: list[dict] = []  # method, path, token (None when absent), status
@@ -78,6 +83,11 @@ class FakeImds:
                     return self._reply(401)
                 if self.path == "/latest/meta-data/instance-id":
                     return self._reply(200, fake.instance_id)
+                if self.path == "/latest/meta-data/mac":
+                    return self._reply(200, fake.MAC)
+                cidrs = f"/latest/meta-data/network/interfaces/macs/{fake.MAC}/vpc-ipv4-cidr-blocks"
+                if self.path == cidrs:
+                    return self._reply(200, fake.vpc_cidrs)
                 if self.path == CREDENTIALS:
                     return self._reply(200, ROLE)
                 if self.path == CREDENTIALS + ROLE:

@@ -75,7 +75,10 @@ def test_the_shared_dataset_is_readable_through_role_and_boundary(ec2_aws, tiny_
     names = infra.Names(account, REGION, bucket)
     boundary = infra.render(infra.policy_document("ec2-boundary"), names)
     obj = f"arn:aws:s3:::{bucket}"
-    on = {"aws:EC2InstanceSourceVPC": "vpc-1"}  # the instance's own requests
+    on = {
+        "aws:EC2InstanceSourceVPC": "vpc-1",
+        "ec2:SourceInstanceARN": "arn:aws:ec2:eu-west-1:123456789012:instance/i-0abc",
+    }  # the instance's own requests
     assert allowed(role, Request("s3:GetObject", f"{obj}/shared/shapes/train/x.rec", on), boundary)
     other = f"{obj}/finetune/runs/ft-other/model/model.pt"
     assert not allowed(role, Request("s3:GetObject", other, on), boundary)

@@ -95,7 +95,7 @@ def _user_data(layer, n: int = -1) -> str:
 
 
 def _instance(tmp_path, instance_id: str, k: int) -> instance_host.Instance:
-    imds = FakeImds(instance_id).start()
+    imds = FakeImds(instance_id, vpc_cidrs="127.0.0.0/8").start()  # the VPC is loopback here
     return instance_host.Instance(instance_id, f"127.0.0.{k + 2}", tmp_path / instance_id, imds)
 
 

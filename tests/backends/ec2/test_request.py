@@ -93,6 +93,9 @@ def test_run_instances_request_is_locked_down():
     assert kinds == {"instance", "volume", "spot-instances-request"}
     assert kw["InstanceMarketOptions"]["MarketType"] == "spot"
     assert (kw["MinCount"], kw["MaxCount"], kw["ClientToken"]) == (1, 1, "tok")
+    # no container on the PyTorch DLAMI: IMDS answers the instance itself only (issue 34)
+    dlami = run_instances_kwargs(spec(engine="torch"), "tok")
+    assert dlami["MetadataOptions"]["HttpPutResponseHopLimit"] == 1
     on_demand = run_instances_kwargs(spec(spot=False), "tok")
     assert "InstanceMarketOptions" not in on_demand
     assert {t["ResourceType"] for t in on_demand["TagSpecifications"]} == {"instance", "volume"}

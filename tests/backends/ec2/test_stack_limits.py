@@ -100,6 +100,8 @@ def test_each_multi_host_run_has_its_own_sealed_group_gone_with_it(ec2_aws, tiny
     for run_id, group in zip(runs, (first, second), strict=True):
         tags = {t["Key"]: t["Value"] for t in group["Tags"]}
         assert tags[RUN_TAG] == run_id and "finetune:rules" not in tags  # sealed
+        me = boto3.client("sts", region_name=REGION).get_caller_identity()["UserId"]
+        assert tags["finetune:owner-id"] == me  # what the policy compares with aws:userid
         (rule,) = group["IpPermissions"]
         assert [p["GroupId"] for p in rule["UserIdGroupPairs"]] == [group["GroupId"]]
         assert not rule["IpRanges"] and not rule["Ipv6Ranges"]
@@ -115,3 +117,22 @@ def test_each_multi_host_run_has_its_own_sealed_group_gone_with_it(ec2_aws, tiny
     left = {g["GroupId"] for g in ec2.describe_security_groups()["SecurityGroups"]}
     assert first["GroupId"] not in left and second["GroupId"] in left
     assert CliRunner().invoke(app, ["runs", "stop", runs[1]]).exit_code == 0
+
+
+def test_a_relaunch_from_another_session_gets_a_group_of_its_own(ec2_aws):
+    """Issue 34, N7: the caller policy launches into a run group only its maker (aws:userid):
+    a later attempt made by another identity (a new role session) makes its own sealed group
+    instead of being refused on the first one; the first maker gets its own group back."""
+    from finetune.backends.ec2.instances.hosts import cluster_group
+
+    ec2 = boto3.client("ec2", region_name=REGION)
+    vpc = ec2.describe_vpcs()["Vpcs"][0]["VpcId"]
+    first = cluster_group(ec2, vpc, "ft-20261127-000000-aaaa", "AROAEXAMPLE:session-1")
+    second = cluster_group(ec2, vpc, "ft-20261127-000000-aaaa", "AROAEXAMPLE:session-2")
+    assert second != first
+    assert cluster_group(ec2, vpc, "ft-20261127-000000-aaaa", "AROAEXAMPLE:session-1") == first
+    (group,) = ec2.describe_security_groups(GroupIds=[second])["SecurityGroups"]
+    tags = {t["Key"]: t["Value"] for t in group["Tags"]}
+    assert tags["finetune:owner-id"] == "AROAEXAMPLE:session-2" and "finetune:rules" not in tags
+    (rule,) = group["IpPermissions"]
+    assert [p["GroupId"] for p in rule["UserIdGroupPairs"]] == [second]

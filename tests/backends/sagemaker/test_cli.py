@@ -381,3 +381,47 @@ def test_spot_jobs_checkpoint_at_least_every_5_minutes(cloud, tiny_dataset):
     assert res.exit_code == 0, res.output
     sent = cloud.requests("CreateTrainingJob")[-1].json["HyperParameters"]
     assert sent["checkpoint_interval_s"] == "300.0"
+
+
+# What the job's code can write into /opt/ml/output/failure (SageMaker's FailureReason) or a
+# status message: set the clipboard (OSC 52), retitle the window (OSC 0), move the cursor and
+# clear the screen (CSI), reverse the text's direction (a bidi override), in 7- and 8-bit form.
+HOSTILE = (
+    "AlgorithmError: \x1b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\x07\x1b]0;owned\x07"
+    "\x1b[2J\x1b[1;1Hall good\u202etxt.exe\x9b31m done\r"
+)
+CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def test_remote_failure_reasons_print_inert(cloud, fast, tiny_dataset):
+    """Issue 34, N3: a FailureReason or status message holding terminal escapes reaches the
+    ledger and the terminal inert, through `launch` (following) and `runs show` in every
+    format, and through `runs stop` of the ended run."""
+    failed = h.step("Failed", "Failed", 120, "\x1b]0;title\x07Training job failed",
+                    FailureReason=HOSTILE)  # fmt: skip
+    cloud.script([h.step("InProgress", "Training", 90), failed])
+    res = cli(*SMOKE, "--dataset", str(tiny_dataset), "--instance", "p3.2xlarge")
+    assert res.exit_code == 1, res.output
+    assert not CONTROLS.search(res.output), repr(res.output)
+    run = _only_run()
+    assert not CONTROLS.search(run.exit_reason) and "all good" in run.exit_reason
+    for args in ([], ["--format", "csv"], ["--json"]):
+        shown = cli("runs", "show", run.id, *args)
+        assert shown.exit_code == 0, shown.output
+        assert not CONTROLS.search(shown.output), (args, repr(shown.output))
+        assert "all good" in shown.output
+    stop = cli("runs", "stop", run.id)
+    assert not CONTROLS.search(stop.output), repr(stop.output)
+
+
+def test_a_reason_stored_raw_by_an_older_version_prints_inert(cloud, fast, tiny_dataset):
+    res = cli(*SMOKE, "--dataset", str(tiny_dataset), "--instance", "p3.2xlarge", "--detach")
+    assert res.exit_code == 0, res.output
+    run = _only_run()
+    with open_default() as ledger:
+        ledger.update(run.id, status="failed", exit_reason=HOSTILE)
+    for args in ([], ["--format", "csv"], ["--json"]):
+        shown = cli("runs", "show", run.id, *args)
+        assert not CONTROLS.search(shown.output), (args, repr(shown.output))
+    listed = cli("runs", "list")
+    assert not CONTROLS.search(listed.output), repr(listed.output)

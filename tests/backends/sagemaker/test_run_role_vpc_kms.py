@@ -14,7 +14,7 @@ from finetune.aws import infra
 from finetune.cli import app
 from tests.aws.conftest import BUCKET, REGION
 from tests.aws.gateway import ACCOUNT
-from tests.security.iam_eval import Request, allowed
+from tests.security.iam_eval import AS_SAGEMAKER, Request, allowed
 
 KEY = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 EC2 = f"arn:aws:ec2:{REGION}:{ACCOUNT}"
@@ -38,10 +38,10 @@ def _sent_role(cloud) -> dict:
 
 
 def _can(role, action, resource, **ctx) -> bool:
-    names = infra.Names(ACCOUNT, REGION, BUCKET)
+    names = infra.Names(ACCOUNT, REGION, BUCKET, extra={"VpcId": "vpc-0a1b2c3d"})
     return allowed(
         role,
-        Request(action, resource, ctx),
+        Request(action, resource, {**AS_SAGEMAKER, **ctx}),
         infra.render(infra.policy_document("sagemaker-boundary"), names),
     )
 
@@ -50,9 +50,10 @@ def test_a_vpc_and_kms_job_gets_what_it_needs_and_no_more(own_roles, tiny_datase
     vpc = ["--subnet", "subnet-0a1b", "--security-group", "sg-0c2d", "--kms-key", KEY]
     _launch(tiny_dataset, *vpc)
     role = _sent_role(own_roles)
-    assert _can(role, "ec2:CreateNetworkInterface", f"{EC2}:subnet/subnet-0a1b")
-    assert _can(role, "ec2:CreateNetworkInterface", f"{EC2}:security-group/sg-0c2d")
-    assert _can(role, "ec2:DeleteNetworkInterface", f"{EC2}:network-interface/eni-1")
+    vpc = {"ec2:Vpc": f"{EC2}:vpc/vpc-0a1b2c3d", "ec2:Subnet": f"{EC2}:subnet/subnet-0a1b"}
+    assert _can(role, "ec2:CreateNetworkInterface", f"{EC2}:subnet/subnet-0a1b", **vpc)
+    assert _can(role, "ec2:CreateNetworkInterface", f"{EC2}:security-group/sg-0c2d", **vpc)
+    assert _can(role, "ec2:DeleteNetworkInterface", f"{EC2}:network-interface/eni-1", **vpc)
     assert _can(role, "ec2:DescribeVpcs", "*", **{"aws:RequestedRegion": REGION})
     assert not _can(role, "ec2:CreateNetworkInterface", f"{EC2}:subnet/subnet-other")
     via = {"kms:ViaService": f"s3.{REGION}.amazonaws.com"}

@@ -35,3 +35,26 @@ def test_a_job_outside_the_stacks_limits_is_refused_first(cloud, tiny_dataset, t
     SageMakerBackend(JobOptions(max_runtime=3600)).submit(plan, h.new_run(tmp_path, plan))
     (job,) = cloud.requests("CreateTrainingJob")
     assert job.json["StoppingCondition"]["MaxRuntimeInSeconds"] == 3600
+
+
+@pytest.mark.filterwarnings("ignore:Tried to parse")  # moto's CFN: no AWS::S3::BucketPolicy
+def test_a_job_into_a_subnet_or_group_the_stack_does_not_list_is_refused_first(
+    cloud, tiny_dataset, tmp_path
+):
+    aws = connect(REGION)
+    params = {"SageMakerSubnets": "subnet-0a1b", "SageMakerSecurityGroups": "sg-0c2d"}
+    infra.deploy(aws, "finetune", "finetune-stack", 0, vpc="vpc-0a1b2c3d", parameters=params)
+    plan = h.sm_plan(tiny_dataset)
+    for subnet, group, named in (
+        ("subnet-0f0re1gn", "sg-0c2d", "SageMakerSubnets"),
+        ("subnet-0a1b", "sg-0db0trusted", "SageMakerSecurityGroups"),
+    ):
+        be = SageMakerBackend(JobOptions(subnet=(subnet,), security_group=(group,)))
+        with pytest.raises(UsageError, match=named) as err:
+            be.submit(plan, h.new_run(tmp_path, plan))
+        assert "To fix:" in str(err.value)
+    assert cloud.requests("CreateTrainingJob") == [] and cloud.requests("PutObject") == []
+    ok = SageMakerBackend(JobOptions(subnet=("subnet-0a1b",), security_group=("sg-0c2d",)))
+    ok.submit(plan, h.new_run(tmp_path, plan))
+    (job,) = cloud.requests("CreateTrainingJob")
+    assert job.json["VpcConfig"]["Subnets"] == ["subnet-0a1b"]

@@ -8,6 +8,7 @@ host, and gives the trainer the addresses in FINETUNE_HOST_ADDRESSES (no DNS nee
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import time
 
@@ -45,6 +46,7 @@ def join(run: Attempt, doc: dict) -> None:
             f"{p.HOSTS} does not list this instance ({run.instance_id}) among "
             f"{run.cfg.hosts} hosts: {json.dumps(doc)[:300]}"
         )
+    check_addresses(doc["hosts"], vpc_cidrs(run.imds))
     config = run.cfg.ml_root / "input" / "config" / "resourceconfig.json"
     # no network_interface_name: ps-lite picks the interface that reaches the other hosts
     write_atomic(config, json.dumps({"current_host": name, "hosts": hosts}, indent=2))
@@ -52,6 +54,45 @@ def join(run: Attempt, doc: dict) -> None:
     run.env[ADDRESSES_ENV] = json.dumps(doc["hosts"])
     where = ", ".join(f"{h}={doc['hosts'][h]}" for h in hosts)
     run.say(f"host {name} of {len(hosts)}: {where}")
+
+
+def vpc_cidrs(imds) -> list | None:
+    """This instance's VPC IPv4 CIDR blocks (IMDS network/interfaces/macs/MAC/
+    vpc-ipv4-cidr-blocks), or None where IMDS cannot say."""
+    from finetune.backends.ec2.agent.imds import ImdsUnavailable
+
+    if imds is None:
+        return None
+    try:
+        mac = (imds.get("meta-data/mac") or "").strip()
+        text = mac and imds.get(f"meta-data/network/interfaces/macs/{mac}/vpc-ipv4-cidr-blocks")
+    except (ImdsUnavailable, OSError):
+        return None
+    try:
+        return [ipaddress.IPv4Network(c.strip()) for c in (text or "").split() if c.strip()] or None
+    except ValueError:
+        return None
+
+
+_PRIVATE = [ipaddress.IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")]
+
+
+def check_addresses(addresses: dict, cidrs: list | None) -> None:
+    """Every host's address is an IPv4 address inside this instance's VPC (or, where IMDS
+    cannot say which, a private one): whoever can write hosts.json must not be able to send
+    every host's gradients and parameters to an address of their choosing."""
+    allowed = cidrs or _PRIVATE
+    for host, address in addresses.items():
+        try:
+            ip = ipaddress.IPv4Address(str(address))
+        except ValueError:
+            ip = None
+        if ip is None or not any(ip in net for net in allowed):
+            within = ", ".join(str(n) for n in allowed)
+            raise AgentError(
+                f"{p.HOSTS} gives {host} the address {str(address)[:60]!r}, not an IPv4 "
+                f"address inside this VPC ({within}): refused, nothing was started"
+            )
 
 
 def _parse(text: str | None) -> dict:

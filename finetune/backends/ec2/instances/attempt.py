@@ -53,7 +53,8 @@ def launch(
     limits = stacklimits.read(clients("cloudformation", state.region))
     types = [c.instance_type for c in choices] + list(state.options.fallback_instance)
     stacklimits.check_ec2(limits, types, count, state.options.max_runtime)
-    subnets, groups = _placement(ec2, state, (run.id, count), prefer_subnet, limits)
+    owner_id = ec2_infra.owner_id(clients("sts", state.region)) if count > 1 else ""
+    subnets, groups = _placement(ec2, state, (run.id, count, owner_id), prefer_subnet, limits)
     state.instance_profile = _role(clients, run.id, state)
     if quotes is None or not quotes.covers(choices, state.region):
         quotes = ec2_cost.quotes(choices, state.region, ec2)
@@ -86,7 +87,7 @@ def _image(clients, state: Ec2State, plan) -> tuple[str, ec2_ami.AmiChoice]:
     return arch, ec2_ami.resolve(ssm, ec2, arch, engine, state.options.ami)
 
 
-def _placement(ec2, state: Ec2State, run: tuple[str, int], prefer_subnet: str | None, limits):
+def _placement(ec2, state: Ec2State, run: tuple, prefer_subnet: str | None, limits):
     """The subnets to try (the interrupted one first), in the stack's VPC, and each VPC's
     security group (the run's own self-only cluster group where several hosts talk)."""
     opts = state.options
@@ -94,9 +95,11 @@ def _placement(ec2, state: Ec2State, run: tuple[str, int], prefer_subnet: str | 
     found = ec2_infra.subnets(ec2, opts.subnet, opts.az, vpc)
     stacklimits.check_vpc(limits, found)
     subnets = ec2_relaunch.subnet_order(found, prefer_subnet)
-    run_id, count = run
+    run_id, count, owner_id = run
     if count > 1:
-        groups = {s["VpcId"]: ec2_hosts.cluster_group(ec2, s["VpcId"], run_id) for s in subnets}
+        groups = {
+            s["VpcId"]: ec2_hosts.cluster_group(ec2, s["VpcId"], run_id, owner_id) for s in subnets
+        }
     else:
         groups = {s["VpcId"]: ec2_infra.security_group(ec2, s["VpcId"]) for s in subnets}
     return subnets, groups

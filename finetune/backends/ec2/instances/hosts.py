@@ -14,6 +14,7 @@ single-host runs share a group without any inbound rule.
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 from finetune.backends.ec2.agent import protocol as p
@@ -25,22 +26,29 @@ from finetune.errors import CloudError
 CLUSTER_GROUP = "finetune-cluster-{run_id}"  # one per run: no other run's host is inside
 SELF_RULE_PORTS = (0, 65535)
 RULES_TAG = ("finetune:rules", "open")  # while set, the caller policy allows adding rules
+# who made a run's cluster group (aws:userid): the caller policy launches only into the
+# caller's own run groups, so no one places an instance inside another user's live run
+OWNER_ID_TAG = "finetune:owner-id"
 
 
 def host_name(index: int) -> str:
     return f"algo-{index + 1}"
 
 
-def cluster_group(ec2, vpc_id: str, run_id: str) -> str:
+def cluster_group(ec2, vpc_id: str, run_id: str, owner_id: str) -> str:
     """The run's own group for its hosts: TCP from itself only, no ingress from anywhere.
     Born with the finetune:rules=open tag (the only state in which the caller policy lets
     rules be added), given its one self-referencing rule, then sealed by removing the tag:
-    the policy launches only sealed groups, and nothing can reopen one."""
+    the policy launches only sealed groups, and nothing can reopen one. It carries its
+    maker's aws:userid (finetune:owner-id), and the policy launches into a run group only
+    its maker: a relaunch from another session (another userid) gets a group of its own."""
     name = CLUSTER_GROUP.format(run_id=run_id)
-    flt = [{"Name": "vpc-id", "Values": [vpc_id]}, {"Name": "group-name", "Values": [name]}]
     try:
-        groups = ec2_infra.call(ec2.describe_security_groups, Filters=flt)["SecurityGroups"]
-        group = groups[0] if groups else _create_cluster_group(ec2, vpc_id, run_id, name)
+        group = _find(ec2, vpc_id, name)
+        if group and _tag(group, OWNER_ID_TAG) != owner_id:
+            name = f"{name}-{hashlib.sha256(owner_id.encode()).hexdigest()[:8]}"
+            group = _find(ec2, vpc_id, name)
+        group = group or _create_cluster_group(ec2, vpc_id, run_id, name, owner_id)
     except Exception as exc:
         raise ec2_infra.cloud_error(exc, f"the security group {name} in {vpc_id}") from None
     gid, rules = group["GroupId"], group.get("IpPermissions") or []
@@ -63,8 +71,18 @@ def cluster_group(ec2, vpc_id: str, run_id: str) -> str:
     return gid
 
 
-def _create_cluster_group(ec2, vpc_id: str, run_id: str, name: str) -> dict:
-    pairs = [PROJECT_TAG, (RUN_TAG, run_id), RULES_TAG]
+def _find(ec2, vpc_id: str, name: str) -> dict | None:
+    flt = [{"Name": "vpc-id", "Values": [vpc_id]}, {"Name": "group-name", "Values": [name]}]
+    groups = ec2_infra.call(ec2.describe_security_groups, Filters=flt)["SecurityGroups"]
+    return groups[0] if groups else None
+
+
+def _tag(resource: dict, key: str) -> str | None:
+    return next((t["Value"] for t in resource.get("Tags", []) if t["Key"] == key), None)
+
+
+def _create_cluster_group(ec2, vpc_id: str, run_id: str, name: str, owner_id: str) -> dict:
+    pairs = [PROJECT_TAG, (RUN_TAG, run_id), (OWNER_ID_TAG, owner_id), RULES_TAG]
     tags = [{"Key": k, "Value": v} for k, v in pairs]
     gid = ec2.create_security_group(
         GroupName=name,

@@ -215,6 +215,16 @@ def account(sts) -> str:
         raise cloud_error(exc, "GetCallerIdentity") from None
 
 
+def owner_id(sts) -> str:
+    """The caller's aws:userid (GetCallerIdentity's UserId: AIDA... for a user,
+    AROA...:session for a role session): what the caller policy compares a run's cluster
+    group's finetune:owner-id tag with (${aws:userid})."""
+    try:
+        return call(sts.get_caller_identity)["UserId"]
+    except Exception as exc:
+        raise cloud_error(exc, "GetCallerIdentity") from None
+
+
 def owner(sts) -> str:
     """Who launched: the caller's ARN (user or role session), else the local user name."""
     try:

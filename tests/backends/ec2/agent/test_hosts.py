@@ -73,3 +73,36 @@ def test_a_map_without_this_instance_is_refused(store, tmp_path):
     run = _attempt(store, tmp_path, "i-zzz")
     with pytest.raises(AgentError, match="does not list this instance"):
         hosts.join(run, DOC)
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["203.0.113.7", "8.8.8.8", "10.0.0.5; rm -rf /", "attacker.example", "fe80::1", "127.0.0.1"],
+)
+def test_a_map_with_an_address_outside_the_private_ranges_is_refused(store, tmp_path, address):
+    """Issue 34, N8: whoever writes hosts.json must not pick every host's rendezvous address
+    (no IMDS here: the private IPv4 ranges stand in for the VPC's CIDR)."""
+    run = _attempt(store, tmp_path, "i-bbb")
+    doc = {**DOC, "hosts": {"algo-1": address, "algo-2": "10.0.0.9"}}
+    with pytest.raises(AgentError, match="not an IPv4 address inside this VPC"):
+        hosts.join(run, doc)
+    assert not (run.cfg.ml_root / "input/config/resourceconfig.json").exists()
+    assert ADDRESSES_ENV not in run.env
+
+
+def test_addresses_must_lie_in_the_instances_vpc_cidr(store, tmp_path):
+    from finetune.backends.ec2.agent.imds import Imds
+
+    from ..fake_imds import FakeImds
+
+    imds = FakeImds(vpc_cidrs="10.0.0.0/24\n10.1.0.0/16").start()
+    try:
+        run = _attempt(store, tmp_path, "i-bbb")
+        run.imds = Imds(imds.url)
+        elsewhere = {**DOC, "hosts": {"algo-1": "10.0.1.5", "algo-2": "10.0.0.9"}}
+        with pytest.raises(AgentError, match=r"10\.0\.0\.0/24, 10\.1\.0\.0/16"):
+            hosts.join(run, elsewhere)  # private, but another VPC's range
+        hosts.join(run, {**DOC, "hosts": {"algo-1": "10.1.7.5", "algo-2": "10.0.0.9"}})
+        assert run.host == "algo-2"
+    finally:
+        imds.stop()

@@ -224,3 +224,23 @@ def test_bicubic_resize_agrees_between_the_resident_path_and_the_reference(image
     assert diff.max() <= 2 / 57 and diff.mean() <= 0.001, (diff.max(), diff.mean())
     bilinear = resident(bicubic.model_copy(update={"interpolation": "bilinear"}))
     assert np.abs(bilinear - got).max() >= 5  # grey levels: another filter
+
+
+@pytest.mark.parametrize("name", ["efficientnet_v2_s", "efficientnet_b0"])
+def test_efficientnet_residual_blocks_start_as_the_identity(name):
+    """Issue 34, item 7: from random weights EfficientNetV2-S learned nothing at the smoke
+    budget; its residual blocks now start as the identity (last BatchNorm scale 0)."""
+    import torch
+    from torchvision.models.efficientnet import FusedMBConv, MBConv
+
+    from finetune.train.engines.torch.model import construct
+
+    net = construct(name, 10, 32)
+    blocks = [m for m in net.modules() if isinstance(m, MBConv | FusedMBConv)]
+    residual = [b for b in blocks if b.use_res_connect]
+    assert len(residual) >= 9
+    for block in residual:
+        channels = next(m for m in block.modules() if isinstance(m, torch.nn.Conv2d)).in_channels
+        x = torch.randn(2, channels, 4, 4)
+        assert torch.equal(block.eval()(x), x)
+    assert any(not b.use_res_connect for b in blocks)  # the stage-opening blocks learn as built
