@@ -32,6 +32,7 @@ class _Batches:
     """What both data paths share: the epoch's order and this process's slice of it."""
 
     path = ""
+    loader = False  # whether a batch comes from loader workers (else computed in the step)
 
     def __init__(self, files: dataset.DatasetFiles, contract: Preprocessing,
                  device: torch.device, hp, group: ddp.Group, steps: int) -> None:  # fmt: skip
@@ -106,6 +107,7 @@ class StreamBatches(_Batches):
     """Images decoded every epoch by loader worker processes."""
 
     path = "stream"
+    loader = True
 
     def __init__(self, *args) -> None:
         super().__init__(*args)

@@ -97,8 +97,8 @@ class TorchSession:
         self.flops_per_image = flops.per_image(self.net, hp.image_size)
         self.forward, self.eval_forward = self._forwards(hp)
         self.telemetry = open_telemetry(self.device, g, self.precision, self.flops_per_image)
-        self.clock = InputClock(self.device, self.telemetry)
         self.data = open_batches(self.files, self.contract, self.device, hp, g, steps)
+        self.clock = InputClock(self.device, self.telemetry, self.data.loader)
         self._loss = torch.zeros((), device=self.device, dtype=torch.float64)
         self._hits = torch.zeros((), device=self.device, dtype=torch.int64)
         self._seen = 0
@@ -167,7 +167,6 @@ class TorchSession:
         # (evaluate() leaves eval mode)
         hp = self.hp
         model.train_mode(self.net, hp.freeze_backbone, hp.batchnorm, model.head_path(hp.model))
-        self.telemetry.begin_epoch()
 
     def step(self, lr: float) -> int:
         """One optimizer step at ``lr``; the images this host trained on."""
