@@ -13,7 +13,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.gpu_throughput import _sync, hyperparameters, make_dataset, reference
+from benchmarks import reference_loop
+from benchmarks.gpu_throughput import _sync, hyperparameters, make_dataset
 from benchmarks.train_overhead import make_tree
 
 # nvjpeg (the resident path's decoder on a GPU) against Pillow (the streaming path's decoder,
@@ -179,24 +180,28 @@ def ddp(ctx: Context) -> dict:
 
 
 def throughput(ctx: Context, model: str, compiled: bool) -> dict:
-    """The network alone (benchmarks.gpu_throughput.reference) with its anchors beside it:
-    the performance model's prediction for this GPU, and MLPerf's H100 record for ResNet-50."""
+    """The network alone (benchmarks.reference_loop, a fresh process) checked against a plain
+    torchvision loop (also fresh), with its anchors beside it: the performance model's
+    prediction for this GPU, and MLPerf's H100 record for ResNet-50. On a GPU the step fails
+    when the two loops differ by more than reference_loop.PLAIN_AGREEMENT."""
     from finetune.catalog import gpu_peaks
     from finetune.catalog.perf.model import Setup, predict
 
     a = ctx.a
-    got = reference(a, model, compiled)
+    got = reference_loop.checked(model, ctx.classes, a.batch, a.image_size, a.precision,
+                                 compiled, a.warmup, a.batches)  # fmt: skip
     peak = gpu_peaks.lookup(ctx.device_name)
     gpu = peak.model if peak else DRY_GPU
     # the prediction is for the real sizes (224 px, this batch on a GPU), whatever ran here
     batch = a.batch if ctx.gpu else 256
     pred = predict(Setup(network=model, gpu_model=gpu, precision="bf16", batch_per_device=batch))
-    row = {"model": model, "compile": compiled, "images_per_s": got["images_per_s"],
-           "compile_s": got["compile_s"], "batch": a.batch, "image_size": a.image_size,
-           "precision": a.precision,
+    row = {"model": model, "compile": compiled, **got, "batch": a.batch,
+           "image_size": a.image_size, "precision": a.precision, "layout": "channels_last",
            "predicted": None if pred is None else {
                "gpu": gpu, "images_per_s": pred.images_per_sec, "low": pred.low,
                "high": pred.high, "basis": list(pred.basis)}}  # fmt: skip
+    if ctx.gpu and not got["agrees"]:
+        row["within_tolerance"] = False  # the reference is measuring something else
     if pred is not None and ctx.gpu:
         row["measured_over_predicted"] = got["images_per_s"] / pred.images_per_sec
     if model == "resnet50":
