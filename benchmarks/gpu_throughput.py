@@ -53,7 +53,7 @@ def make_dataset(work: Path, side: int, train: int, val: int, classes: int = 8) 
 
     per_class = -(-(train + val) // classes)
     spec = SynthSpec(classes=classes, per_class=per_class, min_side=side, max_side=side * 4 // 3)
-    generate(work / "images", spec)
+    generate(work / "images", spec, workers=_cores())  # (prepare uses every core too)
     out = work / "prepared"
     params = dict(train_per_class=train // classes, resize=side, quality=90)
     prepare_folder(work / "images", out, "bench", params)
@@ -104,7 +104,7 @@ def data_alone(a, dataset: Path, path: str) -> float:
     """Images/s of the data path by itself, batches ending on the device."""
     import torch
 
-    from finetune.train.engines.torch import boxes, streaming
+    from finetune.train.engines.torch import boxes, streaming, validation
     from finetune.train.engines.torch.resident import ImageStore
     from finetune.train.preprocess import Preprocessing
 
@@ -122,10 +122,13 @@ def data_alone(a, dataset: Path, path: str) -> float:
             if i == a.warmup:
                 _sync(dev)
                 started = time.perf_counter()
-            index = torch.randint(len(store), (a.batch,), generator=g).to(dev)
-            w, h = store.widths[index].cpu(), store.heights[index].cpu()
-            box = boxes.train(w, h, contract, g)
-            out = store.crops(index, box, contract.image_size, boxes.flips(a.batch, contract, g))
+            index = torch.randint(len(store), (a.batch,), generator=g)
+            box = boxes.train(store.host_widths[index], store.host_heights[index], contract, g)
+            flip, size = boxes.flips(a.batch, contract, g), contract.image_size
+            if store.exact(index, box, size):  # as the engine does: no copy back per batch
+                out = validation.to_input(store.copies(index, box, size, flip), contract)
+            else:
+                out = store.crops(index, box, size, flip)
         _sync(dev)
         return a.batches * a.batch / (time.perf_counter() - started)
     data = streaming.RecordDataset(rec, idx, contract, True, 0)
