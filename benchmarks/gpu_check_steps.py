@@ -110,8 +110,10 @@ def engine_run(ctx: Context, path: str, compiled: bool) -> dict:
     out = root / "output" / "data"
     event = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])
     record = json.loads((out / "run-record.json").read_text())
-    keep = ("samples_per_sec", "train_acc", "val_acc", "input_wait_fraction", "data_bound",
-            "achieved_tflops", "pct_of_peak", "gpu_util_pct", "gpu_mem_gib")  # fmt: skip
+    keep = ("samples_per_sec", "train_acc", "val_acc", "input_wait_fraction",
+            "input_device_fraction", "data_bound", "achieved_tflops", "pct_of_peak",
+            "gpu_util_pct", "gpu_mem_gib", "warmup_seconds", "validation_seconds",
+            "epoch_seconds")  # fmt: skip
     return {"model": a.model, "data_path": path, "compile": compiled, "wall_s": wall,
             "precision_asked": a.precision, "precision_used": record.get("precision"),
             "model_written": (root / "model").is_dir() and any((root / "model").iterdir()),
