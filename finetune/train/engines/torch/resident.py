@@ -117,11 +117,11 @@ class ImageStore:
         """(B, 3, size, size) float32 pixels (0-255) of ``boxes`` (B, 4: x0, y0, x1, y1 in
         the resized images' pixel edges) of images ``index``, flipped where ``flip``."""
         dev = self.pixels.device
-        boxes = boxes.to(dev, torch.float32)
+        boxes = boxes.to(torch.float32).to(dev, non_blocking=True)  # (no wait for the device)
         steps = (torch.arange(size, device=dev, dtype=torch.float32) + 0.5) / size
         u = boxes[:, 0:1] + steps * (boxes[:, 2:3] - boxes[:, 0:1]) - 0.5  # (B, S) x
         v = boxes[:, 1:2] + steps * (boxes[:, 3:4] - boxes[:, 1:2]) - 0.5  # (B, S) y
-        index = index.to(dev)
+        index = index.to(dev, non_blocking=True)
         w, h = self.widths[index], self.heights[index]
         x0, x1, fx = _neighbours(u, w)
         y0, y1, fy = _neighbours(v, h)
@@ -137,7 +137,7 @@ class ImageStore:
         top = at(y0, x0) * (1 - fx) + at(y0, x1) * fx
         bottom = at(y1, x0) * (1 - fx) + at(y1, x1) * fx
         out = (top * (1 - fy) + bottom * fy).permute(0, 3, 1, 2)  # (B, 3, S, S)
-        flip = flip.to(dev)
+        flip = flip.to(dev, non_blocking=True)
         return torch.where(flip[:, None, None, None], out.flip(-1), out)
 
 

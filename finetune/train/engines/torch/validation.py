@@ -11,6 +11,7 @@ and prediction uses the same.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,19 +24,25 @@ from finetune.train.preprocess import Preprocessing
 EVAL_BATCH = 256  # images per forward pass (the batch changes CPU kernels' rounding)
 
 
+@functools.lru_cache(maxsize=16)
+def _mean_std(mean: tuple, std: tuple, device: torch.device):
+    """The contract's mean and std on ``device``, made once: a tensor built from a list is
+    copied from pageable memory with a blocking copy, which waits for the device's queue --
+    once per step it would stop the host from running ahead."""
+    return torch.tensor(mean, device=device), torch.tensor(std, device=device)
+
+
 def normalize(pixels: torch.Tensor, contract: Preprocessing) -> torch.Tensor:
     """0-255 RGB pixels (B, 3, H, W) -> (pixel - mean) / std."""
-    mean = torch.tensor(contract.mean, device=pixels.device).view(1, 3, 1, 1)
-    std = torch.tensor(contract.std, device=pixels.device).view(1, 3, 1, 1)
-    return (pixels - mean) / std
+    mean, std = _mean_std(tuple(contract.mean), tuple(contract.std), pixels.device)
+    return (pixels - mean.view(1, 3, 1, 1)) / std.view(1, 3, 1, 1)
 
 
 def to_input(pixels: torch.Tensor, contract: Preprocessing, dtype=torch.float32) -> torch.Tensor:
     """uint8 HWC pixels (B, H, W, 3) on the device -> the network's input (B, 3, H, W),
     normalised in float32 as :meth:`Preprocessing.normalize` does (the same values), then
     ``dtype``; channels_last in memory without a copy (a view of the HWC result)."""
-    mean = torch.tensor(contract.mean, device=pixels.device)
-    std = torch.tensor(contract.std, device=pixels.device)
+    mean, std = _mean_std(tuple(contract.mean), tuple(contract.std), pixels.device)
     x = (pixels.to(torch.float32) - mean) / std
     return x.to(dtype).permute(0, 3, 1, 2)
 
