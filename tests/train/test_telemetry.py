@@ -128,15 +128,17 @@ def test_gpu_figures_cover_the_timed_steps_not_the_compile_nor_validation(monkey
         fields = t.epoch_fields(samples_per_sec=1000.0, timed_seconds=0.4)
     finally:
         sampler.close()
-    # a sample read just before a phase change may land in the window: ~40 samples, one stray
-    assert fields["gpu_util_pct"] >= 90, fields  # the whole epoch would read ~32
-    assert fields["gpu_mem_gib"] >= 19
+    # one sample read just before start_timing may land in the window (at most one: the
+    # sampler reads one at a time); with the minimum of 5 samples that still reads 95 x 4/5
+    assert fields["gpu_util_pct"] >= 95 * 4 / 5, fields  # the whole epoch would read ~32
+    assert fields["gpu_mem_gib"] >= 20 * 4 / 5
     assert fields["warmup_seconds"] >= 0.4 and fields["validation_seconds"] >= 0.4
     assert fields["input_wait_fraction"] == pytest.approx(0.02 / 0.4)  # not the compile's 0.4
     assert fields["input_device_fraction"] == pytest.approx(0.04 / 0.4)
     assert fields["data_bound"] is False  # on the host wait only
     line = summary_line(0, fields)
-    assert "warmup_seconds=0.4" in line and "input_device_fraction=0.100" in line
+    assert f"warmup_seconds={fields['warmup_seconds']:.1f}" in line
+    assert "input_device_fraction=0.100" in line
 
 
 def test_too_few_gpu_samples_read_null_not_a_mean_of_two(monkeypatch):
