@@ -159,6 +159,26 @@ def test_without_cuda_the_prefetch_hands_every_batch_on_in_order():
     assert [int(y) for _, y in got] == list(range(5)) and got[3][0] is batches[3][0]
 
 
+def test_the_cpu_clock_tells_loader_wait_from_input_work_in_series():
+    import time
+
+    from finetune.train.engines.torch.telemetry import InputClock
+    from finetune.train.telemetry import Telemetry
+
+    cpu = torch.device("cpu")
+    for loader in (True, False):
+        t = Telemetry(precision="fp32")
+        t.begin_epoch()
+        t.start_timing()
+        clock = InputClock(cpu, t, loader=loader)
+        with clock.waiting():
+            time.sleep(0.02)
+        fields = t.epoch_fields(samples_per_sec=10.0, timed_seconds=0.1)
+        waited, in_series = fields["input_wait_fraction"], fields["input_device_fraction"]
+        blocked, computed = (waited, in_series) if loader else (in_series, waited)
+        assert blocked >= 0.2 and computed == 0, (loader, fields)
+
+
 # ---- resume, stop, kill -----------------------------------------------------------------------
 # SIGTERM at the first step, a restart, the weights of an uninterrupted run bit for bit: one
 # test through the product with every assertion this file had (the stop said, progress lines
