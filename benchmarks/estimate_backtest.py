@@ -8,7 +8,9 @@ worst absolute error (tests/catalog/test_perf_model.py bounds the median at 30 %
 studies' scaling table beside the published figures: 1 vs 8 K80 (ResNet-50, ResNet-152,
 the MXNet fine-tuning study) and 1 vs 4 V100 (NVIDIA DeepLearningExamples, Lambda), each
 multi-GPU row predicted without itself. ``--gpu-out`` leaves out every row of the predicted
-row's GPU model as well: the error of transferring between GPUs. Offline, seconds.
+row's GPU model as well: the error of transferring between GPUs. Then gpu-check's measured
+rows (finetune/catalog/measured.csv), each predicted without itself, beside what the model
+alone predicted for them. Offline, seconds.
 """
 
 from __future__ import annotations
@@ -66,6 +68,25 @@ def studies() -> None:
               f"{p.images_per_sec:8.1f} {published:8.1%} {p.efficiency:9.1%}")  # fmt: skip
 
 
+def measured_rows() -> None:
+    """gpu-check's measured rows, each predicted without itself, and by the model alone."""
+    from finetune.catalog.perf import backtest
+
+    print("\ngpu-check's measured rows (finetune/catalog/measured.csv), each without itself:")
+    print(f"{'id':58} {'measured':>9} {'model':>8} {'err':>7} {'+measured':>10} {'err':>7}")
+    alone, both = backtest.run_measured(False), backtest.run_measured(True)
+    for a, b in zip(alone, both, strict=True):
+        cells = [f"{x.predicted:.0f} {x.error:+7.1%}" if x.error is not None else "- -"
+                 for x in (a, b)]  # fmt: skip
+        print(f"{a.row.id[:58]:58} {a.row.images_per_sec:9.1f} {cells[0]:>16} {cells[1]:>18}")
+    for label, rs in (("model alone", alone), ("with the other measured rows", both)):
+        s = backtest.summary(rs)
+        print(
+            f"{label}: median |error| {s['median_abs_error']:.1%}, worst "
+            f"{s['worst_abs_error']:.1%}, inside the band {s['within_band']}/{s['rows']}"
+        )
+
+
 def main() -> None:
     from finetune.catalog.perf import backtest, scaling
 
@@ -83,6 +104,7 @@ def main() -> None:
           f"{s['within_band']}/{s['rows']}; leave {'GPU' if a.gpu_out else 'row'} out")  # fmt: skip
     print(f"straggler jitter {jitter:.4f}, fitted to {len(fitted)} multi-GPU rows")
     studies()
+    measured_rows()
 
 
 if __name__ == "__main__":

@@ -8,9 +8,10 @@ Grid (one JSON line per configuration): ResNet-50 and ResNet-152, 224 px, batch 
 bf16 autocast, channels_last, fed from a real .rec of generated 256 px JPEGs (finetune's
 prepare and RecordIO code) --
 
-- ``reference``: the network alone on one in-memory batch (forward, backward, SGD step): the
-  ceiling, measured in the same run; compile time (first compiled step minus a steady one)
-  is reported as ``compile_s`` and kept out of images/s;
+- ``reference``: the network alone on one in-memory batch (forward, backward, SGD step) in a
+  fresh process (benchmarks.reference_loop): the ceiling, measured in the same run; compile
+  time (first compiled step minus a steady one) is reported as ``compile_s`` and kept out of
+  images/s;
 - ``engine``: a whole ``finetune.train`` job in-process through the GPU-resident path and
   through the streaming path, torch.compile off and on; images/s is its metrics event's
   samples_per_sec (after the warm-up batches, where compilation happens), with the engine's
@@ -52,7 +53,7 @@ def make_dataset(work: Path, side: int, train: int, val: int, classes: int = 8) 
 
     per_class = -(-(train + val) // classes)
     spec = SynthSpec(classes=classes, per_class=per_class, min_side=side, max_side=side * 4 // 3)
-    generate(work / "images", spec)
+    generate(work / "images", spec, workers=_cores())  # (prepare uses every core too)
     out = work / "prepared"
     params = dict(train_per_class=train // classes, resize=side, quality=90)
     prepare_folder(work / "images", out, "bench", params)
@@ -72,38 +73,15 @@ def hyperparameters(a, model: str, train_count: int, classes: int, **extra):
     )  # fmt: skip
 
 
-def reference(a, model: str, compiled: bool) -> dict:
-    """The network alone on one in-memory batch: images/s and compile seconds."""
-    import torch
-    from torchvision import models
+def reference(a, model: str, compiled: bool, classes: int = 8) -> dict:
+    """The network alone on one in-memory batch, in a fresh process (benchmarks.reference_loop:
+    no Dynamo state from the engine jobs, ``dynamic=False``, CUDA events around the timed
+    steps): images/s and compile seconds."""
+    from benchmarks.reference_loop import fresh
 
-    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    torch.manual_seed(0)
-    net = models.get_model(model, num_classes=8).to(dev, memory_format=torch.channels_last)
-    fwd = torch.compile(net) if compiled else net
-    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
-    x = torch.randn(a.batch, 3, a.image_size, a.image_size, device=dev)
-    x = x.contiguous(memory_format=torch.channels_last)
-    y = torch.arange(a.batch, device=dev) % 8
-    dtype = torch.bfloat16 if a.precision == "bf16" else torch.float32
-
-    def step() -> float:
-        started = time.perf_counter()
-        with torch.autocast(dev.type, dtype=dtype, enabled=a.precision == "bf16"):
-            loss = torch.nn.functional.cross_entropy(fwd(x), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        _sync(dev)
-        return time.perf_counter() - started
-
-    first = step()
-    for _ in range(a.warmup):
-        step()
-    timed = sum(step() for _ in range(a.batches))
-    rate = a.batches * a.batch / timed
-    compile_s = first - timed / a.batches if compiled else None
-    return {"images_per_s": rate, "compile_s": compile_s}
+    row = fresh("reference", model, classes, a.batch, a.image_size, a.precision, compiled,
+                a.warmup, a.batches)  # fmt: skip
+    return {"images_per_s": row["images_per_s"], "compile_s": row["compile_s"]}
 
 
 def engine(a, dataset: Path, work: Path, model: str, path: str, compiled: bool) -> dict:
@@ -126,7 +104,7 @@ def data_alone(a, dataset: Path, path: str) -> float:
     """Images/s of the data path by itself, batches ending on the device."""
     import torch
 
-    from finetune.train.engines.torch import boxes, streaming
+    from finetune.train.engines.torch import boxes, streaming, validation
     from finetune.train.engines.torch.resident import ImageStore
     from finetune.train.preprocess import Preprocessing
 
@@ -144,10 +122,13 @@ def data_alone(a, dataset: Path, path: str) -> float:
             if i == a.warmup:
                 _sync(dev)
                 started = time.perf_counter()
-            index = torch.randint(len(store), (a.batch,), generator=g).to(dev)
-            w, h = store.widths[index].cpu(), store.heights[index].cpu()
-            box = boxes.train(w, h, contract, g)
-            out = store.crops(index, box, contract.image_size, boxes.flips(a.batch, contract, g))
+            index = torch.randint(len(store), (a.batch,), generator=g)
+            box = boxes.train(store.host_widths[index], store.host_heights[index], contract, g)
+            flip, size = boxes.flips(a.batch, contract, g), contract.image_size
+            if store.exact(index, box, size):  # as the engine does: no copy back per batch
+                out = validation.to_input(store.copies(index, box, size, flip), contract)
+            else:
+                out = store.crops(index, box, size, flip)
         _sync(dev)
         return a.batches * a.batch / (time.perf_counter() - started)
     data = streaming.RecordDataset(rec, idx, contract, True, 0)

@@ -25,6 +25,7 @@ def estimate_for(
         precision=recipe.train.precision,
         batch_per_device=recipe.train.batch_per_device,
         image_size=recipe.data.image_size,
+        compile=getattr(recipe.train, "compile", False),
     )
     return estimate_run(
         model=recipe.model.name,

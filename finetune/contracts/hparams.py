@@ -98,7 +98,7 @@ class TrainHyperparameters(BaseModel):
     # torch engine: where decoded images live (resident: decoded once, kept on the device;
     # stream: decoded every epoch by loader workers; auto: resident when they fit)
     data_path: Literal["auto", "resident", "stream"] = "auto"
-    loader_workers: int = Field(-1, ge=-1)  # stream: worker processes (-1: one per core)
+    loader_workers: int = Field(-1, ge=-1)  # stream: worker processes (-1: cores - 2)
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 or fp16 on GPUs
     compile: bool = False  # torch.compile the network
     # torch engine, BatchNorm: "batch" normalises with each device's batch statistics (the

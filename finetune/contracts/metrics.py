@@ -39,8 +39,11 @@ class EpochMetrics(BaseModel):
     # telemetry (finetune.train.telemetry; torch engine; None: not measured, e.g. no GPU)
     gpu_util_pct: float | None = None  # mean NVML utilisation of the GPUs in use, 0-100
     gpu_mem_gib: float | None = None  # mean memory in use per GPU, GiB
-    input_wait_fraction: float | None = None  # of steady-state step time spent on input
+    input_wait_fraction: float | None = None  # of steady-state time the host waited for input
+    input_device_fraction: float | None = None  # of it, input work in series with compute
     data_bound: bool | None = None  # input_wait_fraction above telemetry.DATA_BOUND
+    warmup_seconds: float | None = None  # the warm-up batches (a compile lands here)
+    validation_seconds: float | None = None  # after the timed steps: validation and its outputs
     achieved_tflops: float | None = None  # model FLOPs (fwd+bwd) x samples_per_sec, all GPUs
     peak_tflops: float | None = None  # dense datasheet peak of all GPUs at the precision
     pct_of_peak: float | None = None  # 100 x achieved_tflops / peak_tflops

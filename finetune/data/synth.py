@@ -37,6 +37,19 @@ def class_names(n: int, clutter: bool = False) -> list[str]:
     return names
 
 
+def _one_class(job) -> None:
+    root, spec, label, name, n_classes = job
+    folder = root / name
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(f"{spec.seed}:{name}")
+    for i in range(spec.per_class):
+        short = rng.randint(spec.min_side, spec.max_side)
+        long = int(short * rng.uniform(4 / 3, 16 / 9))
+        w, h = (long, short) if rng.random() < 0.7 else (short, long)
+        img = render(label, n_classes, rng, w, h)
+        img.save(folder / f"{label + 1:03d}_{i + 1:04d}.jpg", quality=90)
+
+
 def render(label: int, n_classes: int, rng: random.Random, width: int, height: int):
     """Draw one image of class ``label``: a PIL.Image in RGB."""
     import numpy as np
@@ -87,20 +100,21 @@ def _draw_shape(draw, shape: str, cx: float, cy: float, r: float, rgb) -> None:
             draw.rectangle([x0, cy - r, x0 + r / 4, cy + r], fill=rgb)
 
 
-def generate(root: str | Path, spec: SynthSpec = SynthSpec()) -> list[str]:
-    """Write a folder-per-class JPEG set under ``root``; returns the class folder names."""
+def generate(root: str | Path, spec: SynthSpec = SynthSpec(), workers: int = 1) -> list[str]:
+    """Write a folder-per-class JPEG set under ``root``; returns the class folder names.
+    ``workers`` processes draw classes in parallel (each class has its own seeded generator:
+    the files are the same for any number)."""
     root = Path(root)
     names = class_names(spec.classes, spec.clutter)
-    for label, name in enumerate(names):
-        folder = root / name
-        folder.mkdir(parents=True, exist_ok=True)
-        rng = random.Random(f"{spec.seed}:{name}")
-        for i in range(spec.per_class):
-            short = rng.randint(spec.min_side, spec.max_side)
-            long = int(short * rng.uniform(4 / 3, 16 / 9))
-            w, h = (long, short) if rng.random() < 0.7 else (short, long)
-            img = render(label, len(names), rng, w, h)
-            img.save(folder / f"{label + 1:03d}_{i + 1:04d}.jpg", quality=90)
+    jobs = [(root, spec, label, name, len(names)) for label, name in enumerate(names)]
+    if workers > 1 and len(jobs) > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(min(workers, len(jobs))) as pool:
+            list(pool.map(_one_class, jobs))
+    else:
+        for job in jobs:
+            _one_class(job)
     if spec.quirks and names:
         (root / names[min(1, len(names) - 1)] / "RENAME2").write_text("not an image\n")
         (root / names[0] / "greg" / "vision309").mkdir(parents=True, exist_ok=True)

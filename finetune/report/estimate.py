@@ -37,6 +37,7 @@ class Workload:
     precision: str = "auto"  # a recipe's train.precision; MXNet trains in fp32
     batch_per_device: int = 32
     image_size: int = 224
+    compile: bool = False  # a recipe's train.compile (torch)
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,7 @@ class Throughput:
     efficiency: float | None = None
     data_bound: bool = False
     wider_band: bool = False
+    checked: bool = False  # measured by gpu-check (finetune.catalog.perf.measured)
 
 
 def measurements(runs: Iterable[RunFacts]) -> list[throughput.Measurement]:
@@ -93,6 +95,7 @@ def setup_for(work: Workload, inst, hosts: int, images: int) -> perf.Setup:
         vcpus=inst.vcpus,
         decoder=decoder,
         engine=work.engine,
+        compile=work.compile,
     )
 
 
@@ -111,8 +114,16 @@ def throughput_for(
     p = perf.predict(setup)
     if p is None:
         return None
-    return Throughput(
-        p.images_per_sec, p.low, p.high, p.basis, False, p.efficiency, p.data_bound, p.wider_band
+    return Throughput(  # (measured: gpu-check's rows of this setup, labelled so)
+        p.images_per_sec,
+        p.low,
+        p.high,
+        p.basis,
+        p.measured,
+        p.efficiency,
+        p.data_bound,
+        p.wider_band,
+        p.measured,
     )
 
 
@@ -252,6 +263,8 @@ def _time_and_money(
         data_bound=tp.data_bound, wider_band=tp.wider_band, basis=tp.basis,
     )  # fmt: skip
     learned = " (learned from your ledger, not the model)" if tp.measured else ""
+    if tp.checked:
+        learned = " (measured by gpu-check on this GPU kind, not the model)"
     bound = "; data-bound: the CPUs' decode rate sets the pace" if tp.data_bound else ""
     wide = "; wider band (the throughput basis says why)" if tp.wider_band else ""
     spot_lost = f" + {lost:.0f} s spot interruptions" if lost else ""

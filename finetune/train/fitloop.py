@@ -146,6 +146,7 @@ def _epochs(run: _Run, progress: Progress) -> None:
     """Train, validate, report and checkpoint each remaining epoch, until done or stopped."""
     while progress.epoch < run.hp.epochs:
         run.epoch_started = time.monotonic()
+        run.session.telemetry.begin_epoch()
         _train_epoch(run, progress)
         if _agree(run)[0]:
             return
@@ -186,6 +187,7 @@ def _train_epoch(run: _Run, progress: Progress) -> None:
     run.tallied_step = progress.step
     if warmup == 0:
         watch.start()
+        run.session.telemetry.start_timing()
     for done in range(1, remaining + 1):
         real = run.session.step(run.schedule.at_step(progress.step))
         progress.batch += 1
@@ -209,6 +211,7 @@ def _train_epoch(run: _Run, progress: Progress) -> None:
             _tally(run, progress)
             watch.exclude(_save(run, progress, "interval"))
     _tally(run, progress)
+    run.session.telemetry.end_timing()  # (the GPU samples of the timed steps, not validation)
     run.timed_here = watch.elapsed()
     progress.timed_seconds += run.timed_here
 

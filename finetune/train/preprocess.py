@@ -114,16 +114,17 @@ class Preprocessing(BaseModel):
         return left, top, left + s, top + s
 
     # ---- the reference implementation -------------------------------------------------
-    def val_array(self, image) -> np.ndarray:
+    def val_array(self, image, finish=None) -> np.ndarray:
         """A PIL image -> the validation tensor (3, S, S) float32: resize, centre crop,
-        normalise."""
+        normalise (``finish``: another last step than :meth:`normalize`, e.g. :func:`raw`)."""
         resized = self._resize(image)
-        return self.normalize(resized.crop(self.center_box(*image.size)))
+        return (finish or self.normalize)(resized.crop(self.center_box(*image.size)))
 
-    def train_array(self, image, rng, augment=None) -> np.ndarray:
+    def train_array(self, image, rng, augment=None, finish=None) -> np.ndarray:
         """A PIL image -> one training tensor, drawing crop and flip from ``rng`` (a
         numpy Generator). Colour and affine jitter are not part of the reference.
-        ``augment``: an engine's augmentation of the PIL crop before normalising."""
+        ``augment``: an engine's augmentation of the PIL crop before normalising;
+        ``finish``: another last step than :meth:`normalize`, e.g. :func:`raw`."""
         from PIL import Image
 
         resized = self._resize(image)
@@ -133,7 +134,7 @@ class Preprocessing(BaseModel):
             crop = crop.resize((self.image_size, self.image_size), Image.BILINEAR)
         if self.flip and rng.random() < 0.5:
             crop = crop.transpose(Image.FLIP_LEFT_RIGHT)
-        return self.normalize(crop if augment is None else augment(crop))
+        return (finish or self.normalize)(crop if augment is None else augment(crop))
 
     def train_box(self, width: int, height: int, rng) -> tuple[int, int, int, int]:
         """A training crop box in an image already resized to (width, height)."""
@@ -171,6 +172,15 @@ class Preprocessing(BaseModel):
         rgb = image.convert("RGB")
         kind = Image.BICUBIC if self.interpolation == "bicubic" else Image.BILINEAR
         return rgb if rgb.size == size else rgb.resize(size, kind)
+
+
+def raw(image) -> np.ndarray:
+    """An RGB PIL image -> (H, W, 3) uint8, not normalised: a quarter of the float32 bytes
+    through a loader's shared memory and the PCIe link; the device normalises it, exactly as
+    :meth:`Preprocessing.normalize` would (the same float32 operations)."""
+    import numpy as np
+
+    return np.asarray(image.convert("RGB"), dtype=np.uint8).copy()
 
 
 def resize_for(image_size: int) -> int:

@@ -36,8 +36,14 @@ class ProcessGroup(Protocol):
 class Telemetry(Protocol):
     """Hardware figures of each epoch (finetune.train.telemetry)."""
 
+    def begin_epoch(self) -> None:
+        """An epoch starts (its warm-up first)."""
+
     def start_timing(self) -> None:
         """The warm-up is over: the epoch's measured part starts now."""
+
+    def end_timing(self) -> None:
+        """The epoch's measured part is over (validation comes next)."""
 
     def epoch_fields(self, samples_per_sec: float, timed_seconds: float) -> dict:
         """The epoch's fields of the metrics event (none: {})."""

@@ -9,9 +9,17 @@ data_bound, achieved_tflops, peak_tflops, pct_of_peak) and prints a ``finetune-t
 line where what was not measured reads "n/a". An engine without telemetry (MXNet) has a
 :class:`NoTelemetry`, which leaves them null and prints no line.
 
-The data-bound verdict comes from the input wait, not from NVML utilisation: utilisation only
-says that some kernel ran during the sample period, so a GPU starved by its input pipeline
-can still read 90 %.
+Every figure is over the epoch's timed steps only (the steady state images/s counts): the GPU
+samples are discarded at :meth:`Telemetry.start_timing` (warm-up and compilation) and taken at
+:meth:`Telemetry.end_timing` (before validation); the warm-up seconds (a compile lands there)
+and the seconds from the end of the timed steps to the epoch's event (validation) are reported
+apart, by both telemetries, so wall clock and steady state are both visible.
+
+Input time comes in two kinds. ``input_wait_fraction`` is the host blocked on the loader (the
+GPU starved by its input pipeline); ``input_device_fraction`` is input work in series with
+compute (crops on the device, copies; a prefetch on another stream would hide it). The
+data-bound verdict comes from the first, not from NVML utilisation: utilisation only says that
+some kernel ran during the sample period, so a GPU starved by its input can still read 90 %.
 """
 
 from __future__ import annotations
@@ -19,12 +27,17 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from finetune.catalog.gpu_peaks import GpuPeak
 
 DATA_BOUND = 0.10  # input_wait_fraction above this: a faster input path would speed training
-SAMPLE_EVERY_S = 1.0  # NVML sampling period
+# NVML sampling period: RN50 on an H200 times ~2.6 s of steps per epoch of a 15k-image set
+# (gpu-check 2026-11-26); 0.15 s gives ~17 samples there, and NVML's own utilisation window
+# (1/6 s to 1 s by product) is no shorter, so faster sampling would repeat readings
+SAMPLE_EVERY_S = 0.15
+MIN_SAMPLES = 5  # fewer samples than this: the mean says too little, reported as null
 GIB = 1024**3
 
 log = logging.getLogger(__name__)
@@ -77,13 +90,14 @@ class GpuSampler:
                 self._mem += sum(mem) / len(mem) / GIB
                 self._count += 1
 
-    def take(self) -> tuple[float | None, float | None]:
-        """(mean utilisation %, mean memory in use GiB per GPU) since the last take."""
+    def take(self, minimum: int = 1) -> tuple[float | None, float | None]:
+        """(mean utilisation %, mean memory in use GiB per GPU) since the last take; (None,
+        None) with fewer than ``minimum`` samples."""
         with self._lock:
             n, util, mem = self._count, self._util, self._mem
             self._util = self._mem = 0.0
             self._count = 0
-        return (util / n, mem / n) if n else (None, None)
+        return (util / n, mem / n) if n and n >= minimum else (None, None)
 
     def close(self) -> None:
         self._stop.set()
@@ -92,7 +106,35 @@ class GpuSampler:
             self._nvml.nvmlShutdown()
 
 
-class Telemetry:
+class Phases:
+    """The wall clock of an epoch's parts: warm-up (from :meth:`begin_epoch` to
+    :meth:`start_timing`; compilation lands there) and what follows the timed steps (from
+    :meth:`end_timing` to the epoch's fields: validation and its outputs)."""
+
+    def __init__(self) -> None:
+        self._began = self._timed = self._ended = None
+
+    def begin_epoch(self) -> None:
+        self._began, self._timed, self._ended = time.monotonic(), None, None
+
+    def start_timing(self) -> None:
+        self._timed = time.monotonic()
+
+    def end_timing(self) -> None:
+        self._ended = time.monotonic()
+
+    def phase_fields(self) -> dict:
+        now = time.monotonic()
+        warmup = None
+        if self._began is not None and self._timed is not None:
+            warmup = self._timed - self._began
+        return {
+            "warmup_seconds": warmup,
+            "validation_seconds": None if self._ended is None else now - self._ended,
+        }
+
+
+class Telemetry(Phases):
     """One process's telemetry. ``gpus`` is the number of GPUs of the whole run (for the peak);
     ``reduce_max`` combines a value over the run's processes (None: one process)."""
 
@@ -109,20 +151,38 @@ class Telemetry:
         self.precision, self.gpus, self.peak = precision, gpus, peak
         self.flops_per_image = flops_per_image
         self.sampler, self.reduce_max = sampler, reduce_max
-        self.waited = 0.0  # input wait of the steps timed so far this epoch
+        self.waited = 0.0  # host blocked on the loader, the steps timed so far this epoch
+        self.device_input = 0.0  # input work in series with compute, the same steps
+        self.sampled: tuple[float | None, float | None] = (None, None)
+        super().__init__()
 
     def add_wait(self, seconds: float) -> None:
+        """The host waited ``seconds`` for the loader."""
         self.waited += seconds
 
+    def add_device_input(self, seconds: float) -> None:
+        """``seconds`` of input work ran in series with compute."""
+        self.device_input += seconds
+
     def begin_epoch(self) -> None:
-        """A new epoch: forget the GPU samples of the previous one (validation included)."""
-        self.waited = 0.0
+        """A new epoch: nothing measured yet."""
+        super().begin_epoch()
+        self.waited = self.device_input = 0.0
+        self.sampled = (None, None)
+
+    def start_timing(self) -> None:
+        """The warm-up batches are over: input time and GPU samples count from here, as
+        images/s does (the samples of the warm-up, a compile among them, are dropped)."""
+        super().start_timing()
+        self.waited = self.device_input = 0.0
         if self.sampler is not None:
             self.sampler.take()
 
-    def start_timing(self) -> None:
-        """The warm-up batches are over: input wait counts from here, as images/s does."""
-        self.waited = 0.0
+    def end_timing(self) -> None:
+        """The timed steps are over (validation comes next): keep their GPU samples."""
+        super().end_timing()
+        if self.sampler is not None:
+            self.sampled = self.sampler.take(MIN_SAMPLES)
 
     @property
     def peak_tflops(self) -> float | None:
@@ -134,21 +194,25 @@ class Telemetry:
         """The epoch's telemetry fields of the metrics event. ``timed_seconds`` is this
         process's steady-state training time (the denominator of images/s). Every process
         of a run calls this together (the input wait is the slowest process's)."""
-        waited = self.reduce_max(self.waited) if self.reduce_max else self.waited
+        most = self.reduce_max or (lambda value: value)
+        waited, device_input = most(self.waited), most(self.device_input)
         fraction = min(waited / timed_seconds, 1.0) if timed_seconds > 0 else None
+        in_series = min(device_input / timed_seconds, 1.0) if timed_seconds > 0 else None
         achieved = None
         if self.flops_per_image and samples_per_sec > 0:
             achieved = self.flops_per_image * samples_per_sec / 1e12
         peak = self.peak_tflops
-        util, mem = self.sampler.take() if self.sampler else (None, None)
+        util, mem = self.sampled
         return {
             "gpu_util_pct": util,
             "gpu_mem_gib": mem,
             "input_wait_fraction": fraction,
+            "input_device_fraction": in_series,
             "data_bound": None if fraction is None else fraction > DATA_BOUND,
             "achieved_tflops": achieved,
             "peak_tflops": peak,
             "pct_of_peak": 100 * achieved / peak if achieved is not None and peak else None,
+            **self.phase_fields(),
         }
 
     def summary(self, epoch: int, fields: dict) -> str:
@@ -160,15 +224,13 @@ class Telemetry:
             self.sampler.close()
 
 
-class NoTelemetry:
-    """The telemetry of an engine that measures nothing (MXNet): no fields, no line."""
-
-    def start_timing(self) -> None:
-        """Nothing to time."""
+class NoTelemetry(Phases):
+    """The telemetry of an engine that measures no hardware (MXNet): the epoch's phases only,
+    no line."""
 
     def epoch_fields(self, samples_per_sec: float, timed_seconds: float) -> dict:
-        """No fields: the metrics event leaves them null."""
-        return {}
+        """The phases; the hardware fields stay null."""
+        return self.phase_fields()
 
     def summary(self, epoch: int, fields: dict) -> None:
         """No line."""
@@ -191,6 +253,10 @@ def summary_line(epoch: int, fields: dict) -> str:
         f"finetune-telemetry epoch={epoch} gpu_util_pct={show('gpu_util_pct', '.1f')} "
         f"gpu_mem_gib={show('gpu_mem_gib', '.2f')} "
         f"input_wait_fraction={show('input_wait_fraction', '.3f')} verdict={verdict} "
-        f"(threshold {DATA_BOUND:g}) achieved_tflops={show('achieved_tflops', '.4g')} "
+        f"(threshold {DATA_BOUND:g}, host wait) "
+        f"input_device_fraction={show('input_device_fraction', '.3f')} "
+        f"warmup_seconds={show('warmup_seconds', '.1f')} "
+        f"validation_seconds={show('validation_seconds', '.1f')} "
+        f"achieved_tflops={show('achieved_tflops', '.4g')} "
         f"peak_tflops={show('peak_tflops', '.4g')} pct_of_peak={show('pct_of_peak', '.1f')}"
     )

@@ -77,7 +77,8 @@ def test_one_process_decides_alone():
 def test_no_telemetry_adds_nothing_and_says_nothing():
     quiet = NoTelemetry()
     quiet.start_timing()
-    assert quiet.epoch_fields(100.0, 2.0) == {}
+    fields = quiet.epoch_fields(100.0, 2.0)  # the phases only (no begin_epoch: no warm-up)
+    assert fields == {"warmup_seconds": None, "validation_seconds": None}
     assert quiet.summary(0, {"epoch": 0}) is None
     # the measuring one answers the same calls
     fields = Telemetry(precision="fp32").epoch_fields(100.0, 2.0)

@@ -76,3 +76,21 @@ def summary(results: list[Result]) -> dict:
             1 for r in results if r.low is not None and r.low <= r.row.images_per_sec <= r.high
         ),
     }
+
+
+def run_measured(use_measured: bool = True) -> list[Result]:
+    """Every gpu-check measured row (measured.csv) predicted without itself (``use_measured``
+    False: without any measured row, as the model stood before them)."""
+    from finetune.catalog.perf import measured
+
+    out = []
+    every = frozenset(r.id for r in measured.rows())
+    for row in measured.rows():
+        setup = model.Setup(
+            network=row.network, gpu_model=row.gpu_model, precision=row.precision,
+            batch_per_device=row.batch, image_size=row.image_size,
+            compile=row.compile == "inductor", layout=row.layout,
+        )  # fmt: skip
+        p = model.predict(setup, exclude=frozenset({row.id}) if use_measured else every)
+        out.append(Result(row, None) if p is None else Result(row, p.images_per_sec, p.low, p.high))
+    return out

@@ -2,16 +2,28 @@
 
 Compute-bound rate per device = peak(GPU, precision) x MFU / training FLOPs per image, the
 MFU learned from sourced calibration rows of the kind class predicted (mfu.py: a plain
-PyTorch loop, as finetune's own engine is, unless a tuned kind is asked). Then the data
-pipeline may cap the rate (pipeline.py: "data-bound") and devices scale by the communication
-model (scaling.py). Measured history is not here: report.estimate prefers it over this.
+PyTorch loop, as finetune's own engine is, unless a tuned kind is asked) -- unless gpu-check
+measured the setup (measured.py: the GPU or one of its architecture, the network, precision,
+batch, layout and compile), which wins, labelled "measured". Then the data pipeline may cap
+the rate (pipeline.py: "data-bound") and devices scale by the communication model
+(scaling.py). The ledger's history of your own runs is not here: report.estimate prefers it
+over this.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from finetune.catalog.perf import calibration, families, flops, gpus, mfu, pipeline, scaling
+from finetune.catalog.perf import (
+    calibration,
+    families,
+    flops,
+    gpus,
+    measured,
+    mfu,
+    pipeline,
+    scaling,
+)
 
 
 @dataclass(frozen=True)
@@ -30,6 +42,8 @@ class Setup:
     vcpus: int | None = None  # per host; None: no CPU cap known
     decoder: pipeline.Decoder | None = None  # None: nothing decoded per epoch on the CPU
     engine: str = "torch"  # finetune's engine the prediction is for (named in the basis)
+    compile: bool = False  # torch.compile (inductor) or eager: +43 % on an H200 (RN50)
+    layout: str = "channels_last"  # the torch engine's memory format (NCHW: "contiguous")
 
     @property
     def devices(self) -> int:
@@ -58,6 +72,7 @@ class Prediction:
     level: int  # 1-5, see mfu.LEVEL
     basis: tuple[str, ...] = field(default=())
     uncalibrated: bool = False  # no calibration row of the network's family anywhere
+    measured: bool = False  # from gpu-check's measured rows (level 0), not learned MFU
 
     @property
     def data_bound(self) -> bool:
@@ -73,26 +88,33 @@ def predict(setup: Setup, exclude: frozenset[str] = frozenset()) -> Prediction |
     when the network's FLOPs, the GPU's peak or every calibration row is missing."""
     count = flops.lookup(setup.network, setup.image_size)
     peak = gpus.peak_tflops(setup.gpu_model, setup.precision)
-    learned = mfu.learned(setup, exclude)
-    if count is None or peak is None or learned is None or setup.batch_per_device < 1:
+    seen = measured.predict(setup, exclude) if setup.kind == "plain" else None
+    learned = None if seen else mfu.learned(setup, exclude)
+    if count is None or peak is None or not (seen or learned) or setup.batch_per_device < 1:
         return None
-    point, low, high, level, basis = learned
-    uncalibrated = families.uncalibrated_family(setup.network)
-    if uncalibrated:
-        low, high = low * (1 - families.FAMILY_MARGIN), high * (1 + families.FAMILY_MARGIN)
-        basis = (*basis, families.family_note(setup.network))
     per_tflop = 1e12 / (count.gflops * 1e9)  # images/s per TFLOP/s achieved
-    rates = [m * peak[0] * per_tflop for m in (point, low, high)]
-    kind = (
-        "tuned-record"
-        if setup.kind in calibration.TUNED
-        else _PLAIN.get(setup.engine, "plain-loop")
-    )
-    lines = [
-        f"{kind} prediction: {peak[0]:g} TFLOP/s ({setup.gpu_model} {peak[1]} peak) x MFU / "
-        f"{count.describe()}",
-        *basis,
-    ]
+    uncalibrated = False
+    if seen:
+        rates, level = list(seen[:3]), 0
+        point = rates[0] / (peak[0] * per_tflop)
+        lines = [f"{_PLAIN.get(setup.engine, 'plain-loop')} {seen[3][0]}"]
+    else:
+        point, low, high, level, basis = learned
+        uncalibrated = families.uncalibrated_family(setup.network)
+        if uncalibrated:
+            low, high = low * (1 - families.FAMILY_MARGIN), high * (1 + families.FAMILY_MARGIN)
+            basis = (*basis, families.family_note(setup.network))
+        rates = [m * peak[0] * per_tflop for m in (point, low, high)]
+        kind = (
+            "tuned-record"
+            if setup.kind in calibration.TUNED
+            else _PLAIN.get(setup.engine, "plain-loop")
+        )
+        lines = [
+            f"{kind} prediction: {peak[0]:g} TFLOP/s ({setup.gpu_model} {peak[1]} peak) x MFU / "
+            f"{count.describe()}",
+            *basis,
+        ]
     bound = "compute"
     if setup.decoder is not None and setup.vcpus:
         cap = pipeline.cap(setup.decoder, setup.vcpus, setup.gpus_per_host) / setup.gpus_per_host
@@ -120,6 +142,7 @@ def predict(setup: Setup, exclude: frozenset[str] = frozenset()) -> Prediction |
         level=level,
         basis=tuple(lines),
         uncalibrated=uncalibrated,
+        measured=level == 0,
     )
 
 

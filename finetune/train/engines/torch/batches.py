@@ -5,9 +5,12 @@ on) and ``eval_batches(split, records)`` (a split's validation batches, file ord
 Both cut an epoch the same way: a permutation seeded by (seed, epoch), in full global batches
 (at most ``steps``), each process keeping its slice of every global batch. ``resident`` keeps
 the decoded images on the device and crops them there, drawing boxes and flips for the whole
-global batch from a generator seeded by (seed, epoch, position); ``stream`` has loader worker
-processes apply the Pillow reference. Either way a run resumed at any position draws what the
-uninterrupted run drew.
+global batch from a generator seeded by (seed, epoch, position), on the host (its copy of the
+image sizes: no device-to-host copy per step); ``stream`` has loader worker processes apply
+the Pillow reference, shipping uint8. Either way a run resumed at any position draws what the
+uninterrupted run drew, and on a GPU the next batch is prepared on a side stream while the
+current one trains (finetune.train.engines.torch.prefetch); ``input_dtype`` (bf16 when the
+run trains in bf16 on a GPU) is what the network receives.
 """
 
 from __future__ import annotations
@@ -18,7 +21,15 @@ from collections.abc import Iterator
 import torch
 
 from finetune.train import dataset
-from finetune.train.engines.torch import augment, boxes, ddp, hardware, streaming, validation
+from finetune.train.engines.torch import (
+    augment,
+    boxes,
+    ddp,
+    hardware,
+    prefetch,
+    streaming,
+    validation,
+)
 from finetune.train.engines.torch.resident import ImageStore
 from finetune.train.preprocess import Preprocessing
 
@@ -32,6 +43,7 @@ class _Batches:
     """What both data paths share: the epoch's order and this process's slice of it."""
 
     path = ""
+    loader = False  # whether a batch comes from loader workers (else computed in the step)
 
     def __init__(self, files: dataset.DatasetFiles, contract: Preprocessing,
                  device: torch.device, hp, group: ddp.Group, steps: int) -> None:  # fmt: skip
@@ -40,6 +52,7 @@ class _Batches:
         self.local_batch = ddp.local_batch(hp.global_batch, group.world)
         self.workers = hardware.loader_workers(hp.loader_workers)
         self.augment = augment.from_hparams(hp)  # per-image presets (None: off)
+        self.input_dtype = torch.float32  # the session sets bf16 for bf16 on a GPU
 
     def order(self, epoch: int) -> list[torch.Tensor]:
         """The epoch's global batches of record numbers (a permutation seeded by (seed,
@@ -55,6 +68,9 @@ class _Batches:
         """This process's part of a global batch."""
         b, rank = self.local_batch, self.group.rank
         return slice(rank * b, (rank + 1) * b)
+
+    def close(self) -> None:
+        """End what the data path started (worker processes)."""
 
     def split(self, split: str):
         f = self.files
@@ -74,17 +90,27 @@ class ResidentBatches(_Batches):
 
     def batches(self, epoch: int, position: int = 0) -> Iterator[Batch]:
         """(x, y) of this process for the epoch's batches from ``position`` on."""
+        return prefetch.ahead(self._batches(epoch, position), self.device)
+
+    def _batches(self, epoch: int, position: int) -> Iterator[Batch]:
         store, mine, size = self.train, self.mine(), self.contract.image_size
         for at, index in enumerate(self.order(epoch)[position:], position):
             g = boxes.generator(self.hp.seed, epoch, at)
-            dev_idx = index.to(self.device)
-            w, h = store.widths[dev_idx].cpu(), store.heights[dev_idx].cpu()
+            w, h = store.host_widths[index], store.host_heights[index]
             box = boxes.train(w, h, self.contract, g)[mine]  # drawn for the global batch
             flip = boxes.flips(len(index), self.contract, g)[mine]
-            dev_idx = dev_idx[mine]
-            pixels = store.crops(dev_idx, box, size, flip)
-            x = self._augmented(pixels, epoch, at, mine)
-            yield x.contiguous(memory_format=torch.channels_last), store.labels[dev_idx]
+            index = index[mine]
+            labels = store.labels[index.to(self.device, non_blocking=True)]
+            if store.exact(index, box, size):
+                pixels = store.copies(index, box, size, flip)
+                if self.augment is None:  # the common case: one gather, one normalising pass
+                    yield validation.to_input(pixels, self.contract, self.input_dtype), labels
+                    continue
+                pixels = pixels.permute(0, 3, 1, 2).to(torch.float32)
+            else:
+                pixels = store.crops(index, box, size, flip)
+            x = self._augmented(pixels, epoch, at, mine).to(self.input_dtype)
+            yield x.contiguous(memory_format=torch.channels_last), labels
 
     def _augmented(self, pixels: torch.Tensor, epoch: int, at: int, mine: slice):
         """Normalised crops, each augmented by its place in the global batch when asked."""
@@ -99,13 +125,15 @@ class ResidentBatches(_Batches):
         if split not in self._eval:
             rec, idx = self.split(split)
             self._eval[split] = ImageStore.load(rec, idx, self.contract, self.device)
-        return validation.resident_batches(self._eval[split], self.contract, records)
+        store = self._eval[split]
+        return validation.resident_batches(store, self.contract, records, self.input_dtype)
 
 
 class StreamBatches(_Batches):
     """Images decoded every epoch by loader worker processes."""
 
     path = "stream"
+    loader = True
 
     def __init__(self, *args) -> None:
         super().__init__(*args)
@@ -113,22 +141,38 @@ class StreamBatches(_Batches):
         self.train = streaming.RecordDataset(
             f.train_rec, f.train_idx, self.contract, True, self.hp.seed, self.augment
         )
+        self.pin = self.device.type == "cuda"
+        self.feed = streaming.Feed(self.train, self.workers, self.pin)  # workers for the run
+        self._eval: dict[str, streaming.Feed] = {}
 
     def batches(self, epoch: int, position: int = 0) -> Iterator[Batch]:
         """(x, y) of this process for the epoch's batches from ``position`` on."""
+        return prefetch.ahead(self._batches(epoch, position), self.device)
+
+    def _batches(self, epoch: int, position: int) -> Iterator[Batch]:
         mine = self.mine()
         rest = [b[mine].tolist() for b in self.order(epoch)[position:]]
-        pin = self.device.type == "cuda"
-        for x, y in streaming.loader(self.train, rest, epoch, self.workers, pin):
-            x = x.to(self.device, non_blocking=True).contiguous(memory_format=torch.channels_last)
-            yield x, y.to(self.device, non_blocking=True)
+        for x, y in self.feed.epoch(rest, epoch):
+            x = x.to(self.device, non_blocking=True)  # (on the side stream: off the compute)
+            y = y.to(self.device, non_blocking=True)
+            if x.dtype == torch.uint8:  # HWC pixels: normalised here
+                yield validation.to_input(x, self.contract, self.input_dtype), y
+            else:  # augmented in the workers: already normalised
+                yield x.to(self.input_dtype).contiguous(memory_format=torch.channels_last), y
+
+    def close(self) -> None:
+        for feed in (self.feed, *self._eval.values()):
+            feed.close()
 
     def eval_batches(self, split: str, records: list[int] | None = None) -> Iterator[Batch]:
-        """(x, y) batches of ``records`` of ``split`` (default: all, in file order)."""
+        """(x, y) batches of ``records`` of ``split`` (default: all, in file order), from
+        the split's own workers (kept for the run)."""
         rec, idx = self.split(split)
-        return validation.stream_batches(
-            rec, idx, self.contract, self.device, self.workers, self.hp.seed, records
-        )
+        if split not in self._eval:
+            data = streaming.RecordDataset(rec, idx, self.contract, False, self.hp.seed)
+            self._eval[split] = streaming.Feed(data, self.workers, self.pin)
+        return validation.stream_batches(rec, idx, self.contract, self.device, self.workers,
+                                         self.hp.seed, records, self._eval[split])  # fmt: skip
 
 
 def open_batches(files, contract: Preprocessing, device: torch.device, hp, group, steps: int):

@@ -90,10 +90,17 @@ def memory(device: torch.device) -> int:
         return 8 << 30
 
 
+LOADER_SPARE_CORES = 2  # the training thread (launches kernels) and the pin-memory thread
+
+
 def loader_workers(asked: int) -> int:
+    """``asked`` loader processes, or (-1) every core but LOADER_SPARE_CORES, at least one:
+    with one worker per core the first GPU run's stream path starved its own main thread
+    (compute rate 0.95x of the bare loop's)."""
     if asked >= 0:
         return asked
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    return max(cores - LOADER_SPARE_CORES, 1)

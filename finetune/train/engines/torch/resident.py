@@ -5,11 +5,12 @@ decode_jpeg, batched, on the GPU where there is one) and resized so its shorter 
 contract's ``resize_shorter`` (its bilinear or bicubic filter, antialiased as the Pillow
 reference is).
 The images, of different widths and heights, sit in one flat uint8 buffer (HWC, row after
-row) with each image's offset and size. A batch of crops is one gather: every output pixel's
-source coordinates are computed from the crop boxes and sampled bilinearly (four gathers); a
-box of exactly ``image_size`` pixels at integer offsets samples pixel centres, so centre and
-random crops copy pixels exactly, and random-resized crops resample (without antialiasing,
-like MXNet's OpenCV path).
+row) with each image's offset and size; a CPU copy of the sizes lets the host draw boxes
+without waiting for the device. A box of exactly ``image_size`` pixels at integer offsets
+inside its image (centre and random crops, validation) is one uint8 gather of whole pixels,
+flipped by reversing the columns it reads (:meth:`ImageStore.copies`); any other box
+(random-resized crops) samples every output pixel bilinearly (four gathers, without
+antialiasing, like MXNet's OpenCV path; :meth:`ImageStore.crops`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,12 @@ class ImageStore:
     heights: torch.Tensor  # (N,) int64
     widths: torch.Tensor  # (N,) int64
     labels: torch.Tensor  # (N,) int64
+    host_widths: torch.Tensor | None = None  # (N,) int64 on the CPU: boxes drawn with no sync
+    host_heights: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        if self.host_widths is None:
+            self.host_widths, self.host_heights = self.widths.cpu(), self.heights.cpu()
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -61,13 +68,48 @@ class ImageStore:
                     image = resize(image, contract)
                     sizes.append(image.shape[1:])
                     chunks.append(image.permute(1, 2, 0).reshape(-1))  # HWC, flat
-        heights = torch.tensor([h for h, _ in sizes], dtype=torch.int64, device=device)
-        widths = torch.tensor([w for _, w in sizes], dtype=torch.int64, device=device)
+        host_h = torch.tensor([h for h, _ in sizes], dtype=torch.int64)
+        host_w = torch.tensor([w for _, w in sizes], dtype=torch.int64)
+        heights, widths = host_h.to(device), host_w.to(device)
         lengths = heights * widths * 3
         offsets = torch.cumsum(lengths, 0) - lengths
         pixels = torch.cat(chunks) if chunks else torch.zeros(0, dtype=torch.uint8, device=device)
         label_t = torch.tensor(labels, dtype=torch.int64, device=device)
-        return cls(pixels, offsets, heights, widths, label_t)
+        return cls(pixels, offsets, heights, widths, label_t, host_w, host_h)
+
+    def exact(self, index: torch.Tensor, boxes: torch.Tensor, size: int) -> bool:
+        """Whether every box (CPU) is ``size`` pixels square at integer offsets inside its
+        image (CPU ``index``): then :meth:`copies` gives what :meth:`crops` would."""
+        w, h = self.host_widths[index], self.host_heights[index]
+        x0, y0, x1, y1 = boxes.unbind(1)
+        return bool(
+            (boxes == boxes.floor()).all()
+            and ((x1 - x0) == size).all()
+            and ((y1 - y0) == size).all()
+            and (x0 >= 0).all()
+            and (y0 >= 0).all()
+            and (x1 <= w).all()
+            and (y1 <= h).all()
+        )
+
+    def copies(
+        self, index: torch.Tensor, boxes: torch.Tensor, size: int, flip: torch.Tensor
+    ) -> torch.Tensor:
+        """(B, size, size, 3) uint8 pixels of exact boxes (:meth:`exact`; CPU ``index``,
+        ``boxes`` and ``flip``), mirrored where ``flip``: one gather of whole pixels on the
+        device, nothing copied back to the host."""
+        dev = self.pixels.device
+        on = index.to(dev, non_blocking=True)
+        x0 = boxes[:, 0].to(torch.int64).to(dev, non_blocking=True)
+        y0 = boxes[:, 1].to(torch.int64).to(dev, non_blocking=True)
+        steps = torch.arange(size, device=dev)
+        flip = flip.to(dev, non_blocking=True)[:, None]
+        cols = x0[:, None] + torch.where(flip, size - 1 - steps, steps)  # (B, S)
+        rows = y0[:, None] + steps  # (B, S)
+        first = torch.div(self.offsets[on], 3, rounding_mode="floor")  # in whole pixels
+        at = first[:, None, None] + rows[:, :, None] * self.widths[on][:, None, None]
+        at = at + cols[:, None, :]  # (B, S, S) pixel numbers
+        return self.pixels.view(-1, 3)[at]
 
     def crops(
         self, index: torch.Tensor, boxes: torch.Tensor, size: int, flip: torch.Tensor
@@ -75,10 +117,11 @@ class ImageStore:
         """(B, 3, size, size) float32 pixels (0-255) of ``boxes`` (B, 4: x0, y0, x1, y1 in
         the resized images' pixel edges) of images ``index``, flipped where ``flip``."""
         dev = self.pixels.device
-        boxes = boxes.to(dev, torch.float32)
+        boxes = boxes.to(torch.float32).to(dev, non_blocking=True)  # (no wait for the device)
         steps = (torch.arange(size, device=dev, dtype=torch.float32) + 0.5) / size
         u = boxes[:, 0:1] + steps * (boxes[:, 2:3] - boxes[:, 0:1]) - 0.5  # (B, S) x
         v = boxes[:, 1:2] + steps * (boxes[:, 3:4] - boxes[:, 1:2]) - 0.5  # (B, S) y
+        index = index.to(dev, non_blocking=True)
         w, h = self.widths[index], self.heights[index]
         x0, x1, fx = _neighbours(u, w)
         y0, y1, fy = _neighbours(v, h)
@@ -94,7 +137,7 @@ class ImageStore:
         top = at(y0, x0) * (1 - fx) + at(y0, x1) * fx
         bottom = at(y1, x0) * (1 - fx) + at(y1, x1) * fx
         out = (top * (1 - fy) + bottom * fy).permute(0, 3, 1, 2)  # (B, 3, S, S)
-        flip = flip.to(dev)
+        flip = flip.to(dev, non_blocking=True)
         return torch.where(flip[:, None, None, None], out.flip(-1), out)
 
 

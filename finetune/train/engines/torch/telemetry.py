@@ -1,9 +1,11 @@
 """The torch engine's feed of finetune.train.telemetry: the GPUs' name and NVML sampler, and
-the input clock, which times how long each step waits for its batch.
+the input clock, which times each step's fetch of its batch in two kinds.
 
-On a GPU the clock records CUDA events around the fetch and reads them at the next sync (the
-device's wait for the batch; a host clock would time kernel queueing instead); on a CPU it
-reads the host clock.
+Host wait: the host clock around the fetch from a loader (worker processes): the GPU starves
+while the host blocks there. Input work in series with compute: on a GPU, CUDA events around
+the fetch read at the next sync (the device's time between the two points: crops, copies, and
+any stall they caused); on a CPU with no loader (the resident path crops in this thread), the
+host clock around the fetch, which is that work itself.
 """
 
 from __future__ import annotations
@@ -38,31 +40,36 @@ def open_telemetry(
 
 
 class InputClock:
-    """Input wait of the steps, added to ``telemetry``: ``with clock.waiting(): fetch``."""
+    """Input time of the steps, added to ``telemetry``: ``with clock.waiting(): fetch``.
+    ``loader``: the fetch blocks on loader workers (else it computes the batch itself)."""
 
-    def __init__(self, device: torch.device, telemetry: Telemetry) -> None:
+    def __init__(self, device: torch.device, telemetry: Telemetry, loader: bool = True) -> None:
         self.cuda = device.type == "cuda"
-        self.telemetry = telemetry
+        self.telemetry, self.loader = telemetry, loader
         self._marks: list = []  # (started, ready) CUDA events not yet read
 
     @contextlib.contextmanager
     def waiting(self):
+        started = None
         if self.cuda:
             started = torch.cuda.Event(enable_timing=True)
             started.record()
-            yield
+        host = time.perf_counter()
+        yield
+        host = time.perf_counter() - host
+        if self.cuda:
             ready = torch.cuda.Event(enable_timing=True)
             ready.record()
             self._marks.append((started, ready))  # read at the next sync
-        else:
-            started = time.perf_counter()
-            yield
-            self.telemetry.add_wait(time.perf_counter() - started)
+        if self.cuda or self.loader:
+            self.telemetry.add_wait(host)
+        else:  # a CPU computing the batch in this thread: work in series, nobody starved
+            self.telemetry.add_device_input(host)
 
     def count(self) -> None:
         """Add the recorded waits (call after the device has caught up, e.g. a sync)."""
         if self._marks:
             self._marks[-1][1].synchronize()
             for started, ready in self._marks:
-                self.telemetry.add_wait(started.elapsed_time(ready) / 1000)
+                self.telemetry.add_device_input(started.elapsed_time(ready) / 1000)
             self._marks.clear()

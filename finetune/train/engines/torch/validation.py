@@ -3,13 +3,15 @@ validation pass of training and for `finetune predict`, so a model's predictions
 validation images are the ones training counted.
 
 ``resident``: every image decoded and resized once onto the device (ImageStore), centre
-crops gathered there. ``stream``: loader workers apply the Pillow reference. The two agree to
+crops gathered there. ``stream``: loader workers apply the Pillow reference up to the uint8
+crop, the device normalises (:func:`to_input`). The two agree to
 a grey level or so; the run records which one it used (``engine.json`` in the model folder),
 and prediction uses the same.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,27 +24,47 @@ from finetune.train.preprocess import Preprocessing
 EVAL_BATCH = 256  # images per forward pass (the batch changes CPU kernels' rounding)
 
 
+@functools.lru_cache(maxsize=16)
+def _mean_std(mean: tuple, std: tuple, device: torch.device):
+    """The contract's mean and std on ``device``, made once: a tensor built from a list is
+    copied from pageable memory with a blocking copy, which waits for the device's queue --
+    once per step it would stop the host from running ahead."""
+    return torch.tensor(mean, device=device), torch.tensor(std, device=device)
+
+
 def normalize(pixels: torch.Tensor, contract: Preprocessing) -> torch.Tensor:
     """0-255 RGB pixels (B, 3, H, W) -> (pixel - mean) / std."""
-    mean = torch.tensor(contract.mean, device=pixels.device).view(1, 3, 1, 1)
-    std = torch.tensor(contract.std, device=pixels.device).view(1, 3, 1, 1)
-    return (pixels - mean) / std
+    mean, std = _mean_std(tuple(contract.mean), tuple(contract.std), pixels.device)
+    return (pixels - mean.view(1, 3, 1, 1)) / std.view(1, 3, 1, 1)
+
+
+def to_input(pixels: torch.Tensor, contract: Preprocessing, dtype=torch.float32) -> torch.Tensor:
+    """uint8 HWC pixels (B, H, W, 3) on the device -> the network's input (B, 3, H, W),
+    normalised in float32 as :meth:`Preprocessing.normalize` does (the same values), then
+    ``dtype``; channels_last in memory without a copy (a view of the HWC result)."""
+    mean, std = _mean_std(tuple(contract.mean), tuple(contract.std), pixels.device)
+    x = (pixels.to(torch.float32) - mean) / std
+    return x.to(dtype).permute(0, 3, 1, 2)
 
 
 def resident_batches(
-    store: ImageStore, contract: Preprocessing, records: list[int] | None = None
-) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    store: ImageStore, contract: Preprocessing, records: list[int] | None = None,
+    dtype=torch.float32,
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:  # fmt: skip
     """(images, labels) of ``records`` of ``store`` (default: all, in record order): centre
-    crops, normalised, NHWC."""
+    crops, normalised, NHWC; the boxes drawn from the host's copy of the sizes."""
     size, device = contract.image_size, store.pixels.device
     chosen = torch.arange(len(store)) if records is None else torch.tensor(records)
     for start in range(0, len(chosen), EVAL_BATCH):
-        index = chosen[start : start + EVAL_BATCH].to(device)
-        w, h = store.widths[index].cpu(), store.heights[index].cpu()
-        box = boxes.center(w, h, size)
+        index = chosen[start : start + EVAL_BATCH]
+        box = boxes.center(store.host_widths[index], store.host_heights[index], size)
         flip = torch.zeros(len(index), dtype=torch.bool)
-        x = normalize(store.crops(index, box, size, flip), contract)
-        yield x.contiguous(memory_format=torch.channels_last), store.labels[index]
+        labels = store.labels[index.to(device, non_blocking=True)]
+        if store.exact(index, box, size):
+            yield to_input(store.copies(index, box, size, flip), contract, dtype), labels
+            continue
+        x = normalize(store.crops(index, box, size, flip), contract).to(dtype)
+        yield x.contiguous(memory_format=torch.channels_last), labels
 
 
 def stream_batches(
@@ -53,12 +75,15 @@ def stream_batches(
     workers: int,
     seed: int,
     records: list[int] | None = None,
+    feed: streaming.Feed | None = None,
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """(images, labels) of ``records`` of a split (default: all, in record order), decoded
-    by ``workers`` processes."""
-    data = streaming.RecordDataset(rec, idx, contract, False, seed)
-    order = list(range(len(data))) if records is None else list(records)
+    by ``workers`` processes (those of ``feed`` when given: a run's split keeps its own)."""
+    if feed is None:
+        data = streaming.RecordDataset(rec, idx, contract, False, seed)
+        feed = streaming.Feed(data, workers, device.type == "cuda", keep=False)
+    count = len(feed.loader.dataset)
+    order = list(range(count)) if records is None else list(records)
     batches = [order[i : i + EVAL_BATCH] for i in range(0, len(order), EVAL_BATCH)]
-    for x, y in streaming.loader(data, batches, 0, workers, device.type == "cuda"):
-        x = x.to(device, non_blocking=True)
-        yield x.contiguous(memory_format=torch.channels_last), y
+    for x, y in feed.epoch(batches, 0):
+        yield to_input(x.to(device, non_blocking=True), contract), y

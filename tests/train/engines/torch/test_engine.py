@@ -24,7 +24,7 @@ from finetune.data.recordio import RecordReader, unpack_header  # noqa: E402
 from finetune.errors import ConfigError, DataError  # noqa: E402
 from finetune.train.contract import Layout, load_job  # noqa: E402
 from finetune.train.engines.models import check_model  # noqa: E402
-from finetune.train.engines.torch import fit  # noqa: E402
+from finetune.train.engines.torch import fit, prefetch, validation  # noqa: E402
 from finetune.train.engines.torch.resident import ImageStore  # noqa: E402
 from finetune.train.engines.torch.streaming import RecordDataset  # noqa: E402
 from finetune.train.preprocess import Preprocessing  # noqa: E402
@@ -105,6 +105,11 @@ def test_resident_validation_tensors_match_the_reference(
     np.testing.assert_array_equal(store.labels.numpy(), labels)
     diff = np.abs(got - ref)
     assert diff.max() <= max_bound and diff.mean() <= mean_bound, (diff.max(), diff.mean())
+    # validation's own batches (the uint8 copy path, NHWC): the same tensors bit for bit
+    batches = list(validation.resident_batches(store, contract))
+    x = torch.cat([b for b, _ in batches])
+    assert x.is_contiguous(memory_format=torch.channels_last)
+    np.testing.assert_array_equal(x.numpy(), got)
 
 
 def test_streaming_samples_are_the_reference_itself(image_folder, tmp_path):
@@ -114,8 +119,9 @@ def test_streaming_samples_are_the_reference_itself(image_folder, tmp_path):
     data = RecordDataset(ds / "shapes_val.rec", ds / "shapes_val.idx", contract, False, 0)
     ref, labels = _reference(ds, contract)
     for i in (0, 17, 47):
-        x, y = data[(i, 0)]
-        np.testing.assert_array_equal(x.numpy(), ref[i])
+        x, y = data[(i, 0)]  # uint8 HWC from the worker, normalised on the device
+        assert x.dtype == torch.uint8 and x.shape == (32, 32, 3)
+        np.testing.assert_array_equal(validation.to_input(x[None], contract)[0].numpy(), ref[i])
         assert y == labels[i]
 
 
@@ -128,6 +134,7 @@ def test_resident_training_crops_copy_pixels_and_flip(image_folder, tmp_path):
     store = ImageStore.load(ds / "shapes_val.rec", ds / "shapes_val.idx", contract, "cpu")
     i, x0, y0 = 3, 5, 2
     box = torch.tensor([[x0, y0, x0 + 32, y0 + 32]], dtype=torch.float32)
+    assert store.exact(torch.tensor([i]), box, 32)
     for flip in (False, True):
         got = store.crops(torch.tensor([i]), box, 32, torch.tensor([flip]))[0]
         h, w = int(store.heights[i]), int(store.widths[i])
@@ -135,6 +142,41 @@ def test_resident_training_crops_copy_pixels_and_flip(image_folder, tmp_path):
         image = store.pixels[start : start + h * w * 3].view(h, w, 3).permute(2, 0, 1)
         want = image[:, y0 : y0 + 32, x0 : x0 + 32].to(torch.float32)
         torch.testing.assert_close(got, want.flip(-1) if flip else want, rtol=0, atol=0)
+        copied = store.copies(torch.tensor([i]), box, 32, torch.tensor([flip]))[0]  # uint8 HWC
+        torch.testing.assert_close(copied.permute(2, 0, 1).to(torch.float32), got, rtol=0, atol=0)
+    # boxes the copy cannot serve: resampled (not 32 wide), fractional, or past the edge
+    for bad in (
+        [x0, y0, x0 + 40, y0 + 32],
+        [x0 + 0.5, y0, x0 + 32.5, y0 + 32],
+        [w - 31, 0, w + 1, 32],
+    ):
+        assert not store.exact(torch.tensor([i]), torch.tensor([bad], dtype=torch.float32), 32)
+
+
+def test_without_cuda_the_prefetch_hands_every_batch_on_in_order():
+    batches = [(torch.full((2,), float(k)), torch.tensor([k])) for k in range(5)]
+    got = list(prefetch.ahead(iter(batches), torch.device("cpu")))
+    assert [int(y) for _, y in got] == list(range(5)) and got[3][0] is batches[3][0]
+
+
+def test_the_cpu_clock_tells_loader_wait_from_input_work_in_series():
+    import time
+
+    from finetune.train.engines.torch.telemetry import InputClock
+    from finetune.train.telemetry import Telemetry
+
+    cpu = torch.device("cpu")
+    for loader in (True, False):
+        t = Telemetry(precision="fp32")
+        t.begin_epoch()
+        t.start_timing()
+        clock = InputClock(cpu, t, loader=loader)
+        with clock.waiting():
+            time.sleep(0.02)
+        fields = t.epoch_fields(samples_per_sec=10.0, timed_seconds=0.1)
+        waited, in_series = fields["input_wait_fraction"], fields["input_device_fraction"]
+        blocked, computed = (waited, in_series) if loader else (in_series, waited)
+        assert blocked >= 0.2 and computed == 0, (loader, fields)
 
 
 # ---- resume, stop, kill -----------------------------------------------------------------------

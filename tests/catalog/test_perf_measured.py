@@ -1,0 +1,105 @@
+"""gpu-check's measurements feed the performance model (issue 31): the first GPU run's JSON
+(one H200, 2026-11-26, as the check wrote it) imports as measured rows with one command, the
+bundled rows are those figures, `finetune plan` labels them "measured", and another Hopper GPU
+takes them through MLPerf's record ratio, not the peak ratio."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from finetune.catalog.perf import calibration, measured
+from finetune.catalog.perf.model import Setup, predict
+from finetune.cli import app
+from finetune.errors import DataError
+
+CHECK = Path(__file__).parent / "fixtures" / "gpu-check-2026-11-26-h200.json"
+H200_ENGINE_EAGER = 4310.1  # the check's "engine resident compile=off" samples_per_sec
+
+
+def test_the_check_imports_as_measured_rows_with_one_command(tmp_path):
+    out = tmp_path / "measured.csv"
+    assert measured.main([str(CHECK), "--csv", str(out)]) == 0
+    got = {r["Id"]: r for r in csv.DictReader(out.open())}
+    row = got["gpucheck-20261126-h200-resnet50-engine-resident-eager"]
+    assert (row["GpuModel"], row["Precision"], row["BatchPerDevice"], row["Layout"]) == (
+        "H200", "bf16", "256", "channels_last"
+    )  # fmt: skip
+    assert (row["Compile"], row["Kind"], row["DataPath"]) == ("eager", "engine", "resident")
+    assert (row["Torch"], row["Cuda"], row["Date"]) == ("2.11.0+cu130", "13.0", "2026-11-26")
+    assert float(row["ImagesPerSec"]) == H200_ENGINE_EAGER and float(row["InputWait"]) == 0.088
+    assert len(got) == 4  # the engine jobs; its references had no plain-loop check: left out
+    assert measured.main([str(CHECK), "--csv", str(out)]) == 0  # again: replaced, not doubled
+    assert len(list(csv.DictReader(out.open()))) == 4
+    bundled = {r.id: r for r in measured.rows()}
+    for key, r in got.items():  # the bundled rows are this very run's figures
+        assert bundled[key].images_per_sec == float(r["ImagesPerSec"])
+
+
+def test_a_dry_run_report_is_refused_with_what_to_do(tmp_path):
+    dry = json.loads(CHECK.read_text()) | {"mode": "cpu-dry"}
+    with pytest.raises(DataError, match="without a GPU") as err:
+        measured.from_check(dry)
+    assert "import the JSON of a run on a GPU" in err.value.fix
+
+
+def test_h200_is_measured_and_h100_carried_by_the_record_ratio_not_the_peaks():
+    eager = predict(Setup("resnet50", "H200", "bf16", 256))
+    compiled = predict(Setup("resnet50", "H200", "bf16", 256, compile=True))
+    assert eager.measured and eager.images_per_sec == pytest.approx(H200_ENGINE_EAGER)
+    assert compiled.measured and compiled.images_per_sec == pytest.approx(5820.6)
+    assert "measured" in eager.basis[0] and "2.11.0+cu130" in eager.basis[0]
+    h100 = predict(Setup("resnet50", "H100 SXM", "bf16", 256))
+    rows = {r.id: r for r in calibration.rows()}
+    record = (rows["mlperfv40-nvidia-eos_ngc24.04_mxnet"].images_per_sec
+              / rows["mlperfv40-nvidia-h200_ngc24.04_mxnet"].images_per_sec)  # fmt: skip
+    assert h100.measured and h100.images_per_sec == pytest.approx(H200_ENGINE_EAGER * record)
+    assert 0.85 < record < 0.95 and "record ratio" in h100.basis[0]  # peaks: both 989 TF
+    # a batch more than 2x from every measured one is the model's again, as is an NCHW run
+    assert not predict(Setup("resnet50", "H200", "bf16", 64)).measured
+    assert not predict(Setup("resnet50", "H200", "bf16", 256, layout="contiguous")).measured
+
+
+def test_the_backtest_predicts_each_measured_row_without_it():
+    from finetune.catalog.perf import backtest
+
+    results = backtest.run_measured()
+    assert {r.row.id for r in results} == {r.id for r in measured.rows()}
+    by_id = {r.row.id: r for r in results}
+    # without its own row, the resident eager job is predicted from the plain eager loop
+    job = by_id["gpucheck-20261126-h200-resnet50-engine-resident-eager"]
+    assert job.predicted == pytest.approx(4725.5) and abs(job.error) < 0.15
+
+
+@pytest.fixture(scope="module")
+def dataset2k(tmp_path_factory):
+    """Enough training images for one global batch of the measured 256 on an 8-GPU H200 host
+    (p5en.48xlarge, the only H200 instance): 8 x 258 tiny ones, prepared at 224 px."""
+    from finetune.data.datasets import prepare_folder
+    from finetune.data.synth import SynthSpec, generate
+
+    root = tmp_path_factory.mktemp("images") / "shapes"
+    generate(root, SynthSpec(classes=8, per_class=260, min_side=16, max_side=20), workers=2)
+    out = tmp_path_factory.mktemp("prepared") / "shapes"
+    prepare_folder(root, out, "shapes", dict(train_per_class=258, resize=224), workers=2)
+    return out
+
+
+@pytest.mark.slow  # ~8 s on 2 shared cores: 2,080 images generated and prepared
+def test_plan_says_measured_for_resnet50_on_an_h200(dataset2k, monkeypatch):
+    monkeypatch.setenv("FINETUNE_REGION", "us-east-1")
+    argv = ["plan", "caltech256-resnet50-torch", "batch_per_device=256", "--dataset",
+            str(dataset2k), "--format", "json", "--max-hosts", "1"]  # fmt: skip
+    res = CliRunner().invoke(app, argv)
+    assert res.exit_code == 0, res.output
+    rows = [r for r in json.loads(res.stdout)["rows"] if r["gpu"] == "H200"]
+    assert rows, "no H200 row in the plan"
+    for r in rows:  # 'measured: 33731 img/s (band ...)': 8 GPUs x their efficiency x one's rate
+        assert r["basis"].startswith("measured: "), r
+        total = float(r["basis"].split()[1])
+        per_device = total / (r["gpus"] * r["efficiency"])
+        assert abs(per_device / H200_ENGINE_EAGER - 1) <= 0.10, r
