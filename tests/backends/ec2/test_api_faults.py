@@ -75,11 +75,21 @@ def test_throttled_calls_across_the_launch_are_retried(ec2_aws, tiny_dataset):
     assert CliRunner().invoke(app, ["runs", "stop", run_id]).exit_code == 0
 
 
-def test_throttling_to_the_end_says_how_often_and_leaves_nothing(ec2_aws, tiny_dataset):
-    ec2_aws.add(Fault("RunInstances", "RequestLimitExceeded", status=503, times=99))
+@pytest.mark.parametrize(
+    "action, code, said",
+    [
+        ("RunInstances", "RequestLimitExceeded", "throttled RunInstances for g5.xlarge"),
+        ("PutObject", "SlowDown", "SlowDown"),  # the dataset's upload, before any instance
+    ],
+)
+def test_throttling_to_the_end_says_how_often_and_leaves_nothing(
+    ec2_aws, tiny_dataset, action, code, said
+):
+    ec2_aws.add(Fault(action, code, status=503, times=99))
     res = _launch(tiny_dataset, "--count", "2")
     assert res.exit_code == 6, res.output
-    assert "throttled RunInstances" in res.output and "on all 4 attempts" in res.output
+    tries = len([r for r in ec2_aws.requests if action in (r.get("Action"), r.get("S3Action"))])
+    assert said in res.output and f"on all {tries} attempts" in res.output
     assert "To fix:" in res.output and "Traceback" not in res.output
     assert _left_behind() == NOTHING
 
@@ -148,11 +158,15 @@ def test_a_spot_reclaim_during_boot_is_relaunched_and_not_billed(ec2_aws, tiny_d
 
 def test_ec2_ending_an_on_demand_instance_during_boot_is_an_interruption(ec2_aws, tiny_dataset):
     """Server.InternalError while it boots: EC2's doing, not the dead-man switch or a bad
-    image -- the run is interrupted and resumable, not failed, and says so."""
+    image -- the run is interrupted and resumable, not failed, and says so (its sync's
+    DescribeInstances throttled once on the way)."""
     res = _launch(tiny_dataset)
     run_id = _run_id(res.output)
     [inst] = instances_of(run_id, LIVE)
     _ec2_ends(inst["InstanceId"], "Server.InternalError", "Internal error on launch")
+    # the look at its instances (DescribeInstances by id) is throttled, and retried
+    by_id = lambda params: "InstanceId.1" in params  # noqa: E731
+    ec2_aws.add(Fault("DescribeInstances", "RequestLimitExceeded", status=503, when=by_id))
     res = CliRunner().invoke(app, ["runs", "show", run_id])
     assert res.exit_code == 0, res.output
     with open_default() as ledger:
@@ -163,3 +177,24 @@ def test_ec2_ending_an_on_demand_instance_during_boot_is_an_interruption(ec2_aws
     assert f"finetune launch --resume {run_id}" in run.exit_reason
     assert instances_of(run_id, LIVE) == []
     assert _left_behind()["roles"] == []  # the run ended: its role went with it
+    assert ec2_aws.faults[-1].times == 0
+
+
+def test_a_spot_notice_before_the_trainer_starts_ends_the_attempt_interrupted(
+    ec2_aws, fake_imds, tiny_dataset, tmp_path
+):
+    """The notice is up while the agent prepares: it starts no trainer on an instance EC2 is
+    taking back, and ends the attempt interrupted by spot (resumable), exit code 75."""
+    from finetune.backends.ec2.agent import protocol as p
+
+    from .agent_env import fill_prefix, make_plan, s3_text, start_agent, status
+
+    env = fill_prefix(make_plan(tiny_dataset), "ft-20261127-000000-boot")
+    fake_imds.schedule_notice()
+    agent = start_agent(env, tmp_path / "ml", fake_imds.url)
+    assert agent.wait(60) == p.EXIT_INTERRUPTED
+    doc = status(env[p.ENV_PREFIX])
+    assert doc["state"] == p.INTERRUPTED and doc["interruption"] == "spot"
+    assert doc["epochs_done"] == 0
+    log = s3_text(env[p.ENV_PREFIX], p.LOG)
+    assert "before the trainer started" in log and "trainer started (pid" not in log
