@@ -156,6 +156,29 @@ def test_a_spot_reclaim_during_boot_is_relaunched_and_not_billed(ec2_aws, tiny_d
     assert CliRunner().invoke(app, ["runs", "stop", run_id]).exit_code == 0
 
 
+def test_one_host_reclaimed_while_booting_and_the_relaunch_throttled(ec2_aws, tiny_dataset):
+    """Two spot hosts; EC2 takes algo-2 back while it boots and the relaunch is throttled to
+    the end: algo-1 is terminated too (a cluster cannot lose a host), the run ends
+    interrupted (not billed: EC2 interrupted it) saying how to resume, and nothing stays."""
+    res = _launch(tiny_dataset, "--spot", "--max-restarts", "2", "--count", "2")
+    run_id = _run_id(res.output)
+    first, second = sorted(instances_of(run_id, LIVE), key=lambda i: i["AmiLaunchIndex"])
+    _ec2_ends(second["InstanceId"], *SPOT_RECLAIM)
+    ec2_aws.add(Fault("RunInstances", "RequestLimitExceeded", status=503, times=99))
+    res = CliRunner().invoke(app, ["runs", "show", run_id])
+    assert res.exit_code == 0, res.output
+    with open_default() as ledger:
+        run = ledger.get(run_id)
+    assert run.status == "interrupted" and "algo-2" in run.exit_reason
+    assert "relaunch failed: AWS throttled RunInstances" in run.exit_reason
+    assert f"finetune launch --resume {run_id}` continues it" in run.exit_reason
+    assert [c["interrupted_by_ec2"] for c in run.charges] == [True]
+    ec2_aws.faults.clear()
+    states = {i["InstanceId"]: i["State"]["Name"] for i in instances_of(run_id)}
+    assert states[first["InstanceId"]] in ("shutting-down", "terminated")
+    assert {**_left_behind(), "runs": []} == NOTHING
+
+
 def test_ec2_ending_an_on_demand_instance_during_boot_is_an_interruption(ec2_aws, tiny_dataset):
     """Server.InternalError while it boots: EC2's doing, not the dead-man switch or a bad
     image -- the run is interrupted and resumable, not failed, and says so (its sync's

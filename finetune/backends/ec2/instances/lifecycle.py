@@ -101,7 +101,9 @@ def relaunch(clients, run, state: Ec2State, journal: Journal) -> Status:
         try:
             new = ec2_attempt.launch(clients, run, state, choices, cur.subnet_id, journal)
         except FinetuneError as exc:  # no capacity anywhere, quota, budget too small
-            decision = ec2_relaunch.Decision(False, f"relaunch failed: {exc.what}")
+            why = f"relaunch failed: {exc.what.rstrip('.')}; once that is solved, "
+            why += f"`finetune launch --resume {run.id}` continues it"
+            decision = ec2_relaunch.Decision(False, why)
         else:
             journal.update(backend_ref=new.instance_id)
             journal.event("relaunch", f"{decision.reason}: {new.instance_id}")
