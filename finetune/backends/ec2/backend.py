@@ -30,7 +30,7 @@ from finetune.backends.ec2.options import Ec2Options
 from finetune.backends.ec2.setup import infra as ec2_infra
 from finetune.backends.ec2.state import Candidate, Ec2State
 from finetune.contracts.metrics import EpochMetrics
-from finetune.errors import UsageError
+from finetune.errors import FinetuneError, UsageError
 
 
 class Ec2Backend:
@@ -96,7 +96,11 @@ class Ec2Backend:
             res = plan.resources
             choice = [Candidate(res.instance_type, res.spot)]
             quotes, self._quotes = self._quotes, None  # used once: prices move
-            ec2_attempt.launch(self._clients, run, state, choice, None, journal, quotes)
+            try:
+                ec2_attempt.launch(self._clients, run, state, choice, None, journal, quotes)
+            except FinetuneError as exc:  # nothing of a failed launch stays behind
+                lifecycle.undo_launch(self._clients, run, state, exc)
+                raise
             journal.update(region=state.region)
             return state.current.instance_id
 

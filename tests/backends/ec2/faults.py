@@ -2,7 +2,8 @@
 
 moto echoes back what it chooses to keep, so the tests assert on the request as sent (the
 form-encoded EC2 query parameters). A fault answers a matching request with an AWS error
-instead of (``before``) or after (``after``: moto did the work, the reply is lost) moto.
+instead of (``before``) or after (``after``: moto did the work, the reply is lost) moto;
+S3's REST requests are matched by their operation's name (PutObject, HeadObject, ...).
 It also answers Service Quotas' GetServiceQuota for EC2 quota codes, which moto lacks (it
 knows VPC quotas only): ``quotas`` maps a quota code to the value the account has.
 """
@@ -60,6 +61,8 @@ class FaultLayer:
             params = dict(parse_qsl(body.decode(), keep_blank_values=True))
         if environ.get("HTTP_X_AMZ_TARGET"):  # JSON protocols (SSM): the action is a header
             params["Target"] = environ["HTTP_X_AMZ_TARGET"]
+        elif "/s3/aws4_request" in environ.get("HTTP_AUTHORIZATION", ""):  # REST: by method
+            params["S3Action"] = _s3_action(environ)
         self.requests.append(params)
         self.http.append(
             (
@@ -81,6 +84,9 @@ class FaultLayer:
         if fault.on_match is not None:
             fault.on_match(params)  # e.g. kill the caller before it hears back
         data = _ERROR_XML.format(code=fault.code, message=fault.message).encode()
+        if "S3Action" in params:  # S3's error document (none at all for a HEAD)
+            data = f"<Error><Code>{fault.code}</Code><Message>{fault.message}</Message></Error>"
+            data = b"" if environ["REQUEST_METHOD"] == "HEAD" else data.encode()
         start_response(f"{fault.status} Fault", [("Content-Type", "text/xml")])
         return [data]
 
@@ -100,11 +106,30 @@ class FaultLayer:
     def _match(self, params: dict) -> Fault | None:
         with self._lock:
             for fault in self.faults:
-                wanted = fault.times > 0 and params.get("Action") == fault.action
+                action = params.get("Action") or params.get("S3Action")
+                wanted = fault.times > 0 and action == fault.action
                 if wanted and (fault.when is None or fault.when(params)):
                     fault.times -= 1
                     return fault
         return None
+
+
+def _s3_action(environ) -> str:
+    """The S3 operation of a path-style request, as far as the launch's uploads need it."""
+    method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "/")
+    query = environ.get("QUERY_STRING", "")
+    has_key = len(path.lstrip("/").split("/", 1)) == 2
+    if method == "PUT" and not has_key:
+        return "CreateBucket"
+    if method == "PUT":
+        return "UploadPart" if "partNumber=" in query else "PutObject"
+    if method == "POST":
+        return "CreateMultipartUpload" if "uploads" in query else "CompleteMultipartUpload"
+    if method == "HEAD":
+        return "HeadObject" if has_key else "HeadBucket"
+    if method == "DELETE":
+        return "DeleteObject"
+    return "GetObject" if has_key else "ListObjectsV2"
 
 
 class FaultServer:

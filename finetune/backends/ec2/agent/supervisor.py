@@ -147,6 +147,10 @@ def _merged_metrics(*texts: str) -> dict[int, dict]:
 def supervise(run: Attempt, stop: StopSignal) -> int:
     """Run the trainer to its end or to an interruption; returns the agent's exit code."""
     cfg = run.cfg
+    early = f"{stop.name} received" if stop.name else run.spot_notice()
+    if early:  # EC2 is taking the instance back while it boots: no training starts here
+        run.say(f"{early} before the trainer started: not starting it")
+        return _finish(run, None, early, "spot" if "spot" in early else "signal")
     env = dict(os.environ, FINETUNE_ML_ROOT=str(cfg.ml_root), PYTHONUNBUFFERED="1", **run.env)
     with open(cfg.log_file, "ab") as log:
         child = subprocess.Popen(
@@ -192,11 +196,13 @@ def _stop_child(child: subprocess.Popen, grace: float) -> None:
         child.kill()
 
 
-def _finish(run: Attempt, code: int, reason: str | None, kind: str) -> int:
-    """Final uploads and status; the exit code tells the user data what happened."""
+def _finish(run: Attempt, code: int | None, reason: str | None, kind: str) -> int:
+    """Final uploads and status; the exit code tells the user data what happened. ``code``
+    is the trainer's (None: it was never started)."""
     ended = dict(ended_at=time.time(), exit_code=code)
     if reason:
-        run.say(f"stopped for a restart ({reason}); trainer exit code {code}")
+        trainer = "the trainer was not started" if code is None else f"trainer exit code {code}"
+        run.say(f"stopped for a restart ({reason}); {trainer}")
         state, exit_code, extra = p.INTERRUPTED, p.EXIT_INTERRUPTED, dict(reason=reason)
         extra["interruption"] = kind
     elif stopped := _stopped_alone(run, code):  # a signal reached the trainer, not the agent

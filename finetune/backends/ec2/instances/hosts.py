@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import partial
 
 from finetune.backends.ec2.agent import protocol as p
 from finetune.backends.ec2.instances import observe as ec2_observe
@@ -48,9 +49,16 @@ def cluster_group(ec2, vpc_id: str, run_id: str, owner_id: str) -> str:
         if group and _tag(group, OWNER_ID_TAG) != owner_id:
             name = f"{name}-{hashlib.sha256(owner_id.encode()).hexdigest()[:8]}"
             group = _find(ec2, vpc_id, name)
-        group = group or _create_cluster_group(ec2, vpc_id, run_id, name, owner_id)
+        if group is None:
+            make = partial(_create_cluster_group, ec2, vpc_id, run_id, name, owner_id)
+            group = ec2_infra.create_group(ec2, make) or _find(ec2, vpc_id, name)
     except Exception as exc:
         raise ec2_infra.cloud_error(exc, f"the security group {name} in {vpc_id}") from None
+    if group is None:
+        raise CloudError(
+            f"EC2 said {name} exists in {vpc_id} but does not list it",
+            "wait a minute and run the command again.",
+        )
     gid, rules = group["GroupId"], group.get("IpPermissions") or []
     if any(not _self_rule(r, gid) for r in rules):
         raise CloudError(

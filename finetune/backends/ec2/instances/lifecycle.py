@@ -74,8 +74,9 @@ def settle(clients, run, state: Ec2State, journal: Journal) -> dict:
     journal.update(**ec2_cost.ledger_fields(state))
     journal.event("attempt", f"attempt {cur.n} on {cur.instance_id}: {outcome}")
     if outcome == "interrupted" and not spot:
-        cur.reason = f"{reason}; not a spot interruption (the --max-runtime limit?), so no "
-        cur.reason += f"automatic relaunch: `finetune launch --resume {run.id}` continues it"
+        hint = "" if ec2_observe.EC2_ENDED_IT in (reason or "") else " (the --max-runtime limit?)"
+        cur.reason = f"{reason}; not a spot interruption{hint}, so no automatic relaunch: "
+        cur.reason += f"`finetune launch --resume {run.id}` continues it"
         release(clients, run, state)
     elif outcome != "interrupted" or state.stop_requested:
         release(clients, run, state)
@@ -100,7 +101,9 @@ def relaunch(clients, run, state: Ec2State, journal: Journal) -> Status:
         try:
             new = ec2_attempt.launch(clients, run, state, choices, cur.subnet_id, journal)
         except FinetuneError as exc:  # no capacity anywhere, quota, budget too small
-            decision = ec2_relaunch.Decision(False, f"relaunch failed: {exc.what}")
+            why = f"relaunch failed: {exc.what.rstrip('.')}; once that is solved, "
+            why += f"`finetune launch --resume {run.id}` continues it"
+            decision = ec2_relaunch.Decision(False, why)
         else:
             journal.update(backend_ref=new.instance_id)
             journal.event("relaunch", f"{decision.reason}: {new.instance_id}")
@@ -147,3 +150,27 @@ def release(clients, run, state: Ec2State) -> None:
         ec2_profile.delete_instance_profile(iam, state.instance_profile)
     if any(a.instance_ids for a in state.attempts):  # a multi-host run: its own group goes
         ec2_hosts.delete_cluster_groups(clients("ec2", state.region), run.id)
+
+
+def undo_launch(clients, run, state: Ec2State, error: FinetuneError) -> None:
+    """A launch that failed (no capacity, a quota, AWS throttling to the end): nothing of it
+    may outlive the error. The ledger forgets a new run whose submit failed, so `finetune
+    cleanup` could not tell its role or cluster group from another user's: what it made goes
+    now -- any instance found by the run's tags (a reply lost on the last try), the run's
+    role and instance profile, its cluster groups. What cannot be removed is named in the
+    error's fix."""
+    name = ec2_profile.profile_name(run.id)
+    try:
+        ec2 = clients("ec2", state.region)
+        ec2_infra.terminate(ec2, [i["InstanceId"] for i in ec2_infra.find_instances(ec2, run.id)])
+        ec2_profile.delete_instance_profile(clients("iam", state.region), name)
+        ec2_hosts.delete_cluster_groups(ec2, run.id)
+    except FinetuneError as again:
+        error.fix = (
+            f"{error.fix} Removing what the launch made failed too ({again.what}): delete the "
+            f"IAM role and instance profile {name} and any security group tagged "
+            f"finetune:run-id={run.id}."
+        )
+    state.intent = None
+    state.done = True
+    state.save(run.run_dir)

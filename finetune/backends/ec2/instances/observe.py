@@ -14,6 +14,7 @@ from finetune.contracts.metrics import EpochMetrics
 from finetune.errors import DataError
 
 ENDED = ("shutting-down", "terminated", "stopping", "stopped")
+EC2_ENDED_IT = "EC2 itself ended the instance"  # a Server.* state reason: not ours, not spot
 
 
 def observe(doc: dict, inst: dict | None, stop_requested: bool) -> tuple[str | None, str | None]:
@@ -32,6 +33,11 @@ def observe(doc: dict, inst: dict | None, stop_requested: bool) -> tuple[str | N
     why = (inst or {}).get("StateReason", {})
     if "Spot" in why.get("Code", ""):
         return "interrupted", f"spot interruption ({why['Code']})"
+    if why.get("Code", "").startswith("Server."):  # EC2's doing: capacity, an internal error
+        return "interrupted", (
+            f"{EC2_ENDED_IT} ({why.get('Message') or why['Code']}) before the agent reported "
+            "a result"
+        )
     return "failed", (
         f"the instance ended ({why.get('Message') or 'state unknown'}) before the agent "
         "reported a result: the --max-runtime dead-man switch, a failed image pull, or a "

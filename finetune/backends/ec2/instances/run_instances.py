@@ -119,6 +119,7 @@ def _run_one(ec2, spec: LaunchSpec, token: str) -> list[dict]:
             return ec2.run_instances(**kwargs)["Instances"]  # one attempt: retries are here
         except Exception as exc:
             if not _retryable(exc, spec) or n == RETRIES:
+                exc.finetune_attempts = n  # the message says how often we tried
                 raise _classified(exc, spec) from None
             _sleep(PROFILE_PROPAGATION_SLEEP * n if _profile_not_ready(exc) else n)
     raise AssertionError("unreachable")
@@ -151,8 +152,10 @@ def _classified(exc: Exception, spec: LaunchSpec) -> Exception:
         return _NoCapacity(code)
     if code in QUOTA_CODES:
         market = "Spot" if spec.spot else "On-Demand"
+        said = (getattr(exc, "response", None) or {}).get("Error", {}).get("Message") or exc
+        hosts = f"{spec.count} x " if spec.count > 1 else ""
         return CloudError(
-            f"EC2 quota reached launching {spec.instance_type}: {code}: {exc}",
+            f"EC2 quota reached launching {hosts}{spec.instance_type}: {code}: {said}",
             f"ask for more 'Running {market} ... instances' vCPUs in Service Quotas for "
             f"{spec.region}, or pick a smaller instance type.",
         )

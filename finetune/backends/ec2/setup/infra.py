@@ -131,9 +131,17 @@ def security_group(ec2, vpc_id: str) -> str:
     try:
         groups = call(ec2.describe_security_groups, Filters=flt)["SecurityGroups"]
         if not groups:
-            return _create_group(ec2, vpc_id)
+            created = create_group(ec2, lambda: _create_group(ec2, vpc_id))
+            if created is None:  # it exists after all: find it again
+                groups = call(ec2.describe_security_groups, Filters=flt)["SecurityGroups"]
+            groups = [created] if created else groups
     except Exception as exc:
         raise cloud_error(exc, f"the security group {SECURITY_GROUP} in {vpc_id}") from None
+    if not groups:
+        raise CloudError(
+            f"EC2 said {SECURITY_GROUP} exists in {vpc_id} but does not list it",
+            "wait a minute and run the command again.",
+        )
     group = groups[0]
     if group.get("IpPermissions"):
         raise CloudError(
@@ -143,15 +151,28 @@ def security_group(ec2, vpc_id: str) -> str:
     return group["GroupId"]
 
 
-def _create_group(ec2, vpc_id: str) -> str:
+def _create_group(ec2, vpc_id: str) -> dict:
     """A new group has no inbound rules (and AWS's default allow-all outbound: S3, ECR)."""
     tags = [{"Key": PROJECT_TAG[0], "Value": PROJECT_TAG[1]}]
-    return ec2.create_security_group(
+    gid = ec2.create_security_group(
         GroupName=SECURITY_GROUP,
         Description="finetune training instances: no inbound access",
         VpcId=vpc_id,
         TagSpecifications=[{"ResourceType": "security-group", "Tags": tags}],
     )["GroupId"]
+    return {"GroupId": gid, "IpPermissions": [], "Tags": tags}
+
+
+def create_group(ec2, create) -> dict | None:
+    """``create()`` (a CreateSecurityGroup) with our retries; None when the group turned out
+    to exist already (a retry after a reply that was lost, or another launch's at the same
+    moment): the caller finds it again by name."""
+    try:
+        return call(create)
+    except Exception as exc:
+        if error_code(exc) == "InvalidGroup.Duplicate":
+            return None
+        raise
 
 
 def find_instances(ec2, run_id: str | None = None, attempt: int | None = None, states=None):
@@ -187,10 +208,8 @@ def describe(ec2, instance_ids: list[str]) -> dict[str, dict]:
     if not instance_ids:
         return {}
     try:
-        pages = ec2.get_paginator("describe_instances").paginate(InstanceIds=instance_ids)
-        return {
-            i["InstanceId"]: i for p in pages for r in p["Reservations"] for i in r["Instances"]
-        }
+        reservations = _reservations(ec2, InstanceIds=instance_ids)
+        return {i["InstanceId"]: i for r in reservations for i in r["Instances"]}
     except Exception as exc:
         if error_code(exc) == "InvalidInstanceID.NotFound":
             return {}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from finetune.backends.ec2.request import PROJECT_TAG, RUN_TAG
-from finetune.backends.ec2.setup.infra import cloud_error, error_code
+from finetune.backends.ec2.setup.infra import call, cloud_error, error_code
 from finetune.errors import CloudError
 
 ROLE_PATH = "/finetune-bounded/ec2/"  # finetune.aws.infra.run_role_path("ec2")
@@ -44,9 +44,10 @@ def ensure_instance_profile(iam, run_id: str, policy: dict, boundary: str) -> st
     policy allows creating and widening run roles only with it."""
     name = profile_name(run_id)
     tags = [{"Key": PROJECT_TAG[0], "Value": PROJECT_TAG[1]}, {"Key": RUN_TAG, "Value": run_id}]
-    try:
+    try:  # each call with our retries (IAM throttles); a retried create finds it made
         _ignore_exists(
-            lambda: iam.create_role(
+            lambda: call(
+                iam.create_role,
                 RoleName=name,
                 Path=ROLE_PATH,
                 AssumeRolePolicyDocument=json.dumps(_TRUST),
@@ -55,16 +56,19 @@ def ensure_instance_profile(iam, run_id: str, policy: dict, boundary: str) -> st
                 PermissionsBoundary=boundary,
             )
         )
-        iam.put_role_policy(
-            RoleName=name, PolicyName="run-access", PolicyDocument=json.dumps(policy)
+        call(
+            iam.put_role_policy,
+            RoleName=name,
+            PolicyName="run-access",
+            PolicyDocument=json.dumps(policy),
         )
-        iam.attach_role_policy(RoleName=name, PolicyArn=ssm_core_policy(iam))
+        call(iam.attach_role_policy, RoleName=name, PolicyArn=ssm_core_policy(iam))
         _ignore_exists(
-            lambda: iam.create_instance_profile(InstanceProfileName=name, Path=ROLE_PATH)
+            lambda: call(iam.create_instance_profile, InstanceProfileName=name, Path=ROLE_PATH)
         )
-        roles = iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]["Roles"]
-        if not roles:
-            iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName=name)
+        profile = call(iam.get_instance_profile, InstanceProfileName=name)["InstanceProfile"]
+        if not profile["Roles"]:
+            call(iam.add_role_to_instance_profile, InstanceProfileName=name, RoleName=name)
     except CloudError:
         raise
     except Exception as exc:
@@ -83,7 +87,7 @@ def delete_instance_profile(iam, name: str) -> None:
     ]
     for step in steps:
         try:
-            step()
+            call(step)
         except Exception as exc:
             if error_code(exc) != "NoSuchEntity":
                 raise cloud_error(exc, f"deleting the instance role {name}") from None
