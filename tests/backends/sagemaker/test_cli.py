@@ -290,10 +290,10 @@ def test_ctrl_c_can_stop_the_job(cloud, tiny_dataset):
     # script ends on Training, and a script that ran out leaves the job as it is)
     cloud.script([h.step("InProgress", "Training", 60)])
     terminal, child_end = pty.openpty()
-    # the real CLI, polling every 0.5 s instead of SageMaker's 20 s (as the in-process tests
+    # the real CLI, polling every 2 s instead of SageMaker's 20 s (as the in-process tests
     # set POLL_SECONDS): the job's end waits on the test, not on a poll interval
     start = ("import sys; from finetune.backends.sagemaker.backend import SageMakerBackend as B; "
-             "B.POLL_SECONDS = 0.5; from finetune.cli import main; sys.argv[0] = 'finetune'; "
+             "B.POLL_SECONDS = 2.0; from finetune.cli import main; sys.argv[0] = 'finetune'; "
              "main()")  # fmt: skip
     cmd = [sys.executable, "-c", start, *SMOKE, "--dataset", str(tiny_dataset),
            "--instance", "p3.2xlarge"]  # fmt: skip
