@@ -45,7 +45,8 @@ def read_logs(run, backend, offset: int = 0) -> tuple[str, int]:
     return printable(text), offset
 
 
-_MACHINE = re.compile(r"finetune-(?P<kind>[a-z]+) (?P<fields>.*)")
+# the trainer's key=value lines that name an epoch (others, e.g. finetune-warning, are text)
+_MACHINE = re.compile(r"finetune-(?P<kind>metrics|progress|telemetry|resume|test) (?P<fields>.*)")
 
 
 def epoch_text(e) -> str:

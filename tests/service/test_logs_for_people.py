@@ -31,6 +31,7 @@ def _log() -> str:
                              images=24, seconds=2.0, images_per_sec=12.0)  # fmt: skip
     return "\n".join([
         "INFO starting: 2 epochs",
+        "finetune-warning metric logger mlflow did not start",  # no epoch: text, as it is
         progress.log_line(),
         _epoch(0).log_line(),
         summary_line(0, {"gpu_util_pct": 71.5}),
@@ -62,6 +63,7 @@ def test_runs_logs_counts_epochs_from_1_and_raw_keeps_the_contract():
     written = _store()
     assert _logs() == (
         "INFO starting: 2 epochs\n"
+        "finetune-warning metric logger mlflow did not start\n"
         "epoch 1: 40.0 img/s, 1m 02s, loss 1.500, train_acc 50.0 % val_acc 25.0 %, lr 0.01\n"
         "telemetry, epoch 1: gpu_util_pct=71.5 gpu_mem_gib=n/a input_wait_fraction=n/a "
         f"verdict=n/a (threshold {DATA_BOUND:g}, host wait) input_device_fraction=n/a "
