@@ -52,6 +52,8 @@ def test_demo_on_the_studies_engine_tells_the_same_story(tmp_path):
     res = CliRunner().invoke(app, [*args, "--per-class", "24", "--epochs", "1"])
     assert res.exit_code == 0, res.output
     assert "5/5 Report" in res.output and "fine-tuned  from scratch" in res.output
+    # no terminal here: no live bar, and no plain progress line in its place
+    assert "━" not in res.output and " left" not in res.output and "steps," not in res.output
     with open_default() as ledger:
         pre, fine, scratch = ledger.list()
     assert pre.status == fine.status == scratch.status == "completed"

@@ -69,13 +69,9 @@ def _progress(label: str, total: int):
 
 
 def epoch_line(e) -> str:
-    from finetune.report.text import duration, percent
+    from finetune.service.logtext import epoch_text
 
-    val = f" val_acc {percent(e.val_acc)}" if e.val_acc is not None else ""
-    return (
-        f"  epoch {e.epoch + 1}: {e.samples_per_sec:,.1f} img/s, {duration(e.epoch_seconds)}, "
-        f"loss {e.train_loss:.3f}, train_acc {percent(e.train_acc)}{val}, lr {e.lr:.3g}"
-    )
+    return f"  {epoch_text(e)}"
 
 
 def follow_run(run, backend, ledger, detach: bool, as_json: bool) -> None:
@@ -137,10 +133,12 @@ def _echo_log(lines: list[str], echo) -> None:
     """The trainer's log lines, indented; its metric lines are shown as epoch lines instead
     (and its progress lines as the bar)."""
     from finetune.contracts.metrics import LOG_PREFIX
+    from finetune.service.logtext import for_people
 
     for line in lines:
-        if LOG_PREFIX not in line:
-            echo(f"  | {line}")
+        shown = for_people(line) if LOG_PREFIX not in line else None
+        if shown is not None:  # its other machine lines count epochs from 1, as people do
+            echo(f"  | {shown}")
 
 
 @contextmanager

@@ -75,12 +75,14 @@ def table(rows: list[tuple[str, ...]]) -> None:
     rich_table([str(c) for c in rows[0]], [[str(c) for c in r] for r in rows[1:]])
 
 
-def rich_table(headers: list[str], rows: list[list[str]]) -> None:
+def rich_table(headers: list[str], rows: list[list[str]], text: tuple = ()) -> None:
     """Print a table on stdout that fits the terminal's width (COLUMNS when not a terminal;
-    80 by default): headers wrap, wide tables split into blocks, numbers never break."""
+    80 by default): headers wrap, wide tables split into blocks, numbers never break. The
+    columns headed in ``text`` are text (left, wrapping at spaces) even where their cells
+    start with a digit ('16 gpu ml.p4d.24xlarge', '028.camel')."""
     from finetune.report.text import table_text
 
-    typer.echo(table_text(headers, rows))
+    typer.echo(table_text(headers, rows, text=text))
 
 
 def check_format(fmt: str, choices: tuple[str, ...]) -> str:
@@ -116,19 +118,27 @@ def output_format(fmt: str, as_json: bool = False, choices: tuple[str, ...] = FO
     return "json" if as_json else check_format(fmt, choices)
 
 
-def emit_table(fmt: str, headers: list[str], cells: list[list[str]], records: list[dict]) -> None:
+def emit_table(
+    fmt: str,
+    headers: list[str],
+    cells: list[list[str]],
+    records: list[dict],
+    fields: list[str] | None = None,
+    text: tuple = (),
+) -> None:
     """Print rows as a table (``cells``, for people), JSON (``records``) or CSV (the records'
-    values under the headers' keys). Each record holds at least ``key_of`` of every header."""
+    values under the headers' keys, or under ``fields`` where a table shows fewer columns
+    than the data has). Each record holds at least ``key_of`` of every header."""
     if fmt == "json":
         echo_json(records)
     elif fmt == "csv":
         from finetune.report.text import csv_text
 
-        keys = [key_of(h) for h in headers]
+        keys = list(fields) if fields else [key_of(h) for h in headers]
         rows = [["" if r.get(k) is None else r.get(k) for k in keys] for r in records]
         typer.echo(csv_text(keys, rows), nl=False)
     else:
-        rich_table(headers, cells)
+        rich_table(headers, cells, text)
 
 
 def record_csv(record: dict) -> str:

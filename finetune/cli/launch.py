@@ -44,7 +44,9 @@ def launch(
         False, "--spot", help="EC2/SageMaker: spot capacity (cheaper, interruptible)."
     ),
     max_runtime: str = typer.Option(
-        None, help="EC2/SageMaker: stop after this long, e.g. 2h (EC2 default 6h, SageMaker 2h)."
+        None,
+        help="EC2/SageMaker: stop after this long, e.g. 2h (default: 1.5 x the estimate's slow "
+        "end, at least 1h; 6h without an estimate).",
     ),
     max_wait: str = typer.Option(
         None,

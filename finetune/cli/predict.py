@@ -37,6 +37,7 @@ def predict(
     from finetune.cli._progress import working
     from finetune.cli._render import check_format, echo_json, rich_table
     from finetune.models.predict import predict as run_predict
+    from finetune.service.logtext import printable
 
     fmt = check_format(fmt, ("table", "json", "csv"))
     with working(f"Classifying with {run}'s model (loading its engine takes a while)"):
@@ -50,9 +51,12 @@ def predict(
     elif fmt == "csv":
         typer.echo(_csv(result.predictions), nl=False)
     else:
-        rows = [_table_row(p) for p in result.predictions]
-        headers = ["image", "class", "probability"] + (["next"] if top_k > 1 else [])
-        rich_table(headers, [r[: len(headers)] for r in rows])
+        folder, rows = _table(result.predictions)
+        if folder:
+            typer.echo(f"Images under {printable(folder)}:")
+        ranked = top_k > 1  # the CSV's columns, a row per class: no "next" cell to wrap
+        headers = ["image", *(["rank"] if ranked else []), "class", "probability"]
+        rich_table(headers, [r if ranked else [r[0], *r[2:]] for r in rows], text=("class",))
     error = result.skipped_error()
     if error:
         raise error  # after the good ones were printed: stderr and a non-zero exit
@@ -83,11 +87,23 @@ def export(
     info(f"Exported to {folder}: {files}")
 
 
-def _table_row(p) -> list[str]:
-    others = ", ".join(
-        f"{c} {q:.1%}" for c, q in zip(p.classes[1:], p.probabilities[1:], strict=True)
-    )
-    return [p.image, p.classes[0], f"{p.probabilities[0]:.1%}", others]
+def _table(predictions) -> tuple[str, list[list[str]]]:
+    """(the images' common folder, or "" where there is none, and the table's rows: image
+    relative to that folder on its first row, rank, class, probability as report.text's
+    percent). Paths and class names arrive as the user's files named them: shown inert."""
+    import os
+
+    from finetune.report.text import percent
+    from finetune.service.logtext import printable
+
+    names = [p.image for p in predictions]
+    folder = os.path.commonpath([os.path.dirname(n) for n in names]) if names else ""
+    rows = []
+    for p in predictions:
+        shown = printable(os.path.relpath(p.image, folder) if folder else p.image)
+        for rank, (c, q) in enumerate(zip(p.classes, p.probabilities, strict=True), start=1):
+            rows.append([shown if rank == 1 else "", str(rank), printable(c), percent(q)])
+    return folder, rows
 
 
 def _csv(predictions) -> str:

@@ -46,7 +46,7 @@ def list_runs(
     from finetune import service
     from finetune.cli._render import emit_table, output_format
     from finetune.runs.ledger import open_default
-    from finetune.runs.views import list_rows, remarks, run_dict, spend_cell
+    from finetune.runs.views import LIST_FIELDS, list_rows, remarks, run_dict, spend_cell
     from finetune.service.logtext import printable
 
     fmt = output_format(fmt, as_json)
@@ -60,7 +60,8 @@ def list_runs(
         return
     cells = {d["id"]: spend_cell(d) for d in data}
     head, *rows = list_rows(runs, {d["id"]: d["best_val_acc"] for d in data}, cells)
-    emit_table(fmt, list(head), [list(r) for r in rows], data)
+    # the table leaves out what its rows already say; CSV, as JSON, keeps every field
+    emit_table(fmt, list(head), [list(r) for r in rows], data, list(LIST_FIELDS), ("DEVICES",))
     if fmt == "table":
         for run, d in zip(runs, data, strict=True):
             for line in remarks(run, d):
@@ -120,25 +121,53 @@ def _show_tensorboard(run_id: str) -> None:
 def logs(
     run_id: str = typer.Argument(..., help="Run id (or a unique prefix)."),
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing until the run ends."),
+    raw: bool = typer.Option(
+        False,
+        "--raw",
+        help="The log as the trainer wrote it: its finetune-* key=value lines too, with the "
+        "metrics contract's epochs counted from 0 (what scripts and metric regexes parse).",
+    ),
 ) -> None:
-    """Print the trainer's log of a run. With --follow on a terminal, its progress lines
-    become a live bar per epoch (steps, images/s, loss, time left)."""
+    """Print the trainer's log of a run, epochs counted from 1 as `runs show` counts them:
+    each epoch's metrics line as one readable line, no progress lines (--raw: all of it, as
+    written). With --follow on a terminal, the progress lines become a live bar per epoch
+    (steps, images/s, loss, time left)."""
     import sys
 
     from finetune import service
     from finetune.backends import get_backend
     from finetune.runs.ledger import open_default
+    from finetune.service.logtext import log_for_people
 
+    shown = (lambda text: text) if raw else log_for_people
     with open_default() as ledger:
         run = ledger.get(run_id)
         be = get_backend(run.backend)
         if not follow:
-            typer.echo(service.read_logs(run, be, 0)[0], nl=False)
+            typer.echo(shown(service.read_logs(run, be, 0)[0]), nl=False)
             return
-        if not sys.stderr.isatty():  # a pipe or a file gets the log as it is
-            service.follow(run, be, ledger, lambda r, s, e, text: typer.echo(text, nl=False))
+        if raw or not sys.stderr.isatty():  # a pipe or a file: whole lines as they come
+            service.follow(run, be, ledger, _whole_lines(shown))
             return
         _follow_with_bars(run, be, ledger)
+
+
+def _whole_lines(shown):
+    """A follow callback that prints ``shown`` of the log's whole lines as they arrive (a
+    line cut between two reads waits for its end; the last one is printed when the run
+    ends)."""
+    pending = {"text": ""}
+
+    def on_update(run, status, epochs, text):
+        cut = (pending["text"] + (text or "")).rpartition("\n")
+        pending["text"] = cut[2]
+        if cut[0] or cut[1]:
+            typer.echo(shown(cut[0] + cut[1]), nl=False)
+        if status.final and cut[2]:
+            typer.echo(shown(cut[2] + "\n"), nl=False)
+            pending["text"] = ""
+
+    return on_update
 
 
 def _follow_with_bars(run, backend, ledger) -> None:
@@ -148,11 +177,15 @@ def _follow_with_bars(run, backend, ledger) -> None:
 
     display = EpochDisplay(run.plan.get("hyperparameters", {}).get("epochs"), quiet=is_quiet())
 
+    from finetune.service.logtext import for_people
+
     def on_update(r, status, epochs, text):
         for e in epochs:
             display.epoch_done(e.epoch)
         for line in display.feed(text):
-            display.echo(line)
+            shown = for_people(line)  # epochs counted from 1
+            if shown is not None:
+                display.echo(shown)
 
     display.start()
     try:

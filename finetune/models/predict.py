@@ -27,8 +27,9 @@ class Prediction:
     probabilities: list[float]
 
     def as_dict(self) -> dict:
-        """The JSON record: the table's columns (image, class, probability, next: the first
-        class and the ones after it) and ``top``, every class asked for in order."""
+        """The JSON record: image, the first class (class, label, probability), ``next``
+        (the ones after it) and ``top``, every class asked for in order (the table shows
+        one row per class, as the CSV does)."""
         top = [
             {"class": c, "label": i, "probability": p}
             for c, i, p in zip(self.classes, self.labels, self.probabilities, strict=True)

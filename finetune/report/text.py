@@ -56,11 +56,14 @@ def terminal_width() -> int:
     return shutil.get_terminal_size((80, 24)).columns
 
 
-def table_text(headers: list[str], rows: list[list[str]], width: int | None = None) -> str:
+def table_text(
+    headers: list[str], rows: list[list[str]], width: int | None = None, text: tuple = ()
+) -> str:
     """Aligned columns within ``width`` (default: the terminal's): text left, numbers
-    (cells starting with a digit or sign) right."""
+    (cells starting with a digit or sign, unless their header is in ``text``) right."""
     width = max(width or terminal_width(), 20)
-    numeric = [all(_numeric(r[i]) or r[i] == NA for r in rows) for i in range(len(headers))]
+    numeric = [headers[i] not in text and all(_numeric(r[i]) or r[i] == NA for r in rows)
+               for i in range(len(headers))]  # fmt: skip
     cells = [max([0] + [_cell_len(r[i]) for r in rows]) for i in range(len(headers))]
     widths = [max(c, _cell_len(h)) for c, h in zip(cells, headers, strict=True)]
     if _total(widths) > width:  # headers may wrap at spaces; cells keep their width

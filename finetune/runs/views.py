@@ -135,9 +135,12 @@ def remarks(run: Run, data: dict) -> list[str]:
     return [f"{run.id}: {text}" for text in [*data["problems"], *data["notes"]]]
 
 
-LIST_HEADERS = ("ID", "RECIPE", "BACKEND", "DEVICES", "STATUS", "CREATED AT", "WALL SECONDS",
-                "BEST VAL ACC")  # fmt: skip
+LIST_HEADERS = ("ID", "RECIPE", "DEVICES", "STATUS", "WALL SECONDS", "BEST VAL ACC")
 SPEND_HEADER = "EUR (~PROJECTED)"
+# every field of a listing, in CSV's column order (JSON has these and more)
+LIST_FIELDS = ("id", "recipe", "backend", "devices", "status", "created_at", "wall_seconds",
+               "best_val_acc", "eur_so_far", "eur_projected")  # fmt: skip
+RECIPE_WIDTH = 28  # the longest built-in recipe name; a longer one (a user's) ends in "…"
 
 
 def devices(run: Run) -> str:
@@ -150,24 +153,31 @@ def list_rows(
 ) -> list[tuple[str, ...]]:
     """The listing's rows; ``eur``: each run's EUR cell (spend_cell), shown when given. The
     headers are run_dict's keys in words (`--format json` has the same names; the EUR cell is
-    eur_so_far with ~eur_projected beside it)."""
+    eur_so_far with ~eur_projected beside it). To fit 120 columns as one table, the table
+    leaves out what a row already says: the creation time is the run id's first part (UTC,
+    to the second) and the backend is the instance's name (ml.* is SageMaker, any other is
+    EC2, none is this machine); LIST_FIELDS, in JSON and CSV, keep both."""
     rows = [(*LIST_HEADERS, SPEND_HEADER) if eur is not None else LIST_HEADERS]
     for r in runs:
         acc = best.get(r.id)
         rows.append(
             (
                 r.id,
-                r.recipe,
-                r.backend,
+                fit(r.recipe, RECIPE_WIDTH),
                 devices(r),
                 r.status,
-                _when(r.created_at),
                 duration(r.wall_seconds),
                 _pct(acc),
                 *((eur.get(r.id, "-"),) if eur is not None else ()),
             )
         )
     return rows
+
+
+def fit(text: str, width: int) -> str:
+    """``text`` as it is when it has ``width`` characters or fewer, else cut to ``width``
+    with "…" as its last character (the whole text is in JSON and CSV)."""
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def show_lines(run: Run, epochs: list[EpochMetrics], final: dict | None = None) -> list[str]:

@@ -72,8 +72,12 @@ def prepare_step(spec: DemoSpec, task: str, progress: Progress | None = None) ->
     return prepare_folder(images, spec.workdir / "datasets" / task, task, params, progress=progress)
 
 
-def train_step(spec: DemoSpec, dataset: Path, overrides: list[str], ledger, on_epoch=None):
-    """One local run of the engine's smoke recipe, followed to the end; the ledger's Run."""
+def train_step(
+    spec: DemoSpec, dataset: Path, overrides: list[str], ledger, on_epoch=None, live=None
+):
+    """One local run of the engine's smoke recipe, followed to the end; the ledger's Run.
+    ``live``: a display shown while it trains (``start()``, ``feed(log_text)`` of the
+    trainer's log as it comes, ``epoch_done(epoch)``, ``stop()``: cli._progress.EpochDisplay)."""
     from finetune import service
 
     recipe = RECIPES[spec.engine]
@@ -81,13 +85,23 @@ def train_step(spec: DemoSpec, dataset: Path, overrides: list[str], ledger, on_e
     seen = {"n": 0}
 
     def update(run, status, epochs, text):
+        if live is not None and text:
+            live.feed(text)  # its progress lines move the bar; nothing else is printed
         for e in epochs[seen["n"] :]:
+            if live is not None:
+                live.epoch_done(e.epoch)
             if on_epoch:
                 on_epoch(e)
         seen["n"] = max(seen["n"], len(epochs))
 
     run, backend = service.start(request, ledger)
-    return service.follow(run, backend, ledger, update)
+    if live is None:
+        return service.follow(run, backend, ledger, update)
+    live.start()
+    try:
+        return service.follow(run, backend, ledger, update)
+    finally:
+        live.stop()
 
 
 # The smoke recipe's own settings are for seconds-long test runs; the demo trains a little
@@ -187,10 +201,12 @@ def run_demo(
     on_step: Callable[[str], None],
     on_epoch: Callable | None = None,
     progress: Callable[[], AbstractContextManager] | None = None,
+    live=None,
 ) -> DemoResult:
     """The 5-step story: each heading, summary line and the report go to ``on_step``, each finished
-    epoch to ``on_epoch``; ``progress()`` gives the bars for preparing. One ledger, opened
-    once. A failed pre-training raises (there are no weights to fine-tune from)."""
+    epoch to ``on_epoch``; ``progress()`` gives the bars for preparing, ``live`` the display of
+    each training (train_step). One ledger, opened once. A failed pre-training raises (there
+    are no weights to fine-tune from)."""
     from dataclasses import replace
 
     from finetune import settings
@@ -214,7 +230,7 @@ def run_demo(
             f"({source.manifest.num_classes} classes, random init): stands in for ImageNet "
             "weights, offline"
         )
-        pre = train_step(spec, source.out, pretrain_overrides(spec), ledger, on_epoch)
+        pre = train_step(spec, source.out, pretrain_overrides(spec), ledger, on_epoch, live)
         if pre.status != "completed":
             raise FinetuneError(
                 f"pre-training run {pre.id} ended {pre.status}: {pre.exit_reason}",
@@ -225,9 +241,11 @@ def run_demo(
             f"from those weights; the classifier head is replaced"
         )
         weights = weights_of(pre, spec.engine)
-        fine = train_step(spec, target.out, finetune_overrides(spec, weights), ledger, on_epoch)
+        fine = train_step(
+            spec, target.out, finetune_overrides(spec, weights), ledger, on_epoch, live
+        )
         on_step("4/5 The same network on the target task from random weights (the baseline)")
-        scratch = train_step(spec, target.out, scratch_overrides(spec), ledger, on_epoch)
+        scratch = train_step(spec, target.out, scratch_overrides(spec), ledger, on_epoch, live)
         result = DemoResult(pre, fine, scratch, transfer(ledger.epochs(fine.id),
                                                          ledger.epochs(scratch.id)))  # fmt: skip
         on_step("Validation accuracy, fine-tuned vs from scratch (same data, seed, schedule):")

@@ -128,7 +128,7 @@ class Progress:
             else ""
         )
         return ConfigError(
-            f"the training loss became {which} at epoch {self.epoch} step {self.step}{since}, "
+            f"the training loss became {which} at epoch {self.epoch + 1} step {self.step}{since}, "
             f"with learning rate {lr:g}: training diverged",
             "lower the learning rate and launch again (optimizer.lr_per_device in the recipe, or "
             "lr=VALUE after the recipe's name on the command line).",

@@ -99,3 +99,26 @@ def test_max_pixels_sets_the_limit(model_dir, folder):
     res = _predict(model_dir, str(folder / "a1.jpg"), "--max-pixels", "1920")
     assert res.exit_code == 0, res.output
     assert len(json.loads(res.stdout)["predictions"]) == 1
+
+
+def test_the_top_k_table_fits_120_columns_as_one_table(model_dir, folder, tmp_path):
+    deep = tmp_path / "photos-of-the-whole-family" / "holiday-2026-in-the-mountains" / "camera"
+    deep.mkdir(parents=True)
+    for name in GOOD:
+        shutil.copyfile(folder / name, deep / f"IMG_20261120_142233_{name}")
+    args = ["predict", str(model_dir), str(deep), "--top-k", "5"]
+    res = CliRunner().invoke(app, args, env={"COLUMNS": "120"})
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert lines[0] == f"Images under {deep}:", res.stdout  # said once, not on every row
+    assert sum(line.startswith("─") for line in lines) == 1, res.stdout  # one block
+    assert max(len(line) for line in lines[1:]) <= 120, res.stdout  # the path is as long as it is
+    doc = json.loads(CliRunner().invoke(app, [*args, "--format", "json"]).stdout)
+    shown = [line.split() for line in lines[lines.index(next(ln for ln in lines if ln.startswith(
+        "─"))) + 1:]]  # fmt: skip
+    expected = []
+    for p in doc["predictions"]:  # one row per class, best first, the JSON's order
+        for rank, t in enumerate(p["top"], start=1):
+            name = [Path(p["image"]).name] if rank == 1 else []
+            expected.append([*name, str(rank), t["class"], f"{t['probability'] * 100:.1f}", "%"])
+    assert shown == expected

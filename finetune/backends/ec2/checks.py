@@ -62,7 +62,7 @@ def preflight(plan, options: Ec2Options, settings_checked: bool = True) -> str:
     )  # e.g. MXNet on Hopper: before any AWS call
     for name in options.fallback_instance:
         instances.get(name)  # an unknown fallback type fails now, not after an interruption
-    if options.max_runtime < 600:
+    if options.max_runtime is not None and options.max_runtime < 600:
         raise UsageError(
             f"--max-runtime of {options.max_runtime} s leaves no time to train",
             "allow at least 10 minutes (e.g. --max-runtime 2h).",
@@ -152,13 +152,23 @@ def state_for(plan, run, options: Ec2Options | None, clients) -> Ec2State:
     ones), or created, with the run's S3 prefix filled first."""
     state = Ec2State.load(run.run_dir)
     if state is None:
-        options = options or Ec2Options()
+        options = with_runtime(options or Ec2Options(), plan)
         preflight(plan, options)
         state = new_state(plan, run, options, clients)
         state.save(run.run_dir)
     elif options is not None:
+        if options.max_runtime is None:  # a resume without --max-runtime: the run's own cap
+            options = options.model_copy(update={"max_runtime": state.options.max_runtime})
         state.options = options
     return state
+
+
+def with_runtime(options: Ec2Options, plan) -> Ec2Options:
+    """--max-runtime as given, else the cap every cloud backend gives a run of ``plan``
+    (base.default_runtime); --max-eur may shorten it further (ec2.cost.runtime_cap)."""
+    if options.max_runtime is not None:
+        return options
+    return options.model_copy(update={"max_runtime": base.default_runtime(plan)[0]})
 
 
 def new_state(plan, run, options: Ec2Options, clients) -> Ec2State:
@@ -216,6 +226,8 @@ def dry_run(plan, options: Ec2Options, clients):
     if not region:  # nothing can be priced: every missing setting, before the plan
         raise base.PreflightError(missing)
     plan = with_estimate(plan, region, "ec2")
+    given = options.max_runtime
+    options = with_runtime(options, plan)  # as the launch will (state_for)
     res = plan.resources
     choice = Candidate(res.instance_type, res.spot)
     quotes = ec2_cost.quotes([choice], region, clients("ec2", region))  # the launch's, too
@@ -231,7 +243,7 @@ def dry_run(plan, options: Ec2Options, clients):
         ("region", region),
         ("instances", f"{res.hosts} x {res.instance_type} ({'spot' if res.spot else 'on demand'})"),
         ("price", f"USD {usd:.3f}/h per instance ({source})" if usd else source),
-        ("runtime cap", _hours(cap) + _why_cap(cap, options)),
+        ("runtime cap", _hours(cap) + _why_cap(cap, options, given, plan)),
         ("euro cap", f"EUR {options.max_eur:g}" if options.max_eur else "none (--max-eur)"),
         ("quota", _quota_row(found, needed)),
         ("bucket", settings.get().bucket or "not set"),
@@ -250,10 +262,10 @@ def _hours(seconds: int) -> str:
     return f"{seconds / 3600:.2f} h ({seconds} s)"
 
 
-def _why_cap(cap: int, options: Ec2Options) -> str:
+def _why_cap(cap: int, options: Ec2Options, given, plan) -> str:
     if cap < options.max_runtime:
         return f", what --max-eur {options.max_eur:g} pays for"
-    return " (--max-runtime)"
+    return " (--max-runtime)" if given is not None else f" ({base.default_runtime(plan)[1]})"
 
 
 def _quota_row(found: ec2_quota.Quota, needed: int) -> str:

@@ -13,7 +13,6 @@ from finetune.errors import UsageError
 from finetune.units.durations import Duration
 from finetune.units.eurocap import EuroCap
 
-DEFAULT_MAX_RUNTIME_S = 6 * 3600
 # ec2.json rows written before the options were stored as given: old name -> flag name
 _STORED_NAMES = {
     "subnets": "subnet",
@@ -32,7 +31,8 @@ class Ec2Options(base.Options):
     ami: str | None = None
     subnet: tuple[str, ...] = ()
     az: tuple[str, ...] = ()
-    max_runtime: Duration = Field(DEFAULT_MAX_RUNTIME_S, gt=0)
+    # None: the cap every cloud backend gives (base.default_runtime), set before the launch
+    max_runtime: Duration | None = Field(None, gt=0)
     max_eur: EuroCap = None
     max_restarts: int = Field(3, ge=0)
     allow_on_demand_fallback: bool = False

@@ -107,8 +107,8 @@ def check(plan, opts: rq.JobOptions) -> base.Preflight:
     if not region:  # nothing can be priced: every missing setting, before the plan
         raise preflight.PreflightError([_NO_REGION, *sub.missing_settings(opts)])
     plan = with_estimate(plan, region, "sagemaker")
-    if opts.max_eur is not None:
-        opts = sub.fit_budget(opts, plan, region)  # the runtime the real submit would use
+    given = opts.max_runtime
+    opts = sub.with_runtime(opts, plan, region)  # the runtime the real submit would use
     image = opts.image or sub.engine_image(plan, "ACCOUNT", region)
     plan = plan.with_runtime(images.runtime(engine, image))
     checked = replace(
@@ -128,10 +128,23 @@ def check(plan, opts: rq.JobOptions) -> base.Preflight:
     shown = {**req, "RoleArn": opts.role_arn or own_role}
     shown["AlgorithmSpecification"] = {**req["AlgorithmSpecification"], "TrainingImage": image}
     rows = rq.summary_rows(shown, first=(("region", configured_region(region)),))
+    rows.append(("runtime cap", _runtime_note(opts, given, plan)))
     if opts.max_eur is not None:
         rows.append(("budget", f"EUR {opts.max_eur:g}: runtime capped to fit"))
     error = preflight.PreflightError(problems) if problems else None
     return base.Preflight(plan, rows, title="SageMaker job", error=error)
+
+
+def _runtime_note(opts, given, plan) -> str:
+    """Where the max runtime above comes from (the same words as the EC2 dry-run's)."""
+    from finetune.backends.base import default_runtime
+
+    if given is not None:
+        return "--max-runtime"
+    seconds, why = default_runtime(plan)
+    if opts.max_runtime is not None and opts.max_runtime < seconds:
+        return f"what --max-eur {opts.max_eur:g} pays for"
+    return why
 
 
 _NO_REGION = preflight.Problem(

@@ -65,8 +65,18 @@ def with_defaults(opts, plan, aws: Aws):
     ours) and a runtime --max-eur affords."""
     if not opts.image:
         opts = replace(opts, image=engine_image(plan, aws.account_id, aws.region))
+    return with_runtime(opts, plan, aws.region)
+
+
+def with_runtime(opts, plan, region: str):
+    """--max-runtime as given, else the cap every cloud backend gives a run of ``plan``
+    (base.default_runtime), shortened to what --max-eur pays for."""
+    from finetune.backends.base import default_runtime
+
     if opts.max_eur is not None:
-        opts = fit_budget(opts, plan, aws.region)
+        return fit_budget(opts, plan, region)
+    if opts.max_runtime is None:
+        opts = replace(opts, max_runtime=default_runtime(plan)[0])
     return opts
 
 
@@ -166,12 +176,14 @@ def fit_budget(opts, plan, region: str):
         price_source=price.source,
         price_as_of=price.as_of_iso,
     )
+    from finetune.backends.base import default_runtime
     from finetune.runs.spend import budget_seconds
 
     rate = fx.eur_rate()
     if opts.max_runtime is None:
         affordable = budget_seconds(opts.max_eur, 0.0, charge, rate)  # the one budget rule
-        runtime = max(preflight.MIN_RUNTIME_S, min(rq.DEFAULT_MAX_RUNTIME_S, affordable))
+        cap = default_runtime(plan)[0]  # the same default as every cloud backend's
+        runtime = max(preflight.MIN_RUNTIME_S, min(cap, affordable))
         opts = replace(opts, max_runtime=runtime)
     preflight.raise_if(preflight.check_budget(charge, rate, opts.runtime_seconds(), opts.max_eur))
     return opts

@@ -110,7 +110,9 @@ def test_dry_run_launches_nothing(ec2_aws, tiny_dataset):
     assert res.exit_code == 0, res.output
     out = res.output
     assert "ec2 g5.xlarge (spot)" in out and re.search(r"region\s+us-east-1", out)
-    assert "what --max-eur 3 pays for" in out or "(--max-runtime)" in out
+    # the cap: what EUR 3 pays for, or (cheaper) the default cap with where it comes from
+    said = " ".join(out.split())
+    assert "what --max-eur 3 pays for" in said or "; --max-runtime to change)" in said, out
     assert "euro cap     EUR 3" in out
     assert "All G and VT Spot Instance Requests: 64 vCPUs; this launch needs 4" in " ".join(
         out.split()
@@ -419,3 +421,16 @@ def test_a_spot_launch_asks_the_price_once_and_records_its_zone(ec2_aws, tiny_da
     assert run.plan["runtime"]["ami"] and run.region == REGION
     res = CliRunner().invoke(app, ["runs", "stop", run_id])
     assert res.exit_code == 0, res.output
+
+
+def test_dry_run_shows_the_runtime_cap_every_cloud_backend_gives(ec2_aws, tiny_dataset):
+    """Without --max-runtime: 1.5 x the estimate's slow end, at least 1 h (a tiny set: 1 h,
+    as on SageMaker; was 6 h here and 2 h there); --max-runtime, the same flag on both, wins."""
+    res = _launch(tiny_dataset, "--instance", "g5.xlarge", "--dry-run")
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.output.split())  # (the row wraps at the terminal's width)
+    assert "runtime cap 1.00 h (3600 s) (1.5 x the estimate's slow end (" in out, out
+    assert "at least 1h 00m; --max-runtime to change)" in out, out
+    res = _launch(tiny_dataset, "--instance", "g5.xlarge", "--dry-run", "--max-runtime", "90m")
+    assert res.exit_code == 0, res.output
+    assert "runtime cap 1.50 h (5400 s) (--max-runtime)" in " ".join(res.output.split())

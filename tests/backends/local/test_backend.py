@@ -58,7 +58,9 @@ def test_launch_trains_records_and_reports(tiny_dataset):
     best = epochs[-1].best_epoch
     assert best in (0, 1) and f"weights of epoch {best + 1}, the best validation" in shown.output
     assert "per class  (val, 8 classes" in shown.output
-    assert "finetune-metrics" in _cli("runs", "logs", run.id).output
+    assert "finetune-metrics epoch=0 " in _cli("runs", "logs", run.id, "--raw").output
+    logs = _cli("runs", "logs", run.id).output  # for people: epochs from 1, as runs show
+    assert "epoch 1: " in logs and "epoch 2: " in logs and "finetune-metrics" not in logs
     # the reproducibility record: launch side in the ledger, trainer side in the final facts
     assert run.record["dataset_manifest_sha256"] == run.plan["dataset"]["manifest_sha256"]
     assert run.record["git_commit"] and run.record["finetune"]

@@ -425,3 +425,24 @@ def test_a_reason_stored_raw_by_an_older_version_prints_inert(cloud, fast, tiny_
         assert not CONTROLS.search(shown.output), (args, repr(shown.output))
     listed = cli("runs", "list")
     assert not CONTROLS.search(listed.output), repr(listed.output)
+
+
+def test_dry_run_shows_the_runtime_cap_every_cloud_backend_gives(cloud, tiny_dataset):
+    """Without --max-runtime: 1.5 x the estimate's slow end, at least 1 h (a tiny set: 1 h,
+    as on EC2; was 2 h here and 6 h there); --max-runtime, the same flag on both, wins; the
+    launch sends what the dry run shows."""
+    args = [*SMOKE, "--dataset", str(tiny_dataset), "--instance", "ml.g5.xlarge"]
+    res = cli(*args, "--dry-run")
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.output.split())  # (rows wrap at the terminal's width)
+    assert "max runtime 1 h (3600 s)" in out, out
+    assert "runtime cap 1.5 x the estimate's slow end (" in out, out
+    assert "at least 1h 00m; --max-runtime to change" in out, out
+    res = cli(*args, "--dry-run", "--max-runtime", "90m")
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.output.split())
+    assert "max runtime 1.5 h (5400 s)" in out and "runtime cap --max-runtime" in out, out
+    res = cli(*args, "--detach")
+    assert res.exit_code == 0, res.output
+    sent = cloud.requests("CreateTrainingJob")[-1].json["StoppingCondition"]
+    assert sent == {"MaxRuntimeInSeconds": 3600}

@@ -97,7 +97,8 @@ def test_on_demand_has_no_max_wait_and_uploads_once(cloud, tiny_dataset, tmp_pat
     SageMakerBackend().submit(plan, new_run(tmp_path, plan))
     req = _sent(cloud)
     assert req["EnableManagedSpotTraining"] is False
-    assert req["StoppingCondition"] == {"MaxRuntimeInSeconds": 7200}
+    # a plan without an estimate: the 6 h every cloud backend gives then (was 2 h here)
+    assert req["StoppingCondition"] == {"MaxRuntimeInSeconds": 6 * 3600}
     assert len(cloud.requests("PutObject")) == 6  # 3 files x 2 channels
     cloud.reset()
     SageMakerBackend().submit(plan, new_run(tmp_path, plan))

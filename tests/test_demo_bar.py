@@ -1,0 +1,46 @@
+"""`finetune demo` shows a live bar while each run trains, as `launch` does when it follows
+a local run (a real pseudo-terminal, the real CLI in a subprocess). Without a terminal it
+adds nothing: test_demo's CliRunner run checks that, on a run it makes anyway. Three real
+trainings (a bar needs a trainer's progress lines): about 30 s on an idle 2-core machine."""
+
+from __future__ import annotations
+
+import os
+import pty
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("torch")
+
+ARGS = ["demo", "--classes", "2", "--per-class", "16", "--epochs", "1"]
+
+
+def _on_a_terminal(args: list[str]) -> str:
+    leader, follower = pty.openpty()
+    env = {**os.environ, "COLUMNS": "100", "TERM": "xterm"}
+    proc = subprocess.Popen([sys.executable, "-m", "finetune", *args], stdin=follower,
+                            stdout=follower, stderr=follower, env=env)  # fmt: skip
+    os.close(follower)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    proc.wait(timeout=120)
+    os.close(leader)
+    return out.decode(errors="replace")
+
+
+def test_the_demo_shows_a_live_bar_while_it_trains_on_a_terminal(tmp_path):
+    shown = _on_a_terminal([*ARGS, "--dir", str(tmp_path)])
+    assert "5/5 Report" in shown, shown
+    # the bar: 'epoch 1/1 ━━━ 2/2 ... img/s loss ... left', drawn while the runs train
+    assert "epoch 1/1" in shown and "━" in shown, shown
+    assert " img/s loss " in shown and " left" in shown, shown
+    assert "  epoch 1: " in shown  # the finished epoch's line as well, as on a pipe
