@@ -13,6 +13,7 @@ import sys
 import pytest
 
 pytest.importorskip("torch")
+pytestmark = pytest.mark.slow  # three real trainings
 
 ARGS = ["demo", "--classes", "2", "--per-class", "16", "--epochs", "1"]
 
