@@ -20,7 +20,9 @@ ARGS = ["demo", "--classes", "2", "--per-class", "16", "--epochs", "1"]
 
 def _on_a_terminal(args: list[str]) -> str:
     leader, follower = pty.openpty()
-    env = {**os.environ, "COLUMNS": "100", "TERM": "xterm"}
+    # a progress line every step (the trainer's own knob): these trainings last seconds, fewer
+    # than its default interval, and the bar moves on progress lines
+    env = {**os.environ, "COLUMNS": "100", "TERM": "xterm", "FINETUNE_LOG_EVERY": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "finetune", *args], stdin=follower,
                             stdout=follower, stderr=follower, env=env)  # fmt: skip
     os.close(follower)
