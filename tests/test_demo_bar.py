@@ -5,12 +5,9 @@ trainings (a bar needs a trainer's progress lines): about 30 s on an idle 2-core
 
 from __future__ import annotations
 
-import os
-import pty
-import subprocess
-import sys
-
 import pytest
+
+from tests.terminal import cli_on_a_terminal
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.slow  # three real trainings
@@ -19,25 +16,9 @@ ARGS = ["demo", "--classes", "2", "--per-class", "16", "--epochs", "1"]
 
 
 def _on_a_terminal(args: list[str]) -> str:
-    leader, follower = pty.openpty()
     # a progress line every step (the trainer's own knob): these trainings last seconds, fewer
     # than its default interval, and the bar moves on progress lines
-    env = {**os.environ, "COLUMNS": "100", "TERM": "xterm", "FINETUNE_LOG_EVERY": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "finetune", *args], stdin=follower,
-                            stdout=follower, stderr=follower, env=env)  # fmt: skip
-    os.close(follower)
-    out = b""
-    while True:
-        try:
-            chunk = os.read(leader, 4096)
-        except OSError:  # the child closed the terminal
-            break
-        if not chunk:
-            break
-        out += chunk
-    proc.wait(timeout=120)
-    os.close(leader)
-    return out.decode(errors="replace")
+    return cli_on_a_terminal(args, timeout=120, FINETUNE_LOG_EVERY="1")
 
 
 def test_the_demo_shows_a_live_bar_while_it_trains_on_a_terminal(tmp_path):

@@ -3,30 +3,11 @@ pseudo-terminal, the real CLI in a subprocess), and add nothing to a pipe."""
 
 from __future__ import annotations
 
-import os
-import pty
-import subprocess
-import sys
+from tests.terminal import cli_on_a_terminal
 
 
 def _on_a_terminal(*args: str) -> str:
-    leader, follower = pty.openpty()
-    env = {**os.environ, "COLUMNS": "100", "TERM": "xterm"}
-    proc = subprocess.Popen([sys.executable, "-m", "finetune", *args], stdin=follower,
-                            stdout=follower, stderr=follower, env=env)  # fmt: skip
-    os.close(follower)
-    out = b""
-    while True:
-        try:
-            chunk = os.read(leader, 4096)
-        except OSError:  # the child closed the terminal
-            break
-        if not chunk:
-            break
-        out += chunk
-    proc.wait(timeout=60)
-    os.close(leader)
-    return out.decode(errors="replace")
+    return cli_on_a_terminal(list(args))
 
 
 def test_export_shows_a_spinner_on_a_terminal():
