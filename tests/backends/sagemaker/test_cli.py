@@ -295,7 +295,8 @@ def test_ctrl_c_can_stop_the_job(cloud, tiny_dataset):
     # never reached the prompt: a SIGINT that lands during a redraw is not yet understood
     cmd = [sys.executable, "-m", "finetune", *SMOKE, "--dataset", str(tiny_dataset),
            "--instance", "p3.2xlarge"]  # fmt: skip
-    proc = subprocess.Popen(cmd, stdin=child_end, stdout=child_end, stderr=child_end)
+    proc = subprocess.Popen(cmd, stdin=child_end, stdout=child_end, stderr=child_end,
+                            preexec_fn=_as_from_a_shell)  # fmt: skip
     os.close(child_end)
     try:
         seen = _read_until(terminal, "running: Training")  # following: between two polls
@@ -325,6 +326,17 @@ def test_ctrl_c_can_stop_the_job(cloud, tiny_dataset):
         os.close(terminal)
     assert "Stopping" in seen and len(cloud.requests("StopTrainingJob")) == 1
     assert _only_run().status == "stopped"
+
+
+def _as_from_a_shell() -> None:
+    """In the child before exec: SIGINT unblocked and at its default, as a shell starts a
+    command. Both are inherited across exec, and Python keeps an inherited 'ignore' (it then
+    installs no KeyboardInterrupt handler): a test process whose SIGINT was ignored or blocked
+    (by an earlier test, or the test runner) would start a CLI that cannot be interrupted."""
+    import signal
+
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _read_until(fd: int, text: str, timeout: float = 120.0) -> str:
