@@ -5,7 +5,9 @@ config, resumes from the newest complete ckpt-NNNNNN, appends one metrics event 
 checkpoints every epoch (keeping two), on SIGTERM checkpoints and exits as the trainer does
 (EXIT_STOPPED and its output/stopped.json), writes the model folder (the trainer's model
 files) at the end. STANDIN_EPOCH_SECONDS sets the pace; STANDIN_FAIL=1 makes it fail;
-STANDIN_STOP_AT_EPOCH=N stops it at epoch N as a SIGTERM to the trainer alone would. With
+STANDIN_STOP_AT_EPOCH=N stops it at epoch N as a SIGTERM to the trainer alone would;
+STANDIN_HOLD_AT_EPOCH=N holds it at epoch N (its checkpoint written) until a SIGTERM comes, so
+a test that interrupts it cannot lose the race to the end of the run on a loaded machine. With
 the tensorboard logger in the hyperparameters it appends a line per epoch to an event file of
 its own in output/tensorboard, as tensorboardX does (a new file per process).
 """
@@ -23,6 +25,7 @@ from pathlib import Path
 from finetune.train.signals import EXIT_STOPPED, MODEL_FILES, mark_stopped
 
 STOP = {"now": False}
+HOLD_LIMIT_S = 300.0
 
 
 def _stop(signum, frame):
@@ -70,10 +73,15 @@ def main() -> int:
         (root / "output" / "failure").write_text("standin: asked to fail")
         return 3
     stop_at = int(os.environ.get("STANDIN_STOP_AT_EPOCH") or -1)
+    hold_at = int(os.environ.get("STANDIN_HOLD_AT_EPOCH") or -1)
     while state["epoch"] < epochs:
-        deadline = time.time() + pace
+        # held: until the SIGTERM, bounded so a test that never sends it fails, not hangs
+        deadline = time.time() + (HOLD_LIMIT_S if state["epoch"] == hold_at else pace)
         while time.time() < deadline and not STOP["now"]:
             time.sleep(0.01)
+        if state["epoch"] == hold_at and not STOP["now"]:
+            (root / "output" / "failure").write_text("standin: held, and no SIGTERM came")
+            return 3
         if STOP["now"] or state["epoch"] == stop_at:
             _save(ckpts, state)
             print(f"standin: stopped in epoch {state['epoch']}, checkpointed", flush=True)

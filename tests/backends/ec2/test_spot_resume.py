@@ -66,7 +66,7 @@ def test_spot_notice_relaunch_resume_with_standin(ec2_aws, fake_imds, tiny_datas
         fake_imds,
         tmp_path,
         lambda prefix: checkpoint_seqs(s3_keys(prefix + p.CHECKPOINTS)),
-        one={"STANDIN_EPOCH_SECONDS": "0.4"},
+        one={"STANDIN_EPOCH_SECONDS": "0.05", "STANDIN_HOLD_AT_EPOCH": "1"},
         two={"STANDIN_EPOCH_SECONDS": "0.05"},
     )
     assert [e.epoch for e in epochs] == [0, 1, 2]

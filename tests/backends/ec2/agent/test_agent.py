@@ -60,13 +60,17 @@ def test_completed_run_uploads_model_and_final_status(agent_env, fake_imds, tmp_
 def test_spot_notice_checkpoints_and_a_new_attempt_resumes(
     ec2_aws, tiny_dataset, fake_imds, tmp_path
 ):
-    # Enough epochs that the notice lands while the first attempt still trains, even on a
-    # loaded machine (tests in parallel); the second attempt runs the rest quickly. With the
-    # tensorboard logger, each attempt's event file ends up under the run's prefix.
-    plan = make_plan(tiny_dataset, "schedule.epochs=30", "metric_logging.loggers=[tensorboard]")
+    # The first attempt is held after its first epoch until the notice's SIGTERM reaches it
+    # (STANDIN_HOLD_AT_EPOCH), so the notice always lands mid-run, however loaded the machine;
+    # the second attempt runs the rest. With the tensorboard logger, each attempt's event file
+    # ends up under the run's prefix.
+    plan = make_plan(tiny_dataset, "schedule.epochs=3", "metric_logging.loggers=[tensorboard]")
     agent_env = fill_prefix(plan, RUN)
     prefix = agent_env[p.ENV_PREFIX]
-    first = start_agent(agent_env, tmp_path / "ml1", fake_imds.url, STANDIN_EPOCH_SECONDS="0.4")
+    first = start_agent(
+        agent_env, tmp_path / "ml1", fake_imds.url, STANDIN_EPOCH_SECONDS="0.05",
+        STANDIN_HOLD_AT_EPOCH="1",
+    )  # fmt: skip
     wait_for(lambda: checkpoint_seqs(s3_keys(prefix + p.CHECKPOINTS)), timeout=30)
     fake_imds.schedule_notice()
     assert first.wait(60) == p.EXIT_INTERRUPTED
@@ -86,7 +90,7 @@ def test_spot_notice_checkpoints_and_a_new_attempt_resumes(
     log = s3_text(prefix, p.LOG)
     assert "standin: resuming at epoch" in log and "attempt 1]" in log and "attempt 2]" in log
     epochs = [json.loads(line)["epoch"] for line in s3_text(prefix, p.METRICS).splitlines()]
-    assert epochs == list(range(30))  # each epoch once, across both attempts
+    assert epochs == list(range(3))  # each epoch once, across both attempts
     assert status(prefix)["state"] == "completed"
     _all_gets_had_tokens(fake_imds)
     # /opt/ml/output/tensorboard of both instances, byte for byte: the second attempt's
@@ -103,7 +107,10 @@ def test_spot_notice_checkpoints_and_a_new_attempt_resumes(
 
 def test_sigterm_is_handled_like_a_notice(agent_env, fake_imds, tmp_path):
     prefix = agent_env[p.ENV_PREFIX]
-    proc = start_agent(agent_env, tmp_path / "ml", fake_imds.url, STANDIN_EPOCH_SECONDS="0.4")
+    proc = start_agent(
+        agent_env, tmp_path / "ml", fake_imds.url, STANDIN_EPOCH_SECONDS="0.05",
+        STANDIN_HOLD_AT_EPOCH="1",
+    )  # fmt: skip
     first = wait_for(lambda: checkpoint_seqs(s3_keys(prefix + p.CHECKPOINTS)), timeout=30)
     proc.send_signal(signal.SIGTERM)  # what `docker stop` does at instance shutdown
     assert proc.wait(60) == p.EXIT_INTERRUPTED
@@ -147,7 +154,9 @@ def test_sigkill_loses_at_most_one_checkpoint_interval(agent_env, fake_imds, tmp
     checkpoint interval (one epoch, 0.4 s)."""
     prefix = agent_env[p.ENV_PREFIX]
     root = tmp_path / "ml"
-    proc = start_agent(agent_env, root, fake_imds.url, STANDIN_EPOCH_SECONDS="0.4")
+    proc = start_agent(
+        agent_env, root, fake_imds.url, STANDIN_EPOCH_SECONDS="0.4", STANDIN_HOLD_AT_EPOCH="2"
+    )  # held after its second checkpoint: killed while it runs, however loaded the machine
     wait_for(lambda: len(checkpoint_seqs(s3_keys(prefix + p.CHECKPOINTS))) >= 1, timeout=30)
     wait_for(lambda: max(checkpoint_seqs([str(x) for x in root.rglob("COMPLETE")]), default=0) >= 2)
     os.killpg(proc.pid, signal.SIGKILL)
@@ -178,7 +187,10 @@ def test_missing_plan_fails_cleanly_and_still_shuts_down(agent_env, fake_imds, t
 
 def test_expired_token_is_renewed(agent_env, fake_imds, tmp_path):
     prefix = agent_env[p.ENV_PREFIX]
-    proc = start_agent(agent_env, tmp_path / "ml", fake_imds.url, STANDIN_EPOCH_SECONDS="0.3")
+    proc = start_agent(
+        agent_env, tmp_path / "ml", fake_imds.url, STANDIN_EPOCH_SECONDS="0.05",
+        STANDIN_HOLD_AT_EPOCH="1",
+    )  # fmt: skip
     wait_for(lambda: status(prefix).get("state") == "running", timeout=30)
     fake_imds.revoke_tokens()
     wait_for(lambda: sum(r["method"] == "PUT" for r in fake_imds.requests) >= 2, timeout=10)
