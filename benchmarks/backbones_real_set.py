@@ -110,9 +110,9 @@ def budget_overrides(args, pretrained: bool) -> list[str]:
 def train_one(model: str, recipe: str, dataset: Path, work: Path, args, pretrained: bool) -> dict:
     """Plan ``recipe`` with the budget overrides, train it in this process; its table row."""
     from finetune.plan import build_plan
-    from finetune.train.contract import Layout, load_job
     from finetune.train.engines.torch import fit
-    from finetune.train.engines.torch.model import construct
+    from finetune.train.engines.torch.network import construct
+    from finetune.train.layout import Layout, load_job
     from finetune.train.mltree import layout
 
     plan = build_plan(recipe, dataset, overrides=budget_overrides(args, pretrained))

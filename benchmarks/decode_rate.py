@@ -9,7 +9,7 @@ streaming.RecordDataset (our reader, Pillow decode, shorter-side resize, random 
 flip, normalise: the engine's per-epoch work) in this one process, best of ``--repeats``.
 Reference in the same run: the bare Pillow decode of the same bytes, so the printed ratio
 says how much of the per-image time is the decode itself. One JSON line; the figure goes
-into finetune/catalog/perf/pipeline.csv with the date and this machine's CPU.
+into finetune/estimate/perf/pipeline.csv with the date and this machine's CPU.
 """
 
 from __future__ import annotations

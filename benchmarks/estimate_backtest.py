@@ -52,7 +52,7 @@ def table(results, as_csv: bool) -> None:
 
 
 def studies() -> None:
-    from finetune.catalog.perf import backtest, calibration, model
+    from finetune.estimate.perf import backtest, calibration, predict
 
     rows = {r.id: r for r in calibration.rows()}
     print("\nThe studies' scaling table (each multi-GPU row predicted without itself):")
@@ -62,7 +62,7 @@ def studies() -> None:
             print(f"{label:42} (rows not in calibration.csv)")
             continue
         a, b = rows[one], rows[many]
-        p = model.predict(backtest.setup_of(b), exclude=frozenset({b.id}))
+        p = predict.predict(backtest.setup_of(b), exclude=frozenset({b.id}))
         published = b.images_per_sec / (b.devices * a.images_per_sec)
         print(f"{label:42} {a.images_per_sec:7.1f} {b.images_per_sec:8.1f} "
               f"{p.images_per_sec:8.1f} {published:8.1%} {p.efficiency:9.1%}")  # fmt: skip
@@ -70,7 +70,7 @@ def studies() -> None:
 
 def measured_rows() -> None:
     """gpu-check's measured rows, each predicted without itself, and by the model alone."""
-    from finetune.catalog.perf import backtest
+    from finetune.estimate.perf import backtest
 
     print("\ngpu-check's measured rows (finetune/catalog/measured.csv), each without itself:")
     print(f"{'id':58} {'measured':>9} {'model':>8} {'err':>7} {'+measured':>10} {'err':>7}")
@@ -88,7 +88,7 @@ def measured_rows() -> None:
 
 
 def main() -> None:
-    from finetune.catalog.perf import backtest, scaling
+    from finetune.estimate.perf import backtest, multihost
 
     args = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     args.add_argument("--gpu-out", action="store_true", help="leave the row's GPU out too")
@@ -97,7 +97,7 @@ def main() -> None:
     results = backtest.run(leave_gpu_out=a.gpu_out)
     table(results, a.csv)
     s = backtest.summary(results)
-    jitter, fitted = scaling.fitted_jitter()
+    jitter, fitted = multihost.fitted_jitter()
     print(f"\nrows {s['rows']}, predicted {s['predicted']}, unpredicted {s['unpredicted']}")
     print(f"median |error| {s['median_abs_error']:.1%} (bound 30 %), worst "
           f"{s['worst_abs_error']:.1%}, published figure inside the band: "

@@ -25,13 +25,13 @@ downloaded, the dataset is generated). Steps, each timed and recorded in one JSO
 7. throughput: ResNet-50 (compile off and on) and ResNet-152 (off) images/s, the network
    alone in a fresh process checked against a plain torchvision loop in another
    (benchmarks.reference_loop: bf16, channels_last, batch 256, within 3 %), beside the
-   performance model's prediction for this GPU (finetune.catalog.perf) and, for ResNet-50,
+   performance model's prediction for this GPU (finetune.estimate.perf) and, for ResNet-50,
    MLPerf Training v4.0's H100 record (~7,156 img/s per GPU, MXNet + DALI).
 
 Expected wall clock on one H100/H200 (estimated from the first run, not measured): ~5 min --
 dataset < 30 s, the four jobs ~75 s (the compiled one ~40 s of it), the six fresh-process
 loops ~3 min (two compile); --budget-s (450) skips a costly step that would end past it.
-``python -m finetune.catalog.perf.measured JSON`` then turns the report into measured rows.
+``python -m finetune.estimate.perf.measured JSON`` then turns the report into measured rows.
 ``--cpu-dry`` runs every step on the CPU at toy sizes (32 px, ResNet-18, a few batches, fp32
 where the engine trains a CPU in fp32) and names each skip: what needs CUDA (nvjpeg, NCCL, NVML, the
 GPU's peak), and torch.compile (minutes of inductor on a small CPU; ``--dry-compile`` runs it).

@@ -95,8 +95,8 @@ def dataset(ctx: Context) -> dict:
 
 def engine_run(ctx: Context, path: str, compiled: bool) -> dict:
     """A whole finetune.train job in-process: its metrics event and run record."""
-    from finetune.train.contract import Layout, load_job
     from finetune.train.engines.torch import fit
+    from finetune.train.layout import Layout, load_job
 
     # whole epochs on a GPU (engine_batches 0), a batch or two at toy sizes
     a = argparse.Namespace(**{**vars(ctx.a), "batches": ctx.a.engine_batches})
@@ -241,7 +241,7 @@ def throughput(ctx: Context, model: str, compiled: bool) -> dict:
     prediction for this GPU, and MLPerf's H100 record for ResNet-50. On a GPU the step fails
     when the two loops differ by more than reference_loop.PLAIN_AGREEMENT."""
     from finetune.catalog import gpu_peaks
-    from finetune.catalog.perf.model import Setup, predict
+    from finetune.estimate.perf.predict import Setup, predict
 
     a = ctx.a
     got = reference_loop.checked(model, ctx.classes, a.batch, a.image_size, a.precision,

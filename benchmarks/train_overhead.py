@@ -78,8 +78,8 @@ def hyperparameters(args, train_count: int):
 
 
 def engine_rate(work: Path, dataset: Path, hp, run: int) -> float:
-    from finetune.train.contract import Layout, load_job
     from finetune.train.engines.mxnet import fit
+    from finetune.train.layout import Layout, load_job
 
     root = make_tree(work / f"ml-{run}", dataset, hp)
     result = fit(load_job(Layout(root)))

@@ -22,7 +22,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from finetune.catalog._files import atomic_write, rows_to_csv
 from finetune.train.engines import backbones
 from finetune.train.engines.torch.flops import per_image
-from finetune.train.engines.torch.model import construct
+from finetune.train.engines.torch.network import construct
 
 OUT = Path(__file__).resolve().parents[1] / "finetune" / "catalog" / "perf" / "train_flops.csv"
 HEADER = ("Network", "ImageSize", "Parameters", "TrainGflops", "ForwardGflops",

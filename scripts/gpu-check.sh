@@ -10,7 +10,7 @@
 #                                              # OUT is set, else ./gpu-check-TIME.json
 #   bash scripts/gpu-check.sh --out check.json
 #   bash scripts/gpu-check.sh --cpu-dry        # the same steps on a CPU, toy sizes
-#   python -m finetune.catalog.perf.measured check.json   # then: its rows into the model
+#   python -m finetune.estimate.perf.measured check.json   # then: its rows into the model
 #
 # PYTHON picks the interpreter (default: .venv/bin/python when there is one, else python3).
 # A machine without pydantic, pydantic-settings or platformdirs (the lent GPU machines have

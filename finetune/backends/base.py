@@ -10,7 +10,7 @@ metrics and logs, and stops. Launch code asks these questions and never names a 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -173,7 +173,7 @@ class Status:
     started_at: float | None = None
     ended_at: float | None = None
     # What the backend measured for the ledger: columns (training_seconds, billable_seconds,
-    # interrupted_seconds, hosts, region, charges: report.money.Charge dicts --
+    # interrupted_seconds, hosts, region, charges: estimate.money.Charge dicts --
     # seconds, instances, prices paid and their sources, never euros) plus anything else
     # worth one "final" event (e.g. final_metrics). None: nothing beyond the state.
     facts: dict | None = None
@@ -230,9 +230,11 @@ class Backend(Protocol):
     def dataset_summary(self, uri: str) -> DatasetSummary:
         """The summary of a dataset already uploaded to ``uri`` (read from its manifest)."""
 
-    def preflight(self, plan: Plan) -> Preflight:
+    def preflight(self, plan: Plan, history: Sequence[Any] = ()) -> Preflight:
         """Every check of a real launch that writes nothing (region, image, quota, budget);
-        the plan as it will be submitted and rows for --dry-run. Raises what would fail."""
+        the plan as it will be submitted and rows for --dry-run. Raises what would fail.
+        ``history``: the finished runs' measurements the caller read from the ledger (the
+        estimate prefers them to the performance model); a backend never reads the ledger."""
 
     def __init__(
         self, options: Options | None = None, hooks: Hooks | None = None, poll_seconds=None

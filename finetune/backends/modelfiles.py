@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 from finetune import files
 from finetune.errors import DataError
 
-# What makes a folder a model folder (finetune.models.artifact reads these; no import of it:
+# What makes a folder a model folder (finetune.inference.artifact reads these; no import of it:
 # backends sit below models).
 DESCRIPTION = ("classes.json", "preprocessing.json", "hyperparameters.json")
 

@@ -5,9 +5,8 @@
   bundled snapshot overlaid by the user cache that ``finetune prices refresh`` writes.
 - ``fx``: the ECB euro reference rate (EUR = USD / rate), dated.
 - ``spot``: current spot prices when asked, else an estimate from a documented default discount.
-- ``throughput``: the ledger's measured images/s per cell, which replaces the model's figure.
-- ``perf``: the performance model: predicted images/s from sourced calibration rows
-  (calibration.csv, calibration.md), GPU peaks, counted FLOPs, scaling and the CPU decode cap.
+- ``calibration.csv`` (with calibration.md) and ``measured.csv``: the rows the performance
+  model (finetune.estimate.perf) learns from: published and gpu-check-measured throughputs.
 - ``refresh``: the AWS Pricing API and the ECB feed into the cache (boto3 imported lazily).
 
 Everything here is stdlib-only at import time so ``finetune --help`` stays instant.

@@ -5,7 +5,7 @@ insensitive, first row that matches wins, so specific rows come first) against t
 ``torch.cuda.get_device_name`` reports, the dense bf16 and fp16 Tensor Core peaks and the
 fp32 (non-Tensor) peak, the dense TF32 Tensor Core peak (Ampere and newer: what cuDNN runs
 fp32 convolutions on by default), the architecture (for the performance model's transfer
-between GPUs, catalog/perf), and the datasheet each comes from. Datasheets quote Tensor Core
+between GPUs, estimate/perf), and the datasheet each comes from. Datasheets quote Tensor Core
 figures "with sparsity"; the table holds half of those (dense). A figure the GPU lacks (bf16
 before Ampere) is empty. The trainer divides its achieved TFLOP/s by these.
 """

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from finetune.plan import Plan
-    from finetune.recipes.model import Recipe
+    from finetune.recipes.schema import Recipe
 
 
 def summary_lines(plan: Plan, width: int | None = None, verbose: bool = False) -> list[str]:
@@ -126,7 +126,7 @@ def _schedule(r: Recipe) -> str:
 
 
 def _estimate_rows(estimate) -> list[tuple[str, str]]:
-    """The estimate's summary lines (report.planned.Estimate), the first one labelled."""
+    """The estimate's summary lines (estimate.planned.Estimate), the first one labelled."""
     if estimate is None:
         return []
     return [("estimate" if i == 0 else "", line) for i, line in enumerate(estimate.summary)]

@@ -171,8 +171,8 @@ def launch(
 
 def _picked(instance, recipe, dataset, overrides, backend, spot, region, deadline, budget):
     """The plan's pick for --instance cheapest|fastest (shown on stderr), None for an instance
-    type; --deadline/--budget are refused without a pick (finetune.planner.choose)."""
-    from finetune.planner import choose as pick
+    type; --deadline/--budget are refused without a pick (finetune.ranking.choose)."""
+    from finetune.ranking import choose as pick
 
     pick.check_flags(instance, deadline, budget)
     if not pick.is_pick(instance):

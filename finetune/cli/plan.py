@@ -46,8 +46,8 @@ def plan(
     Needs only the dataset's counts: Caltech-256 plans before it is downloaded. Estimates
     only: nothing is created and no AWS call is made."""
     from finetune.cli._render import check_format
-    from finetune.planner.rank import plan_recipe
-    from finetune.planner.render import FORMATS, render
+    from finetune.ranking.rank import plan_recipe
+    from finetune.ranking.render import FORMATS, render
     from finetune.units.durations import parse_duration
     from finetune.units.eurocap import check_max_eur
 
@@ -77,6 +77,6 @@ def plan(
     )
     typer.echo(render(result, fmt, top=None if all_rows else top, explain=explain), nl=False)
     if plot:
-        from finetune.planner.plot import plot_plan
+        from finetune.ranking.plot import plot_plan
 
         typer.echo(f"Plot written to {plot_plan(result, plot)}", err=True)

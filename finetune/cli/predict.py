@@ -36,7 +36,7 @@ def predict(
     are not readable images are skipped and listed on stderr; the exit code is then 3."""
     from finetune.cli._progress import working
     from finetune.cli._render import check_format, echo_json, rich_table
-    from finetune.models.predict import predict as run_predict
+    from finetune.inference.predict import predict as run_predict
     from finetune.service.logtext import printable
 
     fmt = check_format(fmt, ("table", "json", "csv"))
@@ -79,7 +79,7 @@ def export(
     engine, the symbol + params pair for MXNet."""
     from finetune.cli._progress import working
     from finetune.cli._render import info
-    from finetune.models.predict import export as run_export
+    from finetune.inference.predict import export as run_export
 
     with working(f"Exporting {run}'s model (loading its engine takes a while)"):
         folder = run_export(run, out, overwrite)

@@ -41,7 +41,7 @@ def sweep(
     scaling rule) and a euro estimate each; refuse above --max-eur. Running the same sweep
     again resumes it: finished cells are not run again. Report: cost-report --sweep ID."""
     from finetune.cli._render import echo_json, emit_table, output_format
-    from finetune.sweep import plan as sp_plan
+    from finetune.sweep import cells as sp_plan
 
     fmt = output_format(fmt, as_json)
     as_json = fmt == "json"

@@ -112,7 +112,7 @@ class TrainHyperparameters(BaseModel):
     mlflow_tracking_uri: str = ""
     mlflow_experiment: str = ""
     # euros per hour of all the run's instances at the planned price (the estimate's, from
-    # finetune.report.money); 0 on this machine. The loggers' "euros so far".
+    # finetune.estimate.money); 0 on this machine. The loggers' "euros so far".
     eur_per_hour: float = Field(0.0, ge=0, allow_inf_nan=False)
 
     @model_validator(mode="before")

@@ -12,7 +12,7 @@ plans, it does not train.
 
 from __future__ import annotations
 
-from finetune.plan.model import DatasetSummary
+from finetune.plan.plan import DatasetSummary
 
 CALTECH256_IMAGES = 30_607
 CALTECH256_CLASSES = 257

@@ -6,7 +6,7 @@ from finetune.plan.build import (
     hyperparameters,
     summarize_dataset,
 )
-from finetune.plan.model import SCHEMA_VERSION, DatasetSummary, Derived, Plan, Resources
+from finetune.plan.plan import SCHEMA_VERSION, DatasetSummary, Derived, Plan, Resources
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from finetune.contracts.hparams import TrainHyperparameters
 from finetune.errors import ConfigError, DataError, UsageError
-from finetune.plan.model import DatasetSummary, Derived, Plan, Resources
-from finetune.recipes import scaling
-from finetune.recipes.model import Recipe
+from finetune.plan.plan import DatasetSummary, Derived, Plan, Resources
+from finetune.recipes import lr_scaling
+from finetune.recipes.schema import Recipe
 
 
 def build_plan(
@@ -115,28 +115,30 @@ def _check_fit(recipe: Recipe, dataset: DatasetSummary) -> None:
 def derive(recipe: Recipe, dataset: DatasetSummary, resources: Resources) -> Derived:
     """The linear scaling rule applied to recipe + resources, and the step counts."""
     per_host, hosts = resources.devices_per_host, resources.hosts
-    batch = scaling.global_batch(recipe.train.batch_per_device, per_host, hosts)
+    batch = lr_scaling.global_batch(recipe.train.batch_per_device, per_host, hosts)
     if batch > dataset.train_count:
         raise ConfigError(
             f"global batch {batch} ({recipe.train.batch_per_device} x {resources.devices} devices) "
             f"exceeds the {dataset.train_count} training images",
             "lower train.batch_per_device, use fewer devices, or a larger dataset.",
         )
-    spe = scaling.steps_per_epoch(dataset.train_count, batch, recipe.train.max_batches_per_epoch)
+    spe = lr_scaling.steps_per_epoch(dataset.train_count, batch, recipe.train.max_batches_per_epoch)
     sched, opt = recipe.schedule, recipe.optimizer
     if sched.warmup_steps:
-        warm_epochs = scaling.warmup_epochs_from_steps(sched.warmup_steps, spe)
+        warm_epochs = lr_scaling.warmup_epochs_from_steps(sched.warmup_steps, spe)
     else:
         warm_epochs = sched.warmup_epochs
-    lr = scaling.scaled_lr(opt.lr_per_device, per_host, hosts)
+    lr = lr_scaling.scaled_lr(opt.lr_per_device, per_host, hosts)
     # what the trainer computes with, checked before anything is launched
-    scaling.check_rates(opt.lr_per_device, lr, resources.devices, recipe.model.head_lr_mult, opt.wd)
+    lr_scaling.check_rates(
+        opt.lr_per_device, lr, resources.devices, recipe.model.head_lr_mult, opt.wd
+    )
     return Derived(
         devices=resources.devices,
         global_batch=batch,
         lr=lr,
         warmup_epochs=warm_epochs,
-        warmup_steps=scaling.warmup_steps(warm_epochs, spe),
+        warmup_steps=lr_scaling.warmup_steps(warm_epochs, spe),
         steps_per_epoch=spe,
         total_steps=spe * sched.epochs,
     )

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from finetune.errors import ConfigError, did_you_mean
-from finetune.recipes.model import Recipe, validate_recipe
 from finetune.recipes.overrides import apply_overrides
 from finetune.recipes.renamed import upgrade
+from finetune.recipes.schema import Recipe, validate_recipe
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
 SUFFIXES = (".yaml", ".yml")

@@ -128,7 +128,7 @@ def _typed(path: str, raw: str) -> object:
 
 @lru_cache(maxsize=1)
 def _paths() -> tuple[str, ...]:
-    from finetune.recipes.model import field_paths
+    from finetune.recipes.schema import field_paths
 
     return tuple(field_paths())
 
@@ -144,7 +144,7 @@ def _choices() -> tuple[str, ...]:
 @lru_cache(maxsize=1)
 def _text_fields() -> dict[str, str]:
     """Dotted path -> 'text' (str) or 'optional-text' (str | None), for the str-typed leaves."""
-    from finetune.recipes.model import Recipe, section_type
+    from finetune.recipes.schema import Recipe, section_type
 
     kinds: dict[str, str] = {}
     for section, field in Recipe.model_fields.items():

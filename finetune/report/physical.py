@@ -6,7 +6,7 @@ Training FLOPs per image = 3 x (forward multiply-adds x 2): forward, and a backw
 about twice the forward. Forward multiply-adds at 224 px are torchvision's model table
 ("GFLOPS", which counts multiply-adds): ResNet-18 1.81, -34 3.66, -50 4.09, -101 7.80, -152
 11.51; they scale with the image area. Other networks (ConvNeXt, ViT, ...) take the
-performance model's counted table (finetune/catalog/perf/train_flops.csv). The GPU peak comes
+performance model's counted table (finetune/estimate/perf/train_flops.csv). The GPU peak comes
 from the engines' telemetry (``peak_tflops`` in the metrics events) or the sourced table
 finetune/catalog/gpu_peaks.csv when this version has one; otherwise it is "n/a", never a
 guess.
@@ -26,7 +26,7 @@ def train_gflop_per_image(model: str, image_size: int | None) -> float | None:
     m = re.search(r"(?<![a-z_])resnet[-_]?(\d+)", model.lower())  # not wide_resnet50_2
     gmacs = FORWARD_GMACS_224.get(int(m.group(1))) if m else None
     if gmacs is None:  # the torch engine's other networks: the catalog's counted table
-        from finetune.catalog.perf import flops
+        from finetune.estimate.perf import flops
 
         count = flops.lookup(model, image_size or 224)
         return count.gflops if count is not None else None

@@ -1,6 +1,6 @@
 """A cost and scaling report over runs, rendered as a text table, JSON, CSV or Markdown.
 
-``build_report`` does the arithmetic (through cost.py and scaling.py); the renderers only
+``build_report`` does the arithmetic (through cost.py and speedup.py); the renderers only
 format. Every report ends with one provenance line: which prices and which EUR rate, dated.
 """
 
@@ -10,8 +10,9 @@ import json
 from dataclasses import asdict, dataclass, field
 
 from finetune.errors import UsageError, did_you_mean
-from finetune.report import cost, scaling
-from finetune.report.model import RunFacts
+from finetune.estimate import cost
+from finetune.report import speedup
+from finetune.report.runfacts import RunFacts
 from finetune.report.text import (
     csv_text,
     duration,
@@ -73,8 +74,8 @@ class Report:
     notes: list[str] = field(default_factory=list)
 
 
-def _row(run: RunFacts, sc: scaling.Scaling, target: float | None) -> ReportRow:
-    eur = cost.run_cost_eur(run)
+def _row(run: RunFacts, sc: speedup.Scaling, target: float | None) -> ReportRow:
+    eur = run.money.eur  # 0 for local runs; None when a price was unknown
     return ReportRow(
         run_id=run.run_id,
         recipe=run.recipe,
@@ -97,9 +98,9 @@ def _row(run: RunFacts, sc: scaling.Scaling, target: float | None) -> ReportRow:
         best_val_acc=run.best_val_acc,
         eur=eur,
         eur_per_epoch=cost.eur_per_epoch(eur, len(run.epochs)),
-        spot_savings=cost.run_spot_savings(run),
-        time_to_target_seconds=scaling.time_to_accuracy(run.epochs, target) if target else None,
-        eur_to_target=scaling.eur_to_accuracy(run, target) if target else None,
+        spot_savings=cost.spot_savings(run.money),
+        time_to_target_seconds=speedup.time_to_accuracy(run.epochs, target) if target else None,
+        eur_to_target=speedup.eur_to_accuracy(run, target) if target else None,
         status=run.status,
         engine=run.engine,
         device_kind=run.device_kind,
@@ -129,8 +130,8 @@ def build_report(
     """Per-run figures, totals, notes on what could not be computed (and on ``skipped`` rows),
     and the provenance. ``pool``: more runs that may serve as 1-device baselines."""
     if target_acc is not None:
-        scaling.check_target(target_acc)
-    figures = scaling.scaling(runs, [p for p in pool if p.run_id not in {r.run_id for r in runs}])
+        speedup.check_target(target_acc)
+    figures = speedup.scaling(runs, [p for p in pool if p.run_id not in {r.run_id for r in runs}])
     rows = [_row(r, s, target_acc) for r, s in zip(runs, figures, strict=True)]
     notes = list(skipped)
     notes += [

@@ -1,7 +1,7 @@
 """`cost-report --sweep ID`: the seeds' table over one sweep's cells.
 
 Per cell: images/s, speedup and efficiency against the sweep's own 1-device cell with the same
-model, engine, GPU model, batch per device and image size (report.scaling; none, and why,
+model, engine, GPU model, batch per device and image size (report.speedup; none, and why,
 where there is no such cell), time to a target accuracy (default: the best accuracy every cell
 reached), euros, euros per epoch and per accuracy point, GPU utilisation, and the physical
 limit: achieved TFLOP/s, % of peak and the euros the same run would cost at 100 % of peak.
@@ -13,7 +13,7 @@ import json
 from dataclasses import asdict, dataclass
 
 from finetune.report import physical, render
-from finetune.report.model import RunFacts
+from finetune.report.runfacts import RunFacts
 from finetune.report.text import (
     csv_text,
     duration,

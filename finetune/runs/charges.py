@@ -1,5 +1,5 @@
 """A ledger run's money: the charges its backend reported, the ECB rate of the day they ended,
-and report.money.euros over both -- the one path `runs show` and `cost-report` share.
+and estimate.money.euros over both -- the one path `runs show` and `cost-report` share.
 
 Runs recorded since ledger schema 4 carry their charges. Older runs are read from what older
 versions stored: EC2's per-attempt cost record, SageMaker's cost record, or else the billable
@@ -11,12 +11,12 @@ from __future__ import annotations
 import time
 from datetime import UTC, date, datetime
 
-from finetune.report import money
+from finetune.estimate import money
 from finetune.runs.run import Run
 
 
 def run_money(run: Run) -> money.Money:
-    """What ``run`` cost: its charges billed by report.money at the rate of the day they ended."""
+    """What ``run`` cost: its charges billed by estimate.money at the rate of the day they ended."""
     from finetune.errors import DataError
 
     charges = charges_of(run)
@@ -107,7 +107,7 @@ def _legacy_estimate(run: Run) -> money.Charge:
     """A cloud run without a cost record: its billable seconds (else wall time) per instance,
     at the price recorded in its plan at launch, else the catalog's on-demand price."""
     from finetune.catalog import prices
-    from finetune.report.planned import Estimate
+    from finetune.estimate.planned import Estimate
 
     rule = run.backend if run.backend in prices.BACKENDS else money.SAGEMAKER
     est = Estimate.model_validate(run.plan.get("estimate") or {})  # the plan as stored

@@ -7,11 +7,13 @@ throughput still counts for scaling.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from finetune.contracts.hparams import renamed
 from finetune.contracts.metrics import EpochMetrics
-from finetune.report.model import RunFacts
+from finetune.estimate.run_history import Measurement
+from finetune.report.runfacts import RunFacts
 from finetune.runs.charges import DAMAGED, run_money
 from finetune.runs.run import Run
 
@@ -19,7 +21,7 @@ from finetune.runs.run import Run
 def clock_note(run: Run) -> str:
     """'clock skew of 0.011 s clamped ...' when the run ends a little before it starts (its end
     from AWS's clock, its start from ours), else ''; a DataError when it ends far before."""
-    from finetune.report.money import elapsed
+    from finetune.estimate.money import elapsed
 
     if run.started_at is None or run.ended_at is None:
         return ""
@@ -90,11 +92,29 @@ def _damaged(exc: BaseException) -> str:
     return f"its record is damaged ({type(exc).__name__}: {exc})"
 
 
+def measurements(runs: Iterable[RunFacts]) -> list[Measurement]:
+    """Finished runs as throughput history for the estimate (estimate_run's ``history``);
+    runs without metrics drop out."""
+    return [
+        Measurement(
+            r.model,
+            r.gpu_model,
+            r.devices,
+            r.images_per_sec,
+            r.run_id,
+            r.engine,
+            r.batch_per_device,
+            r.image_size,
+        )
+        for r in runs
+        if r.images_per_sec
+    ]
+
+
 def measured_history() -> list:
-    """The ledger's finished runs with throughput, as report.estimate history (estimates learn
+    """The ledger's finished runs with throughput, as estimate.estimator history (estimates learn
     from what was measured here). An unreadable ledger is no history, never a failed plan."""
     from finetune.errors import FinetuneError
-    from finetune.report.estimate import measurements
     from finetune.runs.ledger import open_default
 
     try:

@@ -44,7 +44,7 @@ class Run:
     interrupted_seconds: float | None = None
     cost_eur: float | None = None  # written by finetune before ledger schema 4; never read
     cost: dict = field(default_factory=dict)  # the same: older cost records (runs/charges.py)
-    charges: list = field(default_factory=list)  # report.money.Charge dicts from the backend
+    charges: list = field(default_factory=list)  # estimate.money.Charge dicts from the backend
     record: dict = field(default_factory=dict)  # finetune.contracts.record.launch_record()
     sweep_id: str | None = None  # the `finetune sweep` that launched it (schema 5)
     sweep_cell: str | None = None  # its cell's identity in that sweep

@@ -67,7 +67,7 @@ MIGRATIONS: list[str] = [
     ALTER TABLE runs ADD COLUMN record_json TEXT;
     """,
     # v4: the charges a backend reports (seconds, instances, the price paid and where it came
-    # from; never euros): finetune.report.money turns them into euros whenever they are shown.
+    # from; never euros): finetune.estimate.money turns them into euros whenever they are shown.
     # cost_eur and cost_json, written by older versions, stay (cost_json is still read
     # by runs/charges.py) but are no longer written.
     """

@@ -1,7 +1,7 @@
 """Spend while a run goes: the euros so far and the projected total, and the one budget rule.
 
 Euros so far are the run's charges (what its backend reported; an attempt still open runs on
-to now) billed by report.money.euros -- the one money function `runs show` and `cost-report`
+to now) billed by estimate.money.euros -- the one money function `runs show` and `cost-report`
 use. The projected total adds the time still to go at the price being paid: from the share
 of training done (epochs and steps) where that is known, else from the launch estimate's
 planned seconds. Projecting from the share done counts the start-up as if it recurred, so
@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 
-from finetune.report import money
+from finetune.estimate import money
 from finetune.runs.run import Run
 
 FINAL = ("completed", "failed", "stopped", "interrupted")

@@ -76,9 +76,9 @@ def run_dict(run: Run, epochs: list[EpochMetrics], final: dict | None = None) ->
         d[key] = (final or {}).get(key)
     m, problem = _money(run)
     d["money"] = m.to_dict() if m else None
-    d["cost_eur"] = m.eur if m else None  # what report.money says, whatever an old record held
+    d["cost_eur"] = m.eur if m else None  # what estimate.money says, whatever an old record held
     s = spent(run, epochs) if problem is None else None
-    d["eur_so_far"] = s.eur if s else None  # runs.spend: report.money over its charges so far
+    d["eur_so_far"] = s.eur if s else None  # runs.spend: estimate.money over its charges so far
     d["eur_projected"] = s.projected if s else None
     d["problems"] = [*run.problems, *([problem] if problem else [])]
     d["notes"] = notes(run)
@@ -88,7 +88,7 @@ def run_dict(run: Run, epochs: list[EpochMetrics], final: dict | None = None) ->
 
 
 def _money(run: Run):
-    """(report.money's Money for the run, None) or (None, why it cannot be costed)."""
+    """(estimate.money's Money for the run, None) or (None, why it cannot be costed)."""
     from finetune.runs.charges import money_or_problem
 
     return money_or_problem(run)
@@ -259,8 +259,8 @@ def _per_class_lines(report: dict, worst: int = 5) -> list[str]:
 
 def _billing_lines(run: Run) -> list[str]:
     """What the cloud measured and charged: training, billable and interrupted time, then the
-    euros (report.money through runs.charges, as `cost-report` computes them) line by line."""
-    from finetune.report.cost import spot_savings
+    euros (estimate.money through runs.charges, as `cost-report` computes them) line by line."""
+    from finetune.estimate.cost import spot_savings
 
     m, problem = _money(run)
     if m is None:

@@ -68,6 +68,7 @@ def plan_launch(request: LaunchRequest, hooks: Hooks | None = None) -> Planned:
     resources, dataset, recipe, and the backend's pre-flight. What `--dry-run` shows."""
     from finetune.backends import implied
     from finetune.plan import build_plan
+    from finetune.runs.facts import measured_history
 
     name, note = implied(request.backend, request.resources.instance)
     if note and hooks is not None:
@@ -87,7 +88,7 @@ def plan_launch(request: LaunchRequest, hooks: Hooks | None = None) -> Planned:
         plan = plan.model_copy(update={"max_eur": cap})
     weights = check_weights(plan, backend)  # before the pre-flight: a missing file stops here
     plan = plan.model_copy(update={"weights_from": weights.line})
-    preflight = backend.preflight(plan)
+    preflight = backend.preflight(plan, measured_history())  # read once, here, for the estimate
     if plan.dataset.counts_only and preflight.error is None:  # estimated; nothing to train on
         preflight = replace(preflight, error=_not_prepared(plan.dataset))
     return Planned(backend, preflight, weights)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from finetune.errors import FinetuneError
 from finetune.runs.run import ACTIVE
 from finetune.sweep import launcher
-from finetune.sweep.plan import PlannedCell, SweepPlan
+from finetune.sweep.cells import PlannedCell, SweepPlan
 
 Event = Callable[[str, PlannedCell, object], None]  # (what, cell, run or message)
 

@@ -2,7 +2,7 @@
 subprocess) and reads the SageMaker container contract.
 
 Start a run with ``python -m finetune.train`` on an /opt/ml tree (``FINETUNE_ML_ROOT`` moves
-it; see :mod:`finetune.train.contract`), or in-process with :func:`main`. Nothing here
+it; see :mod:`finetune.train.layout`), or in-process with :func:`main`. Nothing here
 imports MXNet until training starts; the CLI never imports this package.
 """
 

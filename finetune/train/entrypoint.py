@@ -2,7 +2,7 @@
 
 SageMaker starts a bring-your-own image as ``docker run IMAGE train``, so a leading ``train``
 argument is accepted and ignored. Everything else comes from the /opt/ml tree (see
-finetune.train.contract; FINETUNE_ML_ROOT moves it). Exit codes: 0 done, the model written;
+finetune.train.layout; FINETUNE_ML_ROOT moves it). Exit codes: 0 done, the model written;
 75 (finetune.train.signals.EXIT_STOPPED) stopped by SIGTERM/SIGINT with a checkpoint saved,
 unfinished (the next start resumes; /opt/ml/output/stopped.json and the failure file say so);
 otherwise the FinetuneError's code (1 for an unexpected error), with the reason in
@@ -23,8 +23,8 @@ import traceback
 
 from finetune.errors import FinetuneError
 from finetune.train import engines
-from finetune.train.contract import Layout, load_job
-from finetune.train.protocol import Launched
+from finetune.train.engine_api import Launched
+from finetune.train.layout import Layout, load_job
 from finetune.train.signals import (
     EXIT_STOPPED,
     StopRequest,

@@ -8,7 +8,7 @@ checkpoint, evaluates the held-out test split once with the best weights, and wr
 metrics events, the reports and the model artifact. SIGTERM finishes the batch, checkpoints
 and returns.
 
-The session's ``group`` (finetune.train.protocol) says how many processes train together:
+The session's ``group`` (finetune.train.engine_api) says how many processes train together:
 after every step they agree on stopping and on checkpointing (so they leave the loop after
 the same step), with several each validates its shard (rank 0's evaluator counts each record
 once), and only local rank 0 prints. The session's ``telemetry`` adds GPU use, input wait and
@@ -26,13 +26,13 @@ from pathlib import Path
 
 from finetune.contracts import metrics
 from finetune.contracts.hparams import TrainHyperparameters
-from finetune.recipes.scaling import LrSchedule, steps_per_epoch
+from finetune.recipes.lr_scaling import LrSchedule, steps_per_epoch
 from finetune.train import dataset, metriclog, outputs
 from finetune.train.checkpoints import CheckpointDir
-from finetune.train.contract import TrainJob
+from finetune.train.engine_api import Session
 from finetune.train.evaluation import Evaluation, Evaluator, record_labels
+from finetune.train.layout import TrainJob
 from finetune.train.progress import Progress, Stopwatch
-from finetune.train.protocol import Session
 from finetune.train.rescale import rescale
 from finetune.train.signals import StopRequest
 

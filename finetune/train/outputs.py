@@ -18,8 +18,8 @@ from finetune.contracts.hparams import TrainHyperparameters
 from finetune.contracts.record import RECORD_FILE, launch_record, manifest_sha256
 from finetune.files import write_atomic
 from finetune.train import preprocess
-from finetune.train.contract import TrainJob
 from finetune.train.evaluation import Evaluation
+from finetune.train.layout import TrainJob
 from finetune.train.progress import Progress
 
 SUMMARY_FILE = "summary.json"  # best epoch, its validation and the test figures

@@ -36,6 +36,31 @@ def test_no_backend_module_opens_the_ledger():
     assert {m: names for m, names in taken.items() if names} == {}
 
 
+def _ledger_readers(path: Path) -> set[str]:
+    """The modules of finetune.runs that read the ledger which ``path`` imports."""
+    readers = {"finetune.runs.facts", "finetune.runs.views"}
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name in readers}
+        elif isinstance(node, ast.ImportFrom) and node.module in readers:
+            found.add(node.module)
+        elif isinstance(node, ast.ImportFrom) and node.module == "finetune.runs":
+            found |= {f"finetune.runs.{a.name}" for a in node.names} & readers
+    return found
+
+
+def test_neither_a_backend_nor_the_estimate_reads_the_ledger_history():
+    """The measured history the estimate prefers is read once, by the caller (service/,
+    ranking/, sweep/), and handed down: never fetched inside a backend's pre-flight or by the
+    estimate itself."""
+    estimate = BACKENDS.parent / "estimate"
+    modules = sorted([*BACKENDS.rglob("*.py"), *estimate.rglob("*.py")])
+    assert len(modules) > 40 and any(m.name == "for_plan.py" for m in modules)
+    read = {str(m.relative_to(BACKENDS.parent)): _ledger_readers(m) for m in modules}
+    assert {m: names for m, names in read.items() if names} == {}
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_on_this_machine_is_a_declared_capability(name):
     declared = backend_class(name).capabilities.on_this_machine

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from finetune.catalog.perf import calibration, measured
-from finetune.catalog.perf.model import Setup, predict
 from finetune.cli import app
 from finetune.errors import DataError
+from finetune.estimate.perf import calibration, measured
+from finetune.estimate.perf.predict import Setup, predict
 
 CHECK = Path(__file__).parent / "fixtures" / "gpu-check-2026-11-26-h200.json"
 H200_ENGINE_EAGER = 4310.1  # the check's "engine resident compile=off" samples_per_sec
@@ -65,7 +65,7 @@ def test_h200_is_measured_and_h100_carried_by_the_record_ratio_not_the_peaks():
 
 
 def test_the_backtest_predicts_each_measured_row_without_it():
-    from finetune.catalog.perf import backtest
+    from finetune.estimate.perf import backtest
 
     results = backtest.run_measured()
     assert {r.row.id for r in results} == {r.id for r in measured.rows()}

@@ -5,8 +5,9 @@ from datetime import date
 
 import pytest
 
-from finetune.catalog import prices, spot, throughput
-from finetune.catalog.throughput import Measurement
+from finetune.catalog import prices, spot
+from finetune.estimate import run_history
+from finetune.estimate.run_history import Measurement
 
 G5 = prices.Price("g5.xlarge", "us-east-1", "ec2", 1.0, date(2025, 5, 31), "test")
 
@@ -63,17 +64,17 @@ def test_measured_history_wins_for_its_cell():
         Measurement("resnet152_v1", "V100", 1, 120.0, "other-net"),
         Measurement("resnet50_v1", "K80", 1, 50.0, "other-gpu"),
     ]
-    same = throughput.from_history("resnet50_v1b", "V100", 1, history)
+    same = run_history.from_history("resnet50_v1b", "V100", 1, history)
     assert same.exact and same.images_per_sec == 310.0 and (same.low, same.high) == (300, 320)
     assert "r1, r2, r3" in same.describe()
-    scaled = throughput.from_history("resnet50_v1", "V100", 4, history)
+    scaled = run_history.from_history("resnet50_v1", "V100", 4, history)
     assert not scaled.exact and scaled.images_per_sec == 310.0 and scaled.devices == 1
 
 
 def test_unknown_networks_and_names():
     vgg = [Measurement("vgg16", "V100", 1, 9.0, "v")]  # not in the FLOP table: by exact name
-    assert throughput.from_history("vgg19", "V100", 1, vgg) is None
-    assert throughput.from_history("vgg16", "V100", 1, vgg).images_per_sec == 9.0
-    assert throughput.network_key("imagenet11k-resnet-152") == "resnet152"
-    assert throughput.network_key("resnet50_v1") == "resnet50"
-    assert throughput.network_key("vgg16") is None
+    assert run_history.from_history("vgg19", "V100", 1, vgg) is None
+    assert run_history.from_history("vgg16", "V100", 1, vgg).images_per_sec == 9.0
+    assert run_history.network_key("imagenet11k-resnet-152") == "resnet152"
+    assert run_history.network_key("resnet50_v1") == "resnet50"
+    assert run_history.network_key("vgg16") is None

@@ -6,7 +6,7 @@ import pytest
 
 from finetune.errors import ConfigError
 from finetune.recipes.loading import BUILTIN_DIR, load_file, read_mapping
-from finetune.recipes.model import Recipe, field_paths, validate_recipe
+from finetune.recipes.schema import Recipe, field_paths, validate_recipe
 
 
 def _base() -> dict:

@@ -84,7 +84,7 @@ def test_the_cli_takes_an_old_override_and_notes_it_on_stderr():
 
 def test_a_plan_stored_under_the_old_names_reads_silently(tiny_dataset, capsys):
     from finetune.plan.build import build_plan
-    from finetune.plan.model import Plan, Resources
+    from finetune.plan.plan import Plan, Resources
 
     plan = build_plan("smoke-resnet18", tiny_dataset, Resources(), [])
     stored = json.loads(plan.to_json())

@@ -10,8 +10,8 @@ import pytest
 
 from finetune.contracts.hparams import TrainHyperparameters
 from finetune.errors import ConfigError
-from finetune.recipes import scaling
-from finetune.recipes.scaling import LrSchedule
+from finetune.recipes import lr_scaling
+from finetune.recipes.lr_scaling import LrSchedule
 
 
 @pytest.mark.parametrize(
@@ -19,13 +19,13 @@ from finetune.recipes.scaling import LrSchedule
     [(1, 1, 16, 0.00125), (4, 1, 64, 0.005), (8, 1, 128, 0.01), (8, 2, 256, 0.02)],
 )
 def test_linear_scaling_rule(devices, hosts, batch, lr):
-    assert scaling.global_batch(16, devices, hosts) == batch
-    assert scaling.scaled_lr(0.00125, devices, hosts) == pytest.approx(lr)
+    assert lr_scaling.global_batch(16, devices, hosts) == batch
+    assert lr_scaling.scaled_lr(0.00125, devices, hosts) == pytest.approx(lr)
 
 
 def test_zero_devices_is_a_config_error():
     with pytest.raises(ConfigError, match="at least 1"):
-        scaling.global_batch(16, 0)
+        lr_scaling.global_batch(16, 0)
 
 
 @pytest.mark.parametrize(
@@ -40,13 +40,13 @@ def test_zero_devices_is_a_config_error():
     ],
 )
 def test_steps_per_epoch_counts_full_batches_only(samples, batch, cap, steps):
-    assert scaling.steps_per_epoch(samples, batch, cap) == steps
+    assert lr_scaling.steps_per_epoch(samples, batch, cap) == steps
 
 
 def test_warmup_steps_round_trip_through_epochs():
     for steps, spe in [(50, 7), (1, 121), (0, 3), (363, 121)]:
-        epochs = scaling.warmup_epochs_from_steps(steps, spe)
-        assert scaling.warmup_steps(epochs, spe) == steps
+        epochs = lr_scaling.warmup_epochs_from_steps(steps, spe)
+        assert lr_scaling.warmup_steps(epochs, spe) == steps
 
 
 def test_step_schedule_with_goyal_warmup():
@@ -97,7 +97,7 @@ def test_from_hparams_matches_the_contract():
 
 def test_scaling_imports_only_the_standard_library():
     code = (
-        "import sys, finetune.recipes.scaling; "
+        "import sys, finetune.recipes.lr_scaling; "
         "bad = [m for m in ('pydantic', 'yaml', 'numpy', 'mxnet') if m in sys.modules]; "
         "print(bad); sys.exit(1 if bad else 0)"
     )

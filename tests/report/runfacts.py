@@ -6,8 +6,8 @@ from datetime import date, datetime
 
 from finetune.catalog.fx import Rate
 from finetune.contracts.metrics import EpochMetrics
-from finetune.report import money
-from finetune.report.model import RunFacts
+from finetune.estimate import money
+from finetune.report.runfacts import RunFacts
 
 
 def epochs(seconds: list[float], val_accs: list[float], images_per_sec: float = 100.0):
@@ -31,7 +31,7 @@ def make_run(**kw) -> RunFacts:
     """A finished run; keyword arguments override the defaults (1 h of p3.2xlarge, rate 1.2).
 
     ``billable_seconds``, ``hourly_usd``, ``usd_per_eur``, ``price_source``, ``price_as_of``
-    and ``rate_date`` become the run's one charge and its rate, billed by report.money.
+    and ``rate_date`` become the run's one charge and its rate, billed by estimate.money.
     """
     price = dict(
         billable_seconds=3600.0,

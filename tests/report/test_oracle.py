@@ -10,7 +10,8 @@ from runfacts import epochs, make_run
 
 from finetune.catalog.fx import Rate
 from finetune.errors import DataError, UsageError
-from finetune.report import cost, money, scaling
+from finetune.estimate import cost, money
+from finetune.report import speedup
 
 
 def test_sagemaker_spot_savings_and_eur_per_epoch():
@@ -40,9 +41,9 @@ def test_estimate_from_throughput():
 
 
 def test_beeva_k80_figures_give_94_percent_efficiency():
-    s = scaling.speedup(150.0, 20.0)  # 8 K80: ~150 img/s; 1 K80: ~20 img/s (ResNet-152)
+    s = speedup.speedup(150.0, 20.0)  # 8 K80: ~150 img/s; 1 K80: ~20 img/s (ResNet-152)
     assert s == pytest.approx(7.5)
-    assert scaling.efficiency(s, 8) == pytest.approx(0.9375)
+    assert speedup.efficiency(s, 8) == pytest.approx(0.9375)
 
 
 def test_sweep_of_1_4_8_gpus():
@@ -74,7 +75,7 @@ def test_sweep_of_1_4_8_gpus():
             hourly_usd=12.24,
         ),
     ]
-    result = {s.run_id: s for s in scaling.scaling(runs)}
+    result = {s.run_id: s for s in speedup.scaling(runs)}
     # the 1-GPU run is the baseline, not a scaling measurement: no "1.00x 100 %" for it
     assert result["g1"].speedup is None and result["g1"].efficiency is None
     assert result["g4"].speedup == pytest.approx(3.8) and result["g4"].efficiency == pytest.approx(
@@ -85,7 +86,7 @@ def test_sweep_of_1_4_8_gpus():
     )
     assert result["g2x4"].efficiency == pytest.approx(2000 / 300 / 8)
     assert result["g8"].baseline_runs == ("g1",)
-    euros = [cost.run_cost_eur(r) for r in runs]
+    euros = [r.money.eur for r in runs]
     assert euros == pytest.approx([2.55, 2.833333, 3.4, 2.833333], rel=1e-6)
 
 
@@ -98,7 +99,7 @@ def test_baseline_is_per_recipe_dataset_and_gpu_model():
         make_run(run_id="k80-1", instance_type="p2.xlarge", steady_images_per_sec=20.0),
         make_run(run_id="other-8", steady_images_per_sec=2000.0, **other_8),
     ]
-    result = {s.run_id: s for s in scaling.scaling(runs)}
+    result = {s.run_id: s for s in speedup.scaling(runs)}
     assert result["k80-8"].efficiency == pytest.approx(0.9375)  # against k80-1, not v100-1
     assert result["other-8"].speedup is None  # no 1-GPU run of that recipe
 
@@ -113,13 +114,13 @@ def test_time_and_euros_to_a_target_accuracy():
     run = make_run(
         billable_seconds=3600, epochs=epochs([100, 100, 100, 100], [0.5, 0.8, 0.87, 0.88])
     )
-    assert scaling.time_to_accuracy(run.epochs, 0.865) == 300.0
+    assert speedup.time_to_accuracy(run.epochs, 0.865) == 300.0
     # 2.55 EUR for the run, 300 of 400 training seconds spent reaching 86.5 %: 1.9125 EUR
-    assert scaling.eur_to_accuracy(run, 0.865) == pytest.approx(1.9125)
-    assert scaling.time_to_accuracy(run.epochs, 0.95) is None
-    assert scaling.eur_to_accuracy(make_run(), 0.5) is None  # a run without metrics
+    assert speedup.eur_to_accuracy(run, 0.865) == pytest.approx(1.9125)
+    assert speedup.time_to_accuracy(run.epochs, 0.95) is None
+    assert speedup.eur_to_accuracy(make_run(), 0.5) is None  # a run without metrics
     with pytest.raises(UsageError, match="fraction"):
-        scaling.time_to_accuracy(run.epochs, 86.5)
+        speedup.time_to_accuracy(run.epochs, 86.5)
 
 
 def test_efficiency_only_for_n_above_1_against_a_different_1_device_run():
@@ -129,15 +130,15 @@ def test_efficiency_only_for_n_above_1_against_a_different_1_device_run():
         make_run(run_id="a", steady_images_per_sec=291.0),
         make_run(run_id="b", steady_images_per_sec=309.0),
     ]
-    assert [(s.speedup, s.efficiency) for s in scaling.scaling(pair)] == [(None, None)] * 2
+    assert [(s.speedup, s.efficiency) for s in speedup.scaling(pair)] == [(None, None)] * 2
     assert (
-        scaling.scaling([make_run(run_id="alone", steady_images_per_sec=300.0)])[0].speedup is None
+        speedup.scaling([make_run(run_id="alone", steady_images_per_sec=300.0)])[0].speedup is None
     )
     # a run reported alone keeps its speedup when a baseline exists elsewhere (the ledger)
     g4 = make_run(
         run_id="g4", instance_type="p3.8xlarge", devices_per_host=4, steady_images_per_sec=1140.0
     )
-    (alone,) = scaling.scaling([g4], pool=pair)
+    (alone,) = speedup.scaling([g4], pool=pair)
     assert alone.speedup == pytest.approx(1140 / 300) and alone.baseline_runs == ("a", "b")
 
 
@@ -150,6 +151,6 @@ def test_baseline_needs_the_same_engine_batch_and_image_size():
         make_run(run_id="torch", engine="torch", batch_per_device=16, **four),
         make_run(run_id="b32", engine="mxnet", batch_per_device=32, **four),
     ]
-    result = {s.run_id: s for s in scaling.scaling(runs)}
+    result = {s.run_id: s for s in speedup.scaling(runs)}
     assert result["same"].efficiency == pytest.approx(0.95)
     assert result["torch"].speedup is None and result["b32"].speedup is None

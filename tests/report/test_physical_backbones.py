@@ -12,7 +12,7 @@ from finetune.report.physical import train_gflop_per_image
 
 
 def _row(network: str, size: int) -> dict:
-    with resources.files("finetune.catalog.perf").joinpath("train_flops.csv").open() as f:
+    with resources.files("finetune.estimate.perf").joinpath("train_flops.csv").open() as f:
         return next(
             r for r in csv.DictReader(f) if (r["Network"], r["ImageSize"]) == (network, str(size))
         )

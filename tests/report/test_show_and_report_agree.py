@@ -14,7 +14,7 @@ from runfacts import pin_eur_rate
 from typer.testing import CliRunner
 
 from finetune.cli import app
-from finetune.report.money import EC2, SAGEMAKER, Charge
+from finetune.estimate.money import EC2, SAGEMAKER, Charge
 from finetune.runs.ledger import open_default
 from finetune.runs.run import Run
 

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from finetune.cli import app
 from finetune.contracts.metrics import EpochMetrics
-from finetune.report.money import EC2, Charge
+from finetune.estimate.money import EC2, Charge
 from finetune.runs.ledger import open_default
 from finetune.runs.run import Run
 

@@ -1,5 +1,5 @@
 """A ledger written before schema 4 (no charges) is migrated and its runs keep their money:
-the cost records older versions wrote are read as charges and billed by report.money."""
+the cost records older versions wrote are read as charges and billed by estimate.money."""
 
 from __future__ import annotations
 

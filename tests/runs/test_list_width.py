@@ -14,7 +14,7 @@ import time
 from typer.testing import CliRunner
 
 from finetune.cli import app
-from finetune.report.money import Charge
+from finetune.estimate.money import Charge
 from finetune.runs.ledger import open_default
 from finetune.runs.run import Run
 

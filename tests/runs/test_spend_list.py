@@ -1,5 +1,5 @@
 """`runs list` shows the euros so far and the projected total of a cloud run (issue 21 section
-3): report.money over the run's charges, the open attempt running on to now. By hand: the
+3): estimate.money over the run's charges, the open attempt running on to now. By hand: the
 charge's own hourly price x seconds x instances at the ECB history's latest rate."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from finetune.cli import app
-from finetune.report.money import Charge
+from finetune.estimate.money import Charge
 from finetune.runs.ledger import open_default
 from finetune.runs.run import Run
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from finetune.contracts.metrics import EpochMetrics
-from finetune.report.money import SAGEMAKER, Charge
+from finetune.estimate.money import SAGEMAKER, Charge
 from finetune.runs.run import Run
 from finetune.runs.views import run_dict, show_lines, steady_throughput
 

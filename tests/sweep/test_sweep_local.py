@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from finetune.cli import app
 from finetune.runs.ledger import open_default
-from finetune.sweep.plan import plan_sweep
+from finetune.sweep.cells import plan_sweep
 from finetune.sweep.run import run_sweep
 
 pytestmark = pytest.mark.slow

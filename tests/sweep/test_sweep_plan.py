@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from finetune.cli import app
 from finetune.errors import UsageError
 from finetune.sweep import grid as g
-from finetune.sweep.plan import plan_sweep
+from finetune.sweep.cells import plan_sweep
 
 CLOUD = ["data.image_size=32", "epochs=2", "schedule.steps=[1]", "schedule.warmup_epochs=0"]
 

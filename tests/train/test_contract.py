@@ -7,7 +7,7 @@ import json
 import pytest
 
 from finetune.errors import ConfigError, DataError
-from finetune.train.contract import DEFAULT_ROOT, ROOT_ENV, Layout, load_job
+from finetune.train.layout import DEFAULT_ROOT, ROOT_ENV, Layout, load_job
 
 from .conftest import hparams, make_tree
 

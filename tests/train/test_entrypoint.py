@@ -11,7 +11,7 @@ import pytest
 
 from finetune.contracts.metrics import read as read_metrics
 from finetune.train import main
-from finetune.train.contract import ROOT_ENV
+from finetune.train.layout import ROOT_ENV
 
 from .conftest import REPO, hparams, make_tree, trainer_env
 

@@ -19,8 +19,8 @@ pytest.importorskip("mlflow")
 
 from finetune.errors import ConfigError
 from finetune.recipes.loading import load_recipe
-from finetune.train.contract import Layout, load_job
 from finetune.train.engines.torch import fit
+from finetune.train.layout import Layout, load_job
 from finetune.train.metriclog.mlflowlog import RUN_ID_FILE, MlflowLogger
 
 from .conftest import hparams, make_tree
@@ -152,8 +152,8 @@ def test_a_recipe_names_its_loggers_and_the_plan_carries_them(tmp_path):
 
 
 def test_the_plan_carries_the_loggers_and_the_estimates_hourly_euros(tiny_dataset):
+    from finetune.estimate.planned import Estimate
     from finetune.plan.build import build_plan
-    from finetune.report.planned import Estimate
 
     plan = build_plan(
         "caltech256-resnet50-torch",

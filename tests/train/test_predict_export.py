@@ -40,8 +40,8 @@ def trained(request, tmp_path_factory, tiny_dataset):
     """(engine, run folder) of a finished 2-epoch run on the tiny dataset."""
     engine = request.param
     pytest.importorskip("torch" if engine == "torch" else "mxnet")
-    from finetune.train.contract import Layout, load_job
     from finetune.train.engines import fit
+    from finetune.train.layout import Layout, load_job
 
     run_dir = tmp_path_factory.mktemp(f"run-{engine}")
     hp = hparams(epochs=2, max_batches_per_epoch=6, keep_checkpoints=1, **ENGINES[engine])
@@ -138,7 +138,7 @@ def _predict_top1(run_or_folder, folder) -> list[int]:
 
 def _validation_tensors(engine, run_dir, folder, packed_dir) -> np.ndarray:
     """The tensors `predict` feeds the network: the engine's own validation transform."""
-    from finetune.models import inputs
+    from finetune.inference import inputs
     from finetune.train import preprocess
 
     packed_dir.mkdir()

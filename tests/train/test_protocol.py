@@ -15,7 +15,7 @@ import pytest
 
 from finetune.catalog.engines import BUILDS
 from finetune.contracts.hparams import ENGINES, Engine
-from finetune.train import fitloop, protocol
+from finetune.train import engine_api, fitloop
 from finetune.train.engines.models import AUGMENTATIONS, MODELS
 from finetune.train.signals import StopRequest
 from finetune.train.telemetry import NoTelemetry, Telemetry
@@ -53,19 +53,19 @@ def test_every_session_provides_the_whole_protocol(engine):
             pytest.skip(f"{lib} is not installed")
     cls = getattr(importlib.import_module(module), name)
     source = inspect.getsource(cls)
-    attributes, methods = _members(protocol.Session)
+    attributes, methods = _members(engine_api.Session)
     assert {"files", "devices", "hosts", "is_first_host", "group", "telemetry"} <= set(attributes)
     for attribute in attributes:  # set on the instance, in __init__ or build
         assert re.search(rf"self\.{attribute}\b[^=\n]*=", source), attribute
     for method in methods:
         assert callable(getattr(cls, method, None)), method
-        wanted = list(inspect.signature(getattr(protocol.Session, method)).parameters)
+        wanted = list(inspect.signature(getattr(engine_api.Session, method)).parameters)
         given = list(inspect.signature(getattr(cls, method)).parameters)
         assert given[: len(wanted)] == wanted, method  # evaluate(..., shared) included
 
 
 def test_one_process_decides_alone():
-    group, stop = protocol.OneProcess(), StopRequest()
+    group, stop = engine_api.OneProcess(), StopRequest()
     assert (group.world, group.local_rank) == (1, 0)
     assert group.agree(stop, True) == (False, True)
     assert group.agree(stop, False) == (False, False)

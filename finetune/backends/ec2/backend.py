@@ -21,11 +21,11 @@ from pathlib import Path
 
 from finetune.backends import base, modelfiles
 from finetune.backends.base import Capabilities, Hooks, Journal, Status
-from finetune.backends.ec2 import checks as ec2_checks
 from finetune.backends.ec2 import options as ec2_options
-from finetune.backends.ec2.instances import attempt as ec2_attempt
+from finetune.backends.ec2 import preflight as ec2_checks
 from finetune.backends.ec2.instances import lifecycle
-from finetune.backends.ec2.instances import observe as ec2_observe
+from finetune.backends.ec2.instances import status as ec2_observe
+from finetune.backends.ec2.instances import submit as ec2_attempt
 from finetune.backends.ec2.options import Ec2Options
 from finetune.backends.ec2.setup import infra as ec2_infra
 from finetune.backends.ec2.state import Candidate, Ec2State
@@ -37,7 +37,7 @@ class Ec2Backend:
     name = "ec2"
     capabilities = Capabilities()  # spot (with relaunch), several hosts, GPUs, terminate
     Options = ec2_options.Ec2Options
-    price_book = "ec2"  # the catalog prices it bills by (catalog.prices, report.money rule)
+    price_book = "ec2"  # the catalog prices it bills by (catalog.prices, estimate.money rule)
     POLL_SECONDS = 1.0
     stream_logs = False  # the agent's status detail (img/s, relaunches) is shown instead
 
@@ -61,9 +61,9 @@ class Ec2Backend:
     def dataset_summary(self, uri: str):
         return ec2_options.dataset_summary(uri, self.options.region if self.options else None)
 
-    def preflight(self, plan) -> base.Preflight:
+    def preflight(self, plan, history=()) -> base.Preflight:
         options = self.options or Ec2Options()
-        checked, self._quotes = ec2_checks.dry_run(plan, options, self._clients)
+        checked, self._quotes = ec2_checks.dry_run(plan, options, self._clients, history)
         return checked
 
     def orphans(

@@ -1,6 +1,6 @@
 """What an EC2 run was charged for, as facts: per attempt its instances, start and end, market,
 the hourly USD price recorded at launch and where it came from, and whether EC2 itself
-interrupted it. Never euros: report.money bills these (per second, 60 s minimum, AWS's rules
+interrupted it. Never euros: estimate.money bills these (per second, 60 s minimum, AWS's rules
 for interrupted spot instances) for `runs show`, `cost-report` and the --max-eur guards alike.
 
 The price is fixed at launch, asked once per launch for every choice (`quotes`): for spot,
@@ -17,7 +17,7 @@ from finetune.backends.ec2.state import AttemptRecord, Candidate, Ec2State
 from finetune.catalog import prices
 from finetune.catalog import spot as spot_prices
 from finetune.errors import FinetuneError, UsageError
-from finetune.report import money
+from finetune.estimate import money
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ def ledger_fields(state: Ec2State, now: float | None = None) -> dict:
 
 
 def eur_spent(state: Ec2State, now: float | None = None) -> float | None:
-    """Euros spent so far (report.money at today's rate); None when a price is unknown."""
+    """Euros spent so far (estimate.money at today's rate); None when a price is unknown."""
     from finetune.catalog import fx
 
     return money.euros([charge(a, now) for a in state.attempts], fx.eur_rate()).eur

@@ -18,7 +18,7 @@ from finetune.contracts import metrics as mt
 from finetune.errors import BusyError, UsageError
 from finetune.runs.processes import alive
 from finetune.train import mltree, signals
-from finetune.train.contract import TENSORBOARD_SUBDIR
+from finetune.train.layout import TENSORBOARD_SUBDIR
 
 RUNNER = "finetune.backends.local.runner"
 
@@ -71,7 +71,7 @@ class LocalBackend:
             "backend (--backend sagemaker or ec2), which reads it from S3.",
         )
 
-    def preflight(self, plan) -> Preflight:
+    def preflight(self, plan, history=()) -> Preflight:
         """Nothing to check beyond the plan itself; it runs here, at no charge."""
         res = plan.resources
         devices = ",".join(map(str, self.gpu_ids)) if self.gpu_ids else None

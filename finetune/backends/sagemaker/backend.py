@@ -4,7 +4,7 @@ submit   pre-flight (offline checks, credentials, bucket region, image), the con
          dataset upload, then CreateTrainingJob through sagemaker-core; returns the job ARN
          (name and region in one reference, so `runs show` works from any shell).
 status   DescribeTrainingJob -> ledger state, times, billable seconds, interruptions, the
-         charge (seconds x instances at the recorded price; report.money makes it euros).
+         charge (seconds x instances at the recorded price; estimate.money makes it euros).
 metrics  the trainer's metrics.jsonl from output.tar.gz once the job ended, else its
          "finetune-metrics" log lines; logs: the CloudWatch streams; stop: StopTrainingJob.
 """
@@ -35,7 +35,7 @@ class SageMakerBackend:
     name = "sagemaker"
     capabilities = Capabilities()  # spot (managed), several hosts, GPUs, StopTrainingJob
     Options = sm_options.SageMakerOptions
-    price_book = "sagemaker"  # ml.* prices (catalog.prices), SageMaker billing (report.money)
+    price_book = "sagemaker"  # ml.* prices (catalog.prices), SageMaker billing (estimate.money)
     stream_logs = True  # `launch` prints the job's log while following it
     POLL_SECONDS = 20.0  # DescribeTrainingJob is rate limited, and jobs take minutes anyway
 
@@ -59,8 +59,8 @@ class SageMakerBackend:
     def dataset_summary(self, uri: str):
         return sm_options.dataset_summary(uri, self.options)
 
-    def preflight(self, plan) -> base.Preflight:
-        return sm_options.check(plan, self.options)
+    def preflight(self, plan, history=()) -> base.Preflight:
+        return sm_options.check(plan, self.options, history)
 
     def orphans(self, live_runs: set[str], older_than_s: float, scope=None) -> list[base.Orphan]:
         """Execution roles of runs whose jobs ended, outside ``scope`` skipped (cleanup.py)."""

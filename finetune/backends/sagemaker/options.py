@@ -92,13 +92,14 @@ def dataset_summary(uri: str, opts: rq.JobOptions):
     return s3dataset.summarize(uri, configured_region(opts.region))
 
 
-def check(plan, opts: rq.JobOptions) -> base.Preflight:
+def check(plan, opts: rq.JobOptions, history=()) -> base.Preflight:
     """The job request as submit would send it, every offline check run on it; the plan
-    carries its estimate. Raises a PreflightError for what would stop the real launch."""
+    carries its estimate (``history``: measured runs, given by the caller). Raises a
+    PreflightError for what would stop the real launch."""
     from finetune.aws.session import configured_region
-    from finetune.backends.pricing import with_estimate
     from finetune.backends.sagemaker import images
     from finetune.catalog import instances
+    from finetune.estimate.for_plan import with_estimate
 
     engine = plan.hyperparameters.engine  # MXNet on Hopper: refused before anything else
     instances.check_engine(engine, plan.resources.instance_type)
@@ -106,7 +107,7 @@ def check(plan, opts: rq.JobOptions) -> base.Preflight:
     region = opts.region
     if not region:  # nothing can be priced: every missing setting, before the plan
         raise preflight.PreflightError([_NO_REGION, *sub.missing_settings(opts)])
-    plan = with_estimate(plan, region, "sagemaker")
+    plan = with_estimate(plan, region, "sagemaker", history)
     given = opts.max_runtime
     opts = sub.with_runtime(opts, plan, region)  # the runtime the real submit would use
     image = opts.image or sub.engine_image(plan, "ACCOUNT", region)

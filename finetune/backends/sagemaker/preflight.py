@@ -18,7 +18,7 @@ ECR_IMAGE = re.compile(
 )
 MAX_RUNTIME_LIMIT_S = 28 * 24 * 3600  # SageMaker's ceiling for MaxRuntimeInSeconds
 # The shortest runtime --max-eur may shrink a job to: SageMaker bills per second with no
-# minimum, but a job under a minute has not left its container's start-up (report.money).
+# minimum, but a job under a minute has not left its container's start-up (estimate.money).
 MIN_RUNTIME_S = 60
 
 
@@ -166,11 +166,11 @@ def secrets_in(kind: str, values: dict[str, str]) -> list[Problem]:
 
 
 def check_budget(charge, rate, seconds: int, max_eur: float) -> list[Problem]:
-    """The worst case -- every host of ``charge`` (a report.money.Charge) billed for the whole
-    max runtime, priced by report.money at ``rate`` -- must fit --max-eur."""
+    """The worst case -- every host of ``charge`` (a estimate.money.Charge) billed for the whole
+    max runtime, priced by estimate.money at ``rate`` -- must fit --max-eur."""
     from dataclasses import replace
 
-    from finetune.report import money
+    from finetune.estimate import money
 
     worst = money.euros([replace(charge, seconds=seconds)], rate).eur
     if worst is None or worst <= max_eur:

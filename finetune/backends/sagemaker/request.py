@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from finetune.backends.base import RUNTIME_FALLBACK_S
 from finetune.contracts.metrics import METRIC_REGEXES
 from finetune.data.channels import RECORDIO
-from finetune.train.contract import DEFAULT_ROOT, TENSORBOARD_SUBDIR
+from finetune.train.layout import DEFAULT_ROOT, TENSORBOARD_SUBDIR
 
 OUTPUT_ROOT = "finetune/output/"
 CHECKPOINT_ROOT = "finetune/checkpoints/"

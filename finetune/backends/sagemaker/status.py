@@ -174,14 +174,14 @@ def _ts(value) -> float | None:
 def charge_facts(job: dict, region: str, spot: bool) -> dict:
     """The job's charge for the ledger -- BillableTimeInSeconds for each of InstanceCount
     instances at the ml.* on-demand price, with its source and date -- or {} while SageMaker
-    has not reported billable time. Never euros: report.money bills it. With managed spot,
+    has not reported billable time. Never euros: estimate.money bills it. With managed spot,
     BillableTimeInSeconds is already the discounted time, so the price stays on-demand."""
     billable = _num(job.get("BillableTimeInSeconds"))
     if billable is None:
         return {}
     from finetune.catalog import prices
     from finetune.errors import FinetuneError
-    from finetune.report import money
+    from finetune.estimate import money
 
     rc = job.get("ResourceConfig", {})
     try:

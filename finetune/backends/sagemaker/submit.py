@@ -156,10 +156,10 @@ def forget_run_role(aws: Aws, run_id: str) -> None:
 def fit_budget(opts, plan, region: str):
     """Without --max-runtime, the longest runtime --max-eur pays for (at most the default);
     with it, a refusal when the worst case costs more than --max-eur. Both priced by
-    report.money, as the finished job will be."""
+    estimate.money, as the finished job will be."""
     from finetune.catalog import fx, prices
     from finetune.errors import FinetuneError
-    from finetune.report import money
+    from finetune.estimate import money
 
     try:
         price = prices.price(plan.resources.instance_type, region, "sagemaker")

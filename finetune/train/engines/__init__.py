@@ -1,6 +1,6 @@
 """Training engines behind one call, ``fit(job)``, chosen by the hyperparameters' ``engine``:
 MXNet (GluonCV, the studies' engine, GPUs before Hopper) and PyTorch (torchvision, today's
-GPUs), both behind finetune.train.protocol.Session."""
+GPUs), both behind finetune.train.engine_api.Session."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from finetune.contracts.hparams import ENGINES
 from finetune.errors import ConfigError, require_module
-from finetune.train.protocol import Launched
+from finetune.train.engine_api import Launched
 
 __all__ = [
     "ENGINES",

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from finetune.contracts.hparams import TrainHyperparameters
     from finetune.contracts.metrics import EpochMetrics
-    from finetune.train.contract import TrainJob
+    from finetune.train.layout import TrainJob
 
 from finetune.contracts.hparams import METRIC_LOGGERS as NAMES  # noqa: F401 (the one list)
 
@@ -156,7 +156,7 @@ def _start(name: str, hp: TrainHyperparameters, job: TrainJob, run_name: str) ->
 
 def eur_so_far(hp: TrainHyperparameters, seconds: float) -> float | None:
     """Euros spent so far at the plan's price (``hp.eur_per_hour``: the one money function's
-    euros for an hour of all the run's instances, finetune.report.money) for ``seconds`` of
+    euros for an hour of all the run's instances, finetune.estimate.money) for ``seconds`` of
     training; None on this machine (no price)."""
     if hp.eur_per_hour <= 0:
         return None

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from finetune.cli import app
-from tests.planner.planhand import on_demand, torch_runnable
+from tests.ranking.planhand import on_demand, torch_runnable
 
 from .conftest import REGION
 

@@ -88,7 +88,7 @@ def test_no_model_uploaded_says_so(ec2_aws, tiny_dataset, model_dir):
 def test_a_new_job_of_the_run_brings_its_own_model(ec2_aws, tiny_dataset, model_dir):
     """The cache holds one copy per job: once the run's reference changes (a resumed run
     completed by a new attempt), the model is fetched again, not served from the old copy."""
-    from finetune.models import artifact
+    from finetune.inference import artifact
 
     run = _completed_run(tiny_dataset)
     _store(run.id).upload_tree(model_dir, p.MODEL)

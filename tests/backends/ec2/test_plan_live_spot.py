@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from finetune.cli import app
-from tests.planner.planhand import LATEST_RATE, spot_median
+from tests.ranking.planhand import LATEST_RATE, spot_median
 
 from .conftest import REGION
 

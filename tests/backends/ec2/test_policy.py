@@ -10,7 +10,7 @@ import pytest
 
 from finetune.backends.ec2.agent.imds import Imds, ImdsUnavailable
 from finetune.backends.ec2.instances import relaunch as rl
-from finetune.backends.ec2.instances.observe import observe
+from finetune.backends.ec2.instances.status import observe
 from finetune.backends.ec2.options import Ec2Options
 from finetune.errors import UsageError
 from finetune.runs.charges import run_money

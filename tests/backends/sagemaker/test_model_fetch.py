@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from finetune import service, settings
 from finetune.backends.sagemaker.backend import SageMakerBackend
 from finetune.cli import app
-from finetune.models import artifact
+from finetune.inference import artifact
 from finetune.runs.ledger import open_default
 from tests.aws import helpers as h
 from tests.aws.conftest import BUCKET

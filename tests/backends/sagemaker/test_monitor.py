@@ -8,7 +8,7 @@ import pytest
 from finetune import service
 from finetune.backends.sagemaker.backend import SageMakerBackend
 from finetune.errors import UsageError
-from finetune.report.cost import spot_savings
+from finetune.estimate.cost import spot_savings
 from finetune.runs.charges import run_money
 from tests.aws import helpers as h
 

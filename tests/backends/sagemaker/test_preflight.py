@@ -76,7 +76,7 @@ def test_budget():
     from datetime import date
 
     from finetune.catalog.fx import Rate
-    from finetune.report.money import SAGEMAKER, Charge
+    from finetune.estimate.money import SAGEMAKER, Charge
 
     # 2 hosts at USD 3.60/h, 1.2 USD per EUR: 3 EUR/h each, 6 EUR for one hour of both
     charge = Charge(SAGEMAKER, "ml.p3.2xlarge", 2, 0, 3.6)

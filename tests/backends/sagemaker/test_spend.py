@@ -1,5 +1,5 @@
 """Spend while a SageMaker job runs (issue 21 section 3), over moto with the job's times set by
-the script: euros so far and the projected total through report.money, and --max-eur on a
+the script: euros so far and the projected total through estimate.money, and --max-eur on a
 running run: the projected total passing it stops the job (StopTrainingJob) and the ledger says
 why. Figures by hand: the catalog snapshot's EC2 price x the default SageMaker markup."""
 
@@ -13,7 +13,7 @@ from finetune.contracts.metrics import EpochMetrics
 from finetune.runs.spend import spend
 from finetune.service.sync import guard_budget
 from tests.aws import helpers as h
-from tests.planner.planhand import LATEST_RATE, SAGEMAKER_MARKUP, on_demand
+from tests.ranking.planhand import LATEST_RATE, SAGEMAKER_MARKUP, on_demand
 
 USD_PER_HOUR = on_demand("p3.2xlarge", "eu-west-1") * SAGEMAKER_MARKUP  # ml.* estimate
 

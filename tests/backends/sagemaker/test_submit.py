@@ -14,7 +14,7 @@ from finetune.backends.sagemaker.backend import SageMakerBackend
 from finetune.backends.sagemaker.request import JobOptions
 from finetune.contracts.metrics import METRIC_REGEXES
 from finetune.service.tensorboard import locate
-from finetune.train.contract import Layout
+from finetune.train.layout import Layout
 from tests.aws.conftest import BUCKET, REGION, ROLE
 from tests.aws.helpers import new_run, sm_plan
 

@@ -25,7 +25,7 @@ from finetune.backends.ec2.agent import protocol as p
 from finetune.backends.ec2.agent.config import AgentConfig
 from finetune.backends.ec2.agent.imds import Imds, ImdsUnavailable
 from finetune.backends.ec2.agent.sync import RunStore
-from finetune.train.contract import Layout
+from finetune.train.layout import Layout
 
 
 class AgentError(Exception):

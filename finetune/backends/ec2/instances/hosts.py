@@ -19,7 +19,7 @@ import json
 from functools import partial
 
 from finetune.backends.ec2.agent import protocol as p
-from finetune.backends.ec2.instances import observe as ec2_observe
+from finetune.backends.ec2.instances import status as ec2_observe
 from finetune.backends.ec2.request import HOST_TAG, PROJECT_TAG, RUN_TAG
 from finetune.backends.ec2.setup import infra as ec2_infra
 from finetune.errors import CloudError

@@ -13,11 +13,11 @@ from dataclasses import replace
 
 from finetune.backends.base import Journal, Status
 from finetune.backends.ec2 import cost as ec2_cost
-from finetune.backends.ec2.instances import attempt as ec2_attempt
 from finetune.backends.ec2.instances import hosts as ec2_hosts
 from finetune.backends.ec2.instances import intent as ec2_intent
-from finetune.backends.ec2.instances import observe as ec2_observe
 from finetune.backends.ec2.instances import relaunch as ec2_relaunch
+from finetune.backends.ec2.instances import status as ec2_observe
+from finetune.backends.ec2.instances import submit as ec2_attempt
 from finetune.backends.ec2.setup import infra as ec2_infra
 from finetune.backends.ec2.setup import profile as ec2_profile
 from finetune.backends.ec2.state import Ec2State

@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from finetune.errors import require_module
-from finetune.train.contract import TrainJob
 from finetune.train.engines.mxnet import cluster
+from finetune.train.layout import TrainJob
 from finetune.train.signals import StopRequest
 
 if TYPE_CHECKING:

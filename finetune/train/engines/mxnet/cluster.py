@@ -36,8 +36,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from finetune.errors import ConfigError
-from finetune.train.contract import TrainJob
 from finetune.train.hosts import first_host_address
+from finetune.train.layout import TrainJob
 
 PORT_ENV = "FINETUNE_PS_PORT"
 DEFAULT_PORT = 9000

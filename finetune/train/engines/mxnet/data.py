@@ -9,7 +9,7 @@ does the resizing (``inter_method=1``).
 
 Neither iterator pads with ``round_batch``: with it, MXNet's prefetcher makes the number and
 content of padded records depend on thread timing (runs stop being reproducible). Training
-takes whole batches only (finetune.recipes.scaling.steps_per_epoch); evaluation counts each
+takes whole batches only (finetune.recipes.lr_scaling.steps_per_epoch); evaluation counts each
 record exactly once itself (finetune.train.evaluation) and ignores the repeated tail.
 """
 

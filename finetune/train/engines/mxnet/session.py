@@ -1,4 +1,4 @@
-"""The MXNet engine's side of a run (finetune.train.protocol.Session): devices, network,
+"""The MXNet engine's side of a run (finetune.train.engine_api.Session): devices, network,
 gluon Trainer on a kvstore, and the ImageRecordIter loaders.
 
 One process per host. Every step: split the batch over the devices, forward + backward, one
@@ -19,12 +19,12 @@ from mxnet import autograd, gluon
 from finetune.errors import DataError
 from finetune.train import dataset
 from finetune.train.checkpoints import Checkpoint
-from finetune.train.contract import TrainJob
-from finetune.train.engines.mxnet import artifact, devices, model, optstate, weights
+from finetune.train.engine_api import OneProcess
+from finetune.train.engines.mxnet import artifact, devices, network, optstate, weights
 from finetune.train.engines.mxnet.data import preprocess_threads, record_iter
 from finetune.train.engines.mxnet.tally import Tally
 from finetune.train.evaluation import Evaluator
-from finetune.train.protocol import OneProcess
+from finetune.train.layout import TrainJob
 from finetune.train.signals import StopRequest
 from finetune.train.telemetry import NoTelemetry
 
@@ -40,7 +40,7 @@ class MXNetSession:
     def __init__(self, job: TrainJob, files: dataset.DatasetFiles) -> None:
         self.job = job
         self.files = files
-        model.check_name(job.hparams.model)
+        network.check_name(job.hparams.model)
         _seed(job.hparams.seed)
         self.dev = devices.select(job.hparams)
         self.devices = len(self.dev.contexts)
@@ -73,7 +73,7 @@ class MXNetSession:
                 weights.search_dirs(self.job.pretrained_dir),
                 hp.weights_sha256,
             )
-        net = model.build(hp, contexts, found)
+        net = network.build(hp, contexts, found)
         if resume is not None:
             _load_params(net, resume, contexts)
         trainable = {k: p for k, p in net.collect_params().items() if p.grad_req != "null"}

@@ -4,9 +4,9 @@ Importing this package imports torch; nothing here imports MXNet."""
 from __future__ import annotations
 
 from finetune.train import dataset, fitloop
-from finetune.train.contract import TrainJob
+from finetune.train.engine_api import Launched
 from finetune.train.engines.torch.session import TorchSession
-from finetune.train.protocol import Launched
+from finetune.train.layout import TrainJob
 from finetune.train.signals import StopRequest
 
 

@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 @dataclass
 class Group:
     """Rank and sizes of this process (all 0/1 when it trains alone): the epoch loop's
-    finetune.train.protocol.ProcessGroup."""
+    finetune.train.engine_api.ProcessGroup."""
 
     rank: int = 0
     world: int = 1
@@ -50,7 +50,7 @@ class Group:
 
     def agree(self, stop: StopRequest, save_due: bool) -> tuple[bool, bool]:
         """After every step: (stop, checkpoint now), one answer for every process (the
-        finetune.train.protocol.ProcessGroup's). One small all-reduce of the highest signal
+        finetune.train.engine_api.ProcessGroup's). One small all-reduce of the highest signal
         number any process got and whether any wants a checkpoint: a stop any process got
         reaches all of them (all end after this same step); the caller must act on the
         returned stop, not on its own flag, which a signal may set just after this."""

@@ -41,8 +41,8 @@ from pathlib import Path
 
 from finetune.errors import ConfigError, FinetuneError
 from finetune.train import hosts as host_addresses
-from finetune.train.contract import TrainJob
 from finetune.train.engines.torch.ddp import PARENT_ENV
+from finetune.train.layout import TrainJob
 from finetune.train.signals import EXIT_STOPPED, StopRequest, read_stopped
 
 PORT_ENV = "FINETUNE_TORCHRUN_PORT"

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from finetune.errors import ConfigError
-from finetune.train.engines.torch import model, precision
+from finetune.train.engines.torch import network, precision
 
 HEADS = ("fc", "classifier", "head", "heads")
 NORMS = (nn.modules.batchnorm._BatchNorm, nn.LayerNorm, nn.GroupNorm, nn.LocalResponseNorm,
@@ -37,11 +37,11 @@ def param_groups(net: nn.Module, hp) -> list[dict]:
     without norms and biases asks for more; each group has ``lr_mult`` and
     ``weight_decay``."""
     if hp.layer_decay == 1.0 and hp.wd_norm_bias:
-        return model.param_groups(net, hp)
+        return network.param_groups(net, hp)
     depths = layer_depths(net) if hp.layer_decay != 1.0 else None
     plain = no_decay_names(net) if not hp.wd_norm_bias else set()
     groups: dict[tuple[int, bool], dict] = {}
-    new_head = model.head_path(hp.model) + "."  # the replaced layer learns at head_lr_mult
+    new_head = network.head_path(hp.model) + "."  # the replaced layer learns at head_lr_mult
     for name, param in net.named_parameters():
         if not param.requires_grad:
             continue

@@ -21,7 +21,7 @@ from finetune.errors import DataError
 from finetune.train import preprocess
 from finetune.train.engines.torch import validation
 from finetune.train.engines.torch.files import ENGINE_FILE, WEIGHTS
-from finetune.train.engines.torch.model import construct
+from finetune.train.engines.torch.network import construct
 from finetune.train.engines.torch.resident import ImageStore
 
 ONNX_FILE = "model.onnx"

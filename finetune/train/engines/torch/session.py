@@ -1,4 +1,4 @@
-"""The PyTorch engine's side of a run (finetune.train.protocol.Session): a torchvision ImageNet
+"""The PyTorch engine's side of a run (finetune.train.engine_api.Session): a torchvision ImageNet
 network (finetune.train.engines.backbones) on one device, SGD/Adam with a head group, one step
 path; under torchrun one process per device, DistributedDataParallel
 (finetune.train.engines.torch.ddp), each process training its slice of every global batch; the
@@ -28,7 +28,6 @@ import torch
 from finetune.errors import ConfigError
 from finetune.train import dataset
 from finetune.train.checkpoints import Checkpoint
-from finetune.train.contract import TrainJob
 from finetune.train.engines.models import check_model
 from finetune.train.engines.torch import (
     criterion,
@@ -38,7 +37,7 @@ from finetune.train.engines.torch import (
     flops,
     hardware,
     mixing,
-    model,
+    network,
     optim,
     precision,
     sharded,
@@ -47,6 +46,7 @@ from finetune.train.engines.torch import weights as wt
 from finetune.train.engines.torch.batches import open_batches
 from finetune.train.engines.torch.telemetry import InputClock, open_telemetry
 from finetune.train.evaluation import Evaluator
+from finetune.train.layout import TrainJob
 from finetune.train.preprocess import Preprocessing
 from finetune.train.signals import StopRequest
 
@@ -83,13 +83,13 @@ class TorchSession:
     # ---- building ---------------------------------------------------------------------
     def build(self, hp, steps: int, resume: Checkpoint | None) -> None:
         self.hp, g = hp, self.group
-        model.initial_seed(hp.seed)
+        network.initial_seed(hp.seed)
         found = None
         if hp.pretrained and resume is None:
             found = wt.locate(hp.model, hp.weights, self._search_dirs(), hp.weights_sha256)
-        net, self.loaded = model.build(hp, found)
+        net, self.loaded = network.build(hp, found)
         if hp.batchnorm == "sync" and g.world > 1:
-            net = model.sync_batchnorm(net, self.device)
+            net = network.sync_batchnorm(net, self.device)
         self.net = net.to(self.device, memory_format=torch.channels_last)
         self.optimizer = optim.optimizer(optim.param_groups(self.net, hp), hp)
         self.scaler = precision.scaler(self.precision, self.device)
@@ -179,7 +179,7 @@ class TorchSession:
         self._epoch, self._position = epoch, batch  # (mixing draws by position)
         # (evaluate() leaves eval mode)
         hp = self.hp
-        model.train_mode(self.net, hp.freeze_backbone, hp.batchnorm, model.head_path(hp.model))
+        network.train_mode(self.net, hp.freeze_backbone, hp.batchnorm, network.head_path(hp.model))
 
     def step(self, lr: float) -> int:
         """One optimizer step at ``lr``; the images this host trained on."""

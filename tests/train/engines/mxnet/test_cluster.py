@@ -84,7 +84,7 @@ def test_plan_address_map_names_the_first_host():
 
 
 def test_roles_start_children_set_worker_env_and_clean_up(tmp_path, monkeypatch):
-    from finetune.train.contract import Layout, TrainJob
+    from finetune.train.layout import Layout, TrainJob
 
     monkeypatch.setenv(host_addresses.ADDRESS_OVERRIDE_ENV, "127.0.0.1")
     monkeypatch.setenv(ps.PORT_ENV, str(_free_port()))

@@ -8,7 +8,7 @@ import pytest
 mx = pytest.importorskip("mxnet")
 
 from finetune.errors import ConfigError, DataError  # noqa: E402
-from finetune.train.engines.mxnet import model  # noqa: E402
+from finetune.train.engines.mxnet import network  # noqa: E402
 from finetune.train.engines.mxnet.weights import Weights  # noqa: E402
 from tests.train.conftest import hparams  # noqa: E402
 from tests.train.weightfiles import save_symbol_checkpoint, save_zoo_params  # noqa: E402
@@ -23,21 +23,21 @@ def _forward(net, size: int = 32):
 
 def test_unknown_model_suggests_the_closest():
     with pytest.raises(ConfigError) as err:
-        model.check_name("resnet50_v1x")
+        network.check_name("resnet50_v1x")
     assert 'Did you mean "resnet50_v1' in str(err.value)
     assert "resnet152_v1d" in str(err.value)
 
 
 @pytest.mark.parametrize("name", ["resnet18_v1", "resnet18_v1b", "resnet18_v2"])
 def test_random_init_has_the_dataset_head(name):
-    net = model.build(hparams(model=name), CPU, None)
+    net = network.build(hparams(model=name), CPU, None)
     assert _forward(net).shape == (2, 8)
 
 
 def test_pretrained_backbone_is_loaded_and_head_replaced(tmp_path):
     saved = save_zoo_params(tmp_path / "resnet18_v1.params")
     hp = hparams(pretrained=True, head_lr_mult=10.0)
-    net = model.build(hp, CPU, Weights(tmp_path / "resnet18_v1.params"))
+    net = network.build(hp, CPU, Weights(tmp_path / "resnet18_v1.params"))
     assert _forward(net).shape == (2, 8)
     first_conv = net.features[0].weight.data().asnumpy()
     np.testing.assert_array_equal(first_conv, saved["features.0.weight"])
@@ -50,7 +50,7 @@ def test_pretrained_backbone_is_loaded_and_head_replaced(tmp_path):
 def test_freeze_backbone_leaves_only_the_head_trainable(tmp_path):
     save_zoo_params(tmp_path / "w.params", "resnet18_v1b")
     hp = hparams(model="resnet18_v1b", pretrained=True, freeze_backbone=True)
-    net = model.build(hp, CPU, Weights(tmp_path / "w.params"))
+    net = network.build(hp, CPU, Weights(tmp_path / "w.params"))
     trainable = {k for k, p in net.collect_params().items() if p.grad_req != "null"}
     assert trainable == set(net.fc.collect_params().keys())
     assert net.fc.weight.shape == (8, 512)
@@ -59,7 +59,7 @@ def test_freeze_backbone_leaves_only_the_head_trainable(tmp_path):
 def test_weights_of_another_architecture_are_refused(tmp_path):
     save_zoo_params(tmp_path / "r18.params", "resnet18_v1")
     with pytest.raises(DataError, match="do not fit the model"):
-        model.build(
+        network.build(
             hparams(model="resnet34_v1", pretrained=True), CPU, Weights(tmp_path / "r18.params")
         )
 
@@ -67,13 +67,13 @@ def test_weights_of_another_architecture_are_refused(tmp_path):
 def test_a_file_that_is_not_gluon_parameters(tmp_path):
     (tmp_path / "junk.params").write_bytes(b"\x00" * 64)
     with pytest.raises(DataError, match="not an MXNet parameter file"):
-        model.build(hparams(pretrained=True), CPU, Weights(tmp_path / "junk.params"))
+        network.build(hparams(pretrained=True), CPU, Weights(tmp_path / "junk.params"))
 
 
 def test_symbol_checkpoint_is_cut_before_its_classifier(tmp_path):
     args = save_symbol_checkpoint(tmp_path / "resnet-152", classes=11)
     w = Weights(tmp_path / "resnet-152-0000.params", tmp_path / "resnet-152-symbol.json")
-    net = model.build(hparams(model="imagenet11k-resnet-152", pretrained=True), CPU, w)
+    net = network.build(hparams(model="imagenet11k-resnet-152", pretrained=True), CPU, w)
     net.hybridize()
     assert _forward(net).shape == (2, 8)
     loaded = net.features.collect_params()

@@ -22,8 +22,8 @@ from mxnet import autograd, gluon  # noqa: E402
 
 from finetune.errors import DataError  # noqa: E402
 from finetune.train.checkpoints import COMPLETE  # noqa: E402
-from finetune.train.contract import Layout, load_job  # noqa: E402
 from finetune.train.engines.mxnet import fit, optstate  # noqa: E402
+from finetune.train.layout import Layout, load_job  # noqa: E402
 from tests.train.conftest import hparams, make_tree  # noqa: E402
 
 pytestmark = [pytest.mark.mxnet]

@@ -22,10 +22,10 @@ pytest.importorskip("torchvision")
 from finetune.cli import app  # noqa: E402
 from finetune.plan import build_plan  # noqa: E402
 from finetune.train import preprocess  # noqa: E402
-from finetune.train.contract import Layout, load_job  # noqa: E402
 from finetune.train.engines import backbones  # noqa: E402
 from finetune.train.engines.torch import fit  # noqa: E402
 from finetune.train.engines.torch import weights as wt  # noqa: E402
+from finetune.train.layout import Layout, load_job  # noqa: E402
 from tests.valimages import val_images  # noqa: E402
 
 from ...conftest import hparams, make_tree  # noqa: E402
@@ -110,7 +110,7 @@ def test_bicubic_weights_from_the_hub_cache_predict_and_export_reproduce_validat
     assert res.exit_code == 0, res.output
     import onnxruntime as ort
 
-    from finetune.models import inputs
+    from finetune.inference import inputs
     from finetune.train.engines.torch import validation
     from finetune.train.engines.torch.resident import ImageStore
 

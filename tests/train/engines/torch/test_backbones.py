@@ -14,7 +14,7 @@ from torch import nn  # noqa: E402
 from finetune.errors import ConfigError  # noqa: E402
 from finetune.train.engines import backbones  # noqa: E402
 from finetune.train.engines.models import check_model  # noqa: E402
-from finetune.train.engines.torch import model  # noqa: E402
+from finetune.train.engines.torch import network  # noqa: E402
 from finetune.train.engines.torch import weights as wt  # noqa: E402
 
 from ...conftest import hparams  # noqa: E402
@@ -72,15 +72,15 @@ def test_the_head_is_the_networks_last_linear_layer(name):
     N classes has."""
     row = backbones.TABLE[name]
     with torch.device("cpu" if row.family == "regnet" else "meta"):
-        net = model.construct(name, 1000, row.crop)
+        net = network.construct(name, 1000, row.crop)
         linears = [n for n, m in net.named_modules() if isinstance(m, nn.Linear)]
         old = net.get_submodule(row.head)
         assert linears[-1] == row.head and old.out_features == 1000
-        model.replace_head(net, row.head, 7)
+        network.replace_head(net, row.head, 7)
         new = net.get_submodule(row.head)
         assert (new.in_features, new.out_features) == (old.in_features, 7)
         assert (new.bias is None) == (old.bias is None)  # MaxViT's head has no bias
-        direct = model.construct(name, 7, row.crop)
+        direct = network.construct(name, 7, row.crop)
     shapes = {k: tuple(v.shape) for k, v in net.state_dict().items()}
     assert shapes == {k: tuple(v.shape) for k, v in direct.state_dict().items()}
 
@@ -94,7 +94,7 @@ def test_layer_decay_is_refused_at_plan_time_exactly_where_the_engine_knows_no_d
 
     row = backbones.TABLE[name]
     with torch.device("cpu" if row.family == "regnet" else "meta"):
-        net = model.construct(name, 10, row.crop)
+        net = network.construct(name, 10, row.crop)
     try:
         depths = layer_depths(net)
     except ConfigError:
@@ -128,14 +128,14 @@ def test_a_frozen_backbone_keeps_its_normalisation_and_weights(name):
     hp = hparams(engine="torch", model=name, freeze_backbone=True, num_classes=3,
                  optimizer="sgd", lr=0.5, lr_per_device=0.5)  # fmt: skip
     torch.manual_seed(0)
-    net, _ = model.build(hp, None)
-    head = model.head_path(name)
+    net, _ = network.build(hp, None)
+    head = network.head_path(name)
     before = {k: v.clone() for k, v in net.state_dict().items()}
-    groups = model.param_groups(net, hp)
+    groups = network.param_groups(net, hp)
     assert len(groups) == 1 and groups[0]["lr_mult"] == hp.head_lr_mult  # the head alone
     opt = torch.optim.SGD(groups, lr=0.5)
-    model.train_mode(net, True, "batch", head)
-    norms = [m for n, m in net.named_modules() if isinstance(m, model.NORMS)]
+    network.train_mode(net, True, "batch", head)
+    norms = [m for n, m in net.named_modules() if isinstance(m, network.NORMS)]
     assert norms and not any(m.training for m in norms)
     assert net.get_submodule(head).training
     for _ in range(2):
@@ -152,8 +152,8 @@ def test_a_frozen_backbone_keeps_its_normalisation_and_weights(name):
 def test_batchnorm_frozen_keeps_a_layernorm_network_training():
     """batchnorm=frozen concerns BatchNorm only: LayerNorm stays in training mode."""
     with torch.device("meta"):  # modes only: no weights needed
-        net = model.construct("convnext_tiny", 3, 32)
-    model.train_mode(net, False, "frozen", "classifier.2")
+        net = network.construct("convnext_tiny", 3, 32)
+    network.train_mode(net, False, "frozen", "classifier.2")
     assert all(m.training for m in net.modules())
 
 
@@ -162,11 +162,11 @@ def test_vit_position_embeddings_follow_the_image_size(tmp_path):
     """ViT weights made at 64 px (4 patches of 32) load into a 96 px run (9 patches): the
     position embeddings are resampled, the class token's kept."""
     torch.manual_seed(0)
-    small = model.construct("vit_b_32", 1000, 64)
+    small = network.construct("vit_b_32", 1000, 64)
     path = tmp_path / "vit_b_32.pth"
     torch.save(small.state_dict(), path)
     hp = hparams(engine="torch", model="vit_b_32", image_size=96, num_classes=3, pretrained=True)
-    net, loaded = model.build(hp, wt.Found(path, None))
+    net, loaded = network.build(hp, wt.Found(path, None))
     pos = net.state_dict()["encoder.pos_embedding"]
     assert pos.shape == (1, 10, 768) and loaded["sha256"]
     torch.testing.assert_close(pos[:, :1], small.state_dict()["encoder.pos_embedding"][:, :1])
@@ -233,7 +233,7 @@ def test_efficientnet_residual_blocks_start_as_the_identity(name):
     import torch
     from torchvision.models.efficientnet import FusedMBConv, MBConv
 
-    from finetune.train.engines.torch.model import construct
+    from finetune.train.engines.torch.network import construct
 
     net = construct(name, 10, 32)
     blocks = [m for m in net.modules() if isinstance(m, MBConv | FusedMBConv)]

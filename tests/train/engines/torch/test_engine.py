@@ -22,11 +22,11 @@ from finetune.contracts.metrics import read as read_metrics  # noqa: E402
 from finetune.data.datasets import prepare_folder  # noqa: E402
 from finetune.data.recordio import RecordReader, unpack_header  # noqa: E402
 from finetune.errors import ConfigError, DataError  # noqa: E402
-from finetune.train.contract import Layout, load_job  # noqa: E402
 from finetune.train.engines.models import check_model  # noqa: E402
 from finetune.train.engines.torch import fit, prefetch, validation  # noqa: E402
 from finetune.train.engines.torch.resident import ImageStore  # noqa: E402
 from finetune.train.engines.torch.streaming import RecordDataset  # noqa: E402
+from finetune.train.layout import Layout, load_job  # noqa: E402
 from finetune.train.preprocess import Preprocessing  # noqa: E402
 
 from ...conftest import Output, hparams, make_tree, start_trainer  # noqa: E402
@@ -257,7 +257,7 @@ def test_weights_from_torch_hubs_cache_are_found_and_checked(tmp_path, monkeypat
 
 
 def test_bad_weight_files_get_clear_errors(tmp_path, tiny_dataset):
-    from finetune.train.engines.torch import model
+    from finetune.train.engines.torch import network
     from finetune.train.engines.torch import weights as wt
 
     path, _, digest = _torchvision_file(tmp_path / "w")
@@ -274,7 +274,7 @@ def test_bad_weight_files_get_clear_errors(tmp_path, tiny_dataset):
     # another model's weights, and a file that is no state_dict (nor safe to unpickle)
     other, _, _ = _torchvision_file(tmp_path / "o", model="resnet34", name="mine.pth")
     with pytest.raises(DataError, match="do not fit resnet18"):
-        model.build(thp(pretrained=True), wt.Found(other, None))
+        network.build(thp(pretrained=True), wt.Found(other, None))
     evil = tmp_path / "evil.pth"
     torch.save({"fc.weight": object()}, evil)
     with pytest.raises(DataError, match="not a PyTorch state_dict file"):

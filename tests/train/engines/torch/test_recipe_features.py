@@ -181,11 +181,11 @@ def test_resnet_groups_learn_at_decay_to_the_stage_depth():
 def test_without_the_features_the_groups_are_as_before():
     from torchvision.models import resnet18
 
-    from finetune.train.engines.torch import model
+    from finetune.train.engines.torch import network
 
     net = resnet18(num_classes=8)
     hp = thp(head_lr_mult=10.0)
-    old, new = model.param_groups(net, hp), optim.param_groups(net, hp)
+    old, new = network.param_groups(net, hp), optim.param_groups(net, hp)
     assert [[id(p) for p in g["params"]] for g in old] == [
         [id(p) for p in g["params"]] for g in new
     ]
@@ -439,7 +439,7 @@ def test_the_commented_example_in_the_bundled_recipe_is_a_valid_recipe():
     import yaml
 
     from finetune.recipes.loading import BUILTIN_DIR, read_mapping
-    from finetune.recipes.model import validate_recipe
+    from finetune.recipes.schema import validate_recipe
 
     path = BUILTIN_DIR / "caltech256-resnet50-torch.yaml"
     lines = path.read_text().splitlines()

@@ -1,0 +1,64 @@
+"""A cloud plan's cost estimate: estimate.estimator's figures for one price book and region.
+
+``estimate_for`` is the one place a plan's recipe, dataset and resources become the
+estimator's arguments: launch --dry-run (through ``with_estimate``), sweep and `finetune plan`
+all call it, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+from finetune.errors import FinetuneError
+
+
+def estimate_for(
+    recipe, dataset, resources, region: str, price_book: str, history, rate=None, spot_quote=None
+):
+    """estimate.estimator's Estimate for ``recipe`` on ``dataset`` with ``resources`` at
+    ``price_book``'s prices in ``region`` (``history``: measured runs; ``rate``: the EUR rate,
+    default today's; ``spot_quote``: a current spot price to use). Raises the catalog's
+    errors for an unknown instance or price."""
+    from finetune.estimate.estimator import Workload, estimate_run
+
+    work = Workload(
+        model=recipe.model.name,
+        engine=recipe.engine,
+        precision=recipe.train.precision,
+        batch_per_device=recipe.train.batch_per_device,
+        image_size=recipe.data.image_size,
+        compile=getattr(recipe.train, "compile", False),
+    )
+    return estimate_run(
+        model=recipe.model.name,
+        instance_type=resources.instance_type,
+        region=region,
+        images_per_epoch=dataset.train_count,
+        epochs=recipe.schedule.epochs,
+        hosts=resources.hosts,
+        backend=price_book,
+        use_spot=resources.spot,
+        history=history,
+        work=work,
+        other_images=dataset.val_count + dataset.test_count,
+        checkpoint_interval_s=recipe.train.checkpoint_interval_s,
+        rate=rate,
+        spot_quote=spot_quote,
+    )
+
+
+def with_estimate(plan, region: str | None, price_book: str, history):
+    """The plan with the estimate at ``price_book``'s prices (the catalog's ec2 or
+    sagemaker prices) in ``region``; unchanged where no region is known. ``history``:
+    measured runs, read from the ledger by the caller (service/, never a backend), which
+    replace the performance model when one matches the cell (network, GPU, engine, batch,
+    image size; the estimate then says so)."""
+    if not region:
+        return plan
+    from finetune.estimate.planned import Estimate
+
+    try:
+        estimate = estimate_for(
+            plan.recipe, plan.dataset, plan.resources, region, price_book, history
+        )
+    except FinetuneError as exc:
+        return plan.with_estimate(Estimate.unavailable(exc.what))
+    return plan.with_estimate(estimate)

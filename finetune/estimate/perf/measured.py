@@ -1,0 +1,232 @@
+"""Measured rows (finetune/catalog/measured.csv): what `bash scripts/gpu-check.sh` measured on
+a real GPU, imported from its JSON with one command, preferred by the performance model over
+anything it would learn from published rows ("measured beats published beats modelled").
+
+    python -m finetune.estimate.perf.measured CHECK.json [--csv PATH]
+
+A row is one setup: GPU, network, precision, batch, layout, compile (eager / inductor),
+``Kind`` engine (a finetune.train job; ``DataPath`` resident or stream, with its input wait)
+or plain (a plain torchvision loop, no finetune code), torch and CUDA versions, date. The
+model predicts a torch engine job from the engine rows of the resident path (the stream
+path's loader is the pipeline cap's business), else from plain rows, at the setup's compile,
+layout and precision class (bf16 and fp16 autocast run the same tensor cores), the batch
+within a factor of 2. A GPU without rows of its own takes the rate of a
+GPU of its architecture x the ratio of the two GPUs' MLPerf record rows (same network,
+devices and batch: the same software on both), not their peak ratio (H100 SXM and H200 share
+a 989 TFLOP/s peak; the record ratio is 0.90).
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import io
+import json
+import math
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from finetune.catalog._files import bundled_text, read_rows
+from finetune.errors import DataError
+
+FILE = "measured.csv"
+HEADER = ("Id", "Network", "ImageSize", "GpuModel", "Precision", "BatchPerDevice", "Layout",
+          "Compile", "Kind", "DataPath", "ImagesPerSec", "InputWait", "Torch", "Cuda", "Date",
+          "Source")  # fmt: skip
+# the same GPU: run-to-run noise (~1 %), torch versions and a batch up to 2x apart (b256 ->
+# b512 was +3 % compiled on the H200); carried to another GPU, the record ratio's own spread
+MARGIN_SAME_GPU, MARGIN_CARRIED = 0.10, 0.20
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    network: str
+    image_size: int
+    gpu_model: str
+    precision: str
+    batch: int
+    layout: str  # channels_last | contiguous
+    compile: str  # eager | inductor
+    kind: str  # engine | plain
+    data_path: str  # resident | stream | "" (plain)
+    images_per_sec: float
+    input_wait: float | None
+    torch: str
+    cuda: str
+    date: str
+    source: str
+
+    def cite(self) -> str:
+        return (f"{self.id}: {self.images_per_sec:,.0f} img/s measured {self.date} on "
+                f"{self.gpu_model} (torch {self.torch}, CUDA {self.cuda}, "
+                f"{self.source})")  # fmt: skip
+
+
+@functools.cache
+def rows() -> tuple[Row, ...]:
+    """Every measured row (bundled CSV), in file order."""
+    return tuple(_parse(r) for r in read_rows(bundled_text(FILE), HEADER, FILE))
+
+
+def _parse(r: dict[str, str]) -> Row:
+    try:
+        return Row(
+            r["Id"], r["Network"], int(r["ImageSize"]), r["GpuModel"], r["Precision"],
+            int(r["BatchPerDevice"]), r["Layout"], r["Compile"], r["Kind"], r["DataPath"],
+            float(r["ImagesPerSec"]), float(r["InputWait"]) if r["InputWait"] else None,
+            r["Torch"], r["Cuda"], r["Date"], r["Source"],
+        )  # fmt: skip
+    except ValueError as exc:
+        raise DataError(f"{FILE} row {r.get('Id')!r} is malformed ({exc})",
+                        "fix the row, or import the gpu-check JSON again.") from None  # fmt: skip
+
+
+def predict(setup, exclude: frozenset[str] = frozenset()):
+    """(per-device images/s, low, high, basis lines) for a torch ``setup`` from measured
+    rows; None when none fits."""
+    from finetune.estimate.perf import flops, gpus
+
+    if setup.engine != "torch":
+        return None
+    net, want = flops.network_key(setup.network), "inductor" if setup.compile else "eager"
+    fit = [r for r in rows() if r.id not in exclude and flops.network_key(r.network) == net
+           and gpus.precision_class(r.precision) == gpus.precision_class(setup.precision)
+           and r.image_size == setup.image_size
+           and r.layout == setup.layout and r.compile == want
+           and r.kind in ("engine", "plain") and r.data_path in ("resident", "")
+           and abs(math.log(r.batch / setup.batch_per_device)) <= math.log(2)]  # fmt: skip
+    mine = gpus.peak(setup.gpu_model)
+    same = [r for r in fit if mine and gpus.peak(r.gpu_model) == mine]
+    if same:
+        rate, used = _best(same)
+        basis = [f"measured: {used.cite()}"]
+        return rate, rate * (1 - MARGIN_SAME_GPU), rate * (1 + MARGIN_SAME_GPU), basis
+    arch = gpus.architecture(setup.gpu_model)
+    for row in sorted(fit, key=lambda r: r.date, reverse=True):
+        if gpus.architecture(row.gpu_model) != arch:
+            continue
+        ratio = record_ratio(setup.network, row.gpu_model, setup.gpu_model, exclude)
+        if ratio is None:
+            continue
+        rate, used = _best([r for r in fit if r.gpu_model == row.gpu_model])
+        rate *= ratio[0]
+        basis = [f"measured on {used.gpu_model}, carried to {setup.gpu_model} by the MLPerf "
+                 f"record ratio x {ratio[0]:.3f} ({ratio[1]}), not the peak ratio: "
+                 f"{used.cite()}"]  # fmt: skip
+        return rate, rate * (1 - MARGIN_CARRIED), rate * (1 + MARGIN_CARRIED), basis
+    return None
+
+
+def _best(found: list[Row]) -> tuple[float, Row]:
+    """The engine's own rows first, then plain loops; the newest date among them."""
+    kind = "engine" if any(r.kind == "engine" for r in found) else "plain"
+    newest = max(r.date for r in found if r.kind == kind)
+    chosen = [r for r in found if r.kind == kind and r.date == newest]
+    return statistics.median(r.images_per_sec for r in chosen), chosen[0]
+
+
+def record_ratio(network: str, source_gpu: str, target_gpu: str,
+                 exclude: frozenset[str] = frozenset()) -> tuple[float, str] | None:  # fmt: skip
+    """(target / source per-device rate, the row ids) over MLPerf record rows of ``network``
+    with the same devices and batch on both GPUs; None without such a pair."""
+    from finetune.estimate.perf import calibration, flops, gpus
+
+    net = flops.network_key(network)
+    records = [r for r in calibration.rows() if r.kind == "record" and r.id not in exclude
+               and flops.network_key(r.network) == net]  # fmt: skip
+    src, dst = gpus.peak(source_gpu), gpus.peak(target_gpu)
+    ratios, ids = [], []
+    for a in records:
+        for b in records:
+            if gpus.peak(a.gpu_model) != src or gpus.peak(b.gpu_model) != dst:
+                continue
+            if (a.gpus_per_host, a.hosts, a.batch_per_device) == (
+                b.gpus_per_host,
+                b.hosts,
+                b.batch_per_device,
+            ):
+                ratios.append(b.images_per_sec / a.images_per_sec)
+                ids.append(f"{b.id} / {a.id}")
+    return (statistics.median(ratios), "; ".join(ids[:2])) if ratios else None
+
+
+def from_check(report: dict) -> list[dict]:
+    """A gpu-check JSON -> measured rows (as CSV dicts): its engine jobs and the plain
+    torchvision loop of its throughput steps (the reference checked against it; a
+    throughput step without that check, as before 2026-11-27, is left out). A --cpu-dry
+    report has no GPU figures: DataError."""
+    if report.get("mode") != "gpu":
+        raise DataError("this gpu-check report ran without a GPU (--cpu-dry): nothing measured",
+                        "import the JSON of a run on a GPU machine.")  # fmt: skip
+    steps, sizes = report["steps"], report["sizes"]
+    env = steps["environment"]
+    date = report["started"][:10]
+    common = {"ImageSize": sizes["image_size"], "GpuModel": env["catalog_gpu"],
+              "Precision": sizes["precision"], "Layout": "channels_last", "Torch": env["torch"],
+              "Cuda": env["cuda"], "Date": date,
+              "Source": f"finetune gpu-check {report['started']}"}  # fmt: skip
+    out = []
+    for name, step in steps.items():
+        if step.get("status") != "ok":
+            continue
+        comp = "inductor" if step.get("compile") else "eager"
+        slug = f"gpucheck-{date.replace('-', '')}-{env['catalog_gpu']}".lower().replace(" ", "-")
+        if name.startswith("engine "):
+            out.append({**common, "Id": f"{slug}-{step['model']}-engine-{step['data_path']}-{comp}",
+                        "Network": step["model"], "BatchPerDevice": sizes["batch"],
+                        "Compile": comp, "Kind": "engine", "DataPath": step["data_path"],
+                        "ImagesPerSec": round(step["samples_per_sec"], 1),
+                        "InputWait": _round(step.get("input_wait_fraction"))})  # fmt: skip
+        elif name.startswith("throughput ") and step.get("plain_images_per_s"):
+            out.append({**common, "Id": f"{slug}-{step['model']}-plain-{comp}",
+                        "Network": step["model"], "BatchPerDevice": step["batch"],
+                        "Compile": comp, "Kind": "plain", "DataPath": "",
+                        "ImagesPerSec": round(step["plain_images_per_s"], 1),
+                        "InputWait": ""})  # fmt: skip
+    return out
+
+
+def _round(value):
+    return "" if value is None else round(value, 4)
+
+
+def import_check(check: Path, csv_path: Path) -> list[str]:
+    """Add ``check``'s rows to ``csv_path`` (a row of the same Id is replaced); their Ids."""
+    new = from_check(json.loads(Path(check).read_text()))
+    text = csv_path.read_text() if csv_path.exists() else ""
+    old = list(csv.DictReader(io.StringIO(text))) if text else []
+    ids = {r["Id"] for r in new}
+    kept = [r for r in old if r["Id"] not in ids]
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=HEADER, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows([*kept, *new])
+    tmp = csv_path.with_name(csv_path.name + ".tmp")
+    tmp.write_text(buf.getvalue())
+    tmp.replace(csv_path)
+    rows.cache_clear()
+    return [r["Id"] for r in new]
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    bundled = Path(__file__).resolve().parent.parent / FILE
+    p = argparse.ArgumentParser(description="Import a gpu-check JSON as measured rows.")
+    p.add_argument("check", type=Path, help="the JSON `bash scripts/gpu-check.sh` wrote")
+    p.add_argument("--csv", type=Path, default=bundled, help=f"default: the bundled {FILE}")
+    a = p.parse_args(argv)
+    try:
+        ids = import_check(a.check, a.csv)
+    except DataError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    print(f"{len(ids)} measured row(s) into {a.csv}: " + ", ".join(ids))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
