@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 
 class FinetuneError(Exception):
     """Base of every error the CLI turns into a message and a non-zero exit code."""
@@ -55,7 +57,7 @@ class CloudError(FinetuneError):
     exit_code = 6
 
 
-def did_you_mean(word: str, choices: list[str] | tuple[str, ...] | set[str]) -> str:
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """Return ' Did you mean "x"?' for the closest choice, or an empty string."""
     import difflib
 

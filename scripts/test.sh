@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up .venv and run the whole test suite: lint, format check, then pytest.
+# Set up .venv and run the whole test suite: lint, format check, type check (mypy), then pytest.
 # Tests run in parallel, one pytest-xdist worker per CPU (each worker has its own session
 # fixtures: moto server, temp dirs, data dir). Extra arguments go to pytest (`-n 0`: serial).
 # The long tests come first (tests/conftest.py) and --dist worksteal lets an idle worker take
@@ -17,4 +17,5 @@ fi
 bash scripts/setup.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+.venv/bin/mypy  # pyproject.toml [tool.mypy]: the whole package, strict on finetune.estimate
 exec .venv/bin/python -m pytest -q -n auto --dist worksteal "${quick[@]}" "$@"

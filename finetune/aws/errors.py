@@ -44,7 +44,7 @@ class ThrottledError(CloudError):
     """AWS kept throttling us after every retry."""
 
 
-def translate(exc: BaseException, action: str, resource: str = "", region: str = "") -> Exception:
+def translate(exc: Exception, action: str, resource: str = "", region: str = "") -> Exception:
     """The FinetuneError for ``exc`` raised by ``action`` (e.g. 'CreateTrainingJob') on
     ``resource`` (a bucket, a job name); ``exc`` itself if it is not an AWS failure."""
     if isinstance(exc, FinetuneError):

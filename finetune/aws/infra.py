@@ -13,6 +13,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from finetune.aws import retries
 from finetune.aws.errors import aws_errors
@@ -189,7 +190,7 @@ def deploy(
             f"the template has no parameter {', '.join(unknown)}",
             f"use one of: {', '.join(sorted(known))}.",
         )
-    args = dict(
+    args: dict[str, Any] = dict(
         StackName=stack,
         TemplateBody=template_text(),
         Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in sorted(given.items())],

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from finetune.aws import retries
 from finetune.aws.errors import aws_errors
@@ -65,7 +66,7 @@ def _own(log: JobLog, stream: str) -> bool:
 
 def _streams(logs_client, job_name: str) -> list[str]:
     names: list[str] = []
-    kwargs = {"logGroupName": LOG_GROUP, "logStreamNamePrefix": f"{job_name}/"}
+    kwargs: dict[str, Any] = {"logGroupName": LOG_GROUP, "logStreamNamePrefix": f"{job_name}/"}
     with aws_errors("DescribeLogStreams", resource=LOG_GROUP):
         while True:
             try:
@@ -83,7 +84,11 @@ def _streams(logs_client, job_name: str) -> list[str]:
 def _events(logs_client, log: JobLog, stream: str, max_pages: int) -> list[str]:
     out: list[str] = []
     for _ in range(max_pages):
-        kwargs = {"logGroupName": LOG_GROUP, "logStreamName": stream, "startFromHead": True}
+        kwargs: dict[str, Any] = {
+            "logGroupName": LOG_GROUP,
+            "logStreamName": stream,
+            "startFromHead": True,
+        }
         token = log.tokens.get(stream)
         if token:
             kwargs["nextToken"] = token

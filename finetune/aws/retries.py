@@ -92,6 +92,12 @@ def is_retryable(exc: BaseException) -> bool:
     return is_transport_error(exc)
 
 
+def note_attempts(exc: BaseException, attempts: int) -> None:
+    """Mark ``exc`` with how many calls were made (``finetune_attempts``, which
+    aws.errors.translate reads), so the message can say that we did retry."""
+    vars(exc)["finetune_attempts"] = attempts
+
+
 def call(
     fn: Callable[..., Any],
     *args: Any,
@@ -110,7 +116,7 @@ def call(
             return fn(*args, **kwargs)
         except Exception as exc:
             if attempt >= policy.attempts or not is_retryable(exc):
-                exc.finetune_attempts = attempt  # type: ignore[attr-defined]
+                note_attempts(exc, attempt)
                 raise
             if on_retry is not None:
                 on_retry(attempt, exc)

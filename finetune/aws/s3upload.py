@@ -21,6 +21,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from finetune.aws import retries
 from finetune.aws.errors import aws_errors
@@ -219,7 +220,8 @@ def _put_multipart(s3, bucket: str, f: UploadFile, part_size: int, progress: Pro
         ChecksumAlgorithm="SHA256",
         Metadata={SHA_META: f.sha256},
     )
-    upload_id, parts, whole = mpu["UploadId"], [], hashlib.sha256()
+    parts: list[dict[str, Any]] = []
+    upload_id, whole = mpu["UploadId"], hashlib.sha256()
     try:
         with open(f.local, "rb") as fh:
             while chunk := fh.read(part_size):
@@ -265,7 +267,7 @@ def list_prefix(s3, bucket: str, prefix: str) -> dict[str, int]:
     out: dict[str, int] = {}
     token = None
     while True:
-        kwargs = {"Bucket": bucket, "Prefix": as_prefix(prefix)}
+        kwargs: dict[str, Any] = {"Bucket": bucket, "Prefix": as_prefix(prefix)}
         if token:
             kwargs["ContinuationToken"] = token
         page = retries.call(s3.list_objects_v2, **kwargs)

@@ -88,8 +88,10 @@ def check_count(limits: Limits | None, count: int) -> None:
 
 
 def check_runtime(limits: Limits | None, seconds: int | None) -> None:
-    cap = limits.max_runtime_s if limits else None
-    if cap is not None and seconds is not None and seconds > cap:
+    if limits is None or seconds is None:
+        return
+    cap = limits.max_runtime_s
+    if cap is not None and seconds > cap:
         raise _refuse(limits, "MaxRuntimeSeconds", f"a runtime of {seconds} s", f"{cap} s")
 
 

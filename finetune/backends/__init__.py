@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from finetune.backends.base import Backend, Hooks, flag, given
+from finetune.backends.base import Backend, Capabilities, Hooks, flag, given
 from finetune.errors import UsageError, did_you_mean
 
 # name -> "module:Class"; a backend's module (and its SDK) is imported only when asked for
@@ -33,7 +33,7 @@ def implied(name: str | None, instance: str | None) -> tuple[str | None, str]:
     return owner, f"--instance {instance}: on the {owner} backend (--backend picks another)"
 
 
-def backend_class(name: str | None) -> type:
+def backend_class(name: str | None) -> type[Backend]:
     """The class of backend ``name`` (None: the default); an unknown name is a UsageError
     with a suggestion."""
     name = name or DEFAULT
@@ -101,10 +101,10 @@ def default_backend(name: str) -> Backend:
     return get_backend(name, options={})
 
 
-def priced() -> list[tuple[str, str, object]]:
+def priced() -> list[tuple[str, str, Capabilities]]:
     """(name, price book, capabilities) of every backend that bills by a cloud price book:
     what `finetune plan` enumerates, so the planner never names a backend."""
-    out = []
+    out: list[tuple[str, str, Capabilities]] = []
     for name in NAMES:
         cls = backend_class(name)
         if cls.price_book:

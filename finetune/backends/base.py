@@ -82,6 +82,10 @@ class Options(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+# Options under another name: inside Backend, ``Options`` is the class attribute
+BackendOptions = Options
+
+
 @dataclass(frozen=True)
 class Hooks:
     """How a backend talks to the person launching: messages, and a byte progress bar
@@ -215,7 +219,7 @@ class CleanupScope:
 
 class Backend(Protocol):
     name: str
-    capabilities: Capabilities
+    capabilities: ClassVar[Capabilities]
     Options: ClassVar[type[Options]]
     # the catalog price book (catalog.prices: ec2 | sagemaker) its runs are billed by and
     # estimated at; None: nothing is billed (this machine), so `finetune plan` skips it
@@ -236,8 +240,12 @@ class Backend(Protocol):
         ``history``: the finished runs' measurements the caller read from the ledger (the
         estimate prefers them to the performance model); a backend never reads the ledger."""
 
+    @property
+    def options(self) -> BackendOptions | None:
+        """The launch flags it was given (None: a run's stored options are read)."""
+
     def __init__(
-        self, options: Options | None = None, hooks: Hooks | None = None, poll_seconds=None
+        self, options: BackendOptions | None = None, hooks: Hooks | None = None, poll_seconds=None
     ) -> None:
         """``options``: the launch flags (None: what the run stored); ``poll_seconds``: how
         often following asks for status (None: the backend's own default)."""

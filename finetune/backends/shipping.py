@@ -116,8 +116,9 @@ def sha256_hex(data: bytes) -> str:
 def _metadata(version: str) -> str:
     lines = ["Metadata-Version: 2.1", f"Name: {PACKAGE}", f"Version: {version}"]
     meta = metadata.metadata(PACKAGE)
-    if meta.get("Requires-Python"):
-        lines.append(f"Requires-Python: {meta['Requires-Python']}")
+    python = meta.json.get("requires_python")  # (PackageMetadata's stub has no .get)
+    if python:
+        lines.append(f"Requires-Python: {python}")
     lines += [f"Requires-Dist: {r}" for r in _requires() if "extra ==" not in r]
     return "\n".join(lines) + "\n"
 

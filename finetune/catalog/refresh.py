@@ -19,6 +19,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from finetune.catalog import fx, instances, prices
 from finetune.catalog.cache import cache_age, stamp, write_prices, write_rates
@@ -117,9 +118,9 @@ def fetch_prices(client, regions, backends, today) -> list[prices.Price]:
 
 
 def _source(doc: dict) -> str:
-    effective = next(iter(doc.get("terms", {}).get("OnDemand", {}).values()), {}).get(
-        "effectiveDate", ""
-    )
+    on_demand = (doc.get("terms") or {}).get("OnDemand") or {}
+    first: dict[str, Any] = next(iter(on_demand.values()), {})
+    effective = first.get("effectiveDate", "")
     return "AWS Pricing API (GetProducts)" + (f", effective {effective[:10]}" if effective else "")
 
 
@@ -205,8 +206,8 @@ def refresh(
     directory = directory or cache_dir()
     now = now or datetime.now(UTC)
     result = RefreshResult(directory=directory)
-    _refresh_prices(result, client, regions, backends, now)
-    _refresh_rates(result, ecb_feed, now)
+    _refresh_prices(result, directory, client, regions, backends, now)
+    _refresh_rates(result, directory, ecb_feed, now)
     result.age = cache_age(directory, now)
     if result.problems and not offline_ok:
         raise CloudError(
@@ -217,7 +218,7 @@ def refresh(
     return result
 
 
-def _refresh_prices(result: RefreshResult, client, regions, backends, now) -> None:
+def _refresh_prices(result: RefreshResult, directory: Path, client, regions, backends, now) -> None:
     client = client or pricing_client()  # DependencyError when boto3 is missing
     from botocore.exceptions import BotoCoreError, ClientError
 
@@ -237,12 +238,12 @@ def _refresh_prices(result: RefreshResult, client, regions, backends, now) -> No
         result.problems.append(f"AWS Pricing API returned no {backend} GPU prices for {where}.")
     if not fetched:
         return
-    write_prices(result.directory, fetched)
-    stamp(result.directory, "prices", now)
+    write_prices(directory, fetched)
+    stamp(directory, "prices", now)
     result.prices_written = len(fetched)
 
 
-def _refresh_rates(result: RefreshResult, url, now) -> None:
+def _refresh_rates(result: RefreshResult, directory: Path, url, now) -> None:
     try:
         rates = fetch_ecb(url)
     # URLError, timeouts and refused connections are OSError; a bad URL is a ValueError.
@@ -250,8 +251,8 @@ def _refresh_rates(result: RefreshResult, url, now) -> None:
         reason = getattr(exc, "reason", None) or exc  # URLError wraps the socket error
         result.problems.append(f"ECB reference rates from {ecb_url(url)}: {reason}.")
         return
-    write_rates(result.directory, rates)
-    stamp(result.directory, "rates", now)
+    write_rates(directory, rates)
+    stamp(directory, "rates", now)
     day = max(rates)
     result.rates_written = len(rates)
     result.latest_rate = fx.Rate(rates[day], day, fx.ECB_SOURCE)

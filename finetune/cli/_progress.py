@@ -8,10 +8,14 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from finetune.contracts.metrics import BatchProgress, parse_progress
+
+if TYPE_CHECKING:  # rich is imported when a bar is shown
+    from rich.progress import Progress, TaskID
 
 PLAIN_EVERY_S = 10.0  # without a terminal: at most one progress line this often
 
@@ -24,8 +28,8 @@ class EpochDisplay:
         self.quiet = quiet
         self.live = console is not None or sys.stderr.isatty()
         self._console = console
-        self._bar = None
-        self._tasks: dict[int, int] = {}
+        self._bar: Progress | None = None
+        self._tasks: dict[int, TaskID] = {}
         self._last_plain = 0.0
 
     def start(self) -> EpochDisplay:
@@ -52,7 +56,7 @@ class EpochDisplay:
 
     def update(self, p: BatchProgress) -> None:
         """The bar of epoch ``p.epoch`` (or a plain line) at ``p``."""
-        fields = {"epoch": self._label(p.epoch), **_figures(p)}
+        fields: dict[str, Any] = {"epoch": self._label(p.epoch), **_figures(p)}  # task fields
         if self._bar is None:
             if time.monotonic() - self._last_plain >= PLAIN_EVERY_S or p.batch == p.steps:
                 typer.echo(_plain(p, fields), err=True)
@@ -94,7 +98,7 @@ def _plain(p: BatchProgress, f: dict[str, str]) -> str:
     )
 
 
-def _bar(console=None):
+def _bar(console=None) -> Progress:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 

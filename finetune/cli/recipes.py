@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -24,18 +25,18 @@ def list_recipes(fmt: str = FORMAT, as_json: bool = JSON_ALIAS) -> None:
     fmt = output_format(fmt, as_json)
     found = available()
     loaded = dict(validate_many(found))
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name, f in found.items():
-        recipe = loaded[name]
-        ok = not isinstance(recipe, Exception)
+        loaded_ = loaded[name]
+        recipe = None if isinstance(loaded_, Exception) else loaded_  # None: invalid
         rows.append(
             {
                 "name": name,
                 "origin": f.origin,
                 "path": str(f.path),
-                "model": recipe.model.name if ok else None,
-                "epochs": recipe.schedule.epochs if ok else None,
-                "description": recipe.description if ok else "INVALID: run `recipes validate`",
+                "model": recipe.model.name if recipe else None,
+                "epochs": recipe.schedule.epochs if recipe else None,
+                "description": recipe.description if recipe else "INVALID: run `recipes validate`",
             }
         )
     cells = [[r["name"], r["origin"], r["model"] or "?", r["description"]] for r in rows]

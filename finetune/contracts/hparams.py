@@ -13,7 +13,7 @@ so a run recorded before reads back and a hand-written map keeps working: see RE
 from __future__ import annotations
 
 import json
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -24,11 +24,11 @@ Augmentation = Literal[
     "none", "crop", "crop_color", "crop_color_transform", "resized_crop", "resized_crop_color"
 ]
 # the training engines (finetune.train.engines): the one list every other module imports
-ENGINES = ("mxnet", "torch")
-Engine = Literal[ENGINES]
+Engine = Literal["mxnet", "torch"]
+ENGINES: tuple[Engine, ...] = get_args(Engine)
 # the optional metric loggers (finetune.train.metriclog): the one list of their names
-METRIC_LOGGERS = ("tensorboard", "mlflow")
-MetricLoggerName = Literal[METRIC_LOGGERS]
+MetricLoggerName = Literal["tensorboard", "mlflow"]
+METRIC_LOGGERS: tuple[MetricLoggerName, ...] = get_args(MetricLoggerName)
 # old hyperparameter name -> its name now; accepted on reading, never written
 RENAMED = {"batch_size_per_device": "batch_per_device", "global_batch_size": "global_batch"}
 

@@ -91,11 +91,12 @@ def parse_progress(line: str) -> BatchProgress | None:
     at = line.find(PROGRESS_PREFIX + " ")
     if at < 0:
         return None
-    fields = dict(f.split("=", 1) for f in line[at:].split()[1:] if "=" in f)
+    raw = dict(f.split("=", 1) for f in line[at:].split()[1:] if "=" in f)
     try:
-        batch, steps = fields.pop("batch").split("/")
-        loss = fields.pop("train_loss", "nan")
-        fields.update(batch=batch, steps=steps, train_loss=None if loss == "nan" else loss)
+        batch, steps = raw.pop("batch").split("/")
+        loss = raw.pop("train_loss", "nan")
+        fields: dict[str, str | None] = {**raw, "batch": batch, "steps": steps}
+        fields["train_loss"] = None if loss == "nan" else loss
         return BatchProgress.model_validate(fields)
     except (KeyError, ValueError):
         return None

@@ -113,7 +113,7 @@ def _reencode(im, opts: ImageOptions) -> Encoded:
             im.draft("RGB", (tw, th))  # DCT-domain downscale, never below the target
     im = _to_rgb(im)
     if opts.resize and im.size != (tw, th):
-        im = im.resize((tw, th), Image.BILINEAR, reducing_gap=None)
+        im = im.resize((tw, th), Image.Resampling.BILINEAR, reducing_gap=None)
     if orientation in _ORIENTATION:
         im = im.transpose(Image.Transpose(_ORIENTATION[orientation]))
     out = io.BytesIO()

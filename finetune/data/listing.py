@@ -229,7 +229,7 @@ class _Walk:
         return True
 
     def images(self, cls: str) -> list[str]:
-        found = []
+        found: list[str] = []
         for dirpath, dirnames, filenames in os.walk(self.root / cls, followlinks=True):
             self.walked.add(os.path.realpath(dirpath))
             rel_dir = Path(dirpath).relative_to(self.root).as_posix()

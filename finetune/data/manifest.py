@@ -216,9 +216,9 @@ def verify(directory: str | Path, manifest: DatasetManifest, checksums: bool = T
     problems = []
     for name, entry in manifest.files.items():
         path = Path(directory) / name
-        st, problem = listed_stat(directory, name)
-        if problem:
-            problems.append(problem)
+        st = listed_stat(directory, name)
+        if isinstance(st, str):
+            problems.append(st)
         elif st.st_size != entry.bytes:
             problems.append(f"{name}: {st.st_size} bytes, manifest says {entry.bytes}")
         elif checksums and sha256_file(path) != entry.sha256:
@@ -226,19 +226,19 @@ def verify(directory: str | Path, manifest: DatasetManifest, checksums: bool = T
     return problems
 
 
-def listed_stat(directory: str | Path, name: str) -> tuple[os.stat_result | None, str | None]:
-    """(stat, None) for a file the manifest lists that is a regular file in ``directory``;
-    (None, "NAME: missing", "NAME: a FIFO (named pipe), not a regular file" ...) otherwise.
+def listed_stat(directory: str | Path, name: str) -> os.stat_result | str:
+    """The stat of a file the manifest lists that is a regular file in ``directory``; else
+    the problem ("NAME: missing", "NAME: a FIFO (named pipe), not a regular file" ...).
     (The name itself was checked to be a plain file name when the manifest was parsed.)"""
     try:
         st = os.stat(Path(directory) / name)
     except FileNotFoundError:
-        return None, f"{name}: missing"
+        return f"{name}: missing"
     except OSError as exc:
-        return None, f"{name}: cannot be read ({exc.strerror or exc})"
+        return f"{name}: cannot be read ({exc.strerror or exc})"
     if not stat.S_ISREG(st.st_mode):
-        return None, f"{name}: {kind(st.st_mode)}, not a regular file"
-    return st, None
+        return f"{name}: {kind(st.st_mode)}, not a regular file"
+    return st
 
 
 def dump(manifest: DatasetManifest) -> str:

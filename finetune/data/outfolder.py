@@ -76,4 +76,6 @@ def _listed(path: Path, written_by: str | None) -> set[str]:
         ok = "tool_version" in doc and isinstance(files, dict)
     else:
         ok = doc.get("written_by") == written_by and isinstance(files, list)
-    return {f for f in files if isinstance(f, str) and os.sep not in f} if ok else set()
+    if not ok or not isinstance(files, dict | list):
+        return set()
+    return {f for f in files if isinstance(f, str) and os.sep not in f}

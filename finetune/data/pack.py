@@ -18,7 +18,7 @@ import os
 import signal
 import stat
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,7 +113,7 @@ def encode_iter(
     opts: ImageOptions,
     workers: int,
     close_fds: tuple[int, ...] = (),
-) -> Iterator[Encoded]:
+) -> Generator[Encoded, None, None]:
     """Yield the encoding of each relative path, in order, using ``workers`` processes.
 
     ``close_fds``: descriptors the workers close at once (see the module docstring)."""

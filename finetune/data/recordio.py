@@ -40,6 +40,11 @@ class IRHeader:
     id: int
     id2: int = 0
 
+    @property
+    def class_label(self) -> int:
+        """The class: the label, or the first of several (flag > 0)."""
+        return int(self.label if isinstance(self.label, int | float) else self.label[0])
+
 
 def pack_header(header: IRHeader, payload: bytes) -> bytes:
     """Prefix ``payload`` with ``header`` the way mx.recordio.pack does."""
@@ -189,7 +194,7 @@ class RecordReader:
             yield record
 
     def _read_next(self) -> bytes | None:
-        parts = []
+        parts: list[bytes] = []
         while True:
             start = self._f.tell()
             head = self._f.read(_HEAD.size)

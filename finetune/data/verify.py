@@ -59,9 +59,9 @@ def verify_checksums(directory: str | Path, manifest: mf.DatasetManifest) -> lis
     fresh: dict[str, dict] = {}
     problems = []
     for name, entry in sorted(manifest.files.items()):
-        st, problem = mf.listed_stat(directory, name)  # a FIFO or a device is never opened
-        if problem:
-            problems.append(problem)
+        st = mf.listed_stat(directory, name)  # a FIFO or a device is never opened
+        if isinstance(st, str):
+            problems.append(st)
             continue
         if st.st_size != entry.bytes:
             problems.append(f"{name}: {st.st_size} bytes, manifest says {entry.bytes}")

@@ -46,7 +46,7 @@ def spot_savings(m: money.Money) -> float | None:
     if not spot:
         return None
     billed = sum(ln.billed_seconds for ln in spot)
-    return sagemaker_spot_savings(billed, sum(ln.charge.training_seconds for ln in spot))
+    return sagemaker_spot_savings(billed, sum(ln.charge.training_seconds or 0.0 for ln in spot))
 
 
 @dataclass(frozen=True)
@@ -77,4 +77,7 @@ def estimate(
     running = math.ceil(train + max(overhead_seconds, 0.0))
     planned = money.Charge(**{**charge.to_dict(), "seconds": running})
     m = money.euros([planned], rate, estimate=True)
+    if m.eur is None:  # the planned charge carries the quote's price, so this is a bug
+        raise DataError(f"the planned charge for {charge.instance_type} has no price",
+                        "report this: an estimate is made from a quoted price.")  # fmt: skip
     return CostEstimate(images_per_sec, throughput_source, train, m.billed_seconds, m.eur, m)

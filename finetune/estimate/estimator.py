@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import Any, TypedDict
 
 from finetune.catalog import fx, instances, prices, spot
 from finetune.estimate import cost, money, run_history
@@ -54,6 +55,18 @@ class Throughput:
     checked: bool = False  # measured by gpu-check (finetune.estimate.perf.measured)
 
 
+Quote = prices.Price | spot.SpotPrice  # the price a charge is planned at (spot: its estimate)
+
+
+class _Run(TypedDict):
+    """What is run and billed: cost.estimate's arguments besides the throughput."""
+
+    images_per_epoch: int
+    epochs: int
+    charge: money.Charge
+    rate: fx.Rate
+
+
 def precision_for(work: Workload, gpu_model: str) -> str:
     """The precision the engine trains at on this GPU (MXNet: fp32; torch: as it resolves)."""
     if work.engine == "mxnet":
@@ -61,7 +74,7 @@ def precision_for(work: Workload, gpu_model: str) -> str:
     return perf_gpus.resolve_precision(work.precision, gpu_model)
 
 
-def setup_for(work: Workload, inst, hosts: int, images: int) -> perf.Setup:
+def setup_for(work: Workload, inst: instances.InstanceType, hosts: int, images: int) -> perf.Setup:
     """The performance model's Setup for ``work`` on ``hosts`` x ``inst``."""
     decoder = pipeline.per_epoch_decoder(work.engine, images, work.image_size, inst.gpu_memory_gib)
     return perf.Setup(
@@ -166,7 +179,7 @@ def estimate_run(
             "until a run is measured"
         )
     else:
-        run = dict(images_per_epoch=images_per_epoch, epochs=epochs, charge=charge, rate=rate)
+        run = _Run(images_per_epoch=images_per_epoch, epochs=epochs, charge=charge, rate=rate)
         every = checkpoint_interval_s if use_spot else None
         lines += _run_lines(fields, tp, run, overhead_seconds, every, hosts)
     kind = "estimated price" if price.estimate else "price"
@@ -179,7 +192,9 @@ def estimate_run(
     )
 
 
-def _planned_charge(backend: str, price, quote, instances_: int, use_spot: bool) -> money.Charge:
+def _planned_charge(
+    backend: str, price: prices.Price, quote: Quote, instances_: int, use_spot: bool
+) -> money.Charge:
     """The charge a run would make, billed by ``money.euros`` like a finished one's."""
     return money.Charge(
         rule=backend,  # the price book's service: ec2 | sagemaker, whose billing rule applies
@@ -193,7 +208,16 @@ def _planned_charge(backend: str, price, quote, instances_: int, use_spot: bool)
     )
 
 
-def _price_fields(inst, price, quote, charge, rate, count: int, use_spot: bool, work) -> dict:
+def _price_fields(
+    inst: instances.InstanceType,
+    price: prices.Price,
+    quote: Quote,
+    charge: money.Charge,
+    rate: fx.Rate,
+    count: int,
+    use_spot: bool,
+    work: Workload,
+) -> dict[str, Any]:
     """The Estimate's price, rate and device fields (time and euros come later)."""
     return dict(
         instance_type=price.display_name, instance_count=count, gpus=inst.gpu_count * count,
@@ -206,7 +230,14 @@ def _price_fields(inst, price, quote, charge, rate, count: int, use_spot: bool, 
     )  # fmt: skip
 
 
-def _run_lines(fields: dict, tp, run: dict, overhead: float, every, count: int) -> list[str]:
+def _run_lines(
+    fields: dict[str, Any],
+    tp: Throughput,
+    run: _Run,
+    overhead: float,
+    every: float | None,
+    count: int,
+) -> list[str]:
     """Time and euros into ``fields``; with a spot checkpoint interval ``every``, the expected
     interruptions' lost work added and named (catalog.spot.interruption_overhead)."""
     lost = None
@@ -221,7 +252,7 @@ def _run_lines(fields: dict, tp, run: dict, overhead: float, every, count: int) 
 
 
 def _time_and_money(
-    fields: dict, tp: Throughput, run: dict, overhead: float, lost: float = 0.0
+    fields: dict[str, Any], tp: Throughput, run: _Run, overhead: float, lost: float = 0.0
 ) -> list[str]:
     """Fill seconds and euros (point and band) into ``fields``; return the summary lines.
     ``lost``: expected spot interruptions' lost work, added to the time."""
@@ -259,7 +290,7 @@ def _time_and_money(
     ]  # fmt: skip
 
 
-def _spot(quote) -> str:
+def _spot(quote: Quote | None) -> str:
     if quote is None:
         return ""
     return f" (spot, {'estimated: ' if quote.estimate else ''}{quote.source})"

@@ -7,18 +7,39 @@ all call it, so they cannot disagree.
 
 from __future__ import annotations
 
-from finetune.errors import FinetuneError
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from finetune.errors import FinetuneError, UsageError
+
+if TYPE_CHECKING:  # the plan imports estimate.planned; the estimator loads the catalogs
+    from finetune.catalog.fx import Rate
+    from finetune.catalog.spot import SpotPrice
+    from finetune.estimate.planned import Estimate
+    from finetune.estimate.run_history import Measurement
+    from finetune.plan import DatasetSummary, Plan, Resources
+    from finetune.recipes.schema import Recipe
 
 
 def estimate_for(
-    recipe, dataset, resources, region: str, price_book: str, history, rate=None, spot_quote=None
-):
+    recipe: Recipe,
+    dataset: DatasetSummary,
+    resources: Resources,
+    region: str,
+    price_book: str,
+    history: Iterable[Measurement],
+    rate: Rate | None = None,
+    spot_quote: SpotPrice | None = None,
+) -> Estimate:
     """estimate.estimator's Estimate for ``recipe`` on ``dataset`` with ``resources`` at
     ``price_book``'s prices in ``region`` (``history``: measured runs; ``rate``: the EUR rate,
     default today's; ``spot_quote``: a current spot price to use). Raises the catalog's
     errors for an unknown instance or price."""
     from finetune.estimate.estimator import Workload, estimate_run
 
+    if resources.instance_type is None:
+        raise UsageError(f"no instance type to price on {price_book}",
+                         "name one with --instance.")  # fmt: skip
     work = Workload(
         model=recipe.model.name,
         engine=recipe.engine,
@@ -45,7 +66,9 @@ def estimate_for(
     )
 
 
-def with_estimate(plan, region: str | None, price_book: str, history):
+def with_estimate(
+    plan: Plan, region: str | None, price_book: str, history: Iterable[Measurement]
+) -> Plan:
     """The plan with the estimate at ``price_book``'s prices (the catalog's ec2 or
     sagemaker prices) in ``region``; unchanged where no region is known. ``history``:
     measured runs, read from the ledger by the caller (service/, never a backend), which

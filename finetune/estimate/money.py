@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 from finetune.catalog.fx import Rate
 from finetune.errors import DataError
@@ -65,11 +66,11 @@ class Charge:
     label: str = ""  # e.g. "attempt 2 (i-0abc, i-0def)"
     note: str = ""  # e.g. "clock skew of 4.2 s clamped" (shown with the line's billing rule)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> Charge:
+    def from_dict(cls, d: dict[str, Any]) -> Charge:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})
 
@@ -96,15 +97,13 @@ class Money:
     @property
     def eur(self) -> float | None:
         """The total; None when a line has no price (the amount is then unknown)."""
-        if any(line.eur is None for line in self.lines):
-            return None
-        return sum(line.eur for line in self.lines)
+        eurs = [line.eur for line in self.lines]
+        return None if None in eurs else sum(e for e in eurs if e is not None)
 
     @property
     def usd(self) -> float | None:
-        if any(line.usd is None for line in self.lines):
-            return None
-        return sum(line.usd for line in self.lines)
+        usds = [line.usd for line in self.lines]
+        return None if None in usds else sum(u for u in usds if u is not None)
 
     @property
     def billed_seconds(self) -> float:
@@ -121,7 +120,7 @@ class Money:
         out = [_price_text(line.charge) for line in self.lines if line.charge.rule != FREE]
         return list(dict.fromkeys(out))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """A JSON-ready view: total, lines, and the rate's value, date and source."""
         return {
             "eur": self.eur,

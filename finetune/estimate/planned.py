@@ -7,6 +7,8 @@ are new. Built by estimate.estimator.estimate_run; read by attribute, never by k
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, field_validator
 
 
@@ -24,7 +26,7 @@ class Estimate(BaseModel):
     price_age: str | None = None
     price_source: str | None = None
     price_is_estimate: bool = False
-    charge: dict | None = None  # estimate.money.Charge.to_dict() of the planned charge
+    charge: dict[str, Any] | None = None  # estimate.money.Charge.to_dict() of the planned charge
     spot_estimate: bool = False
     usd_per_eur: float | None = None
     rate_date: str | None = None
@@ -52,7 +54,7 @@ class Estimate(BaseModel):
 
     @field_validator("summary", mode="before")
     @classmethod
-    def _lines(cls, value):
+    def _lines(cls, value: Any) -> Any:
         """Plans stored before kept a one-line summary as a string."""
         return (value,) if isinstance(value, str) else value
 

@@ -48,7 +48,14 @@ class Measured:
         return f"measured: median of {len(self.run_ids)} run(s) {ids}"
 
 
-def _matches(m: Measurement, model, gpu_model, engine, batch, image_size) -> bool:
+def _matches(
+    m: Measurement,
+    model: str,
+    gpu_model: str,
+    engine: str | None,
+    batch: int | None,
+    image_size: int | None,
+) -> bool:
     net = network_key(model)  # a network the FLOP table lacks matches by its exact name
     return (
         (network_key(m.model) == net if net else m.model == model)

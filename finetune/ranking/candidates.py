@@ -11,8 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from finetune.errors import ConfigError, FinetuneError
+
+if TYPE_CHECKING:  # imported where used: the plan and the estimator load the catalogs
+    from finetune.estimate.planned import Estimate
+    from finetune.plan import DatasetSummary
+    from finetune.recipes.schema import Recipe
 
 DEFAULT_MAX_HOSTS = 4  # instances of one run to consider; --max-hosts changes it
 
@@ -21,8 +27,8 @@ DEFAULT_MAX_HOSTS = 4  # instances of one run to consider; --max-hosts changes i
 class Query:
     """What `finetune plan` is asked."""
 
-    recipe: object  # a recipes.schema.Recipe, overrides applied
-    dataset: object  # a plan.DatasetSummary
+    recipe: Recipe  # overrides applied
+    dataset: DatasetSummary
     regions: tuple[str, ...]
     backend: str | None = None  # None: every priced backend
     spot: bool | None = None  # None: both markets; True: spot only; False: on-demand only
@@ -41,7 +47,7 @@ class Candidate:
     hosts: int
     region: str
     spot: bool
-    estimate: object
+    estimate: Estimate
 
     @property
     def market(self) -> str:

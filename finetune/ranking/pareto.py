@@ -9,7 +9,8 @@ def front(points: Sequence[tuple[float, float]]) -> set[int]:
     """Indices of the points (seconds, euros) that no other point dominates: none is as fast
     and as cheap with one of the two strictly better. Equal points are all on the front."""
     order = sorted(range(len(points)), key=lambda i: (points[i][0], points[i][1]))
-    on, best = set(), float("inf")  # best: the least euros among faster-or-equal points
+    on: set[int] = set()
+    best = float("inf")  # best: the least euros among faster-or-equal points
     k = 0
     while k < len(order):
         # points of one time are judged together: only their cheapest can be on the front

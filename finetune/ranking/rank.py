@@ -6,10 +6,14 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 from finetune.errors import UsageError
 from finetune.ranking import pareto
 from finetune.ranking.candidates import DEFAULT_MAX_HOSTS, Candidate, Query, candidates
+
+if TYPE_CHECKING:
+    from finetune.estimate.planned import Estimate
 
 DEFAULT_REGION = "us-east-1"  # where nothing else names one (as `finetune sweep` prices)
 # The performance model cannot tell two predicted times apart closer than this: every
@@ -158,8 +162,9 @@ def _label(c: Candidate) -> str:
 
 def _rows(found: list[Candidate], epochs: int) -> list[Row]:
     """Rows ranked by euros (then time), the Pareto front of (time, euros) marked."""
-    found = sorted(found, key=lambda c: (c.estimate.eur, c.estimate.seconds, _label(c)))
-    front = pareto.front([(c.estimate.seconds, c.estimate.eur) for c in found])
+    known = sorted(((c, _known(c.estimate)) for c in found),
+                   key=lambda ck: (ck[1].eur, ck[1].seconds, _label(ck[0])))  # fmt: skip
+    front = pareto.front([(k.seconds, k.eur) for _, k in known])
     return [
         Row(
             rank=n + 1,
@@ -170,21 +175,39 @@ def _rows(found: list[Candidate], epochs: int) -> list[Row]:
             hosts=c.hosts,
             gpus=c.hosts * c.gpus_per_host,
             gpu=c.gpu_model,
-            minutes=c.estimate.seconds / 60.0,
-            eur=c.estimate.eur,
-            eur_low=c.estimate.eur_low,
-            eur_high=c.estimate.eur_high,
-            eur_per_epoch=c.estimate.eur / epochs,
+            minutes=k.seconds / 60.0,
+            eur=k.eur,
+            eur_low=k.eur_low,
+            eur_high=k.eur_high,
+            eur_per_epoch=k.eur / epochs,
             efficiency=c.estimate.efficiency,
             data_bound=c.estimate.data_bound,
             pareto=n in front,
             basis=_basis(c.estimate),
         )
-        for n, c in enumerate(found)
+        for n, (c, k) in enumerate(known)
     ]
 
 
-def _basis(est) -> str:
+@dataclass(frozen=True)
+class _Known:
+    """The time and euros of an estimate that has them (Estimate.known)."""
+
+    seconds: float
+    eur: float
+    eur_low: float
+    eur_high: float
+
+
+def _known(est: Estimate) -> _Known:
+    """``est``'s time and euros; only known estimates are ranked, and the estimator fills the
+    time, the euros and their band together, so a gap here is a bug, said plainly."""
+    if est.seconds is None or est.eur is None or est.eur_low is None or est.eur_high is None:
+        raise ValueError(f"an estimate without its time or euros was ranked: {est.summary}")
+    return _Known(est.seconds, est.eur, est.eur_low, est.eur_high)
+
+
+def _basis(est: Estimate) -> str:
     kind = "measured" if est.throughput_measured else "model"
     extra = "; wider band" if est.wider_band else ""
     return f"{kind}: {est.images_per_sec:.0f} img/s (band {est.images_per_sec_low:.0f}-" \

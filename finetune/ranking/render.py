@@ -39,10 +39,11 @@ def render(
     head += [f"dataset: {result.dataset_note}"] if result.dataset_note else []
     head = [wrap_text(h, width) for h in head]
     head += _pick_lines(result.cheapest, width)
-    same = result.cheapest and result.fastest and result.cheapest.row == result.fastest.row
-    if same:  # one row is both: its command once
-        rule = result.fastest.why.partition(":")[0].removeprefix("the ")
-        head.append(f"{rule}: the same (row {result.fastest.row.rank})")
+    fastest = result.fastest
+    same = result.cheapest and fastest and result.cheapest.row == fastest.row
+    if same and fastest:  # one row is both: its command once
+        rule = fastest.why.partition(":")[0].removeprefix("the ")
+        head.append(f"{rule}: the same (row {fastest.row.rank})")
     else:
         head += _pick_lines(result.fastest, width)
     if result.cheapest is None:

@@ -60,8 +60,7 @@ def peak_tflops(run) -> tuple[float | None, str]:
     """(peak TFLOP/s of the run's GPUs together, where from) or (None, 'n/a: why')."""
     if run.device_kind != "gpu":
         return None, "n/a: a CPU run"
-    told = [getattr(e, "peak_tflops", None) for e in run.epochs]
-    told = [t for t in told if t]
+    told = [t for e in run.epochs if (t := getattr(e, "peak_tflops", None))]
     if told:
         return float(told[-1]), "the engine's telemetry"
     found = _peak(run.gpu_model)
@@ -80,6 +79,5 @@ def achieved_tflops(run) -> float | None:
 
 def gpu_util(run) -> float | None:
     """Mean GPU utilisation (%) over the epochs that report one (engines' telemetry)."""
-    values = [getattr(e, "gpu_util_pct", None) for e in run.epochs]
-    values = [v for v in values if v is not None]
+    values = [v for e in run.epochs if (v := getattr(e, "gpu_util_pct", None)) is not None]
     return statistics.fmean(values) if values else None

@@ -7,6 +7,7 @@ format. Every report ends with one provenance line: which prices and which EUR r
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 from finetune.errors import UsageError, did_you_mean
@@ -124,8 +125,8 @@ def provenance(runs: list[RunFacts]) -> str:
 def build_report(
     runs: list[RunFacts],
     target_acc: float | None = None,
-    pool: list[RunFacts] = (),
-    skipped: list[str] = (),
+    pool: Sequence[RunFacts] = (),
+    skipped: Sequence[str] = (),
 ) -> Report:
     """Per-run figures, totals, notes on what could not be computed (and on ``skipped`` rows),
     and the provenance. ``pool``: more runs that may serve as 1-device baselines."""

@@ -10,6 +10,7 @@ size: comparing 8 K80s with one V100, or batch 32 with batch 16, says nothing ab
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from finetune.contracts.metrics import EpochMetrics
@@ -51,12 +52,12 @@ def baseline_key(run: RunFacts) -> tuple:
 def baselines(runs: list[RunFacts]) -> dict[tuple, tuple[float, list[str]]]:
     """Median 1-device throughput (and the run ids behind it) per comparable group, over
     completed runs."""
-    groups: dict[tuple, list[RunFacts]] = {}
+    groups: dict[tuple, list[tuple[RunFacts, float]]] = {}  # (run, its images/s)
     for run in runs:
         if run.devices == 1 and run.images_per_sec and run.status == "completed":
-            groups.setdefault(baseline_key(run), []).append(run)
+            groups.setdefault(baseline_key(run), []).append((run, run.images_per_sec))
     return {
-        key: (statistics.median(r.images_per_sec for r in group), [r.run_id for r in group])
+        key: (statistics.median(ips for _, ips in group), [r.run_id for r, _ in group])
         for key, group in groups.items()
     }
 
@@ -75,7 +76,7 @@ class Scaling:
     wall_speedup: float | None = None  # the baseline's wall time / this run's, start-up included
 
 
-def scaling(runs: list[RunFacts], pool: list[RunFacts] = ()) -> list[Scaling]:
+def scaling(runs: list[RunFacts], pool: Sequence[RunFacts] = ()) -> list[Scaling]:
     """Speedup (steady-state images/s) and efficiency of every run with N > 1 devices against
     its 1-device baseline, and the wall-clock speedup beside it
     (from ``runs`` and ``pool``: e.g. the whole ledger when one run is reported), in input

@@ -42,8 +42,9 @@ class CellRow:
     @property
     def peak_share(self) -> float | None:
         """Achieved over peak TFLOP/s (the table's % of peak)."""
-        ok = self.peak_tflops and self.achieved_tflops
-        return self.achieved_tflops / self.peak_tflops if ok else None
+        if self.peak_tflops and self.achieved_tflops:
+            return self.achieved_tflops / self.peak_tflops
+        return None
 
     def record(self) -> dict:
         """One flat JSON/CSV record: the run's report row, then the cell's own figures."""
@@ -54,7 +55,8 @@ class CellRow:
 def default_target(runs: list[RunFacts]) -> float | None:
     """The best accuracy every cell reached: the lowest of the cells' best accuracies."""
     best = [r.best_val_acc for r in runs]
-    return min(best) if best and all(b is not None for b in best) else None
+    known = [b for b in best if b is not None]
+    return min(known) if best and len(known) == len(best) else None
 
 
 def build(runs: list[RunFacts], target: float | None = None, skipped=()) -> tuple:

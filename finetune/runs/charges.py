@@ -92,7 +92,7 @@ def _legacy_job(run: Run) -> money.Charge:
     c = run.cost
     return money.Charge(
         rule=money.SAGEMAKER,
-        instance_type=c.get("instance_type") or run.instance_type,
+        instance_type=c.get("instance_type") or run.instance_type or "?",
         instances=int(c.get("instance_count") or run.hosts),  # the record's own key
         seconds=float(c["billable_seconds"]),
         usd_per_hour=float(c["usd_per_hour"]),
@@ -111,6 +111,7 @@ def _legacy_estimate(run: Run) -> money.Charge:
 
     rule = run.backend if run.backend in prices.BACKENDS else money.SAGEMAKER
     est = Estimate.model_validate(run.plan.get("estimate") or {})  # the plan as stored
+    usd: float | None
     if est.hourly_usd is not None:
         usd, source, as_of = est.hourly_usd, est.price_source or "", est.price_as_of
     else:
@@ -121,7 +122,7 @@ def _legacy_estimate(run: Run) -> money.Charge:
         seconds, note = money.elapsed(run.started_at, end, f"run {run.id}")
     return money.Charge(
         rule=rule,
-        instance_type=run.instance_type,
+        instance_type=run.instance_type or "?",
         instances=run.hosts,
         seconds=float(seconds or 0.0),
         usd_per_hour=usd,
@@ -138,6 +139,8 @@ def _catalog_price(run: Run, rule: str) -> tuple[float | None, str, str | None]:
     from finetune.catalog import prices
     from finetune.errors import FinetuneError
 
+    if not run.instance_type:
+        return None, "no price: the run records no instance type", None
     try:
         p = prices.price(run.instance_type, run.region or "us-east-1", rule)
     except FinetuneError as exc:

@@ -40,7 +40,7 @@ def run_facts(run: Run, epochs: list[EpochMetrics]) -> RunFacts:
         dataset=run.plan.get("dataset", {}).get("name", run.dataset),
         model=run.plan.get("hyperparameters", {}).get("model", "?"),
         backend=run.backend,
-        instance_type=f"local-{run.device_kind}" if local else run.instance_type,
+        instance_type=run.instance_type or f"local-{run.device_kind}",
         hosts=run.hosts,
         devices_per_host=run.devices_per_host,
         spot=run.spot,

@@ -6,6 +6,7 @@ concurrent launches never interleave half-written runs.
 
 from __future__ import annotations
 
+import builtins  # Ledger.list shadows the builtin in the class's annotations
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -134,7 +135,8 @@ class Ledger:
     ) -> list[Run]:
         """Runs, oldest first, optionally of one recipe, created after ``since``, or launched
         by one sweep."""
-        q, args = "SELECT * FROM runs WHERE 1=1", []
+        q = "SELECT * FROM runs WHERE 1=1"
+        args: list[object] = []
         if recipe:
             q, args = q + " AND recipe = ?", [*args, recipe]
         if since:
@@ -150,7 +152,7 @@ class Ledger:
             if c.execute("DELETE FROM runs WHERE id = ?", (run_id,)).rowcount == 0:
                 raise self._unknown(run_id)
 
-    def record_epochs(self, run_id: str, events: list[EpochMetrics]) -> None:
+    def record_epochs(self, run_id: str, events: builtins.list[EpochMetrics]) -> None:
         """Upsert per-epoch metrics (a resumed run may report an epoch again)."""
         with self._write() as c:
             for e in events:
@@ -167,7 +169,9 @@ class Ledger:
                     ),
                 )
 
-    def epochs(self, run_id: str, problems: list | None = None) -> list[EpochMetrics]:
+    def epochs(
+        self, run_id: str, problems: builtins.list[str] | None = None
+    ) -> builtins.list[EpochMetrics]:
         """The run's epoch metrics. With a ``problems`` list, an epoch row that does not decode
         (hand-damaged) is left out and named there; without one it raises."""
         rows = self._conn.execute(
@@ -188,7 +192,7 @@ class Ledger:
         with self._write() as c:
             self._event(c, run_id, kind, message)
 
-    def events(self, run_id: str) -> list[tuple[float, str, str]]:
+    def events(self, run_id: str) -> builtins.list[tuple[float, str, str]]:
         rows = self._conn.execute(
             "SELECT time, kind, message FROM events WHERE run_id = ? ORDER BY id", (run_id,)
         )

@@ -142,8 +142,9 @@ def decode_json_columns(row: dict, columns: dict[str, str]) -> list[str]:
 
     problems = []
     for attr, col in columns.items():
-        empty = [] if attr == "charges" else {}
+        empty: list[object] | dict[str, object] = [] if attr == "charges" else {}
         text = row.pop(col, None)
+        why: str | None
         try:
             value = json.loads(text or json.dumps(empty))
         except (ValueError, TypeError) as exc:

@@ -157,7 +157,9 @@ def list_rows(
     leaves out what a row already says: the creation time is the run id's first part (UTC,
     to the second) and the backend is the instance's name (ml.* is SageMaker, any other is
     EC2, none is this machine); LIST_FIELDS, in JSON and CSV, keep both."""
-    rows = [(*LIST_HEADERS, SPEND_HEADER) if eur is not None else LIST_HEADERS]
+    rows: list[tuple[str, ...]] = [
+        (*LIST_HEADERS, SPEND_HEADER) if eur is not None else LIST_HEADERS
+    ]
     for r in runs:
         acc = best.get(r.id)
         rows.append(

@@ -20,10 +20,15 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from finetune.data.datasets import prepare_folder
 from finetune.data.prepare import PrepareResult, Progress
 from finetune.data.synth import SynthSpec, generate
+
+if TYPE_CHECKING:  # the ledger and the report are imported when the demo runs
+    from finetune.report.render import Report
+    from finetune.runs.run import Run
 
 # the smoke recipe of each engine, and the file its model folder keeps the weights in
 RECIPES = {"torch": "smoke-resnet18-torch", "mxnet": "smoke-resnet18"}
@@ -33,7 +38,7 @@ TRANSFER_MARGIN = 0.10  # validation accuracy, fine-tuned minus scratch, first a
 
 @dataclass(frozen=True)
 class DemoSpec:
-    workdir: Path | None = None  # None: <data dir>/demo
+    workdir: Path | None = None  # None: <data dir>/demo (``root``)
     # the engine a user runs on today's GPUs; `--engine mxnet` tells the same story on the
     # studies' engine
     engine: str = "torch"
@@ -44,11 +49,20 @@ class DemoSpec:
     epochs: int = 8
     seed: int = 0
 
+    @property
+    def root(self) -> Path:
+        """Where the demo keeps its images and datasets: ``workdir``, else <data dir>/demo."""
+        if self.workdir is not None:
+            return self.workdir
+        from finetune import settings
+
+        return settings.get().data_dir / "demo"
+
 
 def images_step(spec: DemoSpec, task: str) -> Path:
     """Generate one task's image set once (kept between demo runs). The source task has
     more classes and another seed, so its classes differ from the target's."""
-    root = spec.workdir / "images" / task
+    root = spec.root / "images" / task
     if not (root / ".complete").exists():
         source = task == "source"
         generate(
@@ -69,7 +83,7 @@ def images_step(spec: DemoSpec, task: str) -> Path:
 def prepare_step(spec: DemoSpec, task: str, progress: Progress | None = None) -> PrepareResult:
     params = dict(val_ratio=0.25, resize=spec.resize, quality=90, seed=spec.seed)
     images = images_step(spec, task)
-    return prepare_folder(images, spec.workdir / "datasets" / task, task, params, progress=progress)
+    return prepare_folder(images, spec.root / "datasets" / task, task, params, progress=progress)
 
 
 def train_step(
@@ -175,11 +189,11 @@ def weights_of(run, engine: str) -> Path:
 class DemoResult:
     """The three runs, the transfer comparison and the report of the runs."""
 
-    pre: object
-    fine: object
-    scratch: object
+    pre: Run
+    fine: Run
+    scratch: Run
     transfer: Transfer
-    report: object = None
+    report: Report | None = None
     completed: bool = field(init=False)
 
     def __post_init__(self) -> None:
@@ -209,7 +223,6 @@ def run_demo(
     are no weights to fine-tune from)."""
     from dataclasses import replace
 
-    from finetune import settings
     from finetune.data.summary import summary_lines
     from finetune.errors import FinetuneError
     from finetune.report.render import build_report, render
@@ -217,7 +230,7 @@ def run_demo(
     from finetune.runs.ledger import open_default
 
     _check_engine(spec.engine)
-    spec = replace(spec, workdir=spec.workdir or settings.get().data_dir / "demo")
+    spec = replace(spec, workdir=spec.root)
     on_step(f"1/5 Generating and preparing images under {spec.workdir}")
     with (progress or nullcontext)() as bars:
         source = prepare_step(spec, "source", bars)

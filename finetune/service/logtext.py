@@ -6,6 +6,7 @@ set the clipboard (OSC 52), hide lines. Everything but text, newlines and tabs g
 from __future__ import annotations
 
 import re
+from typing import overload
 
 _CONTROL = re.compile(
     r"""
@@ -31,6 +32,10 @@ def printable(text: str) -> str:
     return _CONTROL.sub("", text)
 
 
+@overload
+def remote(text: str) -> str: ...
+@overload
+def remote(text: None) -> None: ...
 def remote(text: str | None) -> str | None:
     """A string that came from the cloud (an exit reason from status.json or SageMaker's
     FailureReason, a backend's event) on one printable line: it is shown inline."""

@@ -91,7 +91,7 @@ def _remove_one(ledger: Ledger, run: Run, out: Removal, dry_run: bool) -> None:
     try:
         ledger.delete(run.id)
     except BaseException:
-        if trash is not None:
+        if trash is not None and folder is not None:  # (trash is set only with a folder)
             os.rename(trash, folder)
         raise
     if trash is not None:

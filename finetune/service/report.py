@@ -6,16 +6,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from finetune.errors import UsageError
+
+if TYPE_CHECKING:  # the report modules are imported when a report is made
+    from finetune.report.render import Report
+    from finetune.report.sweep import CellRow
 
 
 @dataclass(frozen=True)
 class CostReport:
     """A report over runs; ``sweep_rows`` holds a sweep's CellRows (None: not a sweep)."""
 
-    report: object
-    sweep_rows: list | None = None
+    report: Report
+    sweep_rows: list[CellRow] | None = None
 
     def text(self, fmt: str) -> str:
         """The report rendered in ``fmt`` (checked by report.render.check_format)."""

@@ -11,9 +11,13 @@ the same checks, and the dry-run says so and how large the file is.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from finetune.backends.base import Backend, Hooks
 from finetune.errors import DataError
+
+if TYPE_CHECKING:  # the engines are imported when a plan is checked
+    from finetune.train.engines import WeightsSource
 
 
 @dataclass(frozen=True)
@@ -21,7 +25,7 @@ class WeightsPlan:
     """The dry-run's words for the weights, and what to fetch here before launching."""
 
     line: str
-    fetch: object | None = None  # a finetune.train.engines.WeightsSource to fetch here
+    fetch: WeightsSource | None = None  # what to fetch here before launching
 
 
 def check(plan, backend: Backend) -> WeightsPlan:
@@ -46,6 +50,9 @@ def check(plan, backend: Backend) -> WeightsPlan:
                 "model.weights empty for the published weights (the job fetches them).",
             )
         return WeightsPlan(f"pretrained, from {src.cached}")
+    dest = src.dest
+    if dest is None:  # an engine names where weights go whenever none is cached
+        raise ValueError(f"the weights of {src.model} have neither a file nor a destination")
     size = f", {src.size / 1e6:.1f} MB" if src.size else ""
     if src.by_job and src.url:
         return WeightsPlan(
@@ -54,12 +61,12 @@ def check(plan, backend: Backend) -> WeightsPlan:
         )
     if src.by_job:  # the engine's own cache, on the machine that trains
         return WeightsPlan(
-            f"pretrained, from the job's own {src.dest.name} cache or a pretrained channel; "
+            f"pretrained, from the job's own {dest.name} cache or a pretrained channel; "
             "model.weights=download fetches them from the model zoo"
         )
     _reachable(src)
     return WeightsPlan(
-        f"pretrained, downloaded once from {_host(src.url)} into {src.dest.parent}{size} "
+        f"pretrained, downloaded once from {_host(src.url)} into {dest.parent}{size} "
         "before the run starts",
         fetch=src,
     )
@@ -70,7 +77,7 @@ def fetch(weights: WeightsPlan, hooks: Hooks | None = None) -> None:
     from finetune.download import fetch as download
 
     src = weights.fetch
-    if src is None or src.dest.is_file():
+    if src is None or src.dest is None or src.dest.is_file():  # nothing to fetch here
         return
     hooks = hooks or Hooks()
     hooks.notify(f"Downloading {src.model} weights from {src.url} into {src.dest.parent}")

@@ -253,7 +253,9 @@ def _one_field(name: str):
     from pydantic import TypeAdapter
 
     f = Settings.model_fields[name]
-    return TypeAdapter(Annotated[(f.annotation, *f.metadata)] if f.metadata else f.annotation)
+    # an Annotated[...] built at runtime is a typing special form mypy cannot see as the
+    # type form TypeAdapter takes (pydantic accepts it)
+    return TypeAdapter(Annotated[(f.annotation, *f.metadata)] if f.metadata else f.annotation)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)

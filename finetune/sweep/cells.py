@@ -5,9 +5,13 @@ total, and the --max-eur refusal -- all before anything runs."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from finetune.errors import UsageError
 from finetune.sweep import grid as g
+
+if TYPE_CHECKING:  # the plan is built when a sweep is planned
+    from finetune.plan import Plan
 
 
 @dataclass(frozen=True)
@@ -15,7 +19,7 @@ class PlannedCell:
     """One cell, planned: its grid values and identity, the Plan, and the estimate."""
 
     cell: g.Cell
-    plan: object  # finetune.plan.Plan
+    plan: Plan
     eur: float | None  # None: no estimate (no throughput figure or no price)
     note: str  # the estimate's first line, or why there is none
 
@@ -36,16 +40,16 @@ class SweepPlan:
     @property
     def total_eur(self) -> float | None:
         """The sum of the estimates; None when any cell has none."""
-        if any(c.eur is None for c in self.cells):
-            return None
-        return sum(c.eur for c in self.cells)
+        eurs = [c.eur for c in self.cells]
+        return None if None in eurs else sum(e for e in eurs if e is not None)
 
     def check_budget(self, max_eur: float | None) -> None:
         """UsageError when the total estimate exceeds ``max_eur`` (or cannot be known), or
         when ``max_eur`` is no usable cap (zero, negative: finetune.units.eurocap)."""
         from finetune.units.eurocap import check_max_eur
 
-        if check_max_eur(max_eur) is None:
+        cap = check_max_eur(max_eur)
+        if cap is None:
             return
         total = self.total_eur
         if total is None:
@@ -56,7 +60,7 @@ class SweepPlan:
                 "run one cell of that GPU model first (estimates learn from the ledger), "
                 "or drop --max-eur.",
             )
-        if total > max_eur:
+        if total > cap:
             raise UsageError(
                 f"The sweep's {len(self.cells)} runs are estimated at {total:.2f} EUR, more "
                 f"than --max-eur {max_eur:g}.",
@@ -184,7 +188,7 @@ def table_rows(sp: SweepPlan) -> list[list[str]]:
     return rows
 
 
-def _where(c) -> str:
+def _where(c: PlannedCell) -> str:
     r = c.plan.resources
     return f"{r.hosts}x {r.instance_type}" if r.instance_type else f"this machine ({r.device})"
 

@@ -3,6 +3,11 @@ uses (finetune.service)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # service (and a backend's SDK) is imported when a cell is launched
+    from finetune.runs.run import Run
+
 
 def backend_for(name: str):
     """The backend a sweep launches every cell on (its default options)."""
@@ -11,7 +16,7 @@ def backend_for(name: str):
     return default_backend(name)
 
 
-def launch_cell(plan, backend, ledger, sweep_id: str, cell) -> object:
+def launch_cell(plan, backend, ledger, sweep_id: str, cell) -> Run:
     """Record and submit one cell's run, tagged with the sweep and the cell from the start."""
     from finetune import service
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from finetune.errors import FinetuneError
-from finetune.runs.run import ACTIVE
+from finetune.runs.run import ACTIVE, Run
 from finetune.sweep import launcher
 from finetune.sweep.cells import PlannedCell, SweepPlan
 
@@ -26,7 +26,7 @@ class SweepResult:
     """Which run each cell has now, and what this invocation did with it."""
 
     sweep_id: str
-    runs: dict[str, object] = field(default_factory=dict)  # cell key -> Run
+    runs: dict[str, Run] = field(default_factory=dict)  # cell key -> its latest run
     skipped: dict[str, str] = field(default_factory=dict)  # cell key -> why
     launched: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
@@ -38,10 +38,10 @@ class SweepResult:
         return [*self.failed, *left]
 
 
-def latest_runs(ledger, cells: list[PlannedCell]) -> dict[str, object]:
+def latest_runs(ledger, cells: list[PlannedCell]) -> dict[str, Run]:
     """{cell key: its latest run in the ledger} for the cells that have one."""
     keys = {c.cell.key for c in cells}
-    out: dict[str, object] = {}
+    out: dict[str, Run] = {}
     for run in ledger.list():  # oldest first: later runs of a cell replace earlier ones
         if run.sweep_cell in keys:
             out[run.sweep_cell] = run

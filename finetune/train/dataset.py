@@ -106,7 +106,7 @@ def _check_records(files: DatasetFiles) -> None:
 
     m = files.manifest
     splits = [("train", files.train_rec, files.train_idx), ("val", files.val_rec, files.val_idx)]
-    if files.test_rec is not None:
+    if files.test_rec is not None and files.test_idx is not None:
         splits.append(("test", files.test_rec, files.test_idx))
     for split, rec, idx in splits:
         check_split(rec, idx, m.num_classes, m.splits[split].count)
@@ -145,16 +145,16 @@ def _split_files(directory: Path, m: mf.DatasetManifest, split: str, channel: st
     for ext in ("rec", "idx"):
         name = m.file_name(split, ext)  # (m.name was checked to be a plain name)
         path = directory / name
-        st, problem = mf.listed_stat(directory, name)  # (a link to a regular file is fine)
-        if problem == f"{name}: missing":
+        st = mf.listed_stat(directory, name)  # (a link to a regular file is fine)
+        if st == f"{name}: missing":
             raise DataError(
                 f"{channel} channel: {name} is missing from {directory}",
                 f"copy the whole prepared folder (manifest.json and {m.name}_*.rec/.idx) "
                 "into the channel.",
             )
-        if problem:
+        if isinstance(st, str):
             raise DataError(
-                f"{channel} channel: {problem} in {directory}",
+                f"{channel} channel: {st} in {directory}",
                 "copy the file again from the prepared dataset.",
             )
         entry = m.files.get(name)

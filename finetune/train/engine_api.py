@@ -70,8 +70,14 @@ class Session(Protocol):
     devices: int  # devices in use on this host
     hosts: int  # hosts training together
     is_first_host: bool  # the host that validates, checkpoints and writes the outputs
-    group: ProcessGroup  # the processes of the run (OneProcess when alone)
-    telemetry: Telemetry  # NoTelemetry when the engine measures nothing
+
+    @property
+    def group(self) -> ProcessGroup:
+        """The processes of the run (OneProcess when alone)."""
+
+    @property
+    def telemetry(self) -> Telemetry:
+        """This run's hardware figures (NoTelemetry when the engine measures nothing)."""
 
     def build(self, hp: TrainHyperparameters, steps: int, resume: Checkpoint | None) -> None:
         """Network, optimizer and loaders for ``hp`` (rescaled to the devices found)."""

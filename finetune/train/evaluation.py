@@ -28,8 +28,7 @@ def record_labels(rec: Path, idx: Path) -> np.ndarray:
     with RecordReader(rec, idx) as reader:
         for key in reader.keys:
             header, _ = unpack_header(reader.read_key(key))
-            label = header.label if header.flag == 0 else header.label[0]
-            labels.append(int(label))
+            labels.append(header.class_label)
     return np.asarray(labels, dtype=np.int64)
 
 

@@ -114,7 +114,7 @@ def _train(run: _Run, progress: Progress, resumed: str | None) -> FitResult:
     """The remaining epochs, then the test split and the artifact unless stopped."""
     stop = run.stop
     _epochs(run, progress)
-    if stop:
+    if stop.signal_name is not None:  # (bool(stop))
         _save(run, progress, stop.signal_name)
         return FitResult(stop.signal_name, progress, resumed)
     test, done = _finish(run, progress) if run.session.is_first_host else (None, True)
@@ -272,7 +272,7 @@ def _finish(run: _Run, progress: Progress) -> tuple[Evaluation | None, bool]:
         run.session.load_weights(best)
     test = None
     files = run.files
-    if files.test_rec is not None:
+    if files.test_rec is not None and files.test_idx is not None:
         labels = record_labels(files.test_rec, files.test_idx)
         test = _evaluate(run, "test", files.test_rec, files.test_idx, labels)
         if test is None and run.stop:

@@ -128,12 +128,13 @@ class Preprocessing(BaseModel):
         from PIL import Image
 
         resized = self._resize(image)
-        box = self.train_box(*resized.size, rng)
+        width, height = resized.size
+        box = self.train_box(width, height, rng)
         crop = resized.crop(box)
         if crop.size != (self.image_size, self.image_size):
-            crop = crop.resize((self.image_size, self.image_size), Image.BILINEAR)
+            crop = crop.resize((self.image_size, self.image_size), Image.Resampling.BILINEAR)
         if self.flip and rng.random() < 0.5:
-            crop = crop.transpose(Image.FLIP_LEFT_RIGHT)
+            crop = crop.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
         return (finish or self.normalize)(crop if augment is None else augment(crop))
 
     def train_box(self, width: int, height: int, rng) -> tuple[int, int, int, int]:

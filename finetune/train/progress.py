@@ -51,13 +51,14 @@ class Progress:
     def next_epoch(self, event: dict) -> None:
         """Record a finished epoch and reset the per-epoch tallies."""
         self.events.append(event)
-        keep = {"epoch": self.epoch + 1, "step": self.step, "events": self.events}
-        keep.update(
+        fresh = Progress(
+            epoch=self.epoch + 1,
+            step=self.step,
+            events=self.events,
             best_epoch=self.best_epoch,
             best_val_acc=self.best_val_acc,
             best_checkpoint=self.best_checkpoint,
         )
-        fresh = Progress(**keep)
         for f in fields(self):  # in place: the epoch's tally holds this object
             setattr(self, f.name, getattr(fresh, f.name))
 

@@ -112,7 +112,9 @@ class Phases:
     :meth:`end_timing` to the epoch's fields: validation and its outputs)."""
 
     def __init__(self) -> None:
-        self._began = self._timed = self._ended = None
+        self._began: float | None = None
+        self._timed: float | None = None
+        self._ended: float | None = None
 
     def begin_epoch(self) -> None:
         self._began, self._timed, self._ended = time.monotonic(), None, None
@@ -248,7 +250,8 @@ def summary_line(epoch: int, fields: dict) -> str:
         value = fields.get(key)
         return "n/a" if value is None else format(value, fmt)
 
-    verdict = {True: "data-bound", False: "not-data-bound"}.get(fields.get("data_bound"), "n/a")
+    bound = fields.get("data_bound")
+    verdict = "n/a" if bound is None else "data-bound" if bound else "not-data-bound"
     return (
         f"finetune-telemetry epoch={epoch} gpu_util_pct={show('gpu_util_pct', '.1f')} "
         f"gpu_mem_gib={show('gpu_mem_gib', '.2f')} "

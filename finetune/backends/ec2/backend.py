@@ -102,7 +102,7 @@ class Ec2Backend:
                 lifecycle.undo_launch(self._clients, run, state, exc)
                 raise
             journal.update(region=state.region)
-            return state.current.instance_id
+            return state.launched().instance_id
 
     # -- status ---------------------------------------------------------------------------
     def status(self, run) -> Status:

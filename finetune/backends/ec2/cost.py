@@ -159,6 +159,8 @@ def runtime_cap(state: Ec2State, planned: money.Charge | None) -> int:
 
     opts = state.options
     cap = opts.max_runtime
+    if cap is None:  # preflight.with_runtime fills it before any launch or --dry-run
+        raise ValueError("runtime_cap: --max-runtime was never filled in (with_runtime)")
     if opts.max_eur is None or planned is None:
         return int(cap)
     from finetune.runs.spend import budget_seconds

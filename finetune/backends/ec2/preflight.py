@@ -17,7 +17,7 @@ from finetune.backends.ec2.options import Ec2Options
 from finetune.backends.ec2.setup import infra as ec2_infra
 from finetune.backends.ec2.setup import quota as ec2_quota
 from finetune.backends.ec2.state import Candidate, Ec2State
-from finetune.errors import CloudError, ConfigError, UsageError
+from finetune.errors import CloudError, ConfigError, FinetuneError, UsageError
 
 IMAGE_ENVS = ("FINETUNE_EC2_IMAGE", "FINETUNE_IMAGE")
 
@@ -60,13 +60,14 @@ def preflight(plan, options: Ec2Options, settings_checked: bool = True) -> str:
     instances.check_engine(
         plan.hyperparameters.engine, inst
     )  # e.g. MXNet on Hopper: before any AWS call
-    for name in options.fallback_instance:
-        instances.get(name)  # an unknown fallback type fails now, not after an interruption
+    for fallback in options.fallback_instance:
+        instances.get(fallback)  # an unknown fallback type fails now, not after an interruption
     if options.max_runtime is not None and options.max_runtime < 600:
         raise UsageError(
             f"--max-runtime of {options.max_runtime} s leaves no time to train",
             "allow at least 10 minutes (e.g. --max-runtime 2h).",
         )
+    name: str | None
     if settings_checked:
         name = bucket()
         if plan.hyperparameters.engine != "torch":  # torch runs on AWS's PyTorch AMI: no image
@@ -252,7 +253,9 @@ def dry_run(plan, options: Ec2Options, clients, history=()):
     if engine != "torch":  # torch runs on AWS's PyTorch AMI: no image of ours
         rows.insert(-1, ("image", _configured_image() or "not set"))
     why = ec2_quota.problem(found, needed, region)
-    error = CloudError(why, ec2_quota.how_to_raise(found, needed, region)) if why else None
+    error: FinetuneError | None = None
+    if why:
+        error = CloudError(why, ec2_quota.how_to_raise(found, needed, region))
     if missing:  # every missing setting at once, after the plan (as the SageMaker backend)
         quota = [base.Problem(why, ec2_quota.how_to_raise(found, needed, region))] if why else []
         error = base.PreflightError(missing + quota)
@@ -264,7 +267,7 @@ def _hours(seconds: int) -> str:
 
 
 def _why_cap(cap: int, options: Ec2Options, given, plan) -> str:
-    if cap < options.max_runtime:
+    if options.max_runtime is not None and cap < options.max_runtime:
         return f", what --max-eur {options.max_eur:g} pays for"
     return " (--max-runtime)" if given is not None else f" ({base.default_runtime(plan)[1]})"
 

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from finetune.backends.ec2.options import Ec2Options
+from finetune.errors import DataError
 from finetune.files import write_atomic
 
 STATE_FILE = "ec2.json"
@@ -79,6 +80,15 @@ class Ec2State:
     @property
     def current(self) -> AttemptRecord | None:
         return self.attempts[-1] if self.attempts else None
+
+    def launched(self) -> AttemptRecord:
+        """The current attempt, where the caller knows one was launched (a state without
+        any is a torn or edited ec2.json: said, not an AttributeError on None)."""
+        if not self.attempts:
+            raise DataError(f"{STATE_FILE} records no launched attempt",
+                            "check the run with `finetune runs show`; stop it and launch again "
+                            "if its instances are gone.")  # fmt: skip
+        return self.attempts[-1]
 
     def save(self, run_dir: str | Path) -> None:
         d = {**asdict(self), "options": self.options.model_dump(mode="json")}  # as given

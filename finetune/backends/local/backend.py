@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, TypedDict
 
 from pydantic import Field
 
@@ -200,12 +201,20 @@ def _output_facts(run_dir: Path) -> dict | None:
     return facts or None
 
 
+class _Times(TypedDict):
+    """What every final Status of a local run carries besides its state and reason."""
+
+    started_at: float | None
+    ended_at: float | None
+    facts: dict[str, Any] | None
+
+
 def _final(run_dir: Path, info: dict) -> Status:
     """How the trainer ended, from its exit code and what it left in the ml tree: "completed"
     only with the model written; a signal's stop (EXIT_STOPPED, the marker) or kill is
     "interrupted" -- "stopped" when the user asked -- and resumable."""
     code = info.get("exit_code")
-    times = dict(
+    times = _Times(
         started_at=info.get("started_at"),
         ended_at=info.get("ended_at"),
         facts=_output_facts(run_dir),

@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from finetune.files import write_atomic
@@ -72,6 +73,15 @@ def _die_with_parent(parent: int):
     return arm
 
 
+@dataclass
+class _Stop:
+    """A stop signal and the trainer it is forwarded to (set from the signal handler)."""
+
+    requested: bool = False
+    child: subprocess.Popen[bytes] | None = None
+    forwarded: bool = False
+
+
 def main(run_dir: Path, lock_fd: int | None = None) -> int:
     """Supervise one attempt of the run; ``lock_fd``: the run's lock, already taken."""
     lock = take_lock(run_dir) if lock_fd is None else open(lock_fd, "a")  # noqa: SIM115
@@ -82,13 +92,13 @@ def main(run_dir: Path, lock_fd: int | None = None) -> int:
     env["FINETUNE_RUN_ID"] = run_dir.name  # (the metric loggers name their run after it)
     # before the trainer starts and runner.json names this process: a stop sent at once
     # is forwarded (or, before there is a trainer, handed to it on its start)
-    stop = {"requested": False, "child": None, "forwarded": False}
+    stop = _Stop()
 
     def forward(signum, frame):  # the trainer checkpoints on SIGTERM and exits
-        stop["requested"] = True
-        if stop["child"] is not None:
-            stop["forwarded"] = True
-            stop["child"].send_signal(signal.SIGTERM)
+        stop.requested = True
+        if stop.child is not None:
+            stop.forwarded = True
+            stop.child.send_signal(signal.SIGTERM)
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
@@ -102,8 +112,8 @@ def main(run_dir: Path, lock_fd: int | None = None) -> int:
             pass_fds=(lock.fileno(),),  # the trainer holds the run's lock as long as it lives
             preexec_fn=_die_with_parent(os.getpid()),  # safe: no threads here yet
         )
-    stop["child"] = child
-    if stop["requested"] and not stop["forwarded"]:  # it came while the trainer started
+    stop.child = child
+    if stop.requested and not stop.forwarded:  # it came while the trainer started
         child.send_signal(signal.SIGTERM)
     started = time.time()
     write_atomic(
@@ -118,7 +128,7 @@ def main(run_dir: Path, lock_fd: int | None = None) -> int:
                 "exit_code": code,
                 "started_at": started,
                 "ended_at": time.time(),
-                "stop_requested": stop["requested"],
+                "stop_requested": stop.requested,
             }
         ),
     )

@@ -265,8 +265,9 @@ def _read_output_metrics(s3, job: dict) -> str | None:
             raise
     with tarfile.open(fileobj=io.BytesIO(body), mode="r:gz") as tar:
         for member in tar.getmembers():
-            if Path(member.name).name == mt.METRICS_FILE and member.isfile():
-                return tar.extractfile(member).read().decode("utf-8", "replace")
+            data = tar.extractfile(member) if member.isfile() else None  # None: not a file
+            if Path(member.name).name == mt.METRICS_FILE and data is not None:
+                return data.read().decode("utf-8", "replace")
     return None
 
 

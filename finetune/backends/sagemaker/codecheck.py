@@ -60,6 +60,7 @@ def install(lock: str) -> bool:
     failure is one warning line, never the job's end: the metric loggers are optional."""
     pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-input", "--no-deps"]
     pip += ["--require-hashes", "--timeout", "20", "--retries", "1", "--requirement", lock]
+    code: int | Exception
     try:  # a short timeout: without a route to PyPI pip would retry for minutes of GPU time
         code = subprocess.run(pip, timeout=900, check=False).returncode
     except (OSError, subprocess.SubprocessError) as exc:

@@ -112,13 +112,14 @@ def check(plan, opts: rq.JobOptions, history=()) -> base.Preflight:
     opts = sub.with_runtime(opts, plan, region)  # the runtime the real submit would use
     image = opts.image or sub.engine_image(plan, "ACCOUNT", region)
     plan = plan.with_runtime(images.runtime(engine, image))
+    bucket = opts.bucket or "FINETUNE_BUCKET"
     checked = replace(
         opts,
-        bucket=opts.bucket or "FINETUNE_BUCKET",
+        bucket=bucket,
         role_arn=opts.role_arn or ROLE_PLACEHOLDER,  # no role of the user's: the run's own
         image=image.replace("ACCOUNT", "000000000000", 1) if not opts.image else image,
     )
-    channels, size = _channels(plan, checked.bucket)
+    channels, size = _channels(plan, bucket)
     code = sub.source_dir(plan, checked, SAMPLE_RUN_ID)  # the torch engine ships our source
     toolkit = code.hyperparameters(region, plan.resources.hosts) if code else None
     entry = code.entrypoint(region) if code else None
@@ -128,7 +129,7 @@ def check(plan, opts: rq.JobOptions, history=()) -> base.Preflight:
     own_role = "finetune-run-RUN_ID: this run's own role, created at launch"
     shown = {**req, "RoleArn": opts.role_arn or own_role}
     shown["AlgorithmSpecification"] = {**req["AlgorithmSpecification"], "TrainingImage": image}
-    rows = rq.summary_rows(shown, first=(("region", configured_region(region)),))
+    rows = rq.summary_rows(shown, first=(("region", configured_region(region) or "not set"),))
     rows.append(("runtime cap", _runtime_note(opts, given, plan)))
     if opts.max_eur is not None:
         rows.append(("budget", f"EUR {opts.max_eur:g}: runtime capped to fit"))

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from finetune.backends.base import RUNTIME_FALLBACK_S
 from finetune.contracts.metrics import METRIC_REGEXES
 from finetune.data.channels import RECORDIO
+from finetune.errors import ConfigError
 from finetune.train.layout import DEFAULT_ROOT, TENSORBOARD_SUBDIR
 
 OUTPUT_ROOT = "finetune/output/"
@@ -120,6 +121,10 @@ def training_request(
     ``toolkit``: the training toolkit's sagemaker_* hyperparameters and ``entrypoint`` the
     program that checks the source directory before it (sourcedir.py)."""
     res = plan.resources
+    bucket = opts.bucket
+    if not bucket:  # submit and the dry run fill it (FINETUNE_BUCKET) before asking
+        raise ConfigError("a SageMaker job needs an S3 bucket for its output and checkpoints",
+                          "set FINETUNE_BUCKET to a bucket in your region.")  # fmt: skip
     req: dict = {
         "TrainingJobName": name,
         "RoleArn": opts.role_arn,
@@ -131,7 +136,7 @@ def training_request(
         },
         "HyperParameters": {**plan.hyperparameters.to_strings(), **(toolkit or {})},
         "InputDataConfig": [_channel(c, uri) for c, uri in channels.items()],
-        "OutputDataConfig": {"S3OutputPath": output_uri(opts.bucket)},
+        "OutputDataConfig": {"S3OutputPath": output_uri(bucket)},
         "ResourceConfig": {
             "InstanceType": sagemaker_instance(res.instance_type),
             "InstanceCount": res.hosts,
@@ -139,7 +144,7 @@ def training_request(
         },
         "StoppingCondition": {"MaxRuntimeInSeconds": opts.runtime_seconds()},
         "CheckpointConfig": {
-            "S3Uri": checkpoint_uri(opts.bucket, run_id),
+            "S3Uri": checkpoint_uri(bucket, run_id),
             "LocalPath": CHECKPOINT_LOCAL,
         },
         "EnableManagedSpotTraining": res.spot,
@@ -152,7 +157,7 @@ def training_request(
     if "tensorboard" in plan.hyperparameters.metric_loggers:
         req["TensorBoardOutputConfig"] = {
             "LocalPath": TENSORBOARD_LOCAL,
-            "S3OutputPath": tensorboard_uri(opts.bucket, run_id),
+            "S3OutputPath": tensorboard_uri(bucket, run_id),
         }
     if res.spot:
         req["StoppingCondition"]["MaxWaitTimeInSeconds"] = opts.wait_seconds()

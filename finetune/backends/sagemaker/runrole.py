@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from finetune.backends.sagemaker import request as rq
 
@@ -156,10 +157,11 @@ def delete(iam, run_id: str) -> None:
     """Remove the run's role once its job ended; what is already gone is fine."""
     from finetune.aws import retries
 
-    for call, kwargs in (
+    steps: tuple[tuple[Any, dict[str, Any]], ...] = (
         (iam.delete_role_policy, {"PolicyName": POLICY_NAME}),
         (iam.delete_role, {}),
-    ):
+    )
+    for call, kwargs in steps:
         try:
             retries.call(call, RoleName=role_name(run_id), **kwargs)
         except Exception as exc:

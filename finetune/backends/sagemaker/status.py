@@ -50,7 +50,8 @@ def stopped_by_signal(job: dict) -> bool:
 
 def state_of(job: dict) -> str:
     """The ledger state for a job's TrainingJobStatus and SecondaryStatus."""
-    primary, secondary = job.get("TrainingJobStatus"), job.get("SecondaryStatus")
+    primary = str(job.get("TrainingJobStatus") or "")
+    secondary = str(job.get("SecondaryStatus") or "")
     if primary == "InProgress":
         return _IN_PROGRESS.get(secondary, "running")
     if primary == "Stopping":

@@ -183,7 +183,9 @@ def fit_budget(opts, plan, region: str):
     if opts.max_runtime is None:
         affordable = budget_seconds(opts.max_eur, 0.0, charge, rate)  # the one budget rule
         cap = default_runtime(plan)[0]  # the same default as every cloud backend's
-        runtime = max(preflight.MIN_RUNTIME_S, min(cap, affordable))
+        if affordable is not None:  # None: no price (the charge above always has one)
+            cap = min(cap, affordable)
+        runtime = max(preflight.MIN_RUNTIME_S, cap)
         opts = replace(opts, max_runtime=runtime)
     preflight.raise_if(preflight.check_budget(charge, rate, opts.runtime_seconds(), opts.max_eur))
     return opts

@@ -11,15 +11,26 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from finetune.estimate.perf import calibration, mfu, predict
+
+
+class Published(Protocol):
+    """A figure the model is checked against: a calibration row or a measured one."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def images_per_sec(self) -> float: ...
 
 
 @dataclass(frozen=True)
 class Result:
     """One row: what was published, what the model predicts without it, the error."""
 
-    row: calibration.Row
+    row: Published
     predicted: float | None
     low: float | None = None
     high: float | None = None
@@ -63,7 +74,7 @@ def run(leave_gpu_out: bool = False) -> list[Result]:
     return [predict_row(row, leave_gpu_out) for row in calibration.rows()]
 
 
-def summary(results: list[Result]) -> dict:
+def summary(results: list[Result]) -> dict[str, Any]:
     """Median and worst absolute error, rows predicted and rows without a prediction."""
     errors = [abs(r.error) for r in results if r.error is not None]
     return {
@@ -73,7 +84,9 @@ def summary(results: list[Result]) -> dict:
         "median_abs_error": statistics.median(errors) if errors else None,
         "worst_abs_error": max(errors) if errors else None,
         "within_band": sum(
-            1 for r in results if r.low is not None and r.low <= r.row.images_per_sec <= r.high
+            1
+            for r in results
+            if r.low is not None and r.high is not None and r.low <= r.row.images_per_sec <= r.high
         ),
     }
 

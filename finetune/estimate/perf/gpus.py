@@ -48,15 +48,17 @@ def resolve_precision(asked: str, gpu_model: str) -> str:
 
 
 def peak_tflops(gpu_model: str, precision: str) -> tuple[float, str] | None:
-    """(dense TFLOP/s that bind at ``precision``, which unit that is); None: unknown GPU."""
+    """(dense TFLOP/s that bind at ``precision``, which unit that is); None: unknown GPU, or
+    one the table has no peak for."""
     row = peak(gpu_model)
     if row is None:
         return None
-    if precision_class(precision) == "mixed" and (row.bf16 or row.fp16):
-        return (row.bf16 or row.fp16), "fp16/bf16 Tensor Core"
+    mixed = row.bf16 or row.fp16
+    if precision_class(precision) == "mixed" and mixed:
+        return mixed, "fp16/bf16 Tensor Core"
     if row.tf32:
         return row.tf32, "TF32 Tensor Core"
-    return row.fp32, "fp32"
+    return (row.fp32, "fp32") if row.fp32 else None
 
 
 def architecture(gpu_model: str) -> str:

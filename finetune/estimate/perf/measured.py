@@ -27,9 +27,13 @@ import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from finetune.catalog._files import bundled_text, read_rows
 from finetune.errors import DataError
+
+if TYPE_CHECKING:  # predict imports this module
+    from finetune.estimate.perf.predict import Setup
 
 FILE = "measured.csv"
 HEADER = ("Id", "Network", "ImageSize", "GpuModel", "Precision", "BatchPerDevice", "Layout",
@@ -84,7 +88,9 @@ def _parse(r: dict[str, str]) -> Row:
                         "fix the row, or import the gpu-check JSON again.") from None  # fmt: skip
 
 
-def predict(setup, exclude: frozenset[str] = frozenset()):
+def predict(
+    setup: Setup, exclude: frozenset[str] = frozenset()
+) -> tuple[float, float, float, list[str]] | None:
     """(per-device images/s, low, high, basis lines) for a torch ``setup`` from measured
     rows; None when none fits."""
     from finetune.estimate.perf import flops, gpus
@@ -153,7 +159,7 @@ def record_ratio(network: str, source_gpu: str, target_gpu: str,
     return (statistics.median(ratios), "; ".join(ids[:2])) if ratios else None
 
 
-def from_check(report: dict) -> list[dict]:
+def from_check(report: dict[str, Any]) -> list[dict[str, Any]]:
     """A gpu-check JSON -> measured rows (as CSV dicts): its engine jobs and the plain
     torchvision loop of its throughput steps (the reference checked against it; a
     throughput step without that check, as before 2026-11-27, is left out). A --cpu-dry
@@ -189,7 +195,7 @@ def from_check(report: dict) -> list[dict]:
     return out
 
 
-def _round(value):
+def _round(value: float | None) -> float | str:
     return "" if value is None else round(value, 4)
 
 

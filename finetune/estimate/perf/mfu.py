@@ -39,12 +39,46 @@ from __future__ import annotations
 import functools
 import math
 import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
 from finetune.estimate.perf import calibration, flops, gpus, multihost
 
 MARGIN = {1: 0.15, 2: 0.20, 3: 0.25, 4: 0.40, 5: 0.50}  # +- band around the MFU range
 DEFAULT_PLAIN_SHARE = 0.5  # where no cell was measured both ways: an assumption
 DEFAULT_BATCH = 32  # a row that does not give its batch (the studies' tables)
+RowMfu = tuple[calibration.Row, float]  # a calibration row and the MFU it implies
+# (mfu, low, high, level, basis lines): what ``learned`` returns
+Learned = tuple[float, float, float, int, tuple[str, ...]]
+
+
+class MfuSetup(Protocol):
+    """What learning an MFU reads of a setup (predict.Setup, or one cell of it)."""
+
+    @property
+    def gpu_model(self) -> str: ...
+    @property
+    def network(self) -> str: ...
+    @property
+    def precision(self) -> str: ...
+    @property
+    def batch_per_device(self) -> int: ...
+    @property
+    def kind(self) -> str: ...
+
+
+class Scaled(Protocol):
+    """What scaling over devices reads of a setup or a calibration row."""
+
+    @property
+    def gpu_model(self) -> str: ...
+    @property
+    def gpus_per_host(self) -> int: ...
+    @property
+    def hosts(self) -> int: ...
+
+
 LEVEL = {
     1: "same GPU and network",
     2: "same GPU, other networks",
@@ -53,7 +87,7 @@ LEVEL = {
 }
 
 
-def batch_of(row) -> int:
+def batch_of(row: calibration.Row) -> int:
     return row.batch_per_device or DEFAULT_BATCH
 
 
@@ -69,7 +103,9 @@ def row_mfu(row: calibration.Row, exclude: frozenset[str] = frozenset()) -> floa
     return per_device * count.gflops * 1e9 / (peak[0] * 1e12)
 
 
-def efficiency(per_device, count, s, exclude, batch: int) -> float:
+def efficiency(
+    per_device: float, count: flops.FlopCount, s: Scaled, exclude: frozenset[str], batch: int
+) -> float:
     """The scaling efficiency of setup/row ``s`` at ``per_device`` images/s per device."""
     jitter, _ = multihost.fitted_jitter(exclude)
     link = multihost.link_for(getattr(s, "family", None), s.gpu_model)
@@ -77,14 +113,14 @@ def efficiency(per_device, count, s, exclude, batch: int) -> float:
     return multihost.efficiency(step, count.parameters, s.gpus_per_host, s.hosts, link, jitter)
 
 
-def candidates(precision: str, exclude: frozenset[str], tuned: bool) -> list:
+def candidates(precision: str, exclude: frozenset[str], tuned: bool) -> list[RowMfu]:
     """[(row, mfu)] of one kind class at ``precision``'s class, rows in ``exclude`` left out."""
     return list(_candidates(gpus.precision_class(precision), exclude, tuned))
 
 
 @functools.cache  # a plan prices hundreds of setups from the same rows
-def _candidates(want: str, exclude: frozenset[str], tuned: bool) -> tuple:
-    out = []
+def _candidates(want: str, exclude: frozenset[str], tuned: bool) -> tuple[RowMfu, ...]:
+    out: list[RowMfu] = []
     for row in calibration.rows():
         if row.id in exclude or row.tuned != tuned:
             continue
@@ -93,17 +129,19 @@ def _candidates(want: str, exclude: frozenset[str], tuned: bool) -> tuple:
     return tuple(out)
 
 
-def _near_batch(rows: list, batch: int) -> list:
+def _near_batch(rows: list[RowMfu], batch: int) -> list[RowMfu]:
     """The rows whose batch is within a factor of 2 of the nearest to ``batch``."""
 
-    def gap(r):
+    def gap(r: calibration.Row) -> float:
         return abs(math.log(batch_of(r) / batch))
 
     best = min(gap(r) for r, _ in rows)
     return [(r, m) for r, m in rows if gap(r) <= best + math.log(2)]
 
 
-def level_rows(gpu_model: str, network: str, batch: int, found: list) -> tuple[int, list]:
+def level_rows(
+    gpu_model: str, network: str, batch: int, found: list[RowMfu]
+) -> tuple[int, list[RowMfu]]:
     """Levels 1-3 for ``gpu_model``: (level, rows nearest in batch); (0, []) without any.
     Within the architecture, rows of the same network come first."""
     peak, arch = gpus.peak(gpu_model), gpus.architecture(gpu_model)
@@ -118,14 +156,16 @@ def level_rows(gpu_model: str, network: str, batch: int, found: list) -> tuple[i
     return 0, []
 
 
-def _same_net(rows: list, net: str | None) -> list:
+def _same_net(rows: list[RowMfu], net: str | None) -> list[RowMfu]:
     return [(r, m) for r, m in rows if flops.network_key(r.network) == net]
 
 
-def _by_source(gpu_model: str, network: str, batch: int, tuned: list, own: bool) -> dict:
+def _by_source(
+    gpu_model: str, network: str, batch: int, tuned: list[RowMfu], own: bool
+) -> dict[str, float]:
     """{source: median tuned MFU of that benchmark suite on this GPU} (``own``: only where
     the suite measured this GPU itself; else also on its architecture)."""
-    out = {}
+    out: dict[str, float] = {}
     for source in {r.source for r, _ in tuned}:
         rows = [(r, m) for r, m in tuned if r.source == source]
         rows = _same_net(rows, flops.network_key(network)) or rows
@@ -135,11 +175,14 @@ def _by_source(gpu_model: str, network: str, batch: int, tuned: list, own: bool)
     return out
 
 
-def _by_suite(setup, found: list, tuned: list, own: bool) -> tuple[list, list[str]]:
+def _by_suite(
+    setup: MfuSetup, found: list[RowMfu], tuned: list[RowMfu], own: bool
+) -> tuple[list[RowMfu], list[str]]:
     """Each row's MFU x (a suite's MFU on the setup's GPU / on the row's GPU), the median
     over suites on both; rows without such a suite drop out. Also what it did, in words."""
     target = _by_source(setup.gpu_model, setup.network, setup.batch_per_device, tuned, own)
-    out, how = [], {}
+    out: list[RowMfu] = []
+    how: dict[tuple[str, float], str] = {}
     for r, m in found:
         mine = _by_source(r.gpu_model, setup.network, batch_of(r), tuned, own)
         both = sorted(target.keys() & mine.keys())
@@ -157,7 +200,9 @@ def _short(sources: list[str]) -> str:
     return ", ".join(s.split(",")[0].split(" (")[0] for s in sources)
 
 
-def _transfer(setup, level: int, found: list, tuned: list) -> tuple[list, list[str]]:
+def _transfer(
+    setup: MfuSetup, level: int, found: list[RowMfu], tuned: list[RowMfu]
+) -> tuple[list[RowMfu], list[str]]:
     """Levels 3 and 4: rows of other GPUs carried to the setup's GPU (the module's rule)."""
     if level == 3:
         out, how = _by_suite(setup, found, tuned, own=True)
@@ -174,7 +219,9 @@ def _transfer(setup, level: int, found: list, tuned: list) -> tuple[list, list[s
     return near, ["no suite measured both: the nearest architecture's MFU as it is"]
 
 
-def learn(setup, exclude: frozenset[str], tuned: bool):
+def learn(
+    setup: MfuSetup, exclude: frozenset[str], tuned: bool
+) -> tuple[float, float, float, int, list[RowMfu], list[str]] | None:
     """(median MFU, low, high, level, rows, how they were carried over) from one kind class;
     None without rows."""
     found = candidates(setup.precision, exclude, tuned)
@@ -195,7 +242,7 @@ def learn(setup, exclude: frozenset[str], tuned: bool):
 def plain_share(exclude: frozenset[str] = frozenset()) -> tuple[float, int]:
     """(median plain-loop MFU / tuned MFU over cells measured both ways, how many cells):
     what a plain loop keeps of a tuned benchmark on the same GPU, network and precision."""
-    tuned: dict[tuple, list[float]] = {}
+    tuned: dict[tuple[str, str | None, str], list[float]] = {}
     for row in calibration.rows():
         if row.tuned and row.id not in exclude and (m := row_mfu(row, exclude)):
             tuned.setdefault(_cell(row), []).append(m)
@@ -208,13 +255,13 @@ def plain_share(exclude: frozenset[str] = frozenset()) -> tuple[float, int]:
     return (statistics.median(ratios), len(ratios)) if ratios else (DEFAULT_PLAIN_SHARE, 0)
 
 
-def _cell(row: calibration.Row) -> tuple:
+def _cell(row: calibration.Row) -> tuple[str, str | None, str]:
     peak = gpus.peak(row.gpu_model)
     net = flops.network_key(row.network)
     return peak.model if peak else row.gpu_model, net, gpus.precision_class(row.precision)
 
 
-def learned(setup, exclude: frozenset[str] = frozenset()):
+def learned(setup: MfuSetup, exclude: frozenset[str] = frozenset()) -> Learned | None:
     """(mfu, low, high, level, basis lines) for ``setup``; None without any usable row.
     Only the GPU, network, precision, batch and kind matter here (not hosts or CPUs), so a
     plan pricing hundreds of setups learns each cell once."""
@@ -222,13 +269,20 @@ def learned(setup, exclude: frozenset[str] = frozenset()):
     return _learned(key, exclude)
 
 
-@functools.lru_cache(maxsize=4096)
-def _learned(key: tuple, exclude: frozenset[str]):
-    from types import SimpleNamespace
+@dataclass(frozen=True)
+class _Cell:
+    """The part of a setup an MFU is learned for (``learned``'s cache key)."""
 
-    gpu_model, network, precision, batch, kind = key
-    setup = SimpleNamespace(gpu_model=gpu_model, network=network, precision=precision,
-                            batch_per_device=batch, kind=kind)  # fmt: skip
+    gpu_model: str
+    network: str
+    precision: str
+    batch_per_device: int
+    kind: str
+
+
+@functools.lru_cache(maxsize=4096)
+def _learned(key: tuple[str, str, str, int, str], exclude: frozenset[str]) -> Learned | None:
+    setup = _Cell(*key)
     tuned = setup.kind in calibration.TUNED
     got = learn(setup, exclude, tuned)
     if got is None and not tuned:
@@ -247,7 +301,7 @@ def _learned(key: tuple, exclude: frozenset[str]):
     return point, low, high, level, tuple(basis)
 
 
-def _from_tuned(setup, exclude: frozenset[str]):
+def _from_tuned(setup: MfuSetup, exclude: frozenset[str]) -> Learned | None:
     """Level 5: no plain-loop row at this precision class: tuned MFU x the plain share."""
     got = learn(setup, exclude, True)
     if got is None:
@@ -266,11 +320,16 @@ def _from_tuned(setup, exclude: frozenset[str]):
     return point, low, high, 5, tuple(basis)
 
 
-def _ids(rows) -> str:
+def _ids(rows: Sequence[RowMfu]) -> str:
     return ", ".join(r.id for r, _ in rows[:4]) + (f", ... ({len(rows)})" if len(rows) > 4 else "")
 
 
-def _tuned_bound(setup, exclude, mfus, basis: list[str]):
+def _tuned_bound(
+    setup: MfuSetup,
+    exclude: frozenset[str],
+    mfus: tuple[float, float, float],
+    basis: list[str],
+) -> tuple[float, float, float]:
     """A plain loop does not beat a record row of the same network on the same GPU (or
     architecture): cap the MFU and its band there."""
     net = flops.network_key(setup.network)
@@ -285,4 +344,5 @@ def _tuned_bound(setup, exclude, mfus, basis: list[str]):
     row, top = max(bound, key=lambda rm: rm[1])
     if top < mfus[2]:
         basis.append(f"record rows bound the MFU at {top:.1%} ({row.cite()})")
-    return tuple(min(m, top) for m in mfus)
+    point, low, high = mfus
+    return min(point, top), min(low, top), min(high, top)

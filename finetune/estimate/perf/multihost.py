@@ -85,7 +85,9 @@ def straggler_z(devices: int) -> float:
     return statistics.NormalDist().inv_cdf((devices - 0.375) / (devices + 0.25))
 
 
-def exposed_comm_seconds(step_s: float, params: int, per_host: int, hosts: int, link) -> float:
+def exposed_comm_seconds(
+    step_s: float, params: int, per_host: int, hosts: int, link: Link
+) -> float:
     """Seconds per step the all-reduce adds beyond what backward hides."""
     nbytes = params * GRADIENT_BYTES
     total = 0.0
@@ -109,10 +111,10 @@ def efficiency(
     return step_s / (step_s + wait)
 
 
-def _pairs(exclude: frozenset[str]):
+def _pairs(exclude: frozenset[str]) -> list[tuple[calibration.Row, calibration.Row]]:
     """(one-device row, n-device row) of the same setup and source."""
 
-    def key(r):
+    def key(r: calibration.Row) -> tuple[object, ...]:
         return (r.network, r.image_size, r.gpu_model, r.precision, r.batch_per_device,
                 r.framework, r.source, r.kind)  # fmt: skip
 
@@ -142,7 +144,9 @@ def fitted_jitter(exclude: frozenset[str] = frozenset()) -> tuple[float, tuple[s
     return statistics.median(implied), tuple(used)
 
 
-def describe(eff: float, per_host: int, hosts: int, link: Link, jitter, fitted_to) -> str:
+def describe(
+    eff: float, per_host: int, hosts: int, link: Link, jitter: float, fitted_to: tuple[str, ...]
+) -> str:
     """One basis line: the efficiency and what it came from."""
     if per_host * hosts <= 1:
         return "one device: no gradient exchange"

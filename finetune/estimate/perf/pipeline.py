@@ -41,7 +41,9 @@ def decoders() -> dict[str, Decoder]:
     }
 
 
-def per_epoch_decoder(engine: str, images: int, image_size: int, gpu_memory_gib: float):
+def per_epoch_decoder(
+    engine: str, images: int, image_size: int, gpu_memory_gib: float
+) -> Decoder | None:
     """The Decoder that runs every epoch for this engine and dataset, None when images are
     decoded once and kept on the GPU (the torch engine's resident path)."""
     if engine == "mxnet":

@@ -98,6 +98,8 @@ def predict(setup: Setup, exclude: frozenset[str] = frozenset()) -> Prediction |
         rates, level = list(seen[:3]), 0
         point = rates[0] / (peak[0] * per_tflop)
         lines = [f"{_PLAIN.get(setup.engine, 'plain-loop')} {seen[3][0]}"]
+    elif learned is None:  # ruled out above (neither seen nor learned); narrows the type
+        return None
     else:
         point, low, high, level, basis = learned
         uncalibrated = families.uncalibrated_family(setup.network)

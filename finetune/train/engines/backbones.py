@@ -17,6 +17,7 @@ the studies' mean/std), so the two engines' reference recipes are compared on on
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypedDict
 
 from finetune.errors import ConfigError, did_you_mean
 
@@ -78,10 +79,19 @@ class Backbone:
         return round(image_size * self.resize / self.crop)
 
 
+class _Study(TypedDict):
+    """The transform of the MXNet studies' rows (passed as keywords)."""
+
+    crop: int
+    resize: int
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+
+
 def _rows() -> list[Backbone]:
     V1, V2 = "IMAGENET1K_V1", "IMAGENET1K_V2"
     b = Backbone
-    study = dict(crop=224, resize=256, mean=STUDY_MEAN, std=STUDY_STD)
+    study = _Study(crop=224, resize=256, mean=STUDY_MEAN, std=STUDY_STD)
     rows = [
         b("resnet18", "resnet", "ResNet18_Weights", V1, **study),
         b("resnet34", "resnet", "ResNet34_Weights", V1, **study),
@@ -108,10 +118,10 @@ def _rows() -> list[Backbone]:
         b("efficientnet_v2_s", "efficientnet_v2", "EfficientNet_V2_S_Weights", V1, 384, 384),
         b("efficientnet_v2_m", "efficientnet_v2", "EfficientNet_V2_M_Weights", V1, 480, 480),
     ]
-    v2l = dict(interpolation="bicubic", mean=HALF, std=HALF)
     rows.append(
-        b("efficientnet_v2_l", "efficientnet_v2", "EfficientNet_V2_L_Weights", V1, 480, 480, **v2l)
-    )
+        b("efficientnet_v2_l", "efficientnet_v2", "EfficientNet_V2_L_Weights", V1, 480, 480,
+          interpolation="bicubic", mean=HALF, std=HALF)
+    )  # fmt: skip
     for kind in ("x", "y"):
         for size in ("400mf", "800mf", "1_6gf", "3_2gf", "8gf", "16gf", "32gf"):
             enum = f"RegNet_{kind.upper()}_{size.upper()}_Weights"

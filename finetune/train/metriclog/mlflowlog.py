@@ -29,8 +29,11 @@ class MlflowLogger:
 
         self.client = MlflowClient(tracking_uri=uri)
         self.resumed = False
-        self.run_id = self._resume(checkpoint_dir, uri)
-        if self.run_id is None:
+        resumed = self._resume(checkpoint_dir, uri)
+        self.run_id: str
+        if resumed is not None:
+            self.run_id = resumed
+        else:
             found = self.client.get_experiment_by_name(experiment)
             exp_id = found.experiment_id if found else self.client.create_experiment(experiment)
             self.run_id = self.client.create_run(exp_id, run_name=run_name).info.run_id

@@ -199,7 +199,7 @@ def _stop_child(child: subprocess.Popen, grace: float) -> None:
 def _finish(run: Attempt, code: int | None, reason: str | None, kind: str) -> int:
     """Final uploads and status; the exit code tells the user data what happened. ``code``
     is the trainer's (None: it was never started)."""
-    ended = dict(ended_at=time.time(), exit_code=code)
+    ended_at = time.time()
     if reason:
         trainer = "the trainer was not started" if code is None else f"trainer exit code {code}"
         run.say(f"stopped for a restart ({reason}); {trainer}")
@@ -221,11 +221,11 @@ def _finish(run: Attempt, code: int | None, reason: str | None, kind: str) -> in
         run.say(f"training failed: {why}")
         state, exit_code, extra = p.FAILED, p.EXIT_FAILED, dict(reason=why)
     _retry(run, run.upload)
-    _retry(run, lambda: run.status(state, **extra, **ended))
+    _retry(run, lambda: run.status(state, **extra, ended_at=ended_at, exit_code=code))
     return exit_code
 
 
-def _stopped_alone(run: Attempt, code: int) -> str | None:
+def _stopped_alone(run: Attempt, code: int | None) -> str | None:
     """Why the run is unfinished although the trainer ended by itself: it exited with
     EXIT_STOPPED or left its stop marker, or (the first host) exited 0 without writing the
     model -- a run is never "completed" without its model. None: finished, or failed."""

@@ -68,7 +68,7 @@ class RunStore:
         """Every key below ``prefix/sub`` (the run's prefix unless given)."""
         base = (self.prefix if prefix is None else prefix) + sub
         paginator = self.s3.get_paginator("list_objects_v2")
-        out = []
+        out: list[str] = []
         for page in paginator.paginate(Bucket=bucket or self.bucket, Prefix=base):
             out.extend(o["Key"] for o in page.get("Contents", []))
         return out

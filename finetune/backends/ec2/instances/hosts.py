@@ -141,7 +141,9 @@ def publish(ec2, s3, bucket: str, prefix: str, attempt: int, instances: list[dic
     if any(not i.get("PrivateIpAddress") for i in instances):
         described = ec2_infra.describe(ec2, ids)
         instances = [described.get(i["InstanceId"], i) for i in instances]
-    doc = {"attempt": attempt, "hosts": {}, "instances": {}}
+    hosts: dict[str, str] = {}  # host name -> private IP
+    names: dict[str, str] = {}  # instance id -> host name
+    doc = {"attempt": attempt, "hosts": hosts, "instances": names}
     for k, inst in enumerate(instances):
         name, ip = host_name(k), inst.get("PrivateIpAddress")
         if not ip:
@@ -149,7 +151,7 @@ def publish(ec2, s3, bucket: str, prefix: str, attempt: int, instances: list[dic
                 f"instance {inst['InstanceId']} ({name}) has no private IP address",
                 "use subnets of a VPC (--subnet); then `finetune launch --resume RUN_ID`.",
             )
-        doc["hosts"][name], doc["instances"][inst["InstanceId"]] = ip, name
+        hosts[name], names[inst["InstanceId"]] = ip, name
         # with the project tag: the caller policy lets CreateTags touch finetune's own
         # instances only, and only with project=finetune in the request
         tag = [{"Key": PROJECT_TAG[0], "Value": PROJECT_TAG[1]}, {"Key": HOST_TAG, "Value": name}]

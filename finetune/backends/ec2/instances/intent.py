@@ -29,6 +29,8 @@ def record(state: Ec2State, run_id: str, attempt: int, token: str) -> str:
 def adopt(ec2, run_id: str, state: Ec2State, price) -> AttemptRecord | None:
     """The intended attempt's instances, found by tag, recorded as that attempt (None while
     there are none). ``price(instance_type, spot)`` -> ec2.cost.Quote (price and source)."""
+    if state.intent is None:  # no attempt was about to be launched
+        return None
     attempt = int(state.intent["attempt"])
     found = ec2_infra.find_instances(ec2, run_id, attempt, states=ANY_STATE)
     if not found:

@@ -52,7 +52,7 @@ def _with_facts(status: Status, state: Ec2State) -> Status:
 def settle(clients, run, state: Ec2State, journal: Journal) -> dict:
     """Close the current attempt if it ended (S3 status or instance state); returns the
     attempt's status.json."""
-    cur = state.current
+    cur = state.launched()
     doc = ec2_observe.status_doc(clients, state)
     if doc.get("attempt") != cur.n:
         doc = {}
@@ -88,14 +88,17 @@ def relaunch(clients, run, state: Ec2State, journal: Journal) -> Status:
     best choice with capacity; else the run ends, saying why."""
     from finetune.plan import Plan
 
-    cur, opts = state.current, state.options
+    cur, opts = state.launched(), state.options
     spent = ec2_cost.eur_spent(state)
     left = None if opts.max_eur is None or spent is None else opts.max_eur - spent
     decision = ec2_relaunch.decide(state.restarts, opts.max_restarts, left)
     if decision.relaunch:
         res = Plan.model_validate(run.plan).resources
         choices = ec2_relaunch.candidates(
-            res.instance_type, res.spot, opts.fallback_instance, opts.allow_on_demand_fallback
+            res.instance_type or cur.instance_type,  # an EC2 plan names one; else as launched
+            res.spot,
+            opts.fallback_instance,
+            opts.allow_on_demand_fallback,
         )
         state.restarts += 1
         try:
@@ -133,6 +136,9 @@ def final(state: Ec2State) -> Status:
     cur = state.current
     if cur is None:
         return Status("stopped", reason="stopped before any instance was launched")
+    if cur.outcome is None:  # never closed: its launch failed and was undone (undo_launch)
+        return Status("failed", reason=cur.reason or "the attempt's launch was undone",
+                      started_at=state.attempts[0].launched_at)  # fmt: skip
     return Status(
         cur.outcome,
         reason=cur.reason,

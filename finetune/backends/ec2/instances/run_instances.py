@@ -119,7 +119,9 @@ def _run_one(ec2, spec: LaunchSpec, token: str) -> list[dict]:
             return ec2.run_instances(**kwargs)["Instances"]  # one attempt: retries are here
         except Exception as exc:
             if not _retryable(exc, spec) or n == RETRIES:
-                exc.finetune_attempts = n  # the message says how often we tried
+                from finetune.aws.retries import note_attempts
+
+                note_attempts(exc, n)  # the message says how often we tried
                 raise _classified(exc, spec) from None
             _sleep(PROFILE_PROPAGATION_SLEEP * n if _profile_not_ready(exc) else n)
     raise AssertionError("unreachable")

@@ -53,7 +53,7 @@ def spot_interruption(doc: dict, inst: dict | None) -> bool:
 
 
 def active_status(state: Ec2State, doc: dict) -> Status:
-    cur = state.current
+    cur = state.launched()
     where = f"{cur.instance_id} {cur.instance_type}{' spot' if cur.spot else ''} in {cur.az}"
     if doc.get("state") != p.RUNNING:
         return Status("submitted", detail=f"starting on {where}", started_at=cur.launched_at)

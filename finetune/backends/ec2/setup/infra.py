@@ -5,9 +5,13 @@ boto3 is imported only in here."""
 from __future__ import annotations
 
 import getpass
+from typing import TYPE_CHECKING
 
 from finetune.backends.ec2.request import PROJECT_TAG, RUN_TAG
 from finetune.errors import CloudError, ConfigError
+
+if TYPE_CHECKING:  # boto3 is imported only when a call is made
+    from finetune.aws.session import Aws
 
 AMI_PARAMETERS = {  # AWS Deep Learning Base GPU AMIs (NVIDIA driver + Docker), public SSM
     "x86_64": "/aws/service/deeplearning/ami/x86_64/"
@@ -24,7 +28,7 @@ class Clients:
     one attempt per call; retries are ours, through ``call``)."""
 
     def __init__(self, region: str | None = None) -> None:
-        self._aws: dict[str, object] = {}
+        self._aws: dict[str, Aws] = {}
         self.region = region  # --region: where calls go unless one names another
 
     def __call__(self, service: str, region: str | None = None):

@@ -136,10 +136,12 @@ class MXNetSession:
 
     # ---- evaluation -------------------------------------------------------------------
     def evaluate(
-        self, split: str, evaluator: Evaluator, stop: StopRequest, shared: bool = False
+        self, split: str, evaluator: Evaluator | None, stop: StopRequest, shared: bool = False
     ) -> bool:
         """Every batch of ``split`` into ``evaluator``, on this host alone (``shared`` is
         never asked: the group of an MXNet run is one process, the first host validates)."""
+        if evaluator is None:  # only the other processes of a shared evaluation pass none
+            raise ValueError(f"evaluating {split} alone needs an evaluator")
         it = self._eval_iter(split)
         it.reset()
         contexts = self.dev.contexts
@@ -160,6 +162,9 @@ class MXNetSession:
         if split not in self._eval_iters:
             f = self.files
             rec, idx = (f.val_rec, f.val_idx) if split == "val" else (f.test_rec, f.test_idx)
+            if rec is None or idx is None:  # the caller evaluates a test split only if there is one
+                raise DataError(f"the dataset has no {split} split",
+                                "prepare it again with a test split (--test-ratio).")  # fmt: skip
             self._eval_iters[split] = record_iter(rec, idx, self.hp, self.local_batch, False)
         return self._eval_iters[split]
 

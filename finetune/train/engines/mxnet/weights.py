@@ -12,6 +12,7 @@ model.weights_sha256, when given, must match whatever file is used.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import logging
 import os
 import re
@@ -189,10 +190,10 @@ def _download(model: str, root: Path) -> Weights:
         if model in SYMBOL_MODELS:
             return _download_symbol(model, root)
         try:
-            get_model_file = zoo.module("gluoncv.model_zoo.model_store").get_model_file
+            store = zoo.module("gluoncv.model_zoo.model_store")
         except ImportError:
-            from mxnet.gluon.model_zoo.model_store import get_model_file
-        params = Path(get_model_file(model, root=str(root)))
+            store = importlib.import_module("mxnet.gluon.model_zoo.model_store")
+        params = Path(store.get_model_file(model, root=str(root)))
         _check(params, "sha1", ZOO_SHA1[model])  # ours, whatever the zoo's table says
         return Weights(params)
     except (OSError, ValueError) as exc:  # requests' errors are OSErrors; sha1 -> ValueError

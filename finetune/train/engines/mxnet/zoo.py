@@ -17,7 +17,7 @@ import sys
 @contextlib.contextmanager
 def _torch_hidden():
     saved = sys.modules.get("torch", _MISSING)
-    sys.modules["torch"] = None  # type: ignore[assignment]  # import torch -> ImportError
+    sys.modules["torch"] = None  # import torch -> ImportError
     try:
         yield
     finally:

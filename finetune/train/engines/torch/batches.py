@@ -96,7 +96,7 @@ class ResidentBatches(_Batches):
         store, mine, size = self.train, self.mine(), self.contract.image_size
         for at, index in enumerate(self.order(epoch)[position:], position):
             g = boxes.generator(self.hp.seed, epoch, at)
-            w, h = store.host_widths[index], store.host_heights[index]
+            w, h = store.host_sizes(index)
             box = boxes.train(w, h, self.contract, g)[mine]  # drawn for the global batch
             flip = boxes.flips(len(index), self.contract, g)[mine]
             index = index[mine]

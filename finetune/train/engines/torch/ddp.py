@@ -41,7 +41,8 @@ class Group:
     world: int = 1
     local_rank: int = 0
     local_world: int = 1
-    control: object = None  # the gloo group for control collectives (None: the default one)
+    # the gloo group for control collectives (None: the default one)
+    control: dist.ProcessGroup | None = None
 
     @property
     def hosts(self) -> int:
@@ -54,7 +55,7 @@ class Group:
         number any process got and whether any wants a checkpoint: a stop any process got
         reaches all of them (all end after this same step); the caller must act on the
         returned stop, not on its own flag, which a signal may set just after this."""
-        mine = signal.Signals[stop.signal_name].value if stop else 0
+        mine = signal.Signals[stop.signal_name].value if stop.signal_name else 0
         if self.world == 1:
             return bool(mine), save_due
         t = torch.tensor([mine, int(save_due)], dtype=torch.int64)
@@ -109,6 +110,8 @@ def join(device_type: str) -> Group:
     # NCCL (GPUs) carries the gradients; control messages go over gloo on CPU tensors
     cuda = device_type == "cuda"
     control = dist.new_group(backend="gloo", timeout=timeout) if cuda else None
+    if control is not None and not isinstance(control, dist.ProcessGroup):  # every rank joins
+        raise RuntimeError(f"process {rank} is not a member of the run's control group")
     log.info("process %d of %d (local %d of %d), %s", rank, world, local_rank, local_world,
              backend)  # fmt: skip
     return Group(rank, world, local_rank, local_world, control)

@@ -62,7 +62,9 @@ def _nvml_id(i: int) -> str:
     uuid = getattr(props, "uuid", None)
     if uuid:
         return f"GPU-{uuid}"
-    return f"{props.pci_domain_id:08X}:{props.pci_bus_id:02X}:{props.pci_device_id:02X}.0"
+    # torch's stub of _CudaDeviceProperties lacks the pci_* fields the object has at runtime
+    domain, bus, dev = props.pci_domain_id, props.pci_bus_id, props.pci_device_id  # type: ignore[attr-defined]
+    return f"{domain:08X}:{bus:02X}:{dev:02X}.0"
 
 
 def peak_record(telemetry: Telemetry) -> dict | None:

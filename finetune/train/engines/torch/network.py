@@ -126,6 +126,11 @@ def replace_head(net: nn.Module, path: str, num_classes: int) -> None:
     parent_path, _, leaf = path.rpartition(".")
     parent = net.get_submodule(parent_path) if parent_path else net
     old = net.get_submodule(path)
+    if not isinstance(old, nn.Linear):  # the backbone table names each family's Linear head
+        raise ConfigError(
+            f"the head at {path} is a {type(old).__name__}, not a Linear layer",
+            "report this: finetune's backbone table names the wrong layer.",
+        )
     new = nn.Linear(old.in_features, num_classes, bias=old.bias is not None)
     if isinstance(parent, nn.Sequential) and leaf.isdigit():
         parent[int(leaf)] = new

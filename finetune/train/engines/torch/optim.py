@@ -118,7 +118,7 @@ def _feature_ids(net: nn.Module, body: list[str]) -> dict[str, int]:
         parts = name.split(".")
         if parts[0] != "features":
             return None
-        stage = features[int(parts[1])]
+        stage = features.get_submodule(parts[1])  # a Sequential's children: "0", "1", ...
         children = list(stage.named_children())
         holds_blocks = children and all(any(True for _ in c.children()) for _, c in children)
         return ".".join(parts[:3] if holds_blocks else parts[:2])

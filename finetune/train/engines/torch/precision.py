@@ -54,7 +54,7 @@ def optimizer(groups: list[dict], hp) -> torch.optim.Optimizer:
     kwargs: dict = {"lr": 0.0, "weight_decay": hp.wd, "fused": True}
     if hp.optimizer in ("sgd", "nag"):
         kwargs.update(momentum=hp.momentum, nesterov=hp.optimizer == "nag")
-        make = torch.optim.SGD
+        make: type[torch.optim.Optimizer] = torch.optim.SGD
     else:
         make = torch.optim.Adam
     try:

@@ -41,7 +41,8 @@ def load_network(model_dir: Path, device: torch.device) -> torch.nn.Module:
             f"{model_dir / WEIGHTS} does not load as {hp.model} ({type(exc).__name__})",
             "use the model folder of a completed run (or download it again).",
         ) from None
-    return net.to(device, memory_format=torch.channels_last).eval()
+    # torch's stub of Module.to has no memory_format; the method takes it (torch docs)
+    return net.to(device, memory_format=torch.channels_last).eval()  # type: ignore[call-overload]
 
 
 def scores(model_dir: Path, rec: Path, idx: Path) -> np.ndarray:

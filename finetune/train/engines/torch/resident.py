@@ -47,6 +47,12 @@ class ImageStore:
     def __len__(self) -> int:
         return len(self.labels)
 
+    def host_sizes(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(widths, heights) of the images at ``index`` (CPU), from the host's copy."""
+        if self.host_widths is None or self.host_heights is None:  # __post_init__ fills both
+            raise ValueError("an ImageStore without the host's copy of its image sizes")
+        return self.host_widths[index], self.host_heights[index]
+
     @property
     def nbytes(self) -> int:
         return self.pixels.numel()
@@ -61,8 +67,7 @@ class ImageStore:
                 payloads = []
                 for key in keys[start : start + DECODE_BATCH]:
                     header, payload = unpack_header(reader.read_key(key))
-                    label = header.label if header.flag == 0 else header.label[0]
-                    labels.append(int(label))
+                    labels.append(header.class_label)
                     payloads.append(payload)
                 for image in _decode(payloads, device, rec):
                     image = resize(image, contract)
@@ -80,7 +85,7 @@ class ImageStore:
     def exact(self, index: torch.Tensor, boxes: torch.Tensor, size: int) -> bool:
         """Whether every box (CPU) is ``size`` pixels square at integer offsets inside its
         image (CPU ``index``): then :meth:`copies` gives what :meth:`crops` would."""
-        w, h = self.host_widths[index], self.host_heights[index]
+        w, h = self.host_sizes(index)
         x0, y0, x1, y1 = boxes.unbind(1)
         return bool(
             (boxes == boxes.floor()).all()

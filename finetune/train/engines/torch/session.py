@@ -21,6 +21,7 @@ crops one process would (mixing pairs images within each process's batch).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -43,12 +44,13 @@ from finetune.train.engines.torch import (
     sharded,
 )
 from finetune.train.engines.torch import weights as wt
-from finetune.train.engines.torch.batches import open_batches
+from finetune.train.engines.torch.batches import Batch, open_batches
 from finetune.train.engines.torch.telemetry import InputClock, open_telemetry
 from finetune.train.evaluation import Evaluator
 from finetune.train.layout import TrainJob
 from finetune.train.preprocess import Preprocessing
 from finetune.train.signals import StopRequest
+from finetune.train.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
 # torch.compile's break-even, ResNet-50 bf16 b256 on one H200 (gpu-check 2026-11-26): a 33 s
@@ -78,7 +80,14 @@ class TorchSession:
         self.precision = precision.choose(hp.precision, self.device)
         self.contract = Preprocessing.from_hparams(hp)
         self.loaded: dict = {}
-        self.telemetry = None  # built with the network (it needs its FLOPs)
+        self._telemetry: Telemetry | None = None  # built with the network (it needs its FLOPs)
+
+    @property
+    def telemetry(self) -> Telemetry:
+        """This process's telemetry, from :meth:`build` on."""
+        if self._telemetry is None:
+            raise RuntimeError("the torch session's telemetry is read before build()")
+        return self._telemetry
 
     # ---- building ---------------------------------------------------------------------
     def build(self, hp, steps: int, resume: Checkpoint | None) -> None:
@@ -90,7 +99,8 @@ class TorchSession:
         net, self.loaded = network.build(hp, found)
         if hp.batchnorm == "sync" and g.world > 1:
             net = network.sync_batchnorm(net, self.device)
-        self.net = net.to(self.device, memory_format=torch.channels_last)
+        # torch's stub of Module.to has no memory_format; the method takes it (torch docs)
+        self.net = net.to(self.device, memory_format=torch.channels_last)  # type: ignore[call-overload]
         self.optimizer = optim.optimizer(optim.param_groups(self.net, hp), hp)
         self.scaler = precision.scaler(self.precision, self.device)
         if resume is not None:
@@ -100,17 +110,18 @@ class TorchSession:
         self.flops_per_image = flops.per_image(self.net, hp.image_size)
         self.steps = steps
         self.forward, self.eval_forward = self._forwards(hp)
-        self.telemetry = open_telemetry(self.device, g, self.precision, self.flops_per_image)
+        telemetry = open_telemetry(self.device, g, self.precision, self.flops_per_image)
+        self._telemetry = telemetry
         self.data = open_batches(self.files, self.contract, self.device, hp, g, steps)
         if self.device.type == "cuda":
             torch.backends.cudnn.benchmark = True  # static batch shapes: pick convs once
             if self.precision == "bf16":  # autocast would cast the first conv's input anyway
                 self.data.input_dtype = torch.bfloat16
-        self.clock = InputClock(self.device, self.telemetry, self.data.loader)
+        self.clock = InputClock(self.device, telemetry, self.data.loader)
         self._loss = torch.zeros((), device=self.device, dtype=torch.float64)
         self._hits = torch.zeros((), device=self.device, dtype=torch.int64)
         self._seen = 0
-        self._batches = iter(())
+        self._batches: Iterator[Batch] = iter(())
 
     def _forwards(self, hp):
         """(training forward, evaluation forward): DDP around the network when several
@@ -150,11 +161,14 @@ class TorchSession:
         self.mixer = mixing.from_hparams(hp)
 
     def _resume_ema(self, resume: Checkpoint) -> None:
+        average = self.ema
+        if average is None:  # (only called with an average: _build_features)
+            return
         path = resume.path(ema.EMA_FILE)
         if path.is_file():
-            self.ema.load(path)
+            average.load(path)
         else:
-            self.ema.restart_from(self.net)
+            average.restart_from(self.net)
 
     def _search_dirs(self) -> list[Path]:
         channel = self.job.pretrained_dir
@@ -229,6 +243,8 @@ class TorchSession:
         with torch.no_grad(), precision.autocast(self.precision, self.device):
             if shared and self.group.world > 1:
                 return sharded.evaluate(self, split, evaluator, stop)
+            if evaluator is None:  # only the other ranks of a shared evaluation pass none
+                raise ValueError(f"evaluating {split} alone needs an evaluator")
             for x, y in self.data.eval_batches(split):
                 if stop:
                     return False
@@ -265,6 +281,6 @@ class TorchSession:
         self._batches = iter(())
         if getattr(self, "data", None) is not None:
             self.data.close()
-        if self.telemetry is not None:
-            self.telemetry.close()
+        if self._telemetry is not None:
+            self._telemetry.close()
         self.group.close()

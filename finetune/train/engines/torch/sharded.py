@@ -38,6 +38,8 @@ def evaluate(session, split: str, evaluator: Evaluator | None, stop: StopRequest
         gathered = g.gather(rows)
         done += n
         if gathered is not None:  # rank 0: (record i of every rank, ...) is file order
+            if evaluator is None:
+                raise ValueError(f"rank 0 gathered {split} without an evaluator to take it")
             block = torch.stack(gathered, 1).reshape(n * g.world, -1)
             block = block[block[:, -1] > 0]
             evaluator.add(block[:, :-2].numpy(), block[:, -2].to(torch.int64).numpy())

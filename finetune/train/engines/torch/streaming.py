@@ -44,7 +44,7 @@ class RecordDataset(torch.utils.data.Dataset):
         if self._reader is None:
             self._reader = RecordReader(self.rec, self.idx)
         header, payload = unpack_header(self._reader.read_key(self.keys[record]))
-        label = int(header.label if header.flag == 0 else header.label[0])
+        label = header.class_label
         image = pil_decode(payload, f"{self.rec}: record {record} (key {self.keys[record]})")
         if not self.train:
             return torch.from_numpy(self.contract.val_array(image, raw)), label
@@ -62,6 +62,7 @@ class Feed:
 
     def __init__(self, dataset: RecordDataset, workers: int, pin: bool, keep: bool = True):
         self._items: list[list[tuple[int, int]]] = []
+        self.dataset = dataset
         self.loader = torch.utils.data.DataLoader(
             dataset,
             batch_sampler=self,

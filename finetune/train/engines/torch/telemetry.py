@@ -21,7 +21,7 @@ from finetune.train.telemetry import GpuSampler, Telemetry
 
 
 def open_telemetry(
-    device: torch.device, group: ddp.Group, precision: str, flops_per_image: float
+    device: torch.device, group: ddp.Group, precision: str, flops_per_image: float | None
 ) -> Telemetry:
     """This process's Telemetry; rank 0 samples its host's GPUs (one NVML thread)."""
     cuda = device.type == "cuda"

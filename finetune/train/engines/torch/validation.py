@@ -57,7 +57,7 @@ def resident_batches(
     chosen = torch.arange(len(store)) if records is None else torch.tensor(records)
     for start in range(0, len(chosen), EVAL_BATCH):
         index = chosen[start : start + EVAL_BATCH]
-        box = boxes.center(store.host_widths[index], store.host_heights[index], size)
+        box = boxes.center(*store.host_sizes(index), size)
         flip = torch.zeros(len(index), dtype=torch.bool)
         labels = store.labels[index.to(device, non_blocking=True)]
         if store.exact(index, box, size):
@@ -82,7 +82,7 @@ def stream_batches(
     if feed is None:
         data = streaming.RecordDataset(rec, idx, contract, False, seed)
         feed = streaming.Feed(data, workers, device.type == "cuda", keep=False)
-    count = len(feed.loader.dataset)
+    count = len(feed.dataset)
     order = list(range(count)) if records is None else list(records)
     batches = [order[i : i + EVAL_BATCH] for i in range(0, len(order), EVAL_BATCH)]
     for x, y in feed.epoch(batches, 0):

@@ -103,8 +103,8 @@ def source(model: str, weights: str, sha256: str = "", here: bool = True):
     from finetune.train.engines import WeightsSource
 
     if weights and weights != DOWNLOAD and not is_url(weights):
-        found = locate(model, weights, [hub_dir()])  # a named file: it exists or DataError
-        return WeightsSource(model, cached=found.path)
+        named = locate(model, weights, [hub_dir()])  # a named file: it exists or DataError
+        return WeightsSource(model, cached=named.path)
     found = find_cached(model, weights, [hub_dir()]) if here else None
     if found is not None:
         return WeightsSource(model, cached=found.path)
