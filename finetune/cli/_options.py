@@ -28,6 +28,8 @@ Recipe = Annotated[str, typer.Argument(help="Recipe name or path to a recipe YAM
 Dataset = Annotated[
     str | None, typer.Option(help="Prepared dataset: folder or name (default: recipe's).")
 ]
+# the one output convention (cli/_render.py): --format table|json|csv, and its old spelling
+Format = Annotated[str, typer.Option("--format", help="table, json or csv (any case).")]
 Json = Annotated[bool, typer.Option("--json", hidden=True, help="Deprecated: --format json.")]
 
 

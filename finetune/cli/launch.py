@@ -26,7 +26,7 @@ Verbose = Annotated[
 ]
 Detach = Annotated[bool, typer.Option("--detach", help="Start the run and return at once.")]
 Resume = Annotated[str | None, typer.Option(help="Resume this run (id) from its last checkpoint.")]
-Format = Annotated[
+LaunchFormat = Annotated[
     str,
     typer.Option("--format", help="table, json (the plan / final run) or csv (--dry-run's plan)."),
 ]
@@ -42,7 +42,7 @@ def launch(
     verbose: Verbose = False,
     detach: Detach = False,
     resume: Resume = None,
-    fmt: Format = "table",
+    fmt: LaunchFormat = "table",
     as_json: Json = False,
 ) -> None:
     """Fine-tune RECIPE on a prepared dataset. Batch and learning rate scale linearly with the
