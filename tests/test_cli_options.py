@@ -15,7 +15,7 @@ from finetune.backends import NAMES, backend_class
 from finetune.backends.base import flag
 from finetune.cli import app
 from finetune.cli._launch_request import TO_BACKEND, LaunchFlags
-from finetune.cli._options import fields_marked, flag_set
+from finetune.cli._options import fields_marked, flag_set, takes_flag_sets
 
 
 def _options_fields() -> dict[str, set[str]]:
@@ -69,3 +69,43 @@ def test_a_flag_the_backend_does_not_take_is_refused_naming_its_owners(name, bac
     assert res.exit_code == 2, res.output
     assert f"{flag(name)} does not apply to --backend {backend}" in res.output
     assert f"({flag(name)}: {owners})" in res.output and "To fix:" in res.output
+
+
+@flag_set
+class Where:  # a flag set is named where its commands are: at module level
+    zone: Annotated[str | None, typer.Option(help="Zone.")] = None
+    hosts: Annotated[int, typer.Option(min=1, help="Hosts.")] = 1
+
+
+@flag_set
+class Twice:
+    loud: Annotated[bool, typer.Option("--loud", help="Loud.")] = False
+
+
+def test_a_flag_set_is_its_fields_for_typer_and_one_value_for_the_command():
+    got = []
+    toy = typer.Typer(rich_markup_mode=None)
+
+    @toy.command()
+    @takes_flag_sets
+    def run(
+        name: Annotated[str, typer.Argument(help="Name.")],
+        *,
+        where: Where,
+        loud: Annotated[bool, typer.Option("--loud", help="Loud.")] = False,
+    ):
+        got.append((name, where, loud))
+
+    res = CliRunner().invoke(toy, ["n", "--hosts", "3", "--loud"])
+    assert res.exit_code == 0, res.output
+    assert got == [("n", Where(zone=None, hosts=3), True)]
+    shown = CliRunner().invoke(toy, ["--help"]).output
+    assert shown.index("--zone") < shown.index("--hosts") < shown.index("--loud")
+    assert CliRunner().invoke(toy, ["n", "--hosts", "0"]).exit_code == 2  # min=1 holds
+
+
+def test_a_field_that_repeats_a_parameter_is_refused():
+    def command(*, twice: Twice, loud: bool = False): ...
+
+    with pytest.raises(TypeError, match="repeats a parameter"):
+        takes_flag_sets(command)

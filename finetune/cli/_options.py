@@ -6,7 +6,8 @@ with ``takes_flag_sets`` names the set once, as one parameter; Typer sees every 
 flag of its own, in the set's order at that place, and the command receives the set, filled.
 So a group of flags travels as one typed value -- to the helper that turns it into a library
 request -- instead of as a dozen positional arguments, and a test can ask a set which of its
-fields are flags of which kind (``fields_marked``).
+fields are flags of which kind (``fields_marked``). Declare a set at module level, as its
+commands are: its annotations are resolved in its module.
 
 Only typer and the standard library are imported here: ``finetune --help`` stays instant.
 """
@@ -42,11 +43,11 @@ def flag_set(cls: type) -> type:
     return cls
 
 
-def is_flag_set(kind: Any) -> bool:
-    return isinstance(kind, type) and getattr(kind, _FLAG_SET, False)
+def _is_flag_set(hint: Any) -> bool:
+    return isinstance(hint, type) and getattr(hint, _FLAG_SET, False)
 
 
-def flag_parameters(kind: type) -> list[inspect.Parameter]:
+def _parameters(kind: type) -> list[inspect.Parameter]:
     """The fields of flag set ``kind`` as the command parameters Typer reads, in order."""
     hints = typing.get_type_hints(kind, include_extras=True)
     return [
@@ -78,12 +79,12 @@ def takes_flag_sets(command):
     parameters: list[inspect.Parameter] = []
     sets: dict[str, tuple[type, tuple[str, ...]]] = {}
     for p in inspect.signature(command).parameters.values():
-        kind = hints.get(p.name, p.annotation)
-        if not is_flag_set(kind):
-            parameters.append(p.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=kind))
+        hint = hints.get(p.name, p.annotation)
+        if not _is_flag_set(hint):
+            parameters.append(p.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=hint))
             continue
-        fields = flag_parameters(kind)
-        sets[p.name] = (kind, tuple(f.name for f in fields))
+        fields = _parameters(hint)
+        sets[p.name] = (hint, tuple(f.name for f in fields))
         parameters += fields
     names = [p.name for p in parameters]
     if len(set(names)) != len(names):
