@@ -199,7 +199,7 @@ class LaunchFlags:
         out = {}
         for name in self.backend_options():
             value = getattr(self, name)
-            repeatable = list in map(typing.get_origin, typing.get_args(hints[name]))
+            repeatable = any(typing.get_origin(a) is list for a in typing.get_args(hints[name]))
             out[name] = tuple(value or ()) if repeatable else value
         return out
 
@@ -226,7 +226,7 @@ class LaunchFlags:
         from finetune.ranking import choose as pick
 
         pick.check_flags(self.instance, self.deadline, self.budget)
-        if not pick.is_pick(self.instance):
+        if self.instance is None or not pick.is_pick(self.instance):
             return self
         from finetune.units.durations import parse_duration
         from finetune.units.eurocap import check_max_eur

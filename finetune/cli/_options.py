@@ -18,6 +18,7 @@ import dataclasses
 import functools
 import inspect
 import typing
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -71,7 +72,7 @@ def fields_marked(kind: type, marker: object) -> tuple[str, ...]:
     )
 
 
-def takes_flag_sets(command):
+def takes_flag_sets(command: Callable[..., Any]) -> Callable[..., Any]:
     """Decorator for a Typer command: each parameter typed with a flag set becomes that set's
     fields for Typer (help, parsing and order as if written out there); the command is
     called with the set filled from them. A field named like another parameter is refused."""
@@ -91,11 +92,11 @@ def takes_flag_sets(command):
         raise TypeError(f"{command.__name__}: a flag set's field repeats a parameter: {names}")
 
     @functools.wraps(command)
-    def run(**given):
+    def run(**given: Any) -> Any:
         for name, (kind, fields) in sets.items():
             given[name] = kind(**{f: given.pop(f) for f in fields})
         return command(**given)
 
-    run.__signature__ = inspect.Signature(parameters)  # what Typer reads
+    run.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]  # Typer reads it
     run.__annotations__ = {p.name: p.annotation for p in parameters}
     return run
