@@ -9,6 +9,9 @@ attempt -- spot relaunches and resumes included -- pulls the digest.
 Only images in the caller's own account and region are resolved: AWS's deep-learning images
 live in AWS's accounts, whose repositories do not answer DescribeImages to others; those are
 used as given (AWS publishes them; pass one @sha256:... to pin it too).
+
+``ECR_URI`` is the one pattern of an ECR image address in finetune: every backend parses an
+image with ``parse`` (its IAM statements name the repository by ``ImageRef.repository_arn``).
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+# ACCOUNT.dkr.ecr.REGION.amazonaws.com[.cn]/REPO, then :TAG or @sha256:DIGEST (parse decides
+# whether one of them may be missing)
 ECR_URI = re.compile(
     r"^(?P<registry>(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?)"
-    r"/(?P<repo>[a-z0-9._/-]+)(?::(?P<tag>[\w.-]+)|@(?P<digest>sha256:[0-9a-f]{64}))$"
+    r"/(?P<repo>[a-z0-9._/-]+)(?::(?P<tag>[\w.-]+)|@(?P<digest>sha256:[0-9a-f]{64}))?$"
 )
 _MISSING = ("ImageNotFoundException", "RepositoryNotFoundException")
 
@@ -35,15 +40,27 @@ class ImageRef:
     def by_digest(self, digest: str) -> str:
         return f"{self.registry}/{self.repository}@{digest}"
 
+    @property
+    def repository_arn(self) -> str:
+        """The repository's ARN, in its region's partition (what an IAM pull statement names)."""
+        from finetune.aws.session import partition_of
+
+        return (
+            f"arn:{partition_of(self.region)}:ecr:{self.region}:{self.account}"
+            f":repository/{self.repository}"
+        )
+
 
 class ImageMissing(LookupError):
     """The tag (or the repository) does not exist in ECR."""
 
 
-def parse(uri: str) -> ImageRef | None:
-    """An ECR image URI's parts, or None for anything else (another registry, a typo)."""
+def parse(uri: str, *, untagged: bool = False) -> ImageRef | None:
+    """An ECR image URI's parts, or None for anything else (another registry, a typo). An
+    address with neither tag nor digest is one only with ``untagged`` (``docker pull`` takes
+    it as ``:latest``; SageMaker refuses it)."""
     m = ECR_URI.match(uri or "")
-    if not m:
+    if not m or not (untagged or m["tag"] or m["digest"]):
         return None
     return ImageRef(m["registry"], m["account"], m["region"], m["repo"], m["tag"], m["digest"])
 

@@ -102,8 +102,6 @@ def check_format(fmt: str, choices: tuple[str, ...]) -> str:
 # --format table|json|csv; JSON keys are the table's headers in snake_case (report.text's
 # key_of and header_of: one rule for every table).
 FORMATS = ("table", "json", "csv")
-FORMAT = typer.Option("table", "--format", help="table, json or csv (any case).")
-JSON_ALIAS = typer.Option(False, "--json", hidden=True, help="Deprecated: --format json.")
 
 
 def key_of(header: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from finetune.cli._render import FORMAT, JSON_ALIAS
+from finetune.cli._options import Format, Json
 
 app = typer.Typer(
     help="Settings (region, bucket, role_arn, profile, data_dir, cache_dir): show where each "
@@ -15,7 +15,7 @@ app = typer.Typer(
 
 
 @app.command("show")
-def show(fmt: str = FORMAT, as_json: bool = JSON_ALIAS):
+def show(fmt: Format = "table", as_json: Json = False):
     """Every setting, its value and where it came from (environment, config file, default)."""
     from finetune import settings
     from finetune.cli._render import echo_json, emit_table, info, output_format

@@ -6,11 +6,13 @@ from pathlib import Path
 
 import typer
 
+from finetune.cli._options import Dataset, Recipe
+
 
 def plan(
-    recipe: str = typer.Argument(..., help="Recipe name or path to a recipe YAML."),
+    recipe: Recipe,
     overrides: list[str] = typer.Argument(None, help="Recipe overrides as key=value."),
-    dataset: str = typer.Option(None, help="Prepared dataset: folder or name (default: recipe's)."),
+    dataset: Dataset = None,
     epochs: int = typer.Option(None, min=1, help="Epochs to plan for (default: the recipe's)."),
     images: int = typer.Option(
         None, min=1, help="Plan from counts alone: training images an epoch (with --classes)."

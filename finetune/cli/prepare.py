@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
-from finetune.cli._render import JSON_ALIAS
+from finetune.cli._options import Json, flag_set, takes_flag_sets
 from finetune.data.imaging import MAX_PIXELS
 
 app = typer.Typer(
@@ -16,82 +17,91 @@ app = typer.Typer(
 )
 
 OUT_HELP = "Output folder. Default: <data dir>/datasets/NAME (FINETUNE_DATA_DIR sets the data dir)."
+Option = typer.Option
 
 
-def _common(
-    out: Path | None,
-    name: str,
-    seed: int,
-    resize: int,
-    quality: int,
-    workers: int,
-    pass_through: bool,
-    max_bad: float,
-    overwrite: bool,
-    test_ratio: float | None = None,
-    test_per_class: int | None = None,
-    max_pixels: int = MAX_PIXELS,
-):
-    """Options shared by both sources, as keyword arguments for the library."""
-    from finetune import settings
+@flag_set
+class PrepareFlags:
+    """The flags both sources share: where the dataset goes and how its images are packed."""
 
-    return dict(
-        out=out or settings.get().datasets_dir / name,
-        name=name,
-        workers=workers,
-        overwrite=overwrite,
-        params=dict(
-            seed=seed,
-            resize=resize,
-            quality=quality,
-            pass_through=pass_through,
-            max_bad_fraction=max_bad,
-            test_ratio=test_ratio,
-            test_per_class=test_per_class,
-            max_pixels=max_pixels,
+    out: Annotated[Path | None, Option("--out", help=OUT_HELP)] = None
+    seed: Annotated[
+        int, Option(help="Seed of the per-class shuffle that picks the training images.")
+    ] = 0
+    resize: Annotated[
+        int, Option(help="Resize the shorter side to this many pixels (0 keeps the size).")
+    ] = 256
+    quality: Annotated[
+        int, Option(min=1, max=100, help="JPEG quality of the re-encoded images.")
+    ] = 95
+    workers: Annotated[
+        int, Option(min=0, help="Encoding processes (0: one per CPU). Output is identical.")
+    ] = 0
+    pass_through: Annotated[
+        bool,
+        Option("--pass-through", help="Store the original file bytes (no resize or re-encode)."),
+    ] = False
+    max_bad: Annotated[
+        float,
+        Option(
+            "--max-bad",
+            help="Fail (writing nothing) if more than this fraction of images are unreadable; "
+            "below it they are skipped and listed in the manifest.",
         ),
-    )
+    ] = 0.05
+    overwrite: Annotated[
+        bool, Option("--overwrite", help="Replace a different dataset already in --out.")
+    ] = False
+    test_ratio: Annotated[
+        float | None,
+        Option(
+            help="Hold out this fraction of each class as a test split (NAME_test.rec/.idx/.lst), "
+            "never trained or validated on. The last images of the class's seeded shuffle."
+        ),
+    ] = None
+    test_per_class: Annotated[
+        int | None,
+        Option(min=1, help="Instead of --test-ratio: hold out this many test images per class."),
+    ] = None
+    max_pixels: Annotated[
+        int,
+        Option(
+            "--max-pixels",
+            min=1,
+            help="Skip (and list) images with more pixels than this, before decoding them: "
+            "a small file can decode to gigabytes.",
+        ),
+    ] = MAX_PIXELS
+
+    def library_kwargs(self, name: str) -> dict:
+        """These flags as keyword arguments of finetune.data.datasets for dataset ``name``."""
+        from finetune import settings
+
+        return dict(
+            out=self.out or settings.get().datasets_dir / name,
+            name=name,
+            workers=self.workers,
+            overwrite=self.overwrite,
+            params=dict(
+                seed=self.seed,
+                resize=self.resize,
+                quality=self.quality,
+                pass_through=self.pass_through,
+                max_bad_fraction=self.max_bad,
+                test_ratio=self.test_ratio,
+                test_per_class=self.test_per_class,
+                max_pixels=self.max_pixels,
+            ),
+        )
 
 
-# Typer options reused by both commands (defined once so the help reads the same).
-_SEED = typer.Option(0, help="Seed of the per-class shuffle that picks the training images.")
-_RESIZE = typer.Option(256, help="Resize the shorter side to this many pixels (0 keeps the size).")
-_QUALITY = typer.Option(95, min=1, max=100, help="JPEG quality of the re-encoded images.")
-_WORKERS = typer.Option(0, min=0, help="Encoding processes (0: one per CPU). Output is identical.")
-_PASS = typer.Option(
-    False, "--pass-through", help="Store the original file bytes (no resize or re-encode)."
-)
-_MAX_BAD = typer.Option(
-    0.05,
-    "--max-bad",
-    help="Fail (writing nothing) if more than this fraction of images are unreadable; "
-    "below it they are skipped and listed in the manifest.",
-)
-_OVERWRITE = typer.Option(
-    False, "--overwrite", help="Replace a different dataset already in --out."
-)
-_TEST_RATIO = typer.Option(
-    None,
-    help="Hold out this fraction of each class as a test split (NAME_test.rec/.idx/.lst), "
-    "never trained or validated on. The last images of the class's seeded shuffle.",
-)
-_TEST_PER_CLASS = typer.Option(
-    None, min=1, help="Instead of --test-ratio: hold out this many test images per class."
-)
-_MAX_PIXELS = typer.Option(
-    MAX_PIXELS,
-    "--max-pixels",
-    min=1,
-    help="Skip (and list) images with more pixels than this, before decoding them: "
-    "a small file can decode to gigabytes.",
-)
-_FORMAT = typer.Option(
-    "table", "--format", help="table (a summary), json or csv (key,value): the manifest."
-)
-_OUT = typer.Option(None, "--out", help=OUT_HELP)
+ManifestFormat = Annotated[
+    str, Option("--format", help="table (a summary), json or csv (key,value): the manifest.")
+]
 
 
 @app.command("caltech256")
+@takes_flag_sets
 def caltech256(
     source: str = typer.Option(
         None,
@@ -115,19 +125,10 @@ def caltech256(
         min=0,
         help="Refuse an archive that unpacks to more than this (GB) in all.",
     ),
-    out: Path = _OUT,
-    seed: int = _SEED,
-    resize: int = _RESIZE,
-    quality: int = _QUALITY,
-    workers: int = _WORKERS,
-    pass_through: bool = _PASS,
-    max_bad: float = _MAX_BAD,
-    overwrite: bool = _OVERWRITE,
-    test_ratio: float = _TEST_RATIO,
-    test_per_class: int = _TEST_PER_CLASS,
-    max_pixels: int = _MAX_PIXELS,
-    fmt: str = _FORMAT,
-    as_json: bool = JSON_ALIAS,
+    *,
+    packing: PrepareFlags,
+    fmt: ManifestFormat = "table",
+    as_json: Json = False,
 ) -> None:
     """Prepare Caltech-256 as in MXNet's caltech256.sh, but reproducible: N training images
     per class by seeded shuffle, all others for validation, one shared class map."""
@@ -138,20 +139,7 @@ def caltech256(
 
     fmt = output_format(fmt, as_json)  # before any work: a typo should not wait
     limits = ExtractLimits(int(max_extract_mb * 2**20), int(max_extract_gb * 2**30))
-    kw = _common(
-        out,
-        "caltech256",
-        seed,
-        resize,
-        quality,
-        workers,
-        pass_through,
-        max_bad,
-        overwrite,
-        test_ratio,
-        test_per_class,
-        max_pixels,
-    )
+    kw = packing.library_kwargs("caltech256")
     with progress_bars(fmt == "table") as progress:
         result = datasets.prepare_caltech256(
             source=source,
@@ -167,6 +155,7 @@ def caltech256(
 
 
 @app.command("folder")
+@takes_flag_sets
 def folder(
     root: Path = typer.Argument(..., help="Folder with one sub-folder of images per class."),
     name: str = typer.Option(None, help="Dataset name (file prefix). Default: the folder name."),
@@ -177,19 +166,10 @@ def folder(
         None, min=1, help="Instead of --val-ratio: this many training images per class."
     ),
     exclude: list[str] = typer.Option([], help="Class folder to leave out (repeatable)."),
-    out: Path = _OUT,
-    seed: int = _SEED,
-    resize: int = _RESIZE,
-    quality: int = _QUALITY,
-    workers: int = _WORKERS,
-    pass_through: bool = _PASS,
-    max_bad: float = _MAX_BAD,
-    overwrite: bool = _OVERWRITE,
-    test_ratio: float = _TEST_RATIO,
-    test_per_class: int = _TEST_PER_CLASS,
-    max_pixels: int = _MAX_PIXELS,
-    fmt: str = _FORMAT,
-    as_json: bool = JSON_ALIAS,
+    *,
+    packing: PrepareFlags,
+    fmt: ManifestFormat = "table",
+    as_json: Json = False,
 ) -> None:
     """Prepare any folder-per-class image set (jpg, jpeg, png, bmp, webp)."""
     from finetune.cli._render import output_format, progress_bars
@@ -199,20 +179,7 @@ def folder(
     name = name or root.resolve().name
     if val_ratio is None and train_per_class is None:
         val_ratio = 0.2
-    kw = _common(
-        out,
-        name,
-        seed,
-        resize,
-        quality,
-        workers,
-        pass_through,
-        max_bad,
-        overwrite,
-        test_ratio,
-        test_per_class,
-        max_pixels,
-    )
+    kw = packing.library_kwargs(name)
     kw["params"].update(
         val_ratio=val_ratio, train_per_class=train_per_class, exclude=tuple(exclude)
     )

@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from finetune.cli._render import FORMAT, JSON_ALIAS
+from finetune.cli._options import Format, Json
 
 app = typer.Typer(
     help="Training recipes (YAML): what to train and how, per device. "
@@ -17,7 +17,7 @@ app = typer.Typer(
 
 
 @app.command("list")
-def list_recipes(fmt: str = FORMAT, as_json: bool = JSON_ALIAS) -> None:
+def list_recipes(fmt: Format = "table", as_json: Json = False) -> None:
     """List the recipes reachable by name (./recipes first, then the bundled ones)."""
     from finetune.cli._render import emit_table, output_format
     from finetune.recipes.loading import available, validate_many
@@ -48,7 +48,7 @@ def show(
     name: str = typer.Argument(..., help="Recipe name (see `recipes list`) or path to a YAML."),
     overrides: list[str] = typer.Argument(None, help="KEY=VALUE overrides, e.g. epochs=2."),
     fmt: str = typer.Option("table", "--format", help="table (YAML), json or csv (key,value)."),
-    as_json: bool = JSON_ALIAS,
+    as_json: Json = False,
 ) -> None:
     """Print a recipe with every default spelled out (and overrides applied)."""
     from finetune.cli._render import echo_json, output_format, record_csv

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from finetune.cli._render import FORMAT, JSON_ALIAS
+from finetune.cli._options import Format, Json
 
 app = typer.Typer(
     help="Runs recorded in the ledger: list, show, logs, stop, rm, prune.", no_args_is_help=True
@@ -38,8 +38,8 @@ def list_runs(
     refresh: bool = typer.Option(
         False, "--refresh", help="Ask the cloud where live cloud runs are (needs AWS)."
     ),
-    fmt: str = FORMAT,
-    as_json: bool = JSON_ALIAS,
+    fmt: Format = "table",
+    as_json: Json = False,
 ) -> None:
     """List runs, oldest first, as the ledger has them (local runs are checked; cloud runs
     only with --refresh, so a listing works offline)."""
@@ -72,7 +72,7 @@ def list_runs(
 def show(
     run_id: str = typer.Argument(..., help="Run id (or a unique prefix)."),
     fmt: str = typer.Option("table", "--format", help="table (text), json or csv (key,value)."),
-    as_json: bool = JSON_ALIAS,
+    as_json: Json = False,
     tensorboard: bool = typer.Option(
         False,
         "--tensorboard",

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import typer
 
+from finetune.cli._options import Dataset, Json, Recipe
+
 
 def sweep(
-    recipe: str = typer.Argument(..., help="Recipe name or path to a recipe YAML."),
+    recipe: Recipe,
     overrides: list[str] = typer.Argument(
         None, help="Recipe overrides for every cell, as key=value (e.g. epochs=2)."
     ),
-    dataset: str = typer.Option(None, help="Prepared dataset: folder or name (default: recipe's)."),
+    dataset: Dataset = None,
     grid: list[str] = typer.Option(
         None,
         help="KEY=V1,V2 (repeat): instance, count, cpus (local), batch_per_device, engine, or any "
@@ -35,7 +37,7 @@ def sweep(
     fmt: str = typer.Option(
         "table", "--format", help="table, json (the plan with --dry-run, else the result) or csv."
     ),
-    as_json: bool = typer.Option(False, "--json", hidden=True, help="Deprecated: --format json."),
+    as_json: Json = False,
 ) -> None:
     """Run RECIPE once per grid cell, with batch and learning rate derived per cell (linear
     scaling rule) and a euro estimate each; refuse above --max-eur. Running the same sweep

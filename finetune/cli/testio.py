@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from finetune.cli._options import Json
+
 
 def test_io(
     dataset: str = typer.Argument(
@@ -19,7 +21,7 @@ def test_io(
     data_shape: int = typer.Option(224, min=16, help="Crop size in pixels."),
     max_images: int = typer.Option(0, min=0, help="Stop after this many images (0: one pass)."),
     fmt: str = typer.Option("table", "--format", help="table (a sentence), json or csv."),
-    as_json: bool = typer.Option(False, "--json", hidden=True, help="Deprecated: --format json."),
+    as_json: Json = False,
 ) -> None:
     """Read and decode a prepared .rec the way training does and print images/s
     (MXNet's --test-io as a command). Needs the MXNet engine."""

@@ -18,6 +18,8 @@ import shlex
 from dataclasses import dataclass
 from importlib import resources
 
+from finetune.aws import imageref
+
 PROJECT_TAG = ("project", "finetune")
 RUN_TAG = "finetune:run-id"
 ATTEMPT_TAG = "finetune:attempt"
@@ -190,12 +192,7 @@ def _allow(sid: str, actions: list[str], resources_: list[str]) -> dict:
 
 
 def _ecr_repository_arn(image: str) -> str | None:
-    """'ACCOUNT.dkr.ecr.REGION.amazonaws.com/repo:tag' -> the repository's ARN."""
-    m = re.fullmatch(
-        r"(\d{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/([^:@]+)(?:[:@].*)?", image
-    )
-    if not m:
-        return None
-    from finetune.aws.session import partition_of
-
-    return f"arn:{partition_of(m[2])}:ecr:{m[2]}:{m[1]}:repository/{m[3]}"
+    """The ARN of the ECR repository ``image`` is pulled from (None: no ECR image). A tag or
+    digest may be missing: the agent's ``docker pull`` then takes ``:latest``."""
+    ref = imageref.parse(image, untagged=True)
+    return ref.repository_arn if ref else None

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import re
 
+from finetune.aws import imageref
 from finetune.backends.base import PreflightError, Problem  # one shape on every backend
 from finetune.errors import FinetuneError
 
 JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::(\d{12}):role/[\w+=,.@/-]{1,512}$")
-ECR_IMAGE = re.compile(
-    r"^(\d{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com(\.cn)?/[a-z0-9._/-]+(:[\w.-]+|@sha256:[0-9a-f]{64})$"
-)
 MAX_RUNTIME_LIMIT_S = 28 * 24 * 3600  # SageMaker's ceiling for MaxRuntimeInSeconds
 # The shortest runtime --max-eur may shrink a job to: SageMaker bills per second with no
 # minimum, but a job under a minute has not left its container's start-up (estimate.money).
@@ -66,8 +64,8 @@ def _role(req: dict, region) -> list[Problem]:
 
 def _image(req: dict, region) -> list[Problem]:
     image = req.get("AlgorithmSpecification", {}).get("TrainingImage") or ""
-    m = ECR_IMAGE.match(image)
-    if not m:
+    ref = imageref.parse(image)  # SageMaker needs a tag or a digest
+    if ref is None:
         return [
             Problem(
                 f"training image {image!r} is not an ECR image URI with a tag or digest",
@@ -75,10 +73,10 @@ def _image(req: dict, region) -> list[Problem]:
                 "`finetune image push` first.",
             )
         ]
-    if region and m.group(2) != region:
+    if region and ref.region != region:
         return [
             Problem(
-                f"the training image is in {m.group(2)} but the job runs in {region}",
+                f"the training image is in {ref.region} but the job runs in {region}",
                 f"push the image to {region} (`finetune image push --region {region}`).",
             )
         ]

@@ -13,9 +13,9 @@ cannot scope such a role to one run.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
+from finetune.aws import imageref
 from finetune.backends.sagemaker import request as rq
 
 ROLE_PATH = "/finetune-bounded/sagemaker/"  # finetune.aws.infra.run_role_path("sagemaker")
@@ -117,14 +117,10 @@ def _allow(sid: str, actions: list[str], resources: list[str]) -> dict:
 
 
 def _repository_arn(image: str) -> str | None:
-    m = re.fullmatch(
-        r"(\d{12})\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/([^:@]+)[:@].*", image
-    )
-    if not m:
-        return None
-    from finetune.aws.session import partition_of
-
-    return f"arn:{partition_of(m[2])}:ecr:{m[2]}:{m[1]}:repository/{m[3]}"
+    """The ARN of the ECR repository ``image`` is pulled from (None: no ECR image). SageMaker
+    takes an image only with a tag or digest (preflight refuses one without)."""
+    ref = imageref.parse(image)
+    return ref.repository_arn if ref else None
 
 
 def ensure(iam, run_id: str, account: str, doc: dict, boundary: str) -> None:

@@ -1,0 +1,111 @@
+"""Launch's backend flags and the backends' Options models are held together here, so a renamed
+field or a misspelt key fails this test instead of a user's launch; and a flag the chosen
+backend does not take is refused at once, naming the backends that take it."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import pytest
+import typer
+from typer.main import get_command
+from typer.testing import CliRunner
+
+from finetune.backends import NAMES, backend_class
+from finetune.backends.base import flag
+from finetune.cli import app
+from finetune.cli._launch_request import TO_BACKEND, LaunchFlags
+from finetune.cli._options import fields_marked, flag_set, takes_flag_sets
+
+
+def _options_fields() -> dict[str, set[str]]:
+    """backend name -> the fields of its Options model (what options_for accepts by name)."""
+    return {name: set(backend_class(name).Options.model_fields) for name in NAMES}
+
+
+def _unknown(kind) -> set[str]:
+    """The fields of flag set ``kind`` handed to the backends that no backend's Options has."""
+    known = set().union(*_options_fields().values())
+    return set(fields_marked(kind, TO_BACKEND)) - known
+
+
+def _launch_params() -> dict[str, object]:
+    return {p.name: p for p in get_command(app).commands["launch"].params}
+
+
+def test_every_backend_flag_launch_hands_over_is_a_field_of_a_backends_options():
+    handed = set(LaunchFlags.backend_options())
+    params = _launch_params()
+    assert handed and handed <= set(params)  # each is a flag of the command, by that name
+    assert all(flag(name) in params[name].opts for name in handed)  # spelt as errors spell it
+    assert _unknown(LaunchFlags) == set()
+    # every option a backend takes is a flag, and no flag is kept from the backends
+    assert set().union(*_options_fields().values()) == handed
+    request = LaunchFlags().request("a-recipe", ["epochs=1"])
+    assert set(request.options) == handed
+
+
+def test_a_misspelt_or_renamed_key_is_caught():
+    @flag_set
+    class Misspelt:
+        regoin: Annotated[str | None, typer.Option(help="x"), TO_BACKEND] = None
+        backend: Annotated[str | None, typer.Option(help="x")] = None  # not handed over
+
+    assert _unknown(Misspelt) == {"regoin"}
+
+
+def _foreign() -> list[tuple[str, str]]:
+    """(flag name, backend that does not take it) for every backend flag of launch."""
+    fields = _options_fields()
+    return [(f, n) for f in LaunchFlags.backend_options() for n in NAMES if f not in fields[n]]
+
+
+@pytest.mark.parametrize(("name", "backend"), _foreign())
+def test_a_flag_the_backend_does_not_take_is_refused_naming_its_owners(name, backend):
+    param = _launch_params()[name]
+    given = [param.opts[0]] if param.is_flag else [param.opts[0], "1"]
+    res = CliRunner().invoke(app, ["launch", "a-recipe", "--backend", backend, *given, "--dry-run"])
+    owners = ", ".join(n for n, f in _options_fields().items() if name in f)
+    assert res.exit_code == 2, res.output
+    assert f"{flag(name)} does not apply to --backend {backend}" in res.output
+    assert f"({flag(name)}: {owners})" in res.output and "To fix:" in res.output
+
+
+@flag_set
+class Where:  # a flag set is named where its commands are: at module level
+    zone: Annotated[str | None, typer.Option(help="Zone.")] = None
+    hosts: Annotated[int, typer.Option(min=1, help="Hosts.")] = 1
+
+
+@flag_set
+class Twice:
+    loud: Annotated[bool, typer.Option("--loud", help="Loud.")] = False
+
+
+def test_a_flag_set_is_its_fields_for_typer_and_one_value_for_the_command():
+    got = []
+    toy = typer.Typer(rich_markup_mode=None)
+
+    @toy.command()
+    @takes_flag_sets
+    def run(
+        name: Annotated[str, typer.Argument(help="Name.")],
+        *,
+        where: Where,
+        loud: Annotated[bool, typer.Option("--loud", help="Loud.")] = False,
+    ):
+        got.append((name, where, loud))
+
+    res = CliRunner().invoke(toy, ["n", "--hosts", "3", "--loud"])
+    assert res.exit_code == 0, res.output
+    assert got == [("n", Where(zone=None, hosts=3), True)]
+    shown = CliRunner().invoke(toy, ["--help"]).output
+    assert shown.index("--zone") < shown.index("--hosts") < shown.index("--loud")
+    assert CliRunner().invoke(toy, ["n", "--hosts", "0"]).exit_code == 2  # min=1 holds
+
+
+def test_a_field_that_repeats_a_parameter_is_refused():
+    def command(*, twice: Twice, loud: bool = False): ...
+
+    with pytest.raises(TypeError, match="repeats a parameter"):
+        takes_flag_sets(command)
