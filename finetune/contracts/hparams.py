@@ -88,7 +88,10 @@ class TrainHyperparameters(BaseModel):
     lr_schedule: Literal["constant", "step", "cosine"] = "step"
     lr_steps: tuple[float, ...] = ()  # epochs at which the step schedule multiplies by lr_factor
     lr_factor: float = Field(0.1, gt=0, le=1)
+    # the warmup in the unit the recipe gave it (one of the two, 0 = none): steps stay steps
+    # when the trainer finds other devices than planned (a rescale changes steps per epoch)
     warmup_epochs: float = Field(0.0, ge=0)
+    warmup_steps: int = Field(0, ge=0)
     # execution
     device: Literal["auto", "gpu", "cpu"] = "auto"
     kvstore: Literal["device", "nccl", "local", "dist_sync", "dist_device_sync"] = "device"
@@ -163,6 +166,12 @@ class TrainHyperparameters(BaseModel):
     layer_decay: float = Field(1.0, gt=0, le=1)  # layer-wise rate decay (1: off)
     clip_grad_norm: float = Field(0.0, ge=0)  # 0: no clipping
     wd_norm_bias: bool = True  # weight decay on norm layers and biases too
+
+    @model_validator(mode="after")
+    def _one_warmup_unit(self) -> TrainHyperparameters:
+        if self.warmup_epochs and self.warmup_steps:
+            raise ValueError("give warmup_epochs or warmup_steps, not both")
+        return self
 
     @model_validator(mode="after")
     def _features_need_torch(self) -> TrainHyperparameters:

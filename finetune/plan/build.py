@@ -178,7 +178,10 @@ def hyperparameters(
         lr_schedule=s.kind,
         lr_steps=s.steps,
         lr_factor=s.factor,
-        warmup_epochs=derived.warmup_epochs,
+        # as the recipe gave it (Derived has both, for the plan): the trainer converts once,
+        # with the steps per epoch it finds
+        warmup_epochs=s.warmup_epochs,
+        warmup_steps=s.warmup_steps,
         device=resources.device,
         kvstore=kv,
         seed=t.seed,
