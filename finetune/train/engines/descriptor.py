@@ -72,6 +72,8 @@ class Engine:
     loop: str  # its training loop, as the performance model's basis names it
     fit_path: str  # "module:function" of its fit, imported only when a job runs
     fit_checks: tuple[str, ...]  # frameworks checked before its fit module is imported
+    weights_file: str  # the file of its model folder that holds the trained weights
+    smoke_recipe: str  # its built-in smoke recipe (the demo's)
     export_needs: tuple[str, ...] = ()  # extra modules its model export imports
     default_model: str = ""  # a contract without a model: this one ("": the model is required)
     # preprocessing, 0-255 units: fixed for every model, or None: each model's own (model_table)

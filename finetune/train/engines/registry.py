@@ -74,6 +74,8 @@ MXNET = Engine(
     fit_path="finetune.train.engines.mxnet:fit",
     # (none: its fit imports MXNet itself, after its parameter-server launcher set DMLC_*)
     fit_checks=(),
+    weights_file="gluon.params",  # finetune.train.engines.mxnet.artifact.GLUON_PARAMS
+    smoke_recipe="smoke-resnet18",
     # a contract written before the torch engine existed is the MXNet studies' (GluonCV)
     default_model="resnet50_v1",
     mean=backbones.STUDY_MEAN,
@@ -112,6 +114,8 @@ TORCH = Engine(
     loop="plain PyTorch-loop (finetune's torch engine)",
     fit_path="finetune.train.engines.torch:fit",
     fit_checks=("torch", "torchvision"),
+    weights_file="model.pt",  # finetune.train.engines.torch.files.WEIGHTS
+    smoke_recipe="smoke-resnet18-torch",
     export_needs=("onnxscript",),  # torch.onnx's exporter needs it
     # no default model, and mean/std per model (backbones): a contract must say which
 )

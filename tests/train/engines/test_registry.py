@@ -129,3 +129,20 @@ def test_a_torch_contract_never_gets_gluoncvs_defaults():
     # an MXNet map written before the torch engine still reads back as the studies' run
     old = TrainHyperparameters.from_strings({k: str(v) for k, v in base.items()})
     assert (old.engine, old.model, old.mean) == ("mxnet", "resnet50_v1", backbones.STUDY_MEAN)
+
+
+def test_the_weights_file_is_the_one_each_engine_writes():
+    pytest.importorskip("torch")
+    pytest.importorskip("mxnet")
+    from finetune.train.engines.mxnet import artifact
+    from finetune.train.engines.torch import files
+
+    assert registry.MXNET.weights_file == artifact.GLUON_PARAMS
+    assert registry.TORCH.weights_file == files.WEIGHTS
+
+
+@pytest.mark.parametrize("name", registry.NAMES)
+def test_the_smoke_recipe_runs_its_engine(name):
+    from finetune.recipes.loading import load_recipe
+
+    assert load_recipe(registry.get(name).smoke_recipe).engine == name
