@@ -145,6 +145,10 @@ class TrainHyperparameters(BaseModel):
             out["model"] = engine.default_model
         if "mean" not in out or "std" not in out:
             given = engine.model_preprocessing(str(out["model"]))
+            if not given:  # a model the engine does not build: its ConfigError says why
+                from finetune.train.engines.models import check_model
+
+                check_model(engine.name, str(out["model"]))
             out = {**{k: v for k, v in given.items() if k in ("mean", "std")}, **out}
         return out
 

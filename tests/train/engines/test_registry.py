@@ -124,6 +124,8 @@ def test_a_torch_contract_never_gets_gluoncvs_defaults():
                 global_batch=2, lr_per_device=0.1, lr=0.1)  # fmt: skip
     with pytest.raises(ValueError, match="the torch engine needs a model"):
         TrainHyperparameters(engine="torch", **base)
+    with pytest.raises(ConfigError, match="is a mxnet model"):
+        TrainHyperparameters(engine="torch", model="resnet50_v1", **base)  # no mean/std to take
     hp = TrainHyperparameters(engine="torch", model="efficientnet_v2_l", **base)
     assert (hp.mean, hp.std) == (backbones.TABLE["efficientnet_v2_l"].mean,) * 2
     # an MXNet map written before the torch engine still reads back as the studies' run
