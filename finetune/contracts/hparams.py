@@ -18,14 +18,15 @@ from typing import Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from finetune.errors import ConfigError, did_you_mean
+from finetune.train.engines import registry
 
 # training presets of the preprocessing contract (finetune.train.preprocess)
 Augmentation = Literal[
     "none", "crop", "crop_color", "crop_color_transform", "resized_crop", "resized_crop_color"
 ]
-# the training engines (finetune.train.engines): the one list every other module imports
-Engine = Literal["mxnet", "torch"]
-ENGINES: tuple[Engine, ...] = get_args(Engine)
+# the training engines (finetune.train.engines.registry: their one list)
+Engine = registry.EngineName
+ENGINES = registry.NAMES
 # the optional metric loggers (finetune.train.metriclog): the one list of their names
 MetricLoggerName = Literal["tensorboard", "mlflow"]
 METRIC_LOGGERS: tuple[MetricLoggerName, ...] = get_args(MetricLoggerName)
@@ -45,9 +46,10 @@ class TrainHyperparameters(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    engine: Engine = "mxnet"
-    # model
-    model: str = "resnet50_v1"  # GluonCV model-zoo name, or "imagenet11k-resnet-152"
+    engine: Engine = registry.DEFAULT
+    # model: a name the engine builds (finetune.train.engines.models); left out, the engine's
+    # default where it has one (_engine_defaults), else the contract is refused
+    model: str
     pretrained: bool = True
     # "" = search the pretrained channel, then $MXNET_HOME/models; a file path; or
     # "download" to allow fetching from the model zoo (checksummed)
@@ -64,8 +66,9 @@ class TrainHyperparameters(BaseModel):
     num_training_samples: int = Field(gt=0)
     image_size: int = Field(224, ge=16)
     augmentation: Augmentation = "crop"
-    mean: tuple[float, float, float] = (123.68, 116.779, 103.939)
-    std: tuple[float, float, float] = (58.393, 57.12, 57.375)
+    # 0-255 units; left out, the engine's own for the model (_engine_defaults)
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
     # the weights' own evaluation transform (finetune.train.engines.backbones, filled in at
     # plan time): the shorter side both splits are resized to (0: image_size / 0.875) and
     # the resampling filter of that resize
@@ -85,7 +88,10 @@ class TrainHyperparameters(BaseModel):
     lr_schedule: Literal["constant", "step", "cosine"] = "step"
     lr_steps: tuple[float, ...] = ()  # epochs at which the step schedule multiplies by lr_factor
     lr_factor: float = Field(0.1, gt=0, le=1)
+    # the warmup in the unit the recipe gave it (one of the two, 0 = none): steps stay steps
+    # when the trainer finds other devices than planned (a rescale changes steps per epoch)
     warmup_epochs: float = Field(0.0, ge=0)
+    warmup_steps: int = Field(0, ge=0)
     # execution
     device: Literal["auto", "gpu", "cpu"] = "auto"
     kvstore: Literal["device", "nccl", "local", "dist_sync", "dist_device_sync"] = "device"
@@ -122,6 +128,30 @@ class TrainHyperparameters(BaseModel):
         as the new ones; both at once is left for ``extra="forbid"`` to refuse."""
         return renamed(data) if isinstance(data, dict) else data
 
+    @model_validator(mode="before")
+    @classmethod
+    def _engine_defaults(cls, data: object) -> object:
+        """The engine-specific fields a map leaves out, from its engine's descriptor: the
+        MXNet engine's defaults (a map written before the torch engine is MXNet's), the
+        torch model's own mean/std. Never another engine's: a torch map without a model is
+        refused rather than given a GluonCV name."""
+        if not isinstance(data, dict) or data.get("engine", registry.DEFAULT) not in ENGINES:
+            return data  # not a map, or an unknown engine: field validation says why
+        engine = registry.get(data.get("engine", registry.DEFAULT))
+        out = dict(data)
+        if "model" not in out:
+            if not engine.default_model:
+                raise ValueError(f"the {engine.name} engine needs a model (it has no default)")
+            out["model"] = engine.default_model
+        if "mean" not in out or "std" not in out:
+            given = engine.model_preprocessing(str(out["model"]))
+            if not given:  # a model the engine does not build: its ConfigError says why
+                from finetune.train.engines.models import check_model
+
+                check_model(engine.name, str(out["model"]))
+            out = {**{k: v for k, v in given.items() if k in ("mean", "std")}, **out}
+        return out
+
     # torch engine, the recipe features (finetune.recipes.features; each default is "off")
     auto_augment: Literal["none", "trivial_augment_wide", "rand_augment"] = "none"
     rand_augment_ops: int = Field(2, ge=1)
@@ -142,13 +172,19 @@ class TrainHyperparameters(BaseModel):
     wd_norm_bias: bool = True  # weight decay on norm layers and biases too
 
     @model_validator(mode="after")
+    def _one_warmup_unit(self) -> TrainHyperparameters:
+        if self.warmup_epochs and self.warmup_steps:
+            raise ValueError("give warmup_epochs or warmup_steps, not both")
+        return self
+
+    @model_validator(mode="after")
     def _features_need_torch(self) -> TrainHyperparameters:
-        if self.engine != "torch":
+        if not registry.get(self.engine).features:
             on = [k for k in FEATURES if getattr(self, k) != type(self).model_fields[k].default]
             if on or self.optimizer == "adamw":
                 raise ValueError(
-                    f"{', '.join(on or ['optimizer=adamw'])} need the torch engine "
-                    f"(the {self.engine} engine does not implement them)"
+                    f"{', '.join(on or ['optimizer=adamw'])} need the {registry.with_features()} "
+                    f"engine (the {self.engine} engine does not implement them)"
                 )
         return self
 

@@ -22,6 +22,7 @@ from finetune.estimate.perf import gpus as perf_gpus
 from finetune.estimate.perf import pipeline
 from finetune.estimate.perf import predict as perf
 from finetune.estimate.planned import Estimate
+from finetune.train.engines import registry
 
 # Instance start, image pull and data download before the first batch. An assumption, not a
 # measurement: measured runs in the ledger show the real figure for a given setup.
@@ -69,8 +70,9 @@ class _Run(TypedDict):
 
 def precision_for(work: Workload, gpu_model: str) -> str:
     """The precision the engine trains at on this GPU (MXNet: fp32; torch: as it resolves)."""
-    if work.engine == "mxnet":
-        return "fp32"
+    fixed = registry.get(work.engine).fixed_precision
+    if fixed:
+        return fixed
     return perf_gpus.resolve_precision(work.precision, gpu_model)
 
 

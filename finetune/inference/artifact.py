@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from finetune.errors import DataError
+from finetune.train.engines import registry
 
 CLASSES = "classes.json"
 PREPROCESSING = "preprocessing.json"
@@ -45,7 +46,8 @@ class ModelFolder:
             hp = json.loads((path / HYPERPARAMETERS).read_text("utf-8"))
             return cls(
                 path=path,
-                engine=hp.get("engine", "mxnet"),  # runs before the torch engine were MXNet's
+                # runs before the torch engine were MXNet's: the registry's default
+                engine=hp.get("engine", registry.DEFAULT),
                 model=hp.get("model", "?"),
                 classes=list(classes["classes"]),
                 image_size=int(classes["image_size"]),

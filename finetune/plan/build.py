@@ -26,6 +26,7 @@ def build_plan(
     learning rate, warmup and steps for ``resources``. ``verify_checksums``: check the local
     dataset's files against the manifest's sha256 (cached by size and mtime)."""
     from finetune.recipes.loading import load_recipe, with_overrides
+    from finetune.train.engines import registry
     from finetune.train.engines.models import check_augmentation, check_model
 
     if isinstance(recipe, Recipe):
@@ -33,11 +34,9 @@ def build_plan(
     else:
         recipe = load_recipe(recipe, overrides)
     check_model(recipe.engine, recipe.model.name)  # before the dataset is read
-    if recipe.engine == "torch":
-        from finetune.train.engines.backbones import check_image_size, check_layer_decay
-
-        check_image_size(recipe.model.name, recipe.data.image_size)
-        check_layer_decay(recipe.model.name, recipe.optimizer.layer_decay)
+    registry.get(recipe.engine).check_recipe_model(
+        recipe.model.name, recipe.data.image_size, recipe.optimizer.layer_decay
+    )  # a model's own rules (image size, layer decay), where its engine has them
     check_augmentation(recipe.engine, recipe.data.augmentation)
     resources = resources or Resources()
     if isinstance(dataset_dir, DatasetSummary):
@@ -179,7 +178,10 @@ def hyperparameters(
         lr_schedule=s.kind,
         lr_steps=s.steps,
         lr_factor=s.factor,
-        warmup_epochs=derived.warmup_epochs,
+        # as the recipe gave it (Derived has both, for the plan): the trainer converts once,
+        # with the steps per epoch it finds
+        warmup_epochs=s.warmup_epochs,
+        warmup_steps=s.warmup_steps,
         device=resources.device,
         kvstore=kv,
         seed=t.seed,
@@ -201,13 +203,11 @@ def hyperparameters(
 
 
 def _preprocessing(recipe: Recipe) -> dict:
-    """The weights' own evaluation transform (resize ratio, interpolation, mean/std) for a
-    torch model (finetune.train.engines.backbones); the MXNet engine keeps the defaults."""
-    if recipe.engine != "torch":
-        return {}
-    from finetune.train.engines.backbones import preprocessing
+    """The evaluation transform (resize ratio, interpolation, mean/std) the engine's
+    descriptor gives the model: the weights' own where it has a model table."""
+    from finetune.train.engines import registry
 
-    return preprocessing(recipe.model.name, recipe.data.image_size)
+    return registry.get(recipe.engine).preprocessing(recipe.model.name, recipe.data.image_size)
 
 
 def checkpoint_interval(train, resources: Resources) -> float:

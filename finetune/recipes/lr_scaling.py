@@ -101,7 +101,7 @@ def warmup_steps(warmup_epochs: float, steps_per_epoch: int) -> int:
 
 
 def warmup_epochs_from_steps(steps: int, steps_per_epoch: int) -> float:
-    """Warmup given in steps, expressed in epochs (the unit the hyperparameters carry)."""
+    """Warmup given in steps, expressed in epochs (what a plan shows beside the steps)."""
     return steps / steps_per_epoch
 
 
@@ -168,6 +168,9 @@ class LrSchedule:
             kind=hp.lr_schedule,
             decay_epochs=tuple(hp.lr_steps),
             factor=hp.lr_factor,
-            warmup_steps=warmup_steps(hp.warmup_epochs, steps_per_epoch),
+            # a warmup given in steps is used as given; one in epochs is converted here, once,
+            # with the steps per epoch of the devices found
+            warmup_steps=getattr(hp, "warmup_steps", 0)
+            or warmup_steps(hp.warmup_epochs, steps_per_epoch),
             warmup_begin_lr=hp.lr_per_device,
         )

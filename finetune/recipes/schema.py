@@ -18,6 +18,7 @@ from finetune.contracts.hparams import Augmentation, Engine, MetricLoggerName
 from finetune.errors import ConfigError, did_you_mean
 from finetune.recipes.features import AugmentSection, EmaSection, LossSection, torch_only_keys
 from finetune.recipes.renamed import renamed_in_section
+from finetune.train.engines import registry
 
 Kvstore = Literal["device", "nccl", "local", "dist_sync", "dist_device_sync"]
 
@@ -136,7 +137,7 @@ class Recipe(_Section):
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     description: str = ""
-    engine: Engine = "mxnet"  # which training engine runs it (finetune.train.engines)
+    engine: Engine = registry.DEFAULT  # which training engine runs it (finetune.train.engines)
     model: ModelSection
     data: DataSection = DataSection()
     optimizer: OptimizerSection
@@ -160,11 +161,12 @@ class Recipe(_Section):
 
     @model_validator(mode="after")
     def _engine_has_features(self) -> Recipe:
-        keys = torch_only_keys(self) if self.engine != "torch" else []
+        keys = [] if registry.get(self.engine).features else torch_only_keys(self)
         if keys:
+            have = registry.with_features()
             raise ValueError(
-                f"the {self.engine} engine does not implement {', '.join(keys)} (the torch "
-                "engine's recipe features): set engine: torch, or remove them"
+                f"the {self.engine} engine does not implement {', '.join(keys)} (the {have} "
+                f"engine's recipe features): set engine: {have}, or remove them"
             )
         return self
 

@@ -25,14 +25,12 @@ from typing import TYPE_CHECKING
 from finetune.data.datasets import prepare_folder
 from finetune.data.prepare import PrepareResult, Progress
 from finetune.data.synth import SynthSpec, generate
+from finetune.train.engines import registry
 
 if TYPE_CHECKING:  # the ledger and the report are imported when the demo runs
     from finetune.report.render import Report
     from finetune.runs.run import Run
 
-# the smoke recipe of each engine, and the file its model folder keeps the weights in
-RECIPES = {"torch": "smoke-resnet18-torch", "mxnet": "smoke-resnet18"}
-WEIGHT_FILES = {"torch": "model.pt", "mxnet": "gluon.params"}
 TRANSFER_MARGIN = 0.10  # validation accuracy, fine-tuned minus scratch, first and last epoch
 
 
@@ -94,7 +92,7 @@ def train_step(
     trainer's log as it comes, ``epoch_done(epoch)``, ``stop()``: cli._progress.EpochDisplay)."""
     from finetune import service
 
-    recipe = RECIPES[spec.engine]
+    recipe = registry.get(spec.engine).smoke_recipe
     request = service.LaunchRequest(recipe=recipe, dataset=str(dataset), overrides=overrides)
     seen = {"n": 0}
 
@@ -182,7 +180,7 @@ def transfer(fine_epochs, scratch_epochs) -> Transfer:
 
 def weights_of(run, engine: str) -> Path:
     """The weight file a finished run of ``engine`` left in its model directory."""
-    return Path(run.run_dir) / "ml" / "model" / WEIGHT_FILES[engine]
+    return Path(run.run_dir) / "ml" / "model" / registry.get(engine).weights_file
 
 
 @dataclass
@@ -201,13 +199,9 @@ class DemoResult:
 
 
 def _check_engine(engine: str) -> None:
-    from finetune.errors import UsageError, did_you_mean
+    from finetune.errors import UsageError
 
-    if engine not in RECIPES:
-        raise UsageError(
-            f'unknown engine "{engine}".{did_you_mean(engine, tuple(RECIPES))}',
-            f"use --engine {' or '.join(RECIPES)}.",
-        )
+    registry.get(engine, UsageError)  # an unknown name: with a suggestion
 
 
 def run_demo(

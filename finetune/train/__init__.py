@@ -6,6 +6,17 @@ it; see :mod:`finetune.train.layout`), or in-process with :func:`main`. Nothing 
 imports MXNet until training starts; the CLI never imports this package.
 """
 
-from finetune.train.entrypoint import main
+from __future__ import annotations
 
 __all__ = ["main"]
+
+
+def __getattr__(name: str):
+    # main is imported when asked for, not with the package: the light modules under it
+    # (finetune.train.engines.registry, which the hyperparameters' contract reads) must be
+    # importable without the entrypoint, which imports that contract itself
+    if name == "main":
+        from finetune.train.entrypoint import main
+
+        return main
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

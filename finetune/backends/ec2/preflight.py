@@ -18,6 +18,7 @@ from finetune.backends.ec2.setup import infra as ec2_infra
 from finetune.backends.ec2.setup import quota as ec2_quota
 from finetune.backends.ec2.state import Candidate, Ec2State
 from finetune.errors import CloudError, ConfigError, FinetuneError, UsageError
+from finetune.train.engines import registry
 
 IMAGE_ENVS = ("FINETUNE_EC2_IMAGE", "FINETUNE_IMAGE")
 
@@ -40,11 +41,14 @@ def missing_settings(plan, options: Ec2Options) -> list[base.Problem]:
             "deploy the stack with `finetune infra deploy` and set FINETUNE_BUCKET (or "
             "`finetune config set bucket NAME`) to its BucketName output.",
         ))  # fmt: skip
-    if plan.hyperparameters.engine != "torch" and not _configured_image():
+    engine = plan.hyperparameters.engine
+    if registry.get(engine).needs_our_image and not _configured_image():
+        others = [e.name for e in registry.REGISTRY.values() if not e.needs_our_image]
         problems.append(base.Problem(
-            "the MXNet engine needs our training image, and none is configured",
+            f"the {engine} engine needs our training image, and none is configured",
             "run `finetune image push` and `finetune config set image URI` with the URI it "
-            "prints (or FINETUNE_IMAGE); or use the PyTorch engine (engine=torch).",
+            "prints (or FINETUNE_IMAGE)"
+            + "".join(f"; or use the {e} engine (engine={e})" for e in others[:1]) + ".",
         ))  # fmt: skip
     return problems
 
@@ -70,7 +74,7 @@ def preflight(plan, options: Ec2Options, settings_checked: bool = True) -> str:
     name: str | None
     if settings_checked:
         name = bucket()
-        if plan.hyperparameters.engine != "torch":  # torch runs on AWS's PyTorch AMI: no image
+        if registry.get(plan.hyperparameters.engine).needs_our_image:  # else AWS's framework AMI
             image()
     else:
         from finetune import settings
@@ -180,10 +184,10 @@ def new_state(plan, run, options: Ec2Options, clients) -> Ec2State:
     region = ec2_infra.region_name(options.region)
     s3 = clients("s3", region)
     name = bucket()
-    # our image for MXNet, pinned to its digest before anything is uploaded; torch runs on
-    # AWS's PyTorch AMI (recorded in the plan's runtime), no image of ours
-    torch = plan.hyperparameters.engine == "torch"
-    pinned = "" if torch else pin_image(clients, image(), region)
+    # our image, where the engine needs it, pinned to its digest before anything is uploaded;
+    # an engine on AWS's framework AMI (recorded in the plan's runtime) needs no image of ours
+    ours = registry.get(plan.hyperparameters.engine).needs_our_image
+    pinned = pin_image(clients, image(), region) if ours else ""
     if plan.dataset.path.startswith("s3://"):  # already uploaded (checked by the plan)
         dataset_uri = as_prefix(plan.dataset.path)
     else:
@@ -250,7 +254,7 @@ def dry_run(plan, options: Ec2Options, clients, history=()):
         ("quota", _quota_row(found, needed)),
         ("bucket", settings.get().bucket or "not set"),
     ]
-    if engine != "torch":  # torch runs on AWS's PyTorch AMI: no image of ours
+    if registry.get(engine).needs_our_image:  # else AWS's framework AMI: no image of ours
         rows.insert(-1, ("image", _configured_image() or "not set"))
     why = ec2_quota.problem(found, needed, region)
     error: FinetuneError | None = None

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from finetune.aws import imageref
+from finetune.train.engines import registry
 
 PROJECT_TAG = ("project", "finetune")
 RUN_TAG = "finetune:run-id"
@@ -27,14 +28,17 @@ OWNER_TAG = "finetune:owner"
 HOST_TAG = "finetune:host"  # algo-K, K = 1 + the instance's AmiLaunchIndex (multi-host runs)
 DEADMAN_MARGIN_S = 15 * 60  # start-up, image pull and the final upload on top of the runtime
 TEMPLATE = "userdata.sh.tmpl"  # values, dead-man switch, helpers; then the engine's body:
-BODIES = {
-    "mxnet": "userdata-docker.sh.tmpl",  # our image (Dockerfile) on the Deep Learning Base AMI
-    "torch": "userdata-dlami.sh.tmpl",  # our wheel into the PyTorch Deep Learning AMI's env
-}
+DOCKER_BODY = "userdata-docker.sh.tmpl"  # our image (Dockerfile) on the Deep Learning Base AMI
+DLAMI_BODY = "userdata-dlami.sh.tmpl"  # our wheel into a framework Deep Learning AMI's env
 # IMDS response hop limit per body: a container on Docker's bridge network is one hop further
 # from IMDS than its host (2); with no container, 1 keeps the instance's credentials from
 # anything it forwards packets for (issue 34, N10).
-HOP_LIMITS = {"userdata-docker.sh.tmpl": 2, "userdata-dlami.sh.tmpl": 1}
+HOP_LIMITS = {DOCKER_BODY: 2, DLAMI_BODY: 1}
+
+
+def body(engine: str) -> str:
+    """The user data's body for ``engine``: our image where it needs ours, else the DLAMI's."""
+    return DOCKER_BODY if registry.get(engine).needs_our_image else DLAMI_BODY
 
 
 @dataclass(frozen=True)
@@ -60,7 +64,7 @@ class LaunchSpec:
     upload_interval_s: int = 30
     volume_gib: int = 100
     count: int = 1  # instances of this attempt (one RunInstances, all or nothing)
-    engine: str = "mxnet"  # picks the user data's body (BODIES)
+    engine: str = registry.DEFAULT  # picks the user data's body (body)
     wheel_uri: str = ""  # torch: our wheel in the run's S3 prefix
     wheel_sha256: str = ""  # torch: its digest, checked before pip sees it
     plan_sha256: str = ""  # plan.json's digest as the launch wrote it (the agent checks it)
@@ -97,8 +101,7 @@ def render_user_data(spec: LaunchSpec) -> str:
     }
     folder = resources.files("finetune.backends.ec2")
     text = "".join(
-        folder.joinpath(name).read_text(encoding="utf-8")
-        for name in (TEMPLATE, BODIES[spec.engine])
+        folder.joinpath(name).read_text(encoding="utf-8") for name in (TEMPLATE, body(spec.engine))
     )
     out = re.sub(r"\{\{([A-Z][A-Z0-9_]*)\}\}", lambda m: shlex.quote(values[m[1]]), text)
     if len(out.encode()) > 16 * 1024:  # EC2's limit for user data (before base64)
@@ -132,7 +135,7 @@ def run_instances_kwargs(spec: LaunchSpec, token: str) -> dict:
         InstanceInitiatedShutdownBehavior="terminate",
         MetadataOptions={
             "HttpTokens": "required",
-            "HttpPutResponseHopLimit": HOP_LIMITS[BODIES[spec.engine]],
+            "HttpPutResponseHopLimit": HOP_LIMITS[body(spec.engine)],
             "HttpEndpoint": "enabled",
         },
         BlockDeviceMappings=[

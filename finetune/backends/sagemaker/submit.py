@@ -15,6 +15,7 @@ from finetune.aws.session import Aws
 from finetune.backends.sagemaker import preflight
 from finetune.backends.sagemaker import request as rq
 from finetune.backends.sagemaker.preflight import Problem
+from finetune.train.engines import registry
 
 RECORD_DIR = "sagemaker"  # in the run dir: options.json, one request per job, metrics
 
@@ -89,7 +90,7 @@ def engine_image(plan, account: str, region: str) -> str:
 
     engine, instance = plan.hyperparameters.engine, plan.resources.instance_type
     ours = settings.get().image  # `config set image`: our image, where the engine needs ours
-    if ours and engine != "torch":
+    if ours and registry.get(engine).needs_our_image:
         return ours
     return images.default_image(engine, region, instance, account)
 
@@ -246,8 +247,9 @@ def pinned(opts, request: dict, image: str):
 
 
 def source_dir(plan, opts, run_id: str):
-    """The torch engine's source directory (None for mxnet, whose image holds our package)."""
-    if plan.hyperparameters.engine != "torch":
+    """The source directory of an engine that runs in AWS's framework image (None for one
+    that runs our image, which holds our package)."""
+    if registry.get(plan.hyperparameters.engine).needs_our_image:
         return None
     from finetune.backends.sagemaker import sourcedir
 

@@ -39,6 +39,8 @@ FILE = "measured.csv"
 HEADER = ("Id", "Network", "ImageSize", "GpuModel", "Precision", "BatchPerDevice", "Layout",
           "Compile", "Kind", "DataPath", "ImagesPerSec", "InputWait", "Torch", "Cuda", "Date",
           "Source")  # fmt: skip
+# the framework every row ran (its version is the Torch column): rows predict an engine on it
+FRAMEWORK = "torch"
 # the same GPU: run-to-run noise (~1 %), torch versions and a batch up to 2x apart (b256 ->
 # b512 was +3 % compiled on the H200); carried to another GPU, the record ratio's own spread
 MARGIN_SAME_GPU, MARGIN_CARRIED = 0.10, 0.20
@@ -94,8 +96,10 @@ def predict(
     """(per-device images/s, low, high, basis lines) for a torch ``setup`` from measured
     rows; None when none fits."""
     from finetune.estimate.perf import flops, gpus
+    from finetune.train.engines import registry
 
-    if setup.engine != "torch":
+    described = registry.REGISTRY.get(setup.engine)
+    if described is None or FRAMEWORK not in described.frameworks:
         return None
     net, want = flops.network_key(setup.network), "inductor" if setup.compile else "eager"
     fit = [r for r in rows() if r.id not in exclude and flops.network_key(r.network) == net

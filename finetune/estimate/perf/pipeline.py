@@ -46,13 +46,16 @@ def per_epoch_decoder(
 ) -> Decoder | None:
     """The Decoder that runs every epoch for this engine and dataset, None when images are
     decoded once and kept on the GPU (the torch engine's resident path)."""
-    if engine == "mxnet":
-        return decoders()["mxnet-imagerecorditer"]
+    from finetune.train.engines import registry
+
+    described = registry.get(engine)
+    if not described.resident:
+        return decoders()[described.decoder]
     side = round(image_size / CROP_FRACTION)
     decoded = images * side * side * 4 / 3 * 3  # as hardware.decoded_bytes: 4:3, RGB uint8
     if decoded <= RESIDENT_SHARE * gpu_memory_gib * 2**30:
         return None
-    return decoders()["torch-streaming"]
+    return decoders()[described.decoder]
 
 
 def cap(decoder: Decoder, vcpus: int, gpus_per_host: int) -> float:

@@ -50,12 +50,14 @@ class Setup:
         return self.gpus_per_host * self.hosts
 
 
-# what finetune's engines are: plain training loops, not tuned records (no DALI, no fused
-# kernels beyond the framework's own), so the model predicts the plain kind for them
-_PLAIN = {
-    "torch": "plain PyTorch-loop (finetune's torch engine)",
-    "mxnet": "plain MXNet-loop (finetune's mxnet engine: Gluon + ImageRecordIter)",
-}
+def _plain(engine: str) -> str:
+    """What finetune's engines are: plain training loops, not tuned records (no DALI, no
+    fused kernels beyond the framework's own), so the model predicts the plain kind for them
+    (each engine's descriptor names its loop)."""
+    from finetune.train.engines import registry
+
+    described = registry.REGISTRY.get(engine)
+    return described.loop if described else "plain-loop"
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,7 @@ def predict(setup: Setup, exclude: frozenset[str] = frozenset()) -> Prediction |
     if seen:
         rates, level = list(seen[:3]), 0
         point = rates[0] / (peak[0] * per_tflop)
-        lines = [f"{_PLAIN.get(setup.engine, 'plain-loop')} {seen[3][0]}"]
+        lines = [f"{_plain(setup.engine)} {seen[3][0]}"]
     elif learned is None:  # ruled out above (neither seen nor learned); narrows the type
         return None
     else:
@@ -107,11 +109,7 @@ def predict(setup: Setup, exclude: frozenset[str] = frozenset()) -> Prediction |
             low, high = low * (1 - families.FAMILY_MARGIN), high * (1 + families.FAMILY_MARGIN)
             basis = (*basis, families.family_note(setup.network))
         rates = [m * peak[0] * per_tflop for m in (point, low, high)]
-        kind = (
-            "tuned-record"
-            if setup.kind in calibration.TUNED
-            else _PLAIN.get(setup.engine, "plain-loop")
-        )
+        kind = "tuned-record" if setup.kind in calibration.TUNED else _plain(setup.engine)
         lines = [
             f"{kind} prediction: {peak[0]:g} TFLOP/s ({setup.gpu_model} {peak[1]} peak) x MFU / "
             f"{count.describe()}",

@@ -7,9 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from finetune.contracts.hparams import ENGINES
-from finetune.errors import ConfigError, require_module
+from finetune.errors import require_module
 from finetune.train.engine_api import Launched
+from finetune.train.engines import registry
+from finetune.train.engines.registry import NAMES as ENGINES
 
 __all__ = [
     "ENGINES",
@@ -48,8 +49,7 @@ def weights_source(
     is given counts). DataError with the fix when they cannot be had at all."""
     import importlib
 
-    if engine not in ENGINES:
-        raise ConfigError(f"unknown engine {engine!r}", f"use one of: {', '.join(ENGINES)}.")
+    registry.get(engine)  # an unknown engine: ConfigError
     # no framework check: the published addresses need at most torchvision (imported there)
     module = importlib.import_module(f"finetune.train.engines.{engine}.weights")
     return module.source(model, weights, sha256, here)
@@ -59,20 +59,8 @@ def fit(job, stop=None):
     """Run ``job`` with its engine (imported here: engines are heavy and optional); ``stop``
     is a finetune.train.signals.StopRequest, checked after every batch. Each engine starts
     its own processes on several devices or hosts (MXNet: parameter-server roles; torch:
-    torchrun)."""
-    engine = job.hparams.engine
-    if engine == "mxnet":
-        # (imports MXNet itself, after its parameter-server launcher set DMLC_*)
-        from finetune.train.engines.mxnet import fit as mxnet_fit
-
-        return mxnet_fit(job, stop)
-    if engine == "torch":
-        require_module("torch")
-        require_module("torchvision")
-        from finetune.train.engines.torch import fit as torch_fit
-
-        return torch_fit(job, stop)  # (several processes: a Launched)
-    raise ConfigError(f"unknown engine {engine!r}", f"use one of: {', '.join(ENGINES)}.")
+    torchrun: a Launched)."""
+    return registry.get(job.hparams.engine).fit()(job, stop)
 
 
 def exit_if_abandoned(code: int) -> None:
@@ -84,27 +72,16 @@ def exit_if_abandoned(code: int) -> None:
     cluster.exit_if_abandoned(code)
 
 
-def _module(engine: str, name: str):
-    """``finetune.train.engines.<engine>.<name>``, its framework checked first."""
-    import importlib
-
-    needs = {"mxnet": ("mxnet",), "torch": ("torch", "torchvision")}
-    if engine not in ENGINES:
-        raise ConfigError(f"unknown engine {engine!r}", f"use one of: {', '.join(ENGINES)}.")
-    for module in needs[engine]:
-        require_module(module)
-    return importlib.import_module(f"finetune.train.engines.{engine}.{name}")
-
-
 def predict_scores(engine: str, model_dir, rec, idx):
     """(N, classes) scores of a model folder's network for every record of ``rec``, read
     through the validation transform the run was measured with."""
-    return _module(engine, "predict").scores(model_dir, rec, idx)
+    return registry.get(engine).module("predict").scores(model_dir, rec, idx)
 
 
 def export_model(engine: str, model_dir, out) -> list[str]:
     """The engine's portable model files (ONNX for torch, symbol + params for MXNet) into
     the folder ``out``; returns their names."""
-    if engine == "torch":
-        require_module("onnxscript", extra="torch")  # torch.onnx's exporter needs it
-    return _module(engine, "predict").export(model_dir, out)
+    described = registry.get(engine)
+    for module in described.export_needs:  # e.g. torch.onnx's exporter needs onnxscript
+        require_module(module, extra=engine)
+    return described.module("predict").export(model_dir, out)

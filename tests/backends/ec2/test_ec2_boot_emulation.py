@@ -66,7 +66,7 @@ def dlami(ec2_aws, monkeypatch):
     a failed test left booting is killed and terminated."""
     monkeypatch.delenv("FINETUNE_EC2_IMAGE")  # the torch engine needs no image of ours
     ami = seed_dlami(DLAMI.format("20261009"), "2026-10-09T00:00:00")
-    put_public_ssm_parameter(ec2_ami.pytorch_parameter("x86_64"), ami)
+    put_public_ssm_parameter(ec2_ami.framework_parameter("torch", "x86_64"), ami)
     yield ec2_aws
     ec2 = boto3.client("ec2", region_name=REGION)
     for inst in BOOTED:

@@ -36,7 +36,7 @@ def _clients():
 
 def test_dlami_from_its_public_ssm_parameter(ec2_aws):
     ami = _seed_dlami(DLAMI.format("20261009"), "2026-10-09T00:00:00")
-    parameter = ec2_ami.pytorch_parameter("x86_64")
+    parameter = ec2_ami.framework_parameter("torch", "x86_64")
     assert parameter == (
         "/aws/service/deeplearning/ami/x86_64/"
         "oss-nvidia-driver-gpu-pytorch-2.10-ubuntu-24.04/latest/ami-id"
@@ -89,7 +89,7 @@ def _launch(tmp_path, dataset, recipe: str, instance: str):
 def test_torch_run_on_the_dlami_as_sent(ec2_aws, tiny_dataset, tmp_path, monkeypatch):
     monkeypatch.delenv("FINETUNE_EC2_IMAGE")  # the torch engine needs no image of ours
     ami = _seed_dlami(DLAMI.format("20261009"), "2026-10-09T00:00:00")
-    put_public_ssm_parameter(ec2_ami.pytorch_parameter("x86_64"), ami)
+    put_public_ssm_parameter(ec2_ami.framework_parameter("torch", "x86_64"), ami)
     run, backend, ledger = _launch(tmp_path, tiny_dataset, "smoke-resnet18-torch", "g6e.xlarge")
     [sent] = ec2_aws.sent("RunInstances")
     assert sent["ImageId"] == ami and sent["InstanceType"] == "g6e.xlarge"

@@ -39,12 +39,12 @@ CHANNELS = {"train": "s3://b/finetune/datasets/x/train/", "validation": "s3://b/
     ],
 )
 def test_pytorch_image_per_region_and_instance(region, instance, expected):
-    assert images.pytorch_image(region, instance) == expected
+    assert images.framework_image("torch", region, instance) == expected
 
 
 def test_unknown_region_says_what_to_do():
     with pytest.raises(ConfigError) as err:
-        images.pytorch_image("xx-nowhere-1", "g5.xlarge")
+        images.framework_image("torch", "xx-nowhere-1", "g5.xlarge")
     assert "no PyTorch 2.10.0 training image" in str(err.value) and "To fix:" in str(err.value)
 
 
@@ -66,7 +66,7 @@ def _torch_request(dataset, hosts: int):
         spot=True,
     )
     plan = build_plan("smoke-resnet18-torch", dataset, res)
-    image = images.pytorch_image("eu-west-1", "g5.12xlarge")
+    image = images.framework_image("torch", "eu-west-1", "g5.12xlarge")
     opts = rq.JobOptions(region="eu-west-1", bucket="b", role_arn=ROLE, image=image)
     code = sourcedir.build("b", "ft-1-a")
     toolkit = code.hyperparameters("eu-west-1", hosts)

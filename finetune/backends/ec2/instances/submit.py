@@ -30,6 +30,7 @@ from finetune.backends.ec2.setup import infra as ec2_infra
 from finetune.backends.ec2.setup import profile as ec2_profile
 from finetune.backends.ec2.state import AttemptRecord, Ec2State
 from finetune.errors import FinetuneError
+from finetune.train.engines import registry
 
 
 def launch(
@@ -118,10 +119,10 @@ def _role(clients, run_id: str, state: Ec2State) -> str:
 
 
 def _with_engine(clients, state: Ec2State, spec, hp, image):
-    """The spec for ``hp.engine``: torch installs our wheel (uploaded to the run's prefix) into
-    the AMI's python, and the metric loggers' packages when the recipe names loggers; MXNet
-    runs our image (already in the state)."""
-    if hp.engine != "torch":
+    """The spec for ``hp.engine``: an engine on AWS's framework AMI installs our wheel
+    (uploaded to the run's prefix) into the AMI's python, and the metric loggers' packages
+    when the recipe names loggers; one that needs our image runs it (already in the state)."""
+    if registry.get(hp.engine).needs_our_image:
         return spec
     wheel, digest = ec2_ami.upload_wheel(clients("s3", state.region), state.bucket, state.prefix)
     lock = shipping.METRICS_LOCK if hp.metric_loggers else ""

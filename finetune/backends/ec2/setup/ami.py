@@ -1,13 +1,16 @@
-"""The machine image of an EC2 run, per engine, and the wheel the torch engine installs on it.
+"""The machine image of an EC2 run, per engine (its descriptor's ``aws``: see
+finetune.train.engines.registry), and the wheel such an engine installs on it.
 
-torch  AWS's PyTorch Deep Learning AMI for the framework version of the engine table
-       (finetune.catalog.engines: 2.10), current build: its public SSM parameter
+AWS keeps the engine's framework (torch today)
+       AWS's Deep Learning AMI of that framework for the version of the engine's build
+       (2.10), current build: its public SSM parameter
            /aws/service/deeplearning/ami/ARCH/oss-nvidia-driver-gpu-pytorch-2.10-ubuntu-24.04/latest/ami-id
        (AWS's rule: the AMI's name without "Deep Learning" and "AMI", lower case, hyphenated),
        else, where that parameter cannot be read, the newest Amazon-owned image named
            Deep Learning OSS Nvidia Driver AMI GPU PyTorch 2.10 (Ubuntu 24.04) *
-       Its PyTorch environment is /opt/pytorch (the AMI's release notes: python_location).
-mxnet  the Deep Learning Base GPU AMI (driver + Docker) running our image (infra.resolve_ami).
+       Our wheel goes into the framework's environment there (AwsFramework.python).
+our image (mxnet today)
+       the Deep Learning Base GPU AMI (driver + Docker) running our image (infra.resolve_ami).
 --ami  replaces either.
 """
 
@@ -17,8 +20,8 @@ from dataclasses import dataclass
 
 from finetune.backends.ec2.setup import infra as ec2_infra
 from finetune.errors import ConfigError
+from finetune.train.engines import registry
 
-PYTHON = "/opt/pytorch/bin/python"
 OS = "ubuntu-24.04"
 WHEELS = "code/"  # under the run's prefix (the instance role may read the whole prefix)
 _ARCH_NAME = {"x86_64": "", "arm64": "ARM64 "}  # AWS names its arm64 DLAMIs "... ARM64 AMI ..."
@@ -34,55 +37,58 @@ class AmiChoice:
     name: str
     source: str  # the SSM parameter, the name filter, or --ami
     engine: str
-    python: str = ""  # torch: the interpreter that runs the agent and the trainer
+    python: str = ""  # an AWS framework AMI: the interpreter of the agent and the trainer
 
     def record(self) -> dict[str, str]:
         """What the plan records of the AMI an attempt ran on."""
         return {"ami": self.ami_id, "ami_name": self.name, "ami_source": self.source}
 
 
-def framework_version() -> str:
-    """'2.10': the PyTorch version of the engine table, as DLAMI names carry it."""
-    from finetune.catalog import engines
-
-    return ".".join(engines.build("torch").version.split(".")[:2])
+def _aws(engine: str):
+    """The AWS framework environment of ``engine`` (None: it runs our image)."""
+    return registry.get(engine).aws
 
 
-def pytorch_parameter(arch: str) -> str:
+def framework_parameter(engine: str, arch: str) -> str:
+    """The public SSM parameter of the current AMI of ``engine``'s framework build."""
+    version = registry.get(engine).build.minor  # '2.10', as DLAMI names carry it
     return (
         f"/aws/service/deeplearning/ami/{arch}/"
-        f"oss-nvidia-driver-gpu-pytorch-{framework_version()}-{OS}/latest/ami-id"
+        f"oss-nvidia-driver-gpu-{_aws(engine).ami_slug}-{version}-{OS}/latest/ami-id"
     )
 
 
-def pytorch_name_filter(arch: str) -> str:
+def framework_name_filter(engine: str, arch: str) -> str:
+    version = registry.get(engine).build.minor
     return (
-        f"Deep Learning {_ARCH_NAME.get(arch, '')}OSS Nvidia Driver AMI GPU PyTorch "
-        f"{framework_version()} (Ubuntu 24.04) *"
+        f"Deep Learning {_ARCH_NAME.get(arch, '')}OSS Nvidia Driver AMI GPU "
+        f"{_aws(engine).ami_title} {version} (Ubuntu 24.04) *"
     )
 
 
 def resolve(ssm, ec2, arch: str, engine: str, override: str | None) -> AmiChoice:
     """The AMI for ``engine`` on ``arch`` instances (``override``: --ami)."""
-    python = PYTHON if engine == "torch" else ""
-    if override or engine != "torch":
+    aws = _aws(engine)
+    python = aws.python if aws else ""
+    if override or aws is None:
         ami, root = ec2_infra.resolve_ami(ssm, ec2, arch, override)
         source = "--ami" if override else ec2_infra.AMI_PARAMETERS.get(arch, "")
         return AmiChoice(ami, root, _name(ec2, ami), source, engine, python)
-    parameter = pytorch_parameter(arch)
+    parameter = framework_parameter(engine, arch)
     try:
         ami = ec2_infra.call(ssm.get_parameter, Name=parameter)["Parameter"]["Value"]
     except Exception as exc:
         if ec2_infra.error_code(exc) not in _NOT_READABLE:
             raise ec2_infra.cloud_error(exc, f"the AMI lookup {parameter}", "pass --ami.") from None
-        return _by_name(ec2, arch)
+        return _by_name(ec2, arch, engine)
     ami, root = ec2_infra.resolve_ami(ssm, ec2, arch, ami)
     return AmiChoice(ami, root, _name(ec2, ami), f"SSM {parameter}", engine, python)
 
 
-def _by_name(ec2, arch: str) -> AmiChoice:
-    """The newest available Amazon-owned PyTorch DLAMI by name (no SSM parameter to read)."""
-    pattern = pytorch_name_filter(arch)
+def _by_name(ec2, arch: str, engine: str) -> AmiChoice:
+    """The newest available Amazon-owned framework DLAMI by name (no SSM parameter to read)."""
+    aws = _aws(engine)
+    pattern = framework_name_filter(engine, arch)
     filters = [
         {"Name": "name", "Values": [pattern]},
         {"Name": "state", "Values": ["available"]},
@@ -94,14 +100,14 @@ def _by_name(ec2, arch: str) -> AmiChoice:
         raise ec2_infra.cloud_error(exc, f"finding the AMI {pattern!r}", "pass --ami.") from None
     if not found:
         raise ConfigError(
-            f"no PyTorch Deep Learning AMI named {pattern!r} in this region",
-            "pass --ami with a PyTorch DLAMI of this region (`aws ec2 describe-images "
-            "--owners amazon --filters Name=name,Values='Deep Learning*PyTorch*'`).",
+            f"no {aws.ami_title} Deep Learning AMI named {pattern!r} in this region",
+            f"pass --ami with a {aws.ami_title} DLAMI of this region (`aws ec2 describe-images "
+            f"--owners amazon --filters Name=name,Values='Deep Learning*{aws.ami_title}*'`).",
         )
     newest = max(found, key=lambda i: i.get("CreationDate", ""))
     root = newest.get("RootDeviceName") or "/dev/sda1"
     return AmiChoice(
-        newest["ImageId"], root, newest.get("Name", ""), f"name {pattern!r}", "torch", PYTHON
+        newest["ImageId"], root, newest.get("Name", ""), f"name {pattern!r}", engine, aws.python
     )
 
 
@@ -117,13 +123,14 @@ def runtime(engine: str, arch: str = "x86_64", override: str | None = None) -> d
     """What will run the engine, for the plan (the AMI id itself is looked up at launch)."""
     from finetune.catalog import engines
 
+    aws = _aws(engine)
     if override:
         ami = override
-    elif engine == "torch":
-        ami = f"PyTorch Deep Learning AMI from SSM {pytorch_parameter(arch)}"
+    elif aws:
+        ami = f"{aws.ami_title} Deep Learning AMI from SSM {framework_parameter(engine, arch)}"
     else:
         ami = f"Deep Learning Base GPU AMI from SSM {ec2_infra.AMI_PARAMETERS.get(arch)}"
-    how = f"our wheel into {PYTHON}" if engine == "torch" else "our image (Docker)"
+    how = f"our wheel into {aws.python}" if aws else "our image (Docker)"
     return {"engine": engine, "ami": ami, "runs": how, "needs": engines.needs(engine)}
 
 
