@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 from finetune.catalog._files import bundled_text, read_rows
 from finetune.errors import DataError
 
-if TYPE_CHECKING:  # predict imports this module
-    from finetune.estimate.perf.predict import Setup
+if TYPE_CHECKING:
+    from finetune.estimate.perf.setup import Setup
 
 FILE = "measured.csv"
 HEADER = ("Id", "Network", "ImageSize", "GpuModel", "Precision", "BatchPerDevice", "Layout",
