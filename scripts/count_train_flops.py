@@ -7,7 +7,7 @@ finetune.train.engines.torch.flops.per_image (torch.utils.flop_counter on meta t
 forward + backward, multiply-adds count 2), and its forward alone by the same counter, so the
 table shows the counted training FLOPs beside the "3 x forward" rule of thumb. Run it again
 after a torch upgrade; the torch version is written into every row. The networks are the
-torch engine's model table (finetune.train.engines.backbones), each at its weights' crop size
+torch engine's model table (finetune.engines.backbones), each at its weights' crop size
 and 224 px, plus the sizes the bundled recipes (and their smoke variants) train at.
 """
 
@@ -20,7 +20,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from finetune.catalog._files import atomic_write, rows_to_csv
-from finetune.train.engines import backbones
+from finetune.engines import backbones
 from finetune.train.engines.torch.flops import per_image
 from finetune.train.engines.torch.network import construct
 

@@ -1,14 +1,14 @@
 """Which training engine runs on which GPU: each engine's framework build as AWS runs it
 (training image or Deep Learning AMI) and the GPU architecture (CUDA compute capability) that
 build has kernels for. The facts, and why the bounds are what they are, live with each
-engine's descriptor (finetune.train.engines.registry); this module answers the catalog's
+engine's descriptor (finetune.engines.registry); this module answers the catalog's
 questions about them."""
 
 from __future__ import annotations
 
+from finetune.engines import registry
+from finetune.engines.descriptor import EngineBuild
 from finetune.errors import UsageError
-from finetune.train.engines import registry
-from finetune.train.engines.descriptor import EngineBuild
 
 __all__ = ["BUILDS", "EngineBuild", "build", "engines_for", "needs"]
 

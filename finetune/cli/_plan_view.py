@@ -133,7 +133,7 @@ def _estimate_rows(estimate) -> list[tuple[str, str]]:
 
 
 def _dataset(ds) -> str:
-    from finetune.data.known import note
+    from finetune.plan.known import note
 
     return note(ds) if ds.counts_only else f"{ds.name} at {ds.path}"
 

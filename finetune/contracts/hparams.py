@@ -17,14 +17,14 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from finetune.engines import registry
 from finetune.errors import ConfigError, did_you_mean
-from finetune.train.engines import registry
 
 # training presets of the preprocessing contract (finetune.train.preprocess)
 Augmentation = Literal[
     "none", "crop", "crop_color", "crop_color_transform", "resized_crop", "resized_crop_color"
 ]
-# the training engines (finetune.train.engines.registry: their one list)
+# the training engines (finetune.engines.registry: their one list)
 Engine = registry.EngineName
 ENGINES = registry.NAMES
 # the optional metric loggers (finetune.train.metriclog): the one list of their names
@@ -47,7 +47,7 @@ class TrainHyperparameters(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     engine: Engine = registry.DEFAULT
-    # model: a name the engine builds (finetune.train.engines.models); left out, the engine's
+    # model: a name the engine builds (finetune.engines.models); left out, the engine's
     # default where it has one (_engine_defaults), else the contract is refused
     model: str
     pretrained: bool = True
@@ -69,7 +69,7 @@ class TrainHyperparameters(BaseModel):
     # 0-255 units; left out, the engine's own for the model (_engine_defaults)
     mean: tuple[float, float, float]
     std: tuple[float, float, float]
-    # the weights' own evaluation transform (finetune.train.engines.backbones, filled in at
+    # the weights' own evaluation transform (finetune.engines.backbones, filled in at
     # plan time): the shorter side both splits are resized to (0: image_size / 0.875) and
     # the resampling filter of that resize
     resize_shorter: int = Field(0, ge=0)
@@ -146,7 +146,7 @@ class TrainHyperparameters(BaseModel):
         if "mean" not in out or "std" not in out:
             given = engine.model_preprocessing(str(out["model"]))
             if not given:  # a model the engine does not build: its ConfigError says why
-                from finetune.train.engines.models import check_model
+                from finetune.engines.models import check_model
 
                 check_model(engine.name, str(out["model"]))
             out = {**{k: v for k, v in given.items() if k in ("mean", "std")}, **out}

@@ -1,7 +1,8 @@
 """The estimate, the product's headline: time and euros for a run before it starts.
 
-One room, entered once per estimate (``for_plan.with_estimate`` / ``estimate_for`` ->
-``estimator.estimate_run``); the caller reads the ledger's measured history and hands it in.
+One room, entered once per estimate (``estimator.estimate_run``, called by the plan's
+finetune.plan.estimate); the caller reads the ledger's measured history and hands it in.
+Nothing here imports the Plan: a Plan carries this room's ``Estimate``.
 
 - ``perf/``: the performance model -- predicted training images/s with a band and its basis
   (calibration rows, GPU peaks, counted FLOPs, multi-host efficiency, the CPU decode cap);
@@ -11,7 +12,6 @@ One room, entered once per estimate (``for_plan.with_estimate`` / ``estimate_for
 - ``money``: THE money function -- charges billed by AWS's rules and converted at a dated
   ECB rate (a finished run's report uses the same one);
 - ``cost``: figures derived from money: euros per epoch, managed-spot savings, the planned bill;
-- ``for_plan``: a Plan's recipe, dataset and resources made the estimator's arguments.
 
 Nothing here reads the ledger or names a backend.
 """

@@ -17,12 +17,12 @@ from dataclasses import dataclass, replace
 from typing import Any, TypedDict
 
 from finetune.catalog import fx, instances, prices, spot
+from finetune.engines import registry
 from finetune.estimate import cost, money, run_history
 from finetune.estimate.perf import gpus as perf_gpus
 from finetune.estimate.perf import pipeline
 from finetune.estimate.perf import predict as perf
 from finetune.estimate.planned import Estimate
-from finetune.train.engines import registry
 
 # Instance start, image pull and data download before the first batch. An assumption, not a
 # measurement: measured runs in the ledger show the real figure for a given setup.

@@ -11,8 +11,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from finetune.engines import registry
 from finetune.errors import DataError
-from finetune.train.engines import registry
 
 CLASSES = "classes.json"
 PREPROCESSING = "preprocessing.json"

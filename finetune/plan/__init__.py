@@ -1,4 +1,6 @@
-"""The Plan of a run (model.py: what it is) and how one is built (build.py)."""
+"""The Plan of a run (plan.py: what it is), how one is built (build.py), its time and euro
+estimate through the one estimator (estimate.py), and datasets known by their counts alone
+(known.py)."""
 
 from finetune.plan.build import (
     build_plan,

@@ -25,9 +25,9 @@ def build_plan(
     a ready DatasetSummary, e.g. of a dataset already in S3), and derive global batch, scaled
     learning rate, warmup and steps for ``resources``. ``verify_checksums``: check the local
     dataset's files against the manifest's sha256 (cached by size and mtime)."""
+    from finetune.engines import registry
+    from finetune.engines.models import check_augmentation, check_model
     from finetune.recipes.loading import load_recipe, with_overrides
-    from finetune.train.engines import registry
-    from finetune.train.engines.models import check_augmentation, check_model
 
     if isinstance(recipe, Recipe):
         recipe = with_overrides(recipe, overrides)
@@ -57,10 +57,10 @@ def build_plan(
 
 
 def _summary(recipe: Recipe, given: str | Path | None, verify_checksums: bool) -> DatasetSummary:
-    """The prepared dataset's summary; for a known dataset (finetune.data.known) that is not
+    """The prepared dataset's summary; for a known dataset (finetune.plan.known) that is not
     prepared yet, its published counts (``counts_only``: enough to plan, not to train)."""
     from finetune.data import manifest as mf
-    from finetune.data.known import counts_summary
+    from finetune.plan.known import counts_summary
 
     directory = _dataset_dir(recipe, given)
     if not (directory / mf.MANIFEST).is_file():
@@ -205,7 +205,7 @@ def hyperparameters(
 def _preprocessing(recipe: Recipe) -> dict:
     """The evaluation transform (resize ratio, interpolation, mean/std) the engine's
     descriptor gives the model: the weights' own where it has a model table."""
-    from finetune.train.engines import registry
+    from finetune.engines import registry
 
     return registry.get(recipe.engine).preprocessing(recipe.model.name, recipe.data.image_size)
 

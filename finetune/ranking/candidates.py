@@ -130,7 +130,7 @@ def _resources(query: Query, backend: str, inst, hosts: int):
 
 
 def _estimated(query, backend, price_book, inst, res, region, history, rate, quote) -> Candidate:
-    from finetune.estimate.for_plan import estimate_for
+    from finetune.plan.estimate import estimate_for
 
     est = estimate_for(query.recipe, query.dataset, res, region, price_book, history, rate, quote)
     return Candidate(

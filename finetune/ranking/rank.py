@@ -117,7 +117,7 @@ def plan_recipe(
             + ".",
         )
     if counts is not None:
-        from finetune.data.known import given_counts
+        from finetune.plan.known import given_counts
 
         base = build_plan(recipe, given_counts(*counts), overrides=tuple(overrides))
     else:
@@ -138,7 +138,7 @@ def plan_recipe(
     unestimated = [f"{_label(c)}: {c.estimate.summary[1]}" for c in found if not c.estimate.known]
     rows = _rows(known, base.recipe.schedule.epochs)
     launch = (recipe, dataset, tuple(overrides))
-    from finetune.data.known import note
+    from finetune.plan.known import note
 
     ds = base.dataset
     title = (f"{base.recipe.name}: {base.recipe.schedule.epochs} epochs x {ds.train_count:,} "

@@ -15,10 +15,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from finetune.contracts.hparams import Augmentation, Engine, MetricLoggerName
+from finetune.engines import registry
 from finetune.errors import ConfigError, did_you_mean
 from finetune.recipes.features import AugmentSection, EmaSection, LossSection, torch_only_keys
 from finetune.recipes.renamed import renamed_in_section
-from finetune.train.engines import registry
 
 Kvstore = Literal["device", "nccl", "local", "dist_sync", "dist_device_sync"]
 

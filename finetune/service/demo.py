@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from finetune.data.datasets import prepare_folder
 from finetune.data.prepare import PrepareResult, Progress
 from finetune.data.synth import SynthSpec, generate
-from finetune.train.engines import registry
+from finetune.engines import registry
 
 if TYPE_CHECKING:  # the ledger and the report are imported when the demo runs
     from finetune.report.render import Report

@@ -163,7 +163,7 @@ def _estimate(plan, backend: str, region: str | None, history):
     (``history`` None), else estimate.estimator's figures, learning from ``history``."""
     if history is None:
         return plan, 0.0, "this machine: no charge"
-    from finetune.estimate.for_plan import with_estimate
+    from finetune.plan.estimate import with_estimate
 
     plan = with_estimate(plan, region or "us-east-1", backend, history)
     est = plan.estimate

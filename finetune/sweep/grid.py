@@ -104,6 +104,6 @@ def model_for_engine(model: str, engine: str) -> str:
     m = re.fullmatch(r"resnet(\d+)(_v1b?|_v1[cd])?", model)
     if not m:
         return model  # not a ResNet we can rename: check_model explains what the engine has
-    from finetune.train.engines import registry
+    from finetune.engines import registry
 
     return registry.get(engine).resnet.format(depth=m.group(1))

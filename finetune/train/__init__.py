@@ -13,7 +13,7 @@ __all__ = ["main"]
 
 def __getattr__(name: str):
     # main is imported when asked for, not with the package: the light modules under it
-    # (finetune.train.engines.registry, which the hyperparameters' contract reads) must be
+    # (finetune.engines.registry, which the hyperparameters' contract reads) must be
     # importable without the entrypoint, which imports that contract itself
     if name == "main":
         from finetune.train.entrypoint import main

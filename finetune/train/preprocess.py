@@ -21,7 +21,7 @@ image keeps both sides equal), which torchvision's ``Resize(int)`` also follows.
   only), and per-channel ``(pixel - mean) / std`` on 0-255 RGB values, NCHW float32.
 
 Resampling filter of the shorter-side resize: ``interpolation``, the weights' own (bilinear,
-or bicubic for EfficientNet-B*, Swin and MaxViT; finetune.train.engines.backbones), and
+or bicubic for EfficientNet-B*, Swin and MaxViT; finetune.engines.backbones), and
 ``resize_shorter`` keeps the weights' resize/crop ratio; a ResNet keeps the studies' 0.875 and
 bilinear, which MXNet implements too. Random-resized training crops are resampled bilinearly
 whatever the interpolation (validation never is). MXNet resizes with OpenCV's INTER_LINEAR,

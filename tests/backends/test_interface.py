@@ -50,13 +50,13 @@ def _ledger_readers(path: Path) -> set[str]:
     return found
 
 
-def test_neither_a_backend_nor_the_estimate_reads_the_ledger_history():
+def test_no_backend_estimate_or_plan_reads_the_ledger_history():
     """The measured history the estimate prefers is read once, by the caller (service/,
-    ranking/, sweep/), and handed down: never fetched inside a backend's pre-flight or by the
-    estimate itself."""
-    estimate = BACKENDS.parent / "estimate"
-    modules = sorted([*BACKENDS.rglob("*.py"), *estimate.rglob("*.py")])
-    assert len(modules) > 40 and any(m.name == "for_plan.py" for m in modules)
+    ranking/, sweep/), and handed down: never fetched inside a backend's pre-flight, by the
+    estimate itself, or by the plan that carries it."""
+    rooms = [BACKENDS, BACKENDS.parent / "estimate", BACKENDS.parent / "plan"]
+    modules = sorted(m for room in rooms for m in room.rglob("*.py"))
+    assert len(modules) > 40 and any(m.match("plan/estimate.py") for m in modules)
     read = {str(m.relative_to(BACKENDS.parent)): _ledger_readers(m) for m in modules}
     assert {m: names for m, names in read.items() if names} == {}
 

@@ -69,8 +69,8 @@ def test_flop_table_covers_the_recipes_and_shows_three_x_forward():
 
 
 def test_every_model_of_the_torch_engine_is_counted_at_its_own_and_the_recipes_sizes():
+    from finetune.engines import backbones
     from finetune.recipes.loading import BUILTIN_DIR, load_recipe
-    from finetune.train.engines import backbones
 
     for name, row in backbones.TABLE.items():
         for size in {row.crop, 224} - ({224} if row.multiple_of > 224 else set()):

@@ -243,7 +243,7 @@ def test_bad_input_is_refused_with_a_fix(plan, args, message):
 
 def test_caltech256_plans_before_it_is_downloaded(monkeypatch):
     """A fresh install, no dataset: Caltech-256's published counts are enough to plan."""
-    from finetune.data import known
+    from finetune.plan import known
 
     monkeypatch.setenv("COLUMNS", "100")
     monkeypatch.setenv("FINETUNE_REGION", REGION)

@@ -11,8 +11,8 @@ import pytest
 
 pytest.importorskip("mxnet")
 
+from finetune.engines.models import MODELS
 from finetune.errors import DataError
-from finetune.train.engines.models import MODELS
 from finetune.train.engines.mxnet import checksums, weights
 
 pytestmark = pytest.mark.mxnet

@@ -15,8 +15,8 @@ import pytest
 
 from finetune.catalog.engines import BUILDS
 from finetune.contracts.hparams import ENGINES, Engine
+from finetune.engines.models import AUGMENTATIONS, MODELS
 from finetune.train import engine_api, fitloop
-from finetune.train.engines.models import AUGMENTATIONS, MODELS
 from finetune.train.signals import StopRequest
 from finetune.train.telemetry import NoTelemetry, Telemetry
 

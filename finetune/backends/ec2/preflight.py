@@ -17,8 +17,8 @@ from finetune.backends.ec2.options import Ec2Options
 from finetune.backends.ec2.setup import infra as ec2_infra
 from finetune.backends.ec2.setup import quota as ec2_quota
 from finetune.backends.ec2.state import Candidate, Ec2State
+from finetune.engines import registry
 from finetune.errors import CloudError, ConfigError, FinetuneError, UsageError
-from finetune.train.engines import registry
 
 IMAGE_ENVS = ("FINETUNE_EC2_IMAGE", "FINETUNE_IMAGE")
 
@@ -222,7 +222,7 @@ def dry_run(plan, options: Ec2Options, clients, history=()):
     from finetune.backends.ec2 import cost as ec2_cost
     from finetune.backends.ec2.setup import ami as ec2_ami
     from finetune.catalog import instances
-    from finetune.estimate.for_plan import with_estimate
+    from finetune.plan.estimate import with_estimate
 
     arch = preflight(plan, options, settings_checked=False)  # engine on these GPUs, fallbacks
     engine = plan.hyperparameters.engine

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from finetune.aws import imageref
-from finetune.train.engines import registry
+from finetune.engines import registry
 
 PROJECT_TAG = ("project", "finetune")
 RUN_TAG = "finetune:run-id"

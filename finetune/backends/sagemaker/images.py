@@ -1,5 +1,5 @@
 """The training image of a SageMaker job, per engine (its descriptor's ``aws``: see
-finetune.train.engines.registry).
+finetune.engines.registry).
 
 AWS keeps the engine's framework (torch today)
        AWS's own training image of it (nothing to build): its URI comes from sagemaker-core's
@@ -13,8 +13,8 @@ our image (mxnet today)
 
 from __future__ import annotations
 
+from finetune.engines import registry
 from finetune.errors import ConfigError
-from finetune.train.engines import registry
 
 IMAGE_SCOPE = "training"
 

@@ -99,7 +99,7 @@ def check(plan, opts: rq.JobOptions, history=()) -> base.Preflight:
     from finetune.aws.session import configured_region
     from finetune.backends.sagemaker import images
     from finetune.catalog import instances
-    from finetune.estimate.for_plan import with_estimate
+    from finetune.plan.estimate import with_estimate
 
     engine = plan.hyperparameters.engine  # MXNet on Hopper: refused before anything else
     instances.check_engine(engine, plan.resources.instance_type)

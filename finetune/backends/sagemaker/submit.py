@@ -15,7 +15,7 @@ from finetune.aws.session import Aws
 from finetune.backends.sagemaker import preflight
 from finetune.backends.sagemaker import request as rq
 from finetune.backends.sagemaker.preflight import Problem
-from finetune.train.engines import registry
+from finetune.engines import registry
 
 RECORD_DIR = "sagemaker"  # in the run dir: options.json, one request per job, metrics
 

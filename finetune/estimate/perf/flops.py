@@ -3,7 +3,7 @@
 train_flops.csv is written by scripts/count_train_flops.py with the engine's own counter
 (finetune.train.engines.torch.flops.per_image: one forward + backward on meta tensors) and
 shows the "3 x forward" rule beside it, for every network of the torch engine's model table
-(finetune.train.engines.backbones; the Family column is its family). The model uses the
+(finetune.engines.backbones; the Family column is its family). The model uses the
 counted figure, except where the counter is known to overcount (depthwise convolutions: the
 row's Notes say so), where it uses 3 x forward. A size not in the table is scaled from the
 nearest counted size by pixel area (exact for convolutions, which is what the table holds at

@@ -95,8 +95,8 @@ def predict(
 ) -> tuple[float, float, float, list[str]] | None:
     """(per-device images/s, low, high, basis lines) for a torch ``setup`` from measured
     rows; None when none fits."""
+    from finetune.engines import registry
     from finetune.estimate.perf import flops, gpus
-    from finetune.train.engines import registry
 
     described = registry.REGISTRY.get(setup.engine)
     if described is None or FRAMEWORK not in described.frameworks:

@@ -46,7 +46,7 @@ def per_epoch_decoder(
 ) -> Decoder | None:
     """The Decoder that runs every epoch for this engine and dataset, None when images are
     decoded once and kept on the GPU (the torch engine's resident path)."""
-    from finetune.train.engines import registry
+    from finetune.engines import registry
 
     described = registry.get(engine)
     if not described.resident:

@@ -31,7 +31,7 @@ def _plain(engine: str) -> str:
     """What finetune's engines are: plain training loops, not tuned records (no DALI, no
     fused kernels beyond the framework's own), so the model predicts the plain kind for them
     (each engine's descriptor names its loop)."""
-    from finetune.train.engines import registry
+    from finetune.engines import registry
 
     described = registry.REGISTRY.get(engine)
     return described.loop if described else "plain-loop"

@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from finetune.engines import registry
+from finetune.engines.registry import NAMES as ENGINES
 from finetune.errors import require_module
 from finetune.train.engine_api import Launched
-from finetune.train.engines import registry
-from finetune.train.engines.registry import NAMES as ENGINES
 
 __all__ = [
     "ENGINES",

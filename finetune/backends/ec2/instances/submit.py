@@ -29,8 +29,8 @@ from finetune.backends.ec2.setup import ami as ec2_ami
 from finetune.backends.ec2.setup import infra as ec2_infra
 from finetune.backends.ec2.setup import profile as ec2_profile
 from finetune.backends.ec2.state import AttemptRecord, Ec2State
+from finetune.engines import registry
 from finetune.errors import FinetuneError
-from finetune.train.engines import registry
 
 
 def launch(

@@ -1,5 +1,5 @@
 """The machine image of an EC2 run, per engine (its descriptor's ``aws``: see
-finetune.train.engines.registry), and the wheel such an engine installs on it.
+finetune.engines.registry), and the wheel such an engine installs on it.
 
 AWS keeps the engine's framework (torch today)
        AWS's Deep Learning AMI of that framework for the version of the engine's build
@@ -19,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from finetune.backends.ec2.setup import infra as ec2_infra
+from finetune.engines import registry
 from finetune.errors import ConfigError
-from finetune.train.engines import registry
 
 OS = "ubuntu-24.04"
 WHEELS = "code/"  # under the run's prefix (the instance role may read the whole prefix)

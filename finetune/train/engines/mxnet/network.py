@@ -17,8 +17,8 @@ import mxnet as mx
 from mxnet import gluon
 
 from finetune.contracts.hparams import TrainHyperparameters
+from finetune.engines.models import MODELS, check_model
 from finetune.errors import DataError, DependencyError
-from finetune.train.engines.models import MODELS, check_model
 from finetune.train.engines.mxnet.weights import SYMBOL_MODELS, Weights
 
 SUPPORTED = list(MODELS["mxnet"])

@@ -19,10 +19,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from finetune.engines.registry import MXNET_SYMBOL_MODELS
 from finetune.errors import DataError
 from finetune.train.engines.mxnet import zoo
 from finetune.train.engines.mxnet.checksums import GLUON_REPO, SYMBOL_URL, ZOO_SHA1
-from finetune.train.engines.registry import MXNET_SYMBOL_MODELS
 
 DOWNLOAD = "download"
 SYMBOL_MODELS = MXNET_SYMBOL_MODELS  # our name -> the checkpoint prefix

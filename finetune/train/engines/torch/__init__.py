@@ -1,4 +1,4 @@
-"""The PyTorch engine (torchvision's ImageNet networks: finetune.train.engines.backbones).
+"""The PyTorch engine (torchvision's ImageNet networks: finetune.engines.backbones).
 Importing this package imports torch; nothing here imports MXNet."""
 
 from __future__ import annotations

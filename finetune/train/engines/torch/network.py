@@ -1,4 +1,4 @@
-"""The network: a torchvision ImageNet classifier (finetune.train.engines.backbones), ImageNet
+"""The network: a torchvision ImageNet classifier (finetune.engines.backbones), ImageNet
 weights loaded unchanged, a new head.
 
 The weights are loaded into a network built with the file's own head size (1000 classes for
@@ -23,9 +23,9 @@ import torch
 from torch import nn
 
 from finetune.contracts.hparams import TrainHyperparameters
+from finetune.engines import backbones
+from finetune.engines.models import check_model
 from finetune.errors import ConfigError, DataError
-from finetune.train.engines import backbones
-from finetune.train.engines.models import check_model
 from finetune.train.engines.torch import weights as wt
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """The PyTorch engine's side of a run (finetune.train.engine_api.Session): a torchvision ImageNet
-network (finetune.train.engines.backbones) on one device, SGD/Adam with a head group, one step
+network (finetune.engines.backbones) on one device, SGD/Adam with a head group, one step
 path; under torchrun one process per device, DistributedDataParallel
 (finetune.train.engines.torch.ddp), each process training its slice of every global batch; the
 process group is the session's ``group``.
@@ -26,10 +26,10 @@ from pathlib import Path
 
 import torch
 
+from finetune.engines.models import check_model
 from finetune.errors import ConfigError
 from finetune.train import dataset
 from finetune.train.checkpoints import Checkpoint
-from finetune.train.engines.models import check_model
 from finetune.train.engines.torch import (
     criterion,
     ddp,

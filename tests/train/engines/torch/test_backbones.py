@@ -1,4 +1,4 @@
-"""The torch engine's model table (finetune.train.engines.backbones) against the installed
+"""The torch engine's model table (finetune.engines.backbones) against the installed
 torchvision, the head each family replaces, a frozen backbone's normalisation layers, and the
 plan-time checks."""
 
@@ -11,9 +11,9 @@ pytest.importorskip("torchvision")
 
 from torch import nn  # noqa: E402
 
+from finetune.engines import backbones  # noqa: E402
+from finetune.engines.models import check_model  # noqa: E402
 from finetune.errors import ConfigError  # noqa: E402
-from finetune.train.engines import backbones  # noqa: E402
-from finetune.train.engines.models import check_model  # noqa: E402
 from finetune.train.engines.torch import network  # noqa: E402
 from finetune.train.engines.torch import weights as wt  # noqa: E402
 

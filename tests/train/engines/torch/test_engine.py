@@ -21,8 +21,8 @@ from PIL import Image  # noqa: E402
 from finetune.contracts.metrics import read as read_metrics  # noqa: E402
 from finetune.data.datasets import prepare_folder  # noqa: E402
 from finetune.data.recordio import RecordReader, unpack_header  # noqa: E402
+from finetune.engines.models import check_model  # noqa: E402
 from finetune.errors import ConfigError, DataError  # noqa: E402
-from finetune.train.engines.models import check_model  # noqa: E402
 from finetune.train.engines.torch import fit, prefetch, validation  # noqa: E402
 from finetune.train.engines.torch.resident import ImageStore  # noqa: E402
 from finetune.train.engines.torch.streaming import RecordDataset  # noqa: E402

@@ -1,11 +1,11 @@
 """Which models each engine builds: plain data from the engines' descriptors
-(finetune.train.engines.registry), checked when a run is planned (before any money is spent)
+(finetune.engines.registry), checked when a run is planned (before any money is spent)
 and again by the trainer. No engine library is imported here."""
 
 from __future__ import annotations
 
+from finetune.engines import registry
 from finetune.errors import ConfigError, did_you_mean
-from finetune.train.engines import registry
 
 MODELS: dict[str, tuple[str, ...]] = {name: e.models for name, e in registry.REGISTRY.items()}
 

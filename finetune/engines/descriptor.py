@@ -1,7 +1,7 @@
 """What one training engine is, as plain data: the frameworks it imports, the models it
 builds, its preprocessing, the framework build AWS runs it with (and the GPUs that build has
 kernels for), whether AWS keeps an environment of its own for that framework, its per-epoch
-decoder, and where its ``fit`` lives. The registry (finetune.train.engines.registry) holds one
+decoder, and where its ``fit`` lives. The registry (finetune.engines.registry) holds one
 per engine; every module outside finetune/train/engines/ asks a descriptor a question instead
 of comparing engine names. No engine library is imported here."""
 
@@ -67,7 +67,7 @@ class Engine:
     resident: bool  # keeps decoded images on the device when they fit (no per-epoch decoder)
     fixed_precision: str  # the one precision it trains at ("": the recipe's, resolved per GPU)
     features: bool  # implements the recipe features (finetune.recipes.features) and adamw
-    model_table: bool  # its models have per-model rules (finetune.train.engines.backbones)
+    model_table: bool  # its models have per-model rules (finetune.engines.backbones)
     resnet: str  # its name of the ResNet v1.5 of depth {depth}
     loop: str  # its training loop, as the performance model's basis names it
     fit_path: str  # "module:function" of its fit, imported only when a job runs
@@ -101,7 +101,7 @@ class Engine:
     def listed(self) -> str:
         """Its models as a hint lists them."""
         if self.model_table:
-            from finetune.train.engines import backbones
+            from finetune.engines import backbones
 
             return backbones.known()
         return ", ".join(self.models)
@@ -109,7 +109,7 @@ class Engine:
     def check_recipe_model(self, model: str, image_size: int, layer_decay: float) -> None:
         """ConfigError for a model's own rules (image size, layer decay) where it has them."""
         if self.model_table:
-            from finetune.train.engines.backbones import check_image_size, check_layer_decay
+            from finetune.engines.backbones import check_image_size, check_layer_decay
 
             check_image_size(model, image_size)
             check_layer_decay(model, layer_decay)
@@ -119,7 +119,7 @@ class Engine:
         interpolation, mean/std) where the engine has a model table, else its fixed mean/std
         (shorter side image_size / 0.875, bilinear: the contract's defaults)."""
         if self.model_table:
-            from finetune.train.engines.backbones import preprocessing
+            from finetune.engines.backbones import preprocessing
 
             return preprocessing(model, image_size)
         return {"mean": self.mean, "std": self.std}
@@ -129,7 +129,7 @@ class Engine:
         or the model's own row (an unknown model: {} -- the model check explains it)."""
         if not self.model_table:
             return {"mean": self.mean, "std": self.std}
-        from finetune.train.engines import backbones
+        from finetune.engines import backbones
 
         row = backbones.TABLE.get(model)
         return {"mean": row.mean, "std": row.std} if row else {}

@@ -1,4 +1,4 @@
-"""The training engines, one descriptor each (finetune.train.engines.descriptor), registered
+"""The training engines, one descriptor each (finetune.engines.descriptor), registered
 as the backends are (finetune.backends): this module is the only place that lists their
 names, and the facts about each engine live here, not in if-branches elsewhere. Nothing
 heavy is imported: an engine's fit is imported only when a job runs (Engine.fit).
@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
+from finetune.engines import backbones
+from finetune.engines.descriptor import AwsFramework, Engine, EngineBuild
 from finetune.errors import ConfigError, did_you_mean
-from finetune.train.engines import backbones
-from finetune.train.engines.descriptor import AwsFramework, Engine, EngineBuild
 
 _MXNET_DEPTHS = {
     "_v1": (18, 34, 50, 101, 152),
