@@ -40,7 +40,7 @@ def missing_settings(plan, options: Ec2Options) -> list[base.Problem]:
             "deploy the stack with `finetune infra deploy` and set FINETUNE_BUCKET (or "
             "`finetune config set bucket NAME`) to its BucketName output.",
         ))  # fmt: skip
-    if plan.hyperparameters.engine != "torch" and not _configured_image():
+    if plan.hyperparameters.engine != "torch" and not configured_image():
         problems.append(base.Problem(
             "the MXNet engine needs our training image, and none is configured",
             "run `finetune image push` and `finetune config set image URI` with the URI it "
@@ -107,7 +107,7 @@ def bucket() -> str:
     return name
 
 
-def _configured_image() -> str | None:
+def configured_image() -> str | None:
     from finetune import settings
 
     found = next((os.environ[e] for e in IMAGE_ENVS if os.environ.get(e)), None)
@@ -115,7 +115,7 @@ def _configured_image() -> str | None:
 
 
 def image() -> str:
-    found = _configured_image()
+    found = configured_image()
     if not found:
         raise ConfigError(
             "the MXNet engine needs our training image, and none is configured for the ec2 backend",
@@ -250,7 +250,7 @@ def dry_run(plan, options: Ec2Options, clients, history=()):
         ("bucket", settings.get().bucket or "not set"),
     ]
     if engine != "torch":  # torch runs on AWS's PyTorch AMI: no image of ours
-        rows.insert(-1, ("image", _configured_image() or "not set"))
+        rows.insert(-1, ("image", configured_image() or "not set"))
     why = ec2_quota.problem(found, needed, region)
     error = CloudError(why, ec2_quota.how_to_raise(found, needed, region)) if why else None
     if missing:  # every missing setting at once, after the plan (as the SageMaker backend)
