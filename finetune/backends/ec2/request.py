@@ -31,7 +31,7 @@ BODIES = {
 }
 # IMDS response hop limit per body: a container on Docker's bridge network is one hop further
 # from IMDS than its host (2); with no container, 1 keeps the instance's credentials from
-# anything it forwards packets for (issue 34, N10).
+# anything it forwards packets for (a container, a proxy).
 HOP_LIMITS = {"userdata-docker.sh.tmpl": 2, "userdata-dlami.sh.tmpl": 1}
 
 
