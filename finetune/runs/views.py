@@ -177,7 +177,9 @@ def list_rows(
 def fit(text: str, width: int) -> str:
     """``text`` as it is when it has ``width`` characters or fewer, else cut to ``width``
     with "…" as its last character (the whole text is in JSON and CSV)."""
-    return text if len(text) <= width else text[: width - 1] + "…"
+    from finetune.report.text import fit as cut
+
+    return cut(text, width)
 
 
 def show_lines(run: Run, epochs: list[EpochMetrics], final: dict | None = None) -> list[str]:
