@@ -160,3 +160,14 @@ def test_without_a_region_the_backends_are_not_asked(aws, monkeypatch):
     assert "unknown backend not checked: needs credentials and a region" in text
     bad = _check("--format", "yaml")
     assert bad.exit_code == 2 and "To fix:" in bad.output
+
+
+def test_the_local_backend_needs_no_account(aws, monkeypatch):
+    _env(monkeypatch)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.delenv("AWS_DEFAULT_REGION")
+    res = _check("--backend", "local")
+    assert res.exit_code == 0, res.output
+    assert "trains here: needs no cloud account" in res.stdout
+    unknown = _check("--backend", "lokal")
+    assert unknown.exit_code == 2 and "did you mean" in unknown.output.lower(), unknown.output
