@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from finetune.cli import app
 from tests.runs.test_list_width import LONGEST_BUILTIN, USERS, _store
-from tests.test_output_formats import two_runs  # noqa: F401 (a fixture)
+from tests.test_output_formats import sweep_runs, two_runs  # noqa: F401 (fixtures)
 
 
 def _screen(args: list[str], columns: int, **env: str) -> list[str]:
@@ -52,6 +52,14 @@ def test_cost_report(ledger, columns):
         assert _tables(lines) == 1, "\n".join(lines)
     # the exchange rate's source once, however many days the runs' rates span
     assert " ".join(lines).count("ECB euro foreign exchange reference rate") == 1
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+@pytest.mark.parametrize("target", [[], ["--target-accuracy", "0.2"]])
+def test_cost_report_of_a_sweep(sweep_runs, columns, target):  # noqa: F811
+    """Every line within the width (its two optional target columns may add a block)."""
+    lines = _screen(["cost-report", "--sweep", sweep_runs, *target], columns)
+    assert sum(line.startswith("cpus=") for line in lines) == 2 * _tables(lines)
 
 
 @pytest.mark.parametrize("columns", [80, 120])
