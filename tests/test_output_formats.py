@@ -181,7 +181,7 @@ def _three_formats(args, records_of):
 
 def test_cost_report(two_runs):
     headers, runs, rows = _three_formats(["cost-report"], lambda d: d["runs"])
-    assert headers[:3] == ["run ID", "status", "instance type"]  # one completed, one failed
+    assert headers[:3] == ["run ID", "status", "devices"]  # one completed, one failed
     assert {"speedup", "wall speedup", "EUR"} <= set(headers)  # the rest: JSON and CSV
     assert [r["run_id"] for r in runs] == [r["run_id"] for r in rows] == two_runs
     assert [r["best_val_acc"] for r in runs] == [0.25, 0.75]

@@ -35,7 +35,7 @@ BOUNDARY_PATH = "/finetune/"
 BOUNDARIES = {"ec2": "Ec2RunBoundary", "sagemaker": "SageMakerRunBoundary"}
 BOUNDARY_NAME = "finetune-{kind}-run-boundary-{region}"
 # Where run roles live since the boundaries were split: no older finetune could create a role
-# there, so nothing without a boundary matches the caller policies' PassRole (issue 23).
+# there, so nothing without a boundary matches the caller policies' PassRole.
 RUN_ROLE_ROOT = "/finetune-bounded/"
 LEGACY_ROLE_PATH = "/finetune/"  # run roles of older versions (some without any boundary)
 STACK = "finetune"  # the stack's default name (`infra deploy --stack-name`, FINETUNE_STACK)

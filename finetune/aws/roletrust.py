@@ -1,4 +1,4 @@
-"""Who may assume the run roles under /finetune-bounded/ (`finetune infra check`, issue 34).
+"""Who may assume the run roles under /finetune-bounded/ (`finetune infra check`).
 
 The caller policies let a caller create run roles only with its backend's permissions
 boundary, but IAM has no condition key on a new role's trust policy: a caller can mint a role

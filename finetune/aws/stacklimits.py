@@ -1,4 +1,4 @@
-"""The stack's spend guard and network fence, checked before a launch (issue 23, 3 and 12).
+"""The stack's spend guard and network fence, checked before a launch.
 
 The caller policies enforce the stack's parameters with conditions: instance types
 (``ec2:InstanceType``, ``sagemaker:InstanceTypes``), a SageMaker job's runtime

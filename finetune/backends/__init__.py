@@ -135,3 +135,18 @@ def instance_resources(name: str, instance: str, count: int = 1, spot: bool = Fa
 
     request = ResourceRequest(instance=instance, count=count, spot=spot)
     return default_backend(name).resources(request)
+
+
+def with_readiness() -> list[str]:
+    """The backends `finetune check` asks: those with a ``readiness(aws, instance, spot)``
+    method (the items of finetune.aws.readiness they need: an account's); the others need
+    nothing beyond this machine."""
+    return [name for name in NAMES if hasattr(backend_class(name), "readiness")]
+
+
+def readiness(name: str, aws, instance: str | None = None, spot: bool = False) -> list:
+    """Backend ``name``'s readiness items in ``aws``'s account and region, for ``instance``
+    (None: the backend's usual GPU type)."""
+    backend = backend_class(name)(options=None)
+    items = getattr(backend, "readiness", None)  # a method of the backends with_readiness names
+    return [] if items is None else items(aws, instance, spot)

@@ -54,8 +54,9 @@ PATTERNS = {
     "an Azure SAS signature": re.compile(r"[?&]sig=[A-Za-z0-9%+/]{20,}"),
     "a Slack webhook": re.compile(
         r"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/-]{8,}"
-    ),  # issue 34 (N9): MLflow-on-Databricks, PyPI and npm tokens, an Authorization header's
-    # bearer token, and an AWS session token by its own shape (its base64 starts the same)
+    ),  # tokens training code often holds: MLflow-on-Databricks, PyPI and npm tokens, an
+    # Authorization header's bearer token, and an AWS session token by its own shape (its
+    # base64 starts the same)
     "a Databricks token": re.compile(_START + r"dapi[0-9a-f]{32}(?:-\d+)?"),
     "a PyPI token": re.compile(_START + r"pypi-[A-Za-z0-9_-]{50,}"),
     "an npm token": re.compile(_START + r"npm_[A-Za-z0-9]{36}"),

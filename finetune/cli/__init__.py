@@ -15,7 +15,7 @@ PANELS: dict[str, tuple[str, ...]] = {
     "Training": ("launch", "runs", "cost-report"),
     "Planning and prices": ("plan", "sweep", "prices"),
     "Using a model": ("predict", "export"),
-    "Settings and AWS set-up": ("recipes", "config", "infra", "image", "cleanup"),
+    "Settings and AWS set-up": ("recipes", "config", "check", "infra", "image", "cleanup"),
     "Try it": ("demo",),
 }
 ORDER = tuple(name for names in PANELS.values() for name in names)
@@ -70,6 +70,7 @@ app = typer.Typer(
 def _register() -> None:
     """Every command; `finetune --help` orders and groups them by PANELS."""
     from finetune.cli import (
+        check,
         cleanup,
         config,
         cost_report,
@@ -100,6 +101,7 @@ def _register() -> None:
     app.command("cost-report")(cost_report.cost_report)
     app.add_typer(prices.app, name="prices")
     app.add_typer(config.app, name="config")
+    app.command("check")(check.check)
     app.add_typer(infra.app, name="infra")
     app.add_typer(image.app, name="image")
     app.command("cleanup")(cleanup.cleanup)

@@ -75,14 +75,17 @@ def table(rows: list[tuple[str, ...]]) -> None:
     rich_table([str(c) for c in rows[0]], [[str(c) for c in r] for r in rows[1:]])
 
 
-def rich_table(headers: list[str], rows: list[list[str]], text: tuple = ()) -> None:
+def rich_table(
+    headers: list[str], rows: list[list[str]], text: tuple = (), wrap: tuple = (), cut: tuple = ()
+) -> None:
     """Print a table on stdout that fits the terminal's width (COLUMNS when not a terminal;
     80 by default): headers wrap, wide tables split into blocks, numbers never break. The
     columns headed in ``text`` are text (left, wrapping at spaces) even where their cells
-    start with a digit ('16 gpu ml.p4d.24xlarge', '028.camel')."""
+    start with a digit ('16 gpu ml.p4d.24xlarge', '028.camel'); ``wrap`` and ``cut``: as
+    report.text.table_text takes them."""
     from finetune.report.text import table_text
 
-    typer.echo(table_text(headers, rows, text=text))
+    typer.echo(table_text(headers, rows, text=text, wrap=wrap, cut=cut))
 
 
 def check_format(fmt: str, choices: tuple[str, ...]) -> str:
@@ -123,6 +126,8 @@ def emit_table(
     records: list[dict],
     fields: list[str] | None = None,
     text: tuple = (),
+    wrap: tuple = (),
+    cut: tuple = (),
 ) -> None:
     """Print rows as a table (``cells``, for people), JSON (``records``) or CSV (the records'
     values under the headers' keys, or under ``fields`` where a table shows fewer columns
@@ -136,7 +141,7 @@ def emit_table(
         rows = [["" if r.get(k) is None else r.get(k) for k in keys] for r in records]
         typer.echo(csv_text(keys, rows), nl=False)
     else:
-        rich_table(headers, cells, text)
+        rich_table(headers, cells, text, wrap, cut)
 
 
 def record_csv(record: dict) -> str:

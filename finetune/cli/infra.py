@@ -127,5 +127,6 @@ def check(
             typer.echo(line)
     else:
         typer.echo("Every run role under /finetune-bounded/ trusts only its AWS service.")
+    typer.echo("Whether this account is ready for a run: `finetune check`.")
     if found or trusting:
         raise typer.Exit(1)

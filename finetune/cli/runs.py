@@ -46,7 +46,14 @@ def list_runs(
     from finetune import service
     from finetune.cli._render import emit_table, output_format
     from finetune.runs.ledger import open_default
-    from finetune.runs.views import LIST_FIELDS, list_rows, remarks, run_dict, spend_cell
+    from finetune.runs.views import (
+        LIST_FIELDS,
+        SPEND_HEADER,
+        list_rows,
+        remarks,
+        run_dict,
+        spend_cell,
+    )
     from finetune.service.logtext import printable
 
     fmt = output_format(fmt, as_json)
@@ -60,8 +67,10 @@ def list_runs(
         return
     cells = {d["id"]: spend_cell(d) for d in data}
     head, *rows = list_rows(runs, {d["id"]: d["best_val_acc"] for d in data}, cells)
-    # the table leaves out what its rows already say; CSV, as JSON, keeps every field
-    emit_table(fmt, list(head), [list(r) for r in rows], data, list(LIST_FIELDS), ("DEVICES",))
+    # the table leaves out what its rows already say; CSV, as JSON, keeps every field. Below
+    # 120 columns the euros wrap at their space and the recipe is cut, so it stays one table
+    emit_table(fmt, list(head), [list(r) for r in rows], data, list(LIST_FIELDS), ("DEVICES",),
+               wrap=(SPEND_HEADER,), cut=("RECIPE",))  # fmt: skip
     if fmt == "table":
         for run, d in zip(runs, data, strict=True):
             for line in remarks(run, d):

@@ -6,7 +6,7 @@ at most 100 entries, values at most 2,500 characters). The trainer reads them ba
 ``from_strings()``. Derived values (global batch, scaled learning rate, warmup) travel too, so
 a run can be reproduced from its record alone. Pure data: no heavy imports.
 
-Names renamed since (issue 20: one word per idea, as in recipes and plans) are still read,
+Names renamed since (one word per idea, as in recipes and plans) are still read,
 so a run recorded before reads back and a hand-written map keeps working: see RENAMED.
 """
 
@@ -124,7 +124,7 @@ class TrainHyperparameters(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _renamed(cls, data: object) -> object:
-        """A map written before issue 20 (a stored plan, hyperparameters.json): old names read
+        """A map written before the renaming (a stored plan, hyperparameters.json): old names read
         as the new ones; both at once is left for ``extra="forbid"`` to refuse."""
         return renamed(data) if isinstance(data, dict) else data
 

@@ -21,7 +21,7 @@ class EpochMetrics(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    epoch: int  # 0-based
+    epoch: int  # 0-based here (resumes count on it); people read it from 1 (runs.views.run_dict)
     samples: int  # training samples processed in this epoch (all hosts)
     samples_per_sec: float  # steady state, all hosts together
     epoch_seconds: float

@@ -36,7 +36,7 @@ class Estimate(BaseModel):
     images_per_sec: float | None = None  # all devices together
     throughput_source: str | None = None  # the basis's first line
     throughput_measured: bool = False  # from the ledger's runs, not the model
-    # since the performance model (issue 21): the band and how the figure was reached
+    # from the performance model (estimate.perf): the band and how the figure was reached
     images_per_sec_low: float | None = None
     images_per_sec_high: float | None = None
     seconds_low: float | None = None  # at the band's high throughput

@@ -114,7 +114,7 @@ class Derived(_Frozen):
     @model_validator(mode="before")
     @classmethod
     def _stored_kvstore(cls, data: Any) -> Any:
-        """Plans stored before issue 20 carry MXNet's kvstore here; it lives in the
+        """Plans stored by older versions carry MXNet's kvstore here; it lives in the
         hyperparameters (chosen by finetune.train.engines.mxnet.kvstore)."""
         if isinstance(data, dict) and "kvstore" in data:
             data = {k: v for k, v in data.items() if k != "kvstore"}

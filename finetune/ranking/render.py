@@ -54,7 +54,10 @@ def render(
     columns = [c for c in TABLE if c != "region" or len({r.region for r in shown}) > 1]
     if "region" not in columns and shown:  # one region: said once, not on every row
         where = f"in {shown[0].region}"
-        head = [f"{head[0]}; {where}", *head[1:]] if result.title else [where, *head]
+        if result.title:  # wrapped again with it (wrap_text reads line breaks as spaces)
+            head = [wrap_text(f"{head[0]}; {where}", width), *head[1:]]
+        else:
+            head = [where, *head]
     cells = [dict(zip(TABLE, _cells(r), strict=True)) for r in shown]
     body = table_text([header_of(c) for c in columns], [[c[k] for k in columns] for c in cells],
                       width)  # fmt: skip

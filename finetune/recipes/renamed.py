@@ -1,7 +1,7 @@
-"""Recipe keys that were renamed, still read under their old names (issue 20: one word per idea).
+"""Recipe keys that were renamed, still read under their old names (one word per idea).
 
 A recipe states per-device values: ``train.batch_per_device`` and ``optimizer.lr_per_device``
-(``*_per_gpu`` until issue 20; a CPU context is a device too). The old keys keep working:
+(``*_per_gpu`` in older versions; a CPU context is a device too). The old keys keep working:
 
 - in YAML files and ``key=value`` overrides (what a person wrote): read as the new key, with one
   deprecation note on stderr naming the new key (:func:`upgrade`, :func:`resolve`);

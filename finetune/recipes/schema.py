@@ -148,7 +148,7 @@ class Recipe(_Section):
     @model_validator(mode="before")
     @classmethod
     def _renamed_keys(cls, data: object) -> object:
-        """Recipes stored before issue 20 (with a run's plan) say ``*_per_gpu``: read them
+        """Recipes stored by older versions (with a run's plan) say ``*_per_gpu``: read them
         under the new names (files and overrides are upgraded, with a note, when loaded)."""
         if not isinstance(data, dict):
             return data

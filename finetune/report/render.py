@@ -111,14 +111,17 @@ def _row(run: RunFacts, sc: speedup.Scaling, target: float | None) -> ReportRow:
 
 
 def provenance(runs: list[RunFacts]) -> str:
-    """'Prices: <type market USD/h (source, as of date)>; EUR: 1 EUR = x USD (<source>, <date>)'
-    over all runs (each price and rate once)."""
+    """'Prices: <type market USD/h (source, as of date)>. EUR: 1 EUR = x USD on <date>, y USD
+    on <date> (<source>)' over all runs: each price and rate once, each rate's source once
+    after the rates it gave (one footnote, however many days the runs span)."""
     priced = dict.fromkeys(p for r in runs for p in r.money.prices())
-    rates = dict.fromkeys(
-        f"1 EUR = {r.money.rate.usd_per_eur:.4f} USD ({r.money.rate.source}, "
-        f"{r.money.rate.on.isoformat()})"
-        for r in runs
-    )
+    by_source: dict[str, dict[str, None]] = {}
+    for r in runs:
+        rate = r.money.rate
+        by_source.setdefault(rate.source, {})[
+            f"{rate.usd_per_eur:.4f} USD on {rate.on.isoformat()}"
+        ] = None
+    rates = [f"1 EUR = {', '.join(given)} ({source})" for source, given in by_source.items()]
     return f"Prices: {'; '.join(priced) or 'none'}. EUR: {'; '.join(rates) or 'none'}."
 
 
@@ -196,15 +199,17 @@ def render(report: Report, fmt: str = "table", width: int | None = None) -> str:
     if fmt == "markdown":
         return markdown_text(headers, rows) + "\n\n" + "\n\n".join(footer) + "\n"
     footer = [wrap_text(line, width) for line in footer]
-    return table_text(headers, rows, width) + "\n\n" + "\n".join(footer) + "\n"
+    table = table_text(headers, rows, width, text=(DEVICES,))
+    return table + "\n\n" + "\n".join(footer) + "\n"
 
 
 # The table's columns: ReportRow fields, shown as report.text.header_of names them (the JSON
 # and CSV keys are the same words); durations and shares are formatted for people.
-# One table within 120 columns: what ran where, the clock, the scaling, the result, the
-# money; recipe, dataset, engine, hosts, billable time and the per-device and per-epoch
-# figures are in --format json/csv (every ReportRow field).
-COLUMNS = ["run_id", "status", "instance_type", "devices", "spot", "wall_seconds",
+# One table within 120 columns: what ran where (devices and instance type in one cell, as
+# `runs list` shows them), the clock, the scaling, the result, the money; recipe, dataset,
+# engine, hosts, billable time and the per-device and per-epoch figures are in --format
+# json/csv (every ReportRow field).
+COLUMNS = ["run_id", "status", "devices", "spot", "wall_seconds",
            "images_per_sec", "speedup", "wall_speedup", "efficiency", "best_val_acc",
            "eur"]  # fmt: skip
 SPEEDUP_LEGEND = (
@@ -213,6 +218,7 @@ SPEEDUP_LEGEND = (
 )
 TARGET_COLUMNS = ["time_to_target_seconds", "eur_to_target"]
 HEADERS = [header_of(c) for c in COLUMNS]
+DEVICES = header_of("devices")  # '16 GPU ml.p4d.24xlarge': text, wrapping at its spaces
 
 
 def _human(report: Report) -> tuple[list[str], list[list[str]]]:
@@ -223,8 +229,7 @@ def _human(report: Report) -> tuple[list[str], list[list[str]]]:
         cells = [
             r.run_id,
             r.status,
-            r.instance_type,
-            f"{r.devices} {r.device_kind.upper()}",
+            f"{r.devices} {r.device_kind.upper()} {r.instance_type}",  # instance: DEVICES
             "yes" if r.spot else "no",
             duration(r.wall_seconds),
             number(r.images_per_sec),

@@ -23,6 +23,7 @@ from finetune.report.text import (
     number,
     percent,
     table_text,
+    wrap_text,
 )
 
 
@@ -111,6 +112,8 @@ def render_sweep(report, rows: list[CellRow], fmt: str = "table") -> str:
     peaks = sorted({c.peak_source for c in rows})
     footer = [*render.target_line(report.target_acc), *report.notes]
     footer += [f"Peak TFLOP/s: {'; '.join(peaks) or 'n/a'}.", report.provenance]
+    if fmt != "markdown":  # the footer wraps at the terminal's width, as the table does
+        footer = [wrap_text(line) for line in footer]
     return table + "\n\n" + "\n".join(footer) + "\n"
 
 

@@ -14,6 +14,7 @@ __all__ = [
     "csv_text",
     "duration",
     "euros",
+    "fit",
     "header_of",
     "key_of",
     "markdown_text",
@@ -57,10 +58,18 @@ def terminal_width() -> int:
 
 
 def table_text(
-    headers: list[str], rows: list[list[str]], width: int | None = None, text: tuple = ()
+    headers: list[str],
+    rows: list[list[str]],
+    width: int | None = None,
+    text: tuple = (),
+    wrap: tuple = (),
+    cut: tuple = (),
 ) -> str:
     """Aligned columns within ``width`` (default: the terminal's): text left, numbers
-    (cells starting with a digit or sign, unless their header is in ``text``) right."""
+    (cells starting with a digit or sign, unless their header is in ``text``) right. Before
+    the columns split into blocks, those headed in ``wrap`` (numbers with a space between
+    them, '75.03 (~674.69)') wrap at their spaces as text does, and those in ``cut`` (names
+    whose whole text is in JSON and CSV) are cut to the room left, ending in "…"."""
     width = max(width or terminal_width(), 20)
     numeric = [headers[i] not in text and all(_numeric(r[i]) or r[i] == NA for r in rows)
                for i in range(len(headers))]  # fmt: skip
@@ -68,12 +77,19 @@ def table_text(
     widths = [max(c, _cell_len(h)) for c, h in zip(cells, headers, strict=True)]
     if _total(widths) > width:  # headers may wrap at spaces; cells keep their width
         widths = [max(c, _longest_word(h)) for c, h in zip(cells, headers, strict=True)]
+    whole = widths
     if _total(widths) > width:  # then text (not numbers) wraps at spaces
-        widths = _shrink_text(widths, headers, rows, numeric, width)
+        fixed = [n and h not in wrap for n, h in zip(numeric, headers, strict=True)]
+        widths = _shrink_text(widths, headers, rows, fixed, width)
+    if _total(widths) > width and cut:  # then names are cut, to keep one block
+        widths, rows = _cut(widths, headers, rows, cut, width)
     blocks = [list(range(len(headers)))]
-    if _total(widths) > width:
-        widths = _cap_text(widths, numeric, width)
+    if _total(widths) > width:  # blocks after all: cells whole, unless that takes more blocks
+        shrunk = _cap_text(widths, numeric, width)
+        widths = _cap_text(whole, numeric, width)
         blocks = _blocks(widths, width)
+        if len(_blocks(shrunk, width)) < len(blocks):
+            widths, blocks = shrunk, _blocks(shrunk, width)
     parts = [_render([headers[i] for i in b], [[r[i] for i in b] for r in rows],
                      [widths[i] for i in b], [numeric[i] for i in b], width)
              for b in blocks]  # fmt: skip
@@ -115,6 +131,26 @@ def _shrink_text(widths, headers, rows, numeric, width: int) -> list[int]:
         if excess <= 0:
             break
     return widths
+
+
+def _cut(widths, headers, rows, cut, width: int) -> tuple[list[int], list[list[str]]]:
+    """The ``cut`` columns narrowed (to at least 12 and their header's longest word) so the
+    table fits, their longer cells cut to the new width with "…" at the end; unchanged when
+    even that would not make it one block (blocks then show the whole names)."""
+    narrow, cells = list(widths), [list(r) for r in rows]
+    for i in [i for i, h in enumerate(headers) if h in cut and i > 0]:
+        new = max(narrow[i] - (_total(narrow) - width), 12, _longest_word(headers[i]))
+        if new < narrow[i]:
+            narrow[i] = new
+            for r in cells:
+                r[i] = fit(r[i], new)
+    return (narrow, cells) if _total(narrow) <= width else (widths, rows)
+
+
+def fit(text: str, width: int) -> str:
+    """``text`` as it is when it has ``width`` characters or fewer, else cut to ``width``
+    with "…" as its last character."""
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _cap_text(widths: list[int], numeric: list[bool], width: int) -> list[int]:

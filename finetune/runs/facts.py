@@ -33,7 +33,7 @@ def run_facts(run: Run, epochs: list[EpochMetrics]) -> RunFacts:
     (it ends far before it starts; a little before is clock skew, clamped)."""
     clock_note(run)
     local = not run.instance_type
-    hp = renamed(run.plan.get("hyperparameters", {}))  # a run recorded before issue 20 too
+    hp = renamed(run.plan.get("hyperparameters", {}))  # a run an older version recorded too
     return RunFacts(
         run_id=run.id,
         recipe=run.recipe,

@@ -80,7 +80,7 @@ JSON_COLUMNS = {
     "charges": "charges_json",
     "sweep": "sweep_json",
 }
-# Attributes named anew (issue 20: hosts are hosts) over the column they had: the column keeps
+# Attributes named anew (hosts are hosts) over the column they had: the column keeps
 # its name, so ledgers written by older versions read as they are and older versions still
 # read this one (a smaller change than a schema migration renaming the column).
 RENAMED_COLUMNS = {"hosts": "instance_count"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from finetune.contracts.metrics import EpochMetrics
+from finetune.report.text import fit
 from finetune.runs.run import Run
 
 
@@ -57,8 +58,14 @@ def iso_time(ts: float | None) -> str | None:
     return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat()
 
 
+def _counted(record: dict, *keys: str) -> dict:  # the epoch indexes under ``keys`` from 1
+    return {k: v + 1 if k in keys and isinstance(v, int) else v for k, v in record.items()}
+
+
 def run_dict(run: Run, epochs: list[EpochMetrics], final: dict | None = None) -> dict:
-    """The run as JSON: its ledger fields (times as ISO 8601 with zone), figures and epochs."""
+    """The run as JSON: its ledger fields (times as ISO 8601 with zone), figures and epochs,
+    counted from 1 as people read them (metrics.jsonl and the ledger keep the trainer's
+    0-based index, contracts.metrics, which resumes rely on: this edge converts)."""
     d = {k: v for k, v in run.__dict__.items() if k != "plan"}
     for key, value in d.items():
         if key.endswith("_at") and isinstance(value, (int, float)):
@@ -68,12 +75,14 @@ def run_dict(run: Run, epochs: list[EpochMetrics], final: dict | None = None) ->
     d["devices"] = devices(run)
     d["images_per_sec"] = steady_throughput(epochs)
     d["best_val_acc"] = max((e.val_acc for e in epochs if e.val_acc is not None), default=None)
-    d["epochs"] = [{**e.model_dump(), "time": iso_time(e.time) if e.time else None} for e in epochs]
+    d["epochs"] = [_counted(e.model_dump(), "epoch", "best_epoch") | {"time": iso_time(e.time)
+                   if e.time else None} for e in epochs]  # fmt: skip
     last = epochs[-1] if epochs else None
-    d["model_epoch"] = last.best_epoch if last else None  # the weights the model holds
+    d["model_epoch"] = _counted({"e": last.best_epoch if last else None}, "e")["e"]  # weights
     d["test_acc"] = last.test_acc if last else None
     for key in ("summary", "val_report", "test_report", "run_record"):
-        d[key] = (final or {}).get(key)
+        got = (final or {}).get(key)
+        d[key] = _counted(got, "epoch") if key.endswith("_report") and got else got
     m, problem = _money(run)
     d["money"] = m.to_dict() if m else None
     d["cost_eur"] = m.eur if m else None  # what estimate.money says, whatever an old record held
@@ -165,7 +174,7 @@ def list_rows(
         rows.append(
             (
                 r.id,
-                fit(r.recipe, RECIPE_WIDTH),
+                fit(r.recipe, RECIPE_WIDTH),  # whole in JSON and CSV
                 devices(r),
                 r.status,
                 duration(r.wall_seconds),
@@ -174,12 +183,6 @@ def list_rows(
             )
         )
     return rows
-
-
-def fit(text: str, width: int) -> str:
-    """``text`` as it is when it has ``width`` characters or fewer, else cut to ``width``
-    with "…" as its last character (the whole text is in JSON and CSV)."""
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def show_lines(run: Run, epochs: list[EpochMetrics], final: dict | None = None) -> list[str]:

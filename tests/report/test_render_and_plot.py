@@ -46,7 +46,7 @@ def test_report_rows_totals_and_notes():
         "Prices: p3.2xlarge on-demand USD 3.06/h (AWS list price (issue baseline), as of "
         "2025-05-31); p3.16xlarge on-demand USD 24.48/h (AWS list price (issue baseline), "
         "as of 2025-05-31). "
-        "EUR: 1 EUR = 1.2000 USD (ECB euro foreign exchange reference rate, 2025-06-30)."
+        "EUR: 1 EUR = 1.2000 USD on 2025-06-30 (ECB euro foreign exchange reference rate)."
     )
 
 
@@ -56,10 +56,10 @@ def test_table_and_markdown_are_human_readable():
     table = render.render(report, "table", width=300)
     lines = table.splitlines()
     # every run completed: said once under the table, not in a column
-    assert lines[0].split()[:6] == ["run", "ID", "instance", "type", "devices", "spot"]
+    assert lines[0].split()[:6] == ["run", "ID", "devices", "spot", "wall", "seconds"]
     assert "All 3 run(s) completed." in table
     g8 = next(line for line in lines if line.startswith("g8 "))
-    for cell in ("p3.16xlarge", "8 GPU", "yes", "9m 50s", "7.20x", "90.0 %",
+    for cell in ("8 GPU p3.16xlarge", "yes", "9m 50s", "7.20x", "90.0 %",
                  "3.40", "1m 15s"):  # fmt: skip
         assert cell in g8
     # the steady-state speedup has the wall-clock one beside it, and says which is which
@@ -69,7 +69,7 @@ def test_table_and_markdown_are_human_readable():
     assert " ".join(table.split()).endswith(" ".join(report.provenance.split()))
     md = render.render(report, "markdown")
     assert (
-        md.startswith("| run ID | instance type | devices | spot | wall seconds |")
+        md.startswith("| run ID | devices | spot | wall seconds |")
         and "| --- |" in md
         and report.provenance in md
     )

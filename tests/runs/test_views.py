@@ -78,3 +78,22 @@ def test_throughput_is_the_median_epoch_and_json_is_complete():
     )
     d = run_dict(run, [_epoch(0, 50.0)])
     assert d["best_val_acc"] == 0.4 and d["images_per_sec"] == 50.0 and "plan" not in d
+
+
+def test_json_counts_epochs_from_1_as_runs_show_does():
+    """The ledger keeps the trainer's 0-based index; what people and scripts read (runs show,
+    its --format json, launch --json) counts from 1 everywhere, with ISO 8601 times."""
+    from datetime import datetime
+
+    run = Run(id="ft-z", created_at=T0, recipe="r", dataset="d", backend="local",
+              status="completed", plan={"hyperparameters": {"model": "m"}})  # fmt: skip
+    epochs = [_epoch(0, 50.0), _epoch(1, 60.0).model_copy(update={"best_epoch": 1, "time": T0})]
+    final = {"val_report": {"epoch": 1, "accuracy": 0.5}, "summary": {"epoch": 7}}
+    d = run_dict(run, epochs, final)
+    assert [e["epoch"] for e in d["epochs"]] == [1, 2]
+    assert d["epochs"][1]["best_epoch"] == 2 and d["model_epoch"] == 2
+    assert d["val_report"]["epoch"] == 2 and d["summary"] == {"epoch": 7}  # reports only
+    assert datetime.fromisoformat(d["epochs"][1]["time"]).utcoffset() is not None
+    assert d["epochs"][0]["time"] is None and d["created_at"].endswith("+00:00")
+    lines = show_lines(run, epochs)
+    assert any(line.startswith("  epoch   2 ") for line in lines), lines

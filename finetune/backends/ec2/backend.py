@@ -54,6 +54,12 @@ class Ec2Backend:
 
         return spot.current(instance_types, region, self._clients("ec2", region))
 
+    def readiness(self, aws, instance: str | None = None, spot: bool = False) -> list:
+        """`finetune check`'s items of this backend (finetune.aws.readiness.Item)."""
+        from finetune.backends.ec2 import readiness
+
+        return readiness.items(aws, instance, spot)
+
     # -- launch ---------------------------------------------------------------------------
     def resources(self, request: base.ResourceRequest):
         return ec2_options.resources(request)

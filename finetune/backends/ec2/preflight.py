@@ -42,7 +42,7 @@ def missing_settings(plan, options: Ec2Options) -> list[base.Problem]:
             "`finetune config set bucket NAME`) to its BucketName output.",
         ))  # fmt: skip
     engine = plan.hyperparameters.engine
-    if registry.get(engine).needs_our_image and not _configured_image():
+    if registry.get(engine).needs_our_image and not configured_image():
         others = [e.name for e in registry.REGISTRY.values() if not e.needs_our_image]
         problems.append(base.Problem(
             f"the {engine} engine needs our training image, and none is configured",
@@ -112,7 +112,7 @@ def bucket() -> str:
     return name
 
 
-def _configured_image() -> str | None:
+def configured_image() -> str | None:
     from finetune import settings
 
     found = next((os.environ[e] for e in IMAGE_ENVS if os.environ.get(e)), None)
@@ -120,7 +120,7 @@ def _configured_image() -> str | None:
 
 
 def image() -> str:
-    found = _configured_image()
+    found = configured_image()
     if not found:
         raise ConfigError(
             "the MXNet engine needs our training image, and none is configured for the ec2 backend",
@@ -255,7 +255,7 @@ def dry_run(plan, options: Ec2Options, clients, history=()):
         ("bucket", settings.get().bucket or "not set"),
     ]
     if registry.get(engine).needs_our_image:  # else AWS's framework AMI: no image of ours
-        rows.insert(-1, ("image", _configured_image() or "not set"))
+        rows.insert(-1, ("image", configured_image() or "not set"))
     why = ec2_quota.problem(found, needed, region)
     error: FinetuneError | None = None
     if why:

@@ -32,7 +32,7 @@ DOCKER_BODY = "userdata-docker.sh.tmpl"  # our image (Dockerfile) on the Deep Le
 DLAMI_BODY = "userdata-dlami.sh.tmpl"  # our wheel into a framework Deep Learning AMI's env
 # IMDS response hop limit per body: a container on Docker's bridge network is one hop further
 # from IMDS than its host (2); with no container, 1 keeps the instance's credentials from
-# anything it forwards packets for (issue 34, N10).
+# anything it forwards packets for (a container, a proxy).
 HOP_LIMITS = {DOCKER_BODY: 2, DLAMI_BODY: 1}
 
 

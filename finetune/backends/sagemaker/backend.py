@@ -52,6 +52,12 @@ class SageMakerBackend:
         self._logs: dict[str, JobLog] = {}
         self._log_read_at: dict[str, float] = {}
 
+    def readiness(self, aws, instance: str | None = None, spot: bool = False) -> list:
+        """`finetune check`'s items of this backend (finetune.aws.readiness.Item)."""
+        from finetune.backends.sagemaker import readiness
+
+        return readiness.items(aws, instance, spot)
+
     # -- launch ---------------------------------------------------------------------------
     def resources(self, request: base.ResourceRequest):
         return sm_options.resources(request, self.options)

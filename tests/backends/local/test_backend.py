@@ -65,10 +65,10 @@ def test_launch_trains_records_and_reports(tiny_dataset):
     assert run.record["dataset_manifest_sha256"] == run.plan["dataset"]["manifest_sha256"]
     assert run.record["git_commit"] and run.record["finetune"]
     data = _show(run.id)
-    assert data["model_epoch"] == best
+    assert data["model_epoch"] == best + 1  # JSON counts from 1, as runs show
     assert data["run_record"]["framework"]["mxnet"]
     assert data["run_record"]["dataset_manifest_sha256"] == run.record["dataset_manifest_sha256"]
-    assert data["val_report"]["epoch"] == best
+    assert data["val_report"]["epoch"] == best + 1
     # a run without the tensorboard logger has no TensorBoard files, and says how to get them
     none = _cli("runs", "show", run.id, "--tensorboard")
     assert none.exit_code == 3 and "wrote no TensorBoard files" in none.output
@@ -122,7 +122,7 @@ def test_stop_then_resume_continues_from_the_checkpoint(tiny_dataset):
     assert res.exit_code == 0, res.output
     final = json.loads(res.output[res.output.index("{") :])
     assert final["status"] == "completed"
-    assert [e["epoch"] for e in final["epochs"]] == list(range(6))
+    assert [e["epoch"] for e in final["epochs"]] == list(range(1, 7))  # JSON: from 1
     with open_default() as ledger:
         kinds = [k for _, k, _ in ledger.events(run.id)]
     assert "resume" in kinds

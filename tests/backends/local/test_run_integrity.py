@@ -122,4 +122,4 @@ def test_a_resume_refuses_a_dataset_prepared_again_with_another_split(image_fold
     assert res.exit_code == 0, res.output
     final = json.loads(res.output[res.output.index("{") :])
     assert final["status"] == "completed"
-    assert [e["epoch"] for e in final["epochs"]] == [0, 1, 2, 3]
+    assert [e["epoch"] for e in final["epochs"]] == [1, 2, 3, 4]  # JSON counts from 1

@@ -146,7 +146,7 @@ def test_sigterm_at_the_first_step_leaves_an_interrupted_run_that_resumes(
     assert res.exit_code == 0, res.output
     final = json.loads(res.output[res.output.index("{") :])
     assert final["status"] == "completed"
-    assert [e["epoch"] for e in final["epochs"]] == [0, 1]
+    assert [e["epoch"] for e in final["epochs"]] == [1, 2]  # counted from 1 in JSON
     text = log.read_text()
     assert "finetune-resume" in text and "stopped by SIGTERM" in text
     progress = [line for line in text.splitlines() if line.startswith("finetune-progress")]
@@ -197,7 +197,7 @@ def _interrupt_at_random(args: list[str], dataset: Path, moments: int, rng: rand
 
 def _every_epoch_once(shown: dict, epochs: int) -> None:
     assert shown["status"] == "completed" and _has_model(shown)
-    assert [e["epoch"] for e in shown["epochs"]] == list(range(epochs))
+    assert [e["epoch"] for e in shown["epochs"]] == list(range(1, epochs + 1))  # JSON: from 1
     metrics = read_metrics(Path(shown["run_dir"]) / "ml" / "output" / "data" / "metrics.jsonl")
     assert [e.epoch for e in metrics] == list(range(epochs))
     assert all(e.samples == 80 for e in metrics)  # each epoch trained on every image once

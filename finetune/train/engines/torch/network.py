@@ -54,7 +54,7 @@ def _residual_blocks_start_as_identity(net: nn.Module) -> None:
     at zero, so each starts as the identity (as ResNets' zero_init_residual, Goyal et al.
     2017). torchvision initialises that scale to one: from random weights EfficientNetV2-S's
     ~40 residual blocks then add up to a signal that small-batch SGD did not train out of
-    (issue 34: 8 classes at 32 px, 40 SGD steps of 32, validation top-1 0.150 as built,
+    (measured: 8 classes at 32 px, 40 SGD steps of 32, validation top-1 0.150 as built,
     0.425 with this). Loaded weights replace it."""
     from torchvision.models.efficientnet import FusedMBConv, MBConv
 
