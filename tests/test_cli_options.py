@@ -11,8 +11,7 @@ import typer
 from typer.main import get_command
 from typer.testing import CliRunner
 
-from finetune.backends import NAMES, backend_class
-from finetune.backends.base import flag
+from finetune.backends import NAMES, backend_class, flag
 from finetune.cli import app
 from finetune.cli._launch_request import TO_BACKEND, LaunchFlags
 from finetune.cli._options import fields_marked, flag_set, takes_flag_sets

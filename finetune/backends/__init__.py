@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from finetune.backends.base import Backend, Capabilities, Hooks, flag, given
+from finetune.backends.base import Backend, Capabilities, Hooks
 from finetune.errors import UsageError, did_you_mean
 
 # name -> "module:Class"; a backend's module (and its SDK) is imported only when asked for
@@ -150,3 +150,19 @@ def readiness(name: str, aws, instance: str | None = None, spot: bool = False) -
     backend = backend_class(name)(options=None)
     items = getattr(backend, "readiness", None)  # a method of the backends with_readiness names
     return [] if items is None else items(aws, instance, spot)
+
+
+def flag(name: str) -> str:
+    """'security_group' -> '--security-group'."""
+    return "--" + name.replace("_", "-")
+
+
+def given(options: dict[str, Any]) -> dict[str, Any]:
+    """The options a user actually gave (None, False and empty lists mean 'not given'). A
+    zero is given: ``0 == False``, so the test is by identity (--max-eur 0 is a cap, and
+    --max-restarts 0 means none, never the default)."""
+    return {k: v for k, v in options.items() if not _absent(v)}
+
+
+def _absent(value: Any) -> bool:
+    return value is None or value is False or (isinstance(value, tuple | list) and not value)

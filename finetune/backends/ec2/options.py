@@ -31,7 +31,7 @@ class Ec2Options(base.Options):
     ami: str | None = None
     subnet: tuple[str, ...] = ()
     az: tuple[str, ...] = ()
-    # None: the cap every cloud backend gives (base.default_runtime), set before the launch
+    # None: the cap every cloud backend gives (backends/runtime.py), set before the launch
     max_runtime: Duration | None = Field(None, gt=0)
     max_eur: EuroCap = None
     max_restarts: int = Field(3, ge=0)

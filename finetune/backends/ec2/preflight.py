@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 
-from finetune.backends import base
+from finetune.backends import base, runtime
 from finetune.backends.ec2.agent import protocol as p
 from finetune.backends.ec2.options import Ec2Options
 from finetune.backends.ec2.setup import infra as ec2_infra
@@ -170,10 +170,10 @@ def state_for(plan, run, options: Ec2Options | None, clients) -> Ec2State:
 
 def with_runtime(options: Ec2Options, plan) -> Ec2Options:
     """--max-runtime as given, else the cap every cloud backend gives a run of ``plan``
-    (base.default_runtime); --max-eur may shorten it further (ec2.cost.runtime_cap)."""
+    (backends.runtime.default_runtime); --max-eur may shorten it further (ec2.cost.runtime_cap)."""
     if options.max_runtime is not None:
         return options
-    return options.model_copy(update={"max_runtime": base.default_runtime(plan)[0]})
+    return options.model_copy(update={"max_runtime": runtime.default_runtime(plan)[0]})
 
 
 def new_state(plan, run, options: Ec2Options, clients) -> Ec2State:
@@ -273,7 +273,7 @@ def _hours(seconds: int) -> str:
 def _why_cap(cap: int, options: Ec2Options, given, plan) -> str:
     if options.max_runtime is not None and cap < options.max_runtime:
         return f", what --max-eur {options.max_eur:g} pays for"
-    return " (--max-runtime)" if given is not None else f" ({base.default_runtime(plan)[1]})"
+    return " (--max-runtime)" if given is not None else f" ({runtime.default_runtime(plan)[1]})"
 
 
 def _quota_row(found: ec2_quota.Quota, needed: int) -> str:

@@ -23,7 +23,7 @@ from finetune.backends import base, modelfiles
 from finetune.backends.base import Capabilities, Hooks, Status
 from finetune.backends.sagemaker import cleanup as sm_cleanup
 from finetune.backends.sagemaker import options as sm_options
-from finetune.backends.sagemaker import preflight
+from finetune.backends.sagemaker import preflight, runrole
 from finetune.backends.sagemaker import request as rq
 from finetune.backends.sagemaker import status as st
 from finetune.backends.sagemaker import submit as sub
@@ -86,7 +86,7 @@ class SageMakerBackend:
         preflight.raise_if(sub.missing_settings(opts))
         aws = self._aws(opts.region)
         opts = sub.with_defaults(replace(opts, region=aws.region), plan, aws)
-        opts = sub.with_run_role(opts, aws, run.id)
+        opts = runrole.with_run_role(opts, aws, run.id)
         name = rq.job_name(run.id, sub.next_attempt(run.backend_ref))
         upload, channels, size = sub.dataset_location(plan, opts.bucket, opts.read_prefix)
         code = sub.source_dir(plan, opts, run.id)
@@ -108,7 +108,7 @@ class SageMakerBackend:
             code.upload(s3)
         if opts.run_role:
             root = upload.uri if upload is not None else channels["train"][: -len("train/")]
-            sub.ensure_run_role(aws, opts, run.id, root)
+            runrole.ensure_run_role(aws, opts, run.id, root)
         sub.record(run, opts, request)
         return sub.create(aws, request, new_role=opts.run_role)
 
@@ -136,7 +136,7 @@ class SageMakerBackend:
     def _forget_run_role(self, run, region: str) -> None:
         """The run's own role goes with its job (a resume creates it again)."""
         if sub.options_for(self.options, run).run_role:
-            sub.forget_run_role(self._aws(region), run.id)
+            runrole.forget_run_role(self._aws(region), run.id)
 
     def metrics(self, run) -> list[mt.EpochMetrics]:
         name, _ = self._where(run)

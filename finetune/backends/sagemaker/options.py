@@ -139,7 +139,7 @@ def check(plan, opts: rq.JobOptions, history=()) -> base.Preflight:
 
 def _runtime_note(opts, given, plan) -> str:
     """Where the max runtime above comes from (the same words as the EC2 dry-run's)."""
-    from finetune.backends.base import default_runtime
+    from finetune.backends.runtime import default_runtime
 
     if given is not None:
         return "--max-runtime"

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
-from finetune.backends.base import RUNTIME_FALLBACK_S
+from finetune.backends.runtime import RUNTIME_FALLBACK_S
 from finetune.contracts.metrics import METRIC_REGEXES
 from finetune.data.channels import RECORDIO
 from finetune.errors import ConfigError
@@ -27,7 +27,7 @@ CHECKPOINT_LOCAL = "/opt/ml/checkpoints"
 # where the trainer writes them (Layout.tensorboard_dir): SageMaker's default TensorBoard LocalPath
 TENSORBOARD_LOCAL = str(DEFAULT_ROOT / TENSORBOARD_SUBDIR)
 JOB_PREFIX = "finetune-"  # the caller policy allows training-job/finetune-* only
-DEFAULT_MAX_RUNTIME_S = RUNTIME_FALLBACK_S  # submit sets base.default_runtime's cap first
+DEFAULT_MAX_RUNTIME_S = RUNTIME_FALLBACK_S  # submit sets runtime.default_runtime's cap first
 DEFAULT_RETRIES = 2  # SageMaker restarts a job after an internal error (not our bugs)
 # options.json rows written before the stored names were the flags': old name -> flag name
 _STORED_NAMES = {
@@ -50,7 +50,7 @@ class JobOptions:
     bucket: str | None = None
     role_arn: str | None = None
     image: str | None = None
-    max_runtime: int | None = None  # s; None: base.default_runtime, or what --max-eur affords
+    max_runtime: int | None = None  # s; None: runtime.default_runtime, or what --max-eur affords
     max_wait: int | None = None  # seconds, spot only; default twice the runtime
     max_eur: float | None = None
     volume_gb: int | None = None  # default: from the dataset size

@@ -13,9 +13,12 @@ cannot scope such a role to one run.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from finetune.aws import imageref
+from finetune.aws.errors import aws_errors
+from finetune.aws.session import Aws
 from finetune.backends.sagemaker import request as rq
 
 ROLE_PATH = "/finetune-bounded/sagemaker/"  # finetune.aws.infra.run_role_path("sagemaker")
@@ -163,3 +166,41 @@ def delete(iam, run_id: str) -> None:
         except Exception as exc:
             if retries.error_code(exc) != "NoSuchEntity":
                 raise
+
+
+def with_run_role(opts, aws: Aws, run_id: str):
+    """Without a role of the user's own: this run's role (created by ``ensure_run_role``)."""
+    from finetune.aws.session import partition_of
+
+    if opts.role_arn and not opts.run_role:
+        return opts
+    arn = role_arn(aws.account_id, run_id, partition_of(aws.region))
+    return replace(opts, role_arn=arn, run_role=True)
+
+
+def ensure_run_role(aws: Aws, opts, run_id: str, dataset_root: str) -> None:
+    """Create (or refresh) the run's role: its reads, its outputs, its checkpoints."""
+    from finetune.aws.datasetscope import read_prefixes
+    from finetune.aws.infra import boundary_arn
+
+    reads = read_prefixes(dataset_root, opts.bucket, opts.read_prefix)
+    network = (tuple(opts.subnet), tuple(opts.security_group))
+    doc = policy(
+        run_id,
+        opts.bucket,
+        reads,
+        opts.image,
+        aws.region,
+        aws.account_id,
+        network=network,
+        kms_key=opts.kms_key,
+    )
+    boundary = boundary_arn(aws.account_id, aws.region, "sagemaker")
+    with aws_errors("CreateRole", resource=role_name(run_id), region=aws.region):
+        ensure(aws.client("iam"), run_id, aws.account_id, doc, boundary)
+
+
+def forget_run_role(aws: Aws, run_id: str) -> None:
+    """Delete the run's own role once its job has ended."""
+    with aws_errors("DeleteRole", resource=role_name(run_id), region=aws.region):
+        delete(aws.client("iam"), run_id)

@@ -71,8 +71,8 @@ def with_defaults(opts, plan, aws: Aws):
 
 def with_runtime(opts, plan, region: str):
     """--max-runtime as given, else the cap every cloud backend gives a run of ``plan``
-    (base.default_runtime), shortened to what --max-eur pays for."""
-    from finetune.backends.base import default_runtime
+    (backends/runtime.py), shortened to what --max-eur pays for."""
+    from finetune.backends.runtime import default_runtime
 
     if opts.max_eur is not None:
         return fit_budget(opts, plan, region)
@@ -95,40 +95,6 @@ def engine_image(plan, account: str, region: str) -> str:
     return images.default_image(engine, region, instance, account)
 
 
-def with_run_role(opts, aws: Aws, run_id: str):
-    """Without a role of the user's own: this run's role (created by ``ensure_run_role``)."""
-    from finetune.aws.session import partition_of
-    from finetune.backends.sagemaker import runrole
-
-    if opts.role_arn and not opts.run_role:
-        return opts
-    arn = runrole.role_arn(aws.account_id, run_id, partition_of(aws.region))
-    return replace(opts, role_arn=arn, run_role=True)
-
-
-def ensure_run_role(aws: Aws, opts, run_id: str, dataset_root: str) -> None:
-    """Create (or refresh) the run's role: its reads, its outputs, its checkpoints."""
-    from finetune.aws.datasetscope import read_prefixes
-    from finetune.aws.infra import boundary_arn
-    from finetune.backends.sagemaker import runrole
-
-    reads = read_prefixes(dataset_root, opts.bucket, opts.read_prefix)
-    network = (tuple(opts.subnet), tuple(opts.security_group))
-    doc = runrole.policy(
-        run_id,
-        opts.bucket,
-        reads,
-        opts.image,
-        aws.region,
-        aws.account_id,
-        network=network,
-        kms_key=opts.kms_key,
-    )
-    boundary = boundary_arn(aws.account_id, aws.region, "sagemaker")
-    with aws_errors("CreateRole", resource=runrole.role_name(run_id), region=aws.region):
-        runrole.ensure(aws.client("iam"), run_id, aws.account_id, doc, boundary)
-
-
 def check_stack_limits(aws: Aws, request: dict) -> None:
     """Refuse what the stack's parameters (the caller policy's conditions) would deny:
     instance type, instance count, runtime, the job's subnets and security groups
@@ -144,14 +110,6 @@ def check_stack_limits(aws: Aws, request: dict) -> None:
     stacklimits.check_sagemaker_network(
         limits, vpc.get("Subnets", ()), vpc.get("SecurityGroupIds", ())
     )
-
-
-def forget_run_role(aws: Aws, run_id: str) -> None:
-    """Delete the run's own role once its job has ended."""
-    from finetune.backends.sagemaker import runrole
-
-    with aws_errors("DeleteRole", resource=runrole.role_name(run_id), region=aws.region):
-        runrole.delete(aws.client("iam"), run_id)
 
 
 def fit_budget(opts, plan, region: str):
@@ -177,7 +135,7 @@ def fit_budget(opts, plan, region: str):
         price_source=price.source,
         price_as_of=price.as_of_iso,
     )
-    from finetune.backends.base import default_runtime
+    from finetune.backends.runtime import default_runtime
     from finetune.runs.spend import budget_seconds
 
     rate = fx.eur_rate()

@@ -21,6 +21,7 @@ from finetune.estimate.perf import (
     gpus,
     measured,
     mfu,
+    mfu_learned,
     multihost,
     pipeline,
 )
@@ -68,7 +69,7 @@ def predict(setup: Setup, exclude: frozenset[str] = frozenset()) -> Prediction |
     count = flops.lookup(setup.network, setup.image_size)
     peak = gpus.peak_tflops(setup.gpu_model, setup.precision)
     seen = measured.predict(setup, exclude) if setup.kind == "plain" else None
-    learned = None if seen else mfu.learned(setup, exclude)
+    learned = None if seen else mfu_learned.learned(setup, exclude)
     if count is None or peak is None or not (seen or learned) or setup.batch_per_device < 1:
         return None
     per_tflop = 1e12 / (count.gflops * 1e9)  # images/s per TFLOP/s achieved
