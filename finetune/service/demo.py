@@ -1,4 +1,4 @@
-"""`finetune demo`: the product end to end on this machine, offline, in about a minute and a half;
+"""`finetune demo`: the product end to end on this machine, offline, in under two minutes;
 :func:`run_demo` tells the story, cli/demo.py only parses and prints.
 
 1. generate two small learnable Caltech-style image sets: a *source* task and a *target*
