@@ -8,13 +8,20 @@ from typer.testing import CliRunner
 
 from finetune.cli import app
 from finetune.runs.ledger import open_default
-from finetune.service.demo import TRANSFER_MARGIN, transfer
+from finetune.service.demo import FIRST_MARGIN, MEAN_MARGIN, DemoSpec, transfer
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize(("engine", "weights"), [(None, "model.pt")])  # the default: PyTorch
-def test_demo_pretrains_finetunes_beats_scratch_and_reports(engine, weights, tmp_path):
+def test_demo_pretrains_finetunes_beats_scratch_and_reports(engine, weights, tmp_path, monkeypatch):
+    """At two intra-op threads, what the demo takes on a 2-core machine (conftest gives each
+    xdist worker one): the trajectory on which the old last-epoch claim failed. Passive OpenMP
+    waiting (the same float sums as active waiting: the split of the work follows the thread
+    count only) so that its two threads yield the core the other worker needs instead of
+    spinning on it."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
     args = ["demo", "--dir", str(tmp_path)] + (["--engine", engine] if engine else [])
     res = CliRunner().invoke(app, args)
     assert res.exit_code == 0, res.output
@@ -36,9 +43,9 @@ def test_demo_pretrains_finetunes_beats_scratch_and_reports(engine, weights, tmp
     assert {k: v for k, v in base.items() if k not in ("pretrained", "weights")} == {
         k: v for k, v in hp.items() if k not in ("pretrained", "weights")
     }
-    # the claim itself, on the recorded accuracies: first and last epoch
-    assert len(result.fine) == len(result.scratch) == 8
-    assert result.gains[0] >= TRANSFER_MARGIN and result.gains[-1] >= TRANSFER_MARGIN, result
+    # the claim itself, on the recorded accuracies: after the first epoch and over the curve
+    assert len(result.fine) == len(result.scratch) == DemoSpec().epochs == 5
+    assert result.gains[0] >= FIRST_MARGIN and result.mean_gain >= MEAN_MARGIN, result
     assert (tmp_path / "datasets" / "target" / "manifest.json").is_file()
 
 

@@ -12,7 +12,7 @@ def demo(
     ),
     classes: int = typer.Option(6, min=2, help="Classes of the target task."),
     per_class: int = typer.Option(60, min=8, help="Generated images per class."),
-    epochs: int = typer.Option(8, min=1, help="Epochs of each training run."),
+    epochs: int = typer.Option(5, min=1, help="Epochs of each training run."),
 ) -> None:
     """The whole product offline, no AWS, no GPU: two generated image sets prepared into
     RecordIO, ResNet-18 pre-trained on one, fine-tuned on the other (head replaced) and
@@ -31,4 +31,10 @@ def demo(
     result = run_demo(
         spec, typer.echo, lambda e: typer.echo(epoch_line(e)), progress_bars, live=live
     )
-    raise typer.Exit(0 if result.completed else 1)
+    if result.completed and result.transfer.failed:
+        typer.echo(
+            "The demo's transfer claim did not hold on this machine (table above): the runs "
+            "completed, but fine-tuning did not beat training from scratch by the stated margins.",
+            err=True,
+        )
+    raise typer.Exit(0 if result.ok else 1)
