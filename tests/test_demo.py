@@ -8,7 +8,8 @@ from typer.testing import CliRunner
 
 from finetune.cli import app
 from finetune.runs.ledger import open_default
-from finetune.service.demo import FIRST_MARGIN, MEAN_MARGIN, DemoSpec, transfer
+from finetune.service.demo import DemoSpec
+from finetune.service.demo_claim import FIRST_MARGIN, MEAN_MARGIN, transfer
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 
 from finetune.cli import app
 from finetune.service import demo
-from finetune.service.demo import FIRST_MARGIN, MEAN_MARGIN, DemoResult, DemoSpec, Transfer
+from finetune.service.demo import DemoResult, DemoSpec
+from finetune.service.demo_claim import FIRST_MARGIN, MEAN_MARGIN, Transfer
 
 # Validation accuracy per epoch (90 images: steps of 1/90) of `finetune demo`, measured
 # 2026-11-27 on this project's 2-core AMD EPYC machines. The CPU kernels' float sums follow the
