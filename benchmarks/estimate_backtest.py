@@ -52,7 +52,7 @@ def table(results, as_csv: bool) -> None:
 
 
 def studies() -> None:
-    from finetune.estimate.perf import backtest, calibration, predict
+    from finetune.estimate.perf import backtest, calibration, throughput
 
     rows = {r.id: r for r in calibration.rows()}
     print("\nThe studies' scaling table (each multi-GPU row predicted without itself):")
@@ -62,7 +62,7 @@ def studies() -> None:
             print(f"{label:42} (rows not in calibration.csv)")
             continue
         a, b = rows[one], rows[many]
-        p = predict.predict(backtest.setup_of(b), exclude=frozenset({b.id}))
+        p = throughput.predict(backtest.setup_of(b), exclude=frozenset({b.id}))
         published = b.images_per_sec / (b.devices * a.images_per_sec)
         print(f"{label:42} {a.images_per_sec:7.1f} {b.images_per_sec:8.1f} "
               f"{p.images_per_sec:8.1f} {published:8.1%} {p.efficiency:9.1%}")  # fmt: skip

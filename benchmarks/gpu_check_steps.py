@@ -241,7 +241,7 @@ def throughput(ctx: Context, model: str, compiled: bool) -> dict:
     prediction for this GPU, and MLPerf's H100 record for ResNet-50. On a GPU the step fails
     when the two loops differ by more than reference_loop.PLAIN_AGREEMENT."""
     from finetune.catalog import gpu_peaks
-    from finetune.estimate.perf.predict import Setup, predict
+    from finetune.estimate.perf.throughput import Setup, predict
 
     a = ctx.a
     got = reference_loop.checked(model, ctx.classes, a.batch, a.image_size, a.precision,

@@ -37,7 +37,7 @@ def list_prices(
     if ctx.invoked_subcommand is not None:
         return
     from finetune import settings
-    from finetune.catalog.listing import list_offers
+    from finetune.catalog.price_table import list_offers
     from finetune.cli._render import info
 
     fmt = _check_format(fmt)
@@ -94,7 +94,7 @@ def _render(listing, fmt: str) -> str:
     return _table(listing, DEFAULT_SOURCE)
 
 
-# the table's columns: the JSON/CSV keys (catalog.listing's as_dict), shown as
+# the table's columns: the JSON/CSV keys (catalog.price_table's as_dict), shown as
 # report.text.header_of names them
 COLUMNS = [
     "instance_type",

@@ -21,7 +21,7 @@ from finetune.engines import registry
 from finetune.estimate import cost, money, run_history
 from finetune.estimate.perf import gpus as perf_gpus
 from finetune.estimate.perf import pipeline
-from finetune.estimate.perf import predict as perf
+from finetune.estimate.perf import throughput as perf
 from finetune.estimate.planned import Estimate
 
 # Instance start, image pull and data download before the first batch. An assumption, not a

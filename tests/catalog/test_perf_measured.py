@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from finetune.cli import app
 from finetune.errors import DataError
 from finetune.estimate.perf import calibration, measured
-from finetune.estimate.perf.predict import Setup, predict
+from finetune.estimate.perf.throughput import Setup, predict
 
 CHECK = Path(__file__).parent / "fixtures" / "gpu-check-2026-11-26-h200.json"
 H200_ENGINE_EAGER = 4310.1  # the check's "engine resident compile=off" samples_per_sec

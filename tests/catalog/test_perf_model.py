@@ -10,7 +10,7 @@ from importlib import resources
 
 import pytest
 
-from finetune.estimate.perf import backtest, calibration, flops, mfu, multihost, predict
+from finetune.estimate.perf import backtest, calibration, flops, mfu, multihost, throughput
 
 MIXED = ("fp16", "bf16", "amp")
 DENSE = ("resnet", "wide_resnet", "vit", "swin", "swin_v2")  # families without grouped convs
@@ -114,12 +114,14 @@ def test_a_family_without_calibration_rows_takes_other_networks_mfu_with_a_wider
     kept = "timm-rtx3090-nhwc-resnet50"
     r = row(kept)
     by_hand = float(r["ImagesPerSec"]) * gflops("resnet50", 224) / gflops("swin_t", 224)
-    p = predict.predict(predict.Setup("swin_t", "RTX 3090", "fp16", 64), exclude=all_but(kept))
+    p = throughput.predict(
+        throughput.Setup("swin_t", "RTX 3090", "fp16", 64), exclude=all_but(kept)
+    )
     assert p.images_per_sec == pytest.approx(by_hand, rel=1e-9) and p.level == 2
     assert (p.low, p.high) == pytest.approx((0.8 * 0.75 * by_hand, 1.2 * 1.25 * by_hand))
     assert p.wider_band and any("no calibration row of the swin family" in b for b in p.basis)
-    c = predict.predict(
-        predict.Setup("convnext_tiny", "RTX 3090", "fp16", 64), exclude=all_but(kept)
+    c = throughput.predict(
+        throughput.Setup("convnext_tiny", "RTX 3090", "fp16", 64), exclude=all_but(kept)
     )
     by_hand = float(r["ImagesPerSec"]) * gflops("resnet50", 224) / gflops("convnext_tiny", 224)
     assert (c.low, c.high) == pytest.approx((0.8 * by_hand, 1.2 * by_hand), rel=1e-9)
@@ -145,7 +147,7 @@ def test_same_architecture_transfers_by_peak_ratio():
     """Only timm's RTX 3090 ResNet-50 row left: an A10G (Ampere too) gets its MFU, i.e. the
     3090's images/s x the ratio of the two bf16/fp16 peaks; band +-25 %."""
     kept = "timm-rtx3090-nhwc-resnet50"
-    p = predict.predict(predict.Setup("resnet50", "A10G", "bf16", 64), exclude=all_but(kept))
+    p = throughput.predict(throughput.Setup("resnet50", "A10G", "bf16", 64), exclude=all_but(kept))
     by_hand = float(row(kept)["ImagesPerSec"]) * peak("A10G", "bf16") / peak("RTX 3090", "fp16")
     assert p.images_per_sec == pytest.approx(by_hand, rel=1e-9)
     assert (p.low, p.high) == pytest.approx((0.75 * by_hand, 1.25 * by_hand), rel=1e-9)
@@ -169,14 +171,14 @@ def test_across_generations_by_the_same_source_tuned_ratio_and_a_reference_is_no
         ("lambda-h100_80gb_sxm5_v1-amp"),
     )
     gone = all_but(plain, t3090, th100)
-    setup = predict.Setup("resnet50", "H100", "bf16", 64)
+    setup = throughput.Setup("resnet50", "H100", "bf16", 64)
     transferred = mfu_of(plain) * mfu_of(th100) / mfu_of(t3090)
     point, low, high, level, _rows, how = mfu.learn(setup, gone, tuned=False)
     assert (point, level) == (pytest.approx(transferred, rel=1e-9), 4)
     assert (low, high) == pytest.approx((0.6 * transferred, 1.4 * transferred), rel=1e-9)
     assert "RTX 3090" in how[0] and "Lambda" in how[0]
     assert f"x {mfu_of(th100) / mfu_of(t3090):.3f} from RTX 3090" in how[0]
-    p = predict.predict(setup, exclude=gone)
+    p = throughput.predict(setup, exclude=gone)
     by_hand = transferred * peak("H100 SXM", "bf16") * 1e3 / gflops("resnet50", 224)
     assert transferred > mfu_of(th100)  # above Lambda's H100 rate, and left there
     assert p.images_per_sec == pytest.approx(by_hand, rel=1e-9)
@@ -207,12 +209,12 @@ def test_only_records_bound_a_plain_loop():
         "lambda-3090_v1-amp",
         "mlperfv21-fujitsu-rx_a100-pciex2_mxnet_ngc_22.04",
     )
-    setup = predict.Setup("resnet50", "RTX 3090", "fp16", 512)
-    p = predict.predict(setup, exclude=all_but(plain, ref))
+    setup = throughput.Setup("resnet50", "RTX 3090", "fp16", 512)
+    p = throughput.predict(setup, exclude=all_but(plain, ref))
     assert p.images_per_sec == pytest.approx(float(row(plain)["ImagesPerSec"]), rel=1e-9)
     top = _two_gpu_record_mfu(record, 31.5)
     assert top < mfu_of(plain)
-    p = predict.predict(setup, exclude=all_but(plain, ref, record))
+    p = throughput.predict(setup, exclude=all_but(plain, ref, record))
     by_hand = top * peak("RTX 3090", "fp16") * 1e3 / gflops("resnet50", 224)
     assert (p.images_per_sec, p.high) == pytest.approx((by_hand, by_hand), rel=1e-9)
     assert any("record rows bound the MFU" in line and record in line for line in p.basis)
@@ -234,7 +236,7 @@ def test_a_plain_row_reaches_a100_and_h100_by_the_suite_that_measured_both():
         ratio = statistics.mean(mfu_of(t) for t in lam) / mfu_of(t3090)
         moved = [mfu_of(r) * ratio for r in plains]
         rate = statistics.mean(moved) * peak(gpu, "bf16") * 1e3 / f
-        p = predict.predict(predict.Setup("resnet50", gpu, "bf16", 64), exclude=gone)
+        p = throughput.predict(throughput.Setup("resnet50", gpu, "bf16", 64), exclude=gone)
         assert (p.images_per_sec, p.level) == (pytest.approx(rate, rel=1e-9), level), gpu
         band = [m * peak(gpu, "bf16") * 1e3 / f for m in (min(moved), max(moved))]
         assert (p.low, p.high) == pytest.approx(
@@ -255,10 +257,10 @@ def test_newer_gpus_rank_above_older_ones_for_a_torch_bf16_run(network):
     for per_host, fams in ((1, (None,) * 5), (8, ("p4d", "p4d", "p5", "p5e", "p6-b200"))):
         gpus = ("A100", "A100 80GB", "H100", "H200", "B200")
         setups = [
-            predict.Setup(network, g, "bf16", 64, gpus_per_host=per_host, family=fam)
+            throughput.Setup(network, g, "bf16", 64, gpus_per_host=per_host, family=fam)
             for g, fam in zip(gpus, fams, strict=True)
         ]
-        rate = {s.gpu_model: predict.predict(s).images_per_sec for s in setups}
+        rate = {s.gpu_model: throughput.predict(s).images_per_sec for s in setups}
         assert max(rate["A100"], rate["A100 80GB"]) < rate["H100"] < rate["H200"], rate
         assert rate["B200"] == pytest.approx(rate["H200"], rel=0.01), rate
 
@@ -290,7 +292,7 @@ def test_the_studies_k80_table_is_reproduced_without_being_fitted_to_it():
         res = backtest.predict_row(
             calibration.rows()[[r.id for r in calibration.rows()].index(eight)]
         )
-        p = predict.predict(backtest.setup_of(res.row), exclude=frozenset({eight}))
+        p = throughput.predict(backtest.setup_of(res.row), exclude=frozenset({eight}))
         assert abs(p.efficiency - published) <= 0.05, (net, p.efficiency)
         assert abs(res.error) <= 0.10, (net, res.predicted)
 

@@ -9,7 +9,7 @@ import os
 import boto3
 import pytest
 
-from finetune.backends.ec2.agent.sync import RunStore, UnsafeKey, contained
+from finetune.backends.ec2.agent.s3sync import RunStore, UnsafeKey, contained
 
 BUCKET, PREFIX = "finetune-test-bucket", "finetune/runs/ft-1/"
 

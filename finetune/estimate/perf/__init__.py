@@ -14,7 +14,7 @@ Data (CSV beside the code, each row sourced) and pure lookups:
 - ``multihost``: ring all-reduce over the instance's interconnect (interconnect.csv),
   overlapped with backward, and a straggler term fitted to the multi-GPU calibration rows;
 - ``pipeline``: the CPU decode cap (vCPUs x a per-core rate, pipeline.csv);
-- ``predict``: ``predict``, which joins them into a ``Prediction`` (images/s, band, basis).
+- ``throughput``: ``predict``, which joins them into a ``Prediction`` (images/s, band, basis).
 
 estimate/estimator.py turns a prediction into time and euros.
 """

@@ -13,7 +13,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from finetune.estimate.perf import calibration, mfu, predict
+from finetune.estimate.perf import calibration, mfu, throughput
 
 
 class Published(Protocol):
@@ -43,9 +43,9 @@ class Result:
         return (self.predicted - self.row.images_per_sec) / self.row.images_per_sec
 
 
-def setup_of(row: calibration.Row) -> predict.Setup:
+def setup_of(row: calibration.Row) -> throughput.Setup:
     """The row's own setup, as the model takes it."""
-    return predict.Setup(
+    return throughput.Setup(
         network=row.network,
         gpu_model=row.gpu_model,
         precision=row.precision,
@@ -63,7 +63,7 @@ def predict_row(row: calibration.Row, leave_gpu_out: bool = False) -> Result:
     gone = {row.id}
     if leave_gpu_out:
         gone |= {r.id for r in calibration.rows() if r.gpu_model == row.gpu_model}
-    p = predict.predict(setup_of(row), exclude=frozenset(gone))
+    p = throughput.predict(setup_of(row), exclude=frozenset(gone))
     if p is None:
         return Result(row, None)
     return Result(row, p.images_per_sec, p.low, p.high)
@@ -99,11 +99,11 @@ def run_measured(use_measured: bool = True) -> list[Result]:
     out = []
     every = frozenset(r.id for r in measured.rows())
     for row in measured.rows():
-        setup = predict.Setup(
+        setup = throughput.Setup(
             network=row.network, gpu_model=row.gpu_model, precision=row.precision,
             batch_per_device=row.batch, image_size=row.image_size,
             compile=row.compile == "inductor", layout=row.layout,
         )  # fmt: skip
-        p = predict.predict(setup, exclude=frozenset({row.id}) if use_measured else every)
+        p = throughput.predict(setup, exclude=frozenset({row.id}) if use_measured else every)
         out.append(Result(row, None) if p is None else Result(row, p.images_per_sec, p.low, p.high))
     return out

@@ -100,7 +100,7 @@ def test_wheel_installs_with_pip_and_imports(tmp_path):
     assert "Requires-Dist: pydantic" in meta.read_text()
     assert "torch" not in meta.read_text()  # never ours to install
     env = {**os.environ, "PYTHONPATH": str(target)}
-    probe = "import finetune.backends.ec2.agent.run as r, finetune; print(finetune.__file__)"
+    probe = "import finetune.backends.ec2.agent.entry as r, finetune; print(finetune.__file__)"
     out = subprocess.run(
         [sys.executable, "-c", probe],
         env=env,

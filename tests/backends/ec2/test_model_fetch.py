@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from finetune import service, settings
 from finetune.backends.ec2.agent import protocol as p
-from finetune.backends.ec2.agent.sync import RunStore
+from finetune.backends.ec2.agent.s3sync import RunStore
 from finetune.backends.ec2.backend import Ec2Backend
 from finetune.backends.ec2.options import Ec2Options
 from finetune.cli import app

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from finetune.backends.ec2.agent.run import main
+from finetune.backends.ec2.agent.entry import main
 
 if __name__ == "__main__":
     sys.exit(main())

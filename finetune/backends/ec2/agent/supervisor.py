@@ -22,9 +22,9 @@ import time
 from dataclasses import dataclass, field
 
 from finetune.backends.ec2.agent import protocol as p
-from finetune.backends.ec2.agent.config import AgentConfig
+from finetune.backends.ec2.agent.environment import AgentConfig
 from finetune.backends.ec2.agent.imds import Imds, ImdsUnavailable
-from finetune.backends.ec2.agent.sync import RunStore
+from finetune.backends.ec2.agent.s3sync import RunStore
 from finetune.train.layout import Layout
 
 

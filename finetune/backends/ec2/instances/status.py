@@ -112,7 +112,7 @@ def _read(clients, state: Ec2State, name: str) -> str | None:
 def download_model(clients, state: Ec2State, folder: Path) -> None:
     """The model/ files the agent uploaded once training succeeded, into ``folder`` (every
     key checked to stay inside it before anything is written)."""
-    from finetune.backends.ec2.agent.sync import RunStore, UnsafeKey
+    from finetune.backends.ec2.agent.s3sync import RunStore, UnsafeKey
 
     where = f"s3://{state.bucket}/{state.prefix}{p.MODEL}"
     store = RunStore(clients("s3", state.region), state.bucket, state.prefix)

@@ -10,9 +10,9 @@ import pytest
 
 from finetune.backends.ec2.agent import hosts
 from finetune.backends.ec2.agent import protocol as p
-from finetune.backends.ec2.agent.config import AgentConfig
+from finetune.backends.ec2.agent.environment import AgentConfig
+from finetune.backends.ec2.agent.s3sync import RunStore
 from finetune.backends.ec2.agent.supervisor import AgentError, Attempt
-from finetune.backends.ec2.agent.sync import RunStore
 from finetune.train.hosts import ADDRESSES_ENV
 
 BUCKET, PREFIX = "finetune-hosts-test", "finetune/runs/ft-x/"

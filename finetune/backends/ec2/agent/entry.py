@@ -8,10 +8,10 @@ import time
 from pathlib import Path
 
 from finetune.backends.ec2.agent import protocol as p
-from finetune.backends.ec2.agent.config import AgentConfig
+from finetune.backends.ec2.agent.environment import AgentConfig
 from finetune.backends.ec2.agent.imds import Imds, ImdsUnavailable
+from finetune.backends.ec2.agent.s3sync import RunStore
 from finetune.backends.ec2.agent.supervisor import AgentError, Attempt, StopSignal, supervise
-from finetune.backends.ec2.agent.sync import RunStore
 
 
 def main(env=None, s3=None) -> int:
