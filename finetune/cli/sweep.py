@@ -72,7 +72,7 @@ def _run(sp, parallel: int, retry_failed: bool, as_json: bool) -> None:
     from finetune.cli._render import echo_json
     from finetune.errors import FinetuneError
     from finetune.runs.ledger import open_default
-    from finetune.sweep.runner import run_sweep
+    from finetune.sweep.execution import run_sweep
 
     def on_event(what, cell, detail):
         shown = getattr(detail, "id", detail)

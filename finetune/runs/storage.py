@@ -84,7 +84,7 @@ def _no_room(path: Path) -> bool:
 def open_read_write(path: Path) -> sqlite3.Connection:
     """A read-write connection to the ledger at ``path`` (created or migrated); a DataError
     that says what is wrong (a read-only or full disk, a file that is no database)."""
-    from finetune.runs.schema import migrate
+    from finetune.runs.ledger_schema import migrate
 
     check_ledger_path(path)
     conn = None
@@ -179,7 +179,7 @@ def open_read_only(path: Path, refused: StorageError) -> sqlite3.Connection:
     cannot write). SQLite reads a WAL database read-only when it can make its shared-memory
     file; where it cannot (a read-only file system), the file is read as immutable -- safe,
     as nothing can write to it there. ``refused`` is raised if neither works."""
-    from finetune.runs.schema import SCHEMA_VERSION
+    from finetune.runs.ledger_schema import SCHEMA_VERSION
 
     uri = "file:" + quote(str(path.resolve()))
     for mode in ("?mode=ro", "?mode=ro&immutable=1"):

@@ -14,7 +14,7 @@ from finetune.catalog import fx
 from finetune.catalog.usercache import cache_dir
 from finetune.runs.charges import run_money
 from finetune.runs.ledger import Ledger
-from finetune.runs.schema import MIGRATIONS
+from finetune.runs.ledger_schema import MIGRATIONS
 
 T0 = 1_760_000_000.0  # 2025-10-09
 EC2_RECORD = {  # as backends/ec2_cost.py wrote it: euros, and billable seconds summed per host

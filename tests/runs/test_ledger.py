@@ -11,8 +11,8 @@ import pytest
 from finetune.contracts.metrics import EpochMetrics
 from finetune.errors import DataError
 from finetune.runs.ledger import Ledger
+from finetune.runs.ledger_schema import MIGRATIONS, SCHEMA_VERSION
 from finetune.runs.run import Run, new_run_id
-from finetune.runs.schema import MIGRATIONS, SCHEMA_VERSION
 
 
 def _run(run_id: str | None = None, recipe: str = "smoke", **kw) -> Run:

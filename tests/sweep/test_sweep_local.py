@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from finetune.cli import app
 from finetune.runs.ledger import open_default
 from finetune.sweep.cells import plan_sweep
-from finetune.sweep.runner import run_sweep
+from finetune.sweep.execution import run_sweep
 
 pytestmark = pytest.mark.slow
 
