@@ -114,7 +114,7 @@ def _train(run: _Run, progress: Progress, resumed: str | None) -> FitResult:
     """The remaining epochs, then the test split and the artifact unless stopped."""
     stop = run.stop
     _epochs(run, progress)
-    if stop.signal_name is not None:  # (bool(stop))
+    if stop and stop.signal_name is not None:  # bool(stop) asks the request; then its name
         _save(run, progress, stop.signal_name)
         return FitResult(stop.signal_name, progress, resumed)
     test, done = _finish(run, progress) if run.session.is_first_host else (None, True)

@@ -55,7 +55,7 @@ class Group:
         number any process got and whether any wants a checkpoint: a stop any process got
         reaches all of them (all end after this same step); the caller must act on the
         returned stop, not on its own flag, which a signal may set just after this."""
-        mine = signal.Signals[stop.signal_name].value if stop.signal_name else 0
+        mine = signal.Signals[stop.signal_name].value if stop and stop.signal_name else 0
         if self.world == 1:
             return bool(mine), save_due
         t = torch.tensor([mine, int(save_due)], dtype=torch.int64)

@@ -182,7 +182,7 @@ def _run(job: TrainJob, launch: Launch, stop: StopRequest, logs: str) -> str | N
     try:
         while thread.is_alive():
             thread.join(0.1)
-            if stop.signal_name and not forwarded:  # the workers checkpoint and exit 0
+            if stop and stop.signal_name and not forwarded:  # the workers checkpoint, exit 0
                 forwarded = _signal_children(signal.Signals[stop.signal_name])
     finally:
         if thread.is_alive():  # leaving early (a second Ctrl-C): take the workers along

@@ -324,7 +324,11 @@ def test_a_corrupt_record_fails_with_the_file_named(tmp_path, tiny_dataset):
 
 @pytest.mark.slow  # a trainer process of its own: torch's import alone takes seconds
 def test_the_trainer_process_reports_a_bad_model_name(tmp_path, tiny_dataset):
-    root = make_tree(tmp_path / "ml", tiny_dataset, thp(model="resnet50_v1"))
+    """A hyperparameters.json naming a model the torch engine cannot build (written by hand or
+    by another tool: the contract refuses to make one) fails the trainer cleanly."""
+    root = make_tree(tmp_path / "ml", tiny_dataset, thp())
+    config = root / "input" / "config" / "hyperparameters.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "model": "resnet50_v1"}))
     out = Output(start_trainer(root))
     assert out.finish(timeout=120) == 4, out.text()
     failure = (root / "output" / "failure").read_text()
