@@ -53,7 +53,8 @@ def _lines(report) -> list[str]:
             if item.status != "ok" and item.fix:
                 out += _wrap(item.fix, width, pad + "fix: ", pad + "     ")
     missing = sum(i.status == "missing" for items in report.sections.values() for i in items)
-    out.append("Ready for cloud runs." if not missing
+    ready = "Ready for cloud runs." if "account" in report.sections else "Ready."  # local only
+    out.append(ready if not missing
                else f"Not ready: {missing} missing (each with its fix above).")  # fmt: skip
     return out
 

@@ -169,5 +169,6 @@ def test_the_local_backend_needs_no_account(aws, monkeypatch):
     res = _check("--backend", "local")
     assert res.exit_code == 0, res.output
     assert "trains here: needs no cloud account" in res.stdout
+    assert res.stdout.splitlines()[-1] == "Ready." and "cloud runs" not in res.stdout
     unknown = _check("--backend", "lokal")
     assert unknown.exit_code == 2 and "did you mean" in unknown.output.lower(), unknown.output
