@@ -14,10 +14,12 @@ the descriptors they must not keep (the output folder's lock) and die with the p
 from __future__ import annotations
 
 import multiprocessing as mp
+import multiprocessing.pool
 import os
 import signal
 import stat
 import sys
+import threading
 from collections.abc import Callable, Generator, Iterator
 from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass
@@ -92,6 +94,10 @@ def _work(rel: str) -> Encoded:
     return encode(data, _OPTS)
 
 
+def _work_chunk(rels: list[str]) -> list[Encoded]:
+    return [_work(rel) for rel in rels]
+
+
 def read_regular(path: Path) -> bytes | None:
     """The bytes of ``path`` if it is a regular file, else None. Opened without blocking
     first: opening a FIFO for reading would otherwise wait forever for a writer."""
@@ -125,15 +131,61 @@ def encode_iter(
     ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
     chunk = max(1, min(16, len(rels) // (workers * 8) or 1))
     pool = None
+    with _sigint_deferred() as pressed:
+        try:
+            with _sigint_blocked():
+                args = (root, opts, os.getpid(), tuple(close_fds))
+                pool = ctx.Pool(workers, initializer=_init_worker, initargs=args)
+            # chunks by hand: imap(chunksize>1) returns a plain generator, whose waits cannot
+            # be bounded (see _next_unless_pressed)
+            chunks = [rels[i : i + chunk] for i in range(0, len(rels), chunk)]
+            results = pool.imap(_work_chunk, chunks)
+            for _ in chunks:
+                yield from _next_unless_pressed(results, pressed)
+        finally:
+            if pool is not None:
+                pool.terminate()
+                pool.join()
+
+
+def _next_unless_pressed(
+    results: mp.pool.IMapIterator, pressed: Callable[[], bool]
+) -> list[Encoded]:
+    """The next result; KeyboardInterrupt, raised here, once Ctrl-C has been pressed."""
+    while not pressed():
+        try:
+            return results.next(timeout=_POLL_S)
+        except mp.TimeoutError:
+            continue
+    raise KeyboardInterrupt
+
+
+# How often a wait for the workers looks whether Ctrl-C was pressed: a tenth of a second is
+# below what a person notices and costs nothing next to encoding an image.
+_POLL_S = 0.1
+
+
+@contextmanager
+def _sigint_deferred() -> Iterator[Callable[[], bool]]:
+    """Within the block Ctrl-C only sets a flag (ask the yielded function); on leaving it, the
+    handler before is back and a press taken meanwhile raises KeyboardInterrupt.
+
+    Why not let Ctrl-C raise where it lands: a KeyboardInterrupt raised while
+    multiprocessing waits for results (inside ``Condition.wait``, as it takes the lock back)
+    leaves that lock released, and the wait's ``with`` then fails with "RuntimeError: release
+    unlocked lock" and a traceback instead of a clean stop. Outside the main thread signal
+    handlers cannot be set; there the flag is never set and Ctrl-C is the caller's."""
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+    taken: list[int] = []
+    before = signal.signal(signal.SIGINT, lambda signum, frame: taken.append(signum))
     try:
-        with _sigint_blocked():
-            args = (root, opts, os.getpid(), tuple(close_fds))
-            pool = ctx.Pool(workers, initializer=_init_worker, initargs=args)
-        yield from pool.imap(_work, rels, chunksize=chunk)
+        yield lambda: bool(taken)
     finally:
-        if pool is not None:
-            pool.terminate()
-            pool.join()
+        signal.signal(signal.SIGINT, before)
+    if taken:
+        raise KeyboardInterrupt
 
 
 def encode_to_scratch(
