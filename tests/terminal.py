@@ -11,6 +11,11 @@ import sys
 def cli_on_a_terminal(args: list[str], timeout: float = 60, **env: str) -> str:
     """Run `finetune ARGS` in a subprocess whose stdin, stdout and stderr are a terminal
     (100 columns); everything it drew, until it closed the terminal."""
+    return run_on_a_terminal(args, timeout, **env)[1]
+
+
+def run_on_a_terminal(args: list[str], timeout: float = 60, **env: str) -> tuple[int, str]:
+    """As cli_on_a_terminal, with the command's exit status first."""
     leader, follower = pty.openpty()
     environ = {**os.environ, "COLUMNS": "100", "TERM": "xterm", **env}
     proc = subprocess.Popen([sys.executable, "-m", "finetune", *args], stdin=follower,
@@ -25,6 +30,6 @@ def cli_on_a_terminal(args: list[str], timeout: float = 60, **env: str) -> str:
         if not chunk:
             break
         out += chunk
-    proc.wait(timeout=timeout)
+    code = proc.wait(timeout=timeout)
     os.close(leader)
-    return out.decode(errors="replace")
+    return code, out.decode(errors="replace")

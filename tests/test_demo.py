@@ -1,5 +1,6 @@
 """The README's main job: `finetune demo`, offline, end to end, at its default settings --
-the transfer claim is checked on exactly the data and schedule a user sees."""
+the transfer claim is checked on exactly the data and schedule a user sees, on a terminal as
+a user sees it (a live bar while each run trains)."""
 
 from __future__ import annotations
 
@@ -10,24 +11,30 @@ from finetune.cli import app
 from finetune.runs.ledger import open_default
 from finetune.service.demo import DemoSpec
 from finetune.service.demo_claim import FIRST_MARGIN, MEAN_MARGIN, transfer
+from tests.terminal import run_on_a_terminal
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize(("engine", "weights"), [(None, "model.pt")])  # the default: PyTorch
-def test_demo_pretrains_finetunes_beats_scratch_and_reports(engine, weights, tmp_path, monkeypatch):
+def test_demo_pretrains_finetunes_beats_scratch_and_reports(engine, weights, tmp_path):
     """At two intra-op threads, what the demo takes on a 2-core machine (conftest gives each
     xdist worker one): the trajectory on which the old last-epoch claim failed. Passive OpenMP
     waiting (the same float sums as active waiting: the split of the work follows the thread
     count only) so that its two threads yield the core the other worker needs instead of
-    spinning on it."""
-    monkeypatch.setenv("OMP_NUM_THREADS", "2")
-    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")
+    spinning on it. The real CLI on a terminal, so the same three trainings also show the live
+    bar; a progress line every step (the trainer's own knob, FINETUNE_LOG_EVERY: when the
+    trainer prints, not what it computes) so that the bar moves within these short epochs."""
     args = ["demo", "--dir", str(tmp_path)] + (["--engine", engine] if engine else [])
-    res = CliRunner().invoke(app, args)
-    assert res.exit_code == 0, res.output
-    assert "5/5 Report" in res.output and "local-cpu" in res.output
-    assert "fine-tuned  from scratch" in res.output and "transfer holds" in res.output
+    code, shown = run_on_a_terminal(args, timeout=900, OMP_NUM_THREADS="2",
+                                    OMP_WAIT_POLICY="PASSIVE", FINETUNE_LOG_EVERY="1")  # fmt: skip
+    assert code == 0, shown
+    assert "5/5 Report" in shown and "local-cpu" in shown, shown
+    assert "fine-tuned  from scratch" in shown and "transfer holds" in shown, shown
+    # the bar: 'epoch 1/5 ━━━ 3/18 ... img/s loss ... left', drawn while the runs train
+    assert "epoch 1/5" in shown and "━" in shown, shown
+    assert " img/s loss " in shown and " left" in shown, shown
+    assert "  epoch 1: " in shown  # the finished epoch's line as well, as on a pipe
     with open_default() as ledger:
         pre, fine, scratch = ledger.list()
         result = transfer(ledger.epochs(fine.id), ledger.epochs(scratch.id))
