@@ -102,7 +102,10 @@ def test_the_torch_engine_runs_through_the_same_backend_and_ledger(tiny_dataset)
 
 
 def test_stop_then_resume_continues_from_the_checkpoint(tiny_dataset):
-    res = _cli("launch", *SMOKE, "--dataset", str(tiny_dataset), "epochs=6", "--detach")
+    # three of the ten batches an epoch: six epochs still leave the stop (sent once the first
+    # epoch shows) seconds to arrive, and the resume trains no more than the test reads
+    short = ["epochs=6", "train.max_batches_per_epoch=3"]
+    res = _cli("launch", *SMOKE, "--dataset", str(tiny_dataset), *short, "--detach")
     assert res.exit_code == 0, res.output
     run, _ = _run()
     _wait(lambda: _show(run.id)["epochs"])  # at least one epoch done (show syncs the ledger)
