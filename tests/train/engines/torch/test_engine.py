@@ -189,7 +189,10 @@ def test_the_cpu_clock_tells_loader_wait_from_input_work_in_series():
 
 @pytest.mark.slow
 def test_sigkill_loses_at_most_one_interval(tmp_path, tiny_dataset):
-    hp = thp(epochs=2, checkpoint_interval_s=0.5)  # the kill comes in epoch 0: 2 are enough
+    # the kill comes in epoch 0: 2 epochs are enough; 6 of its 10 batches too (the kill lands
+    # after the 4th step, measured: at step 4, resumed from 3), so that the restarted trainer
+    # trains and checkpoints 9 steps instead of 17: 10.4 -> 7.8 CPU-s for that process
+    hp = thp(epochs=2, checkpoint_interval_s=0.5, max_batches_per_epoch=6)
     root = make_tree(tmp_path / "ml", tiny_dataset, hp)
     out = Output(start_trainer(root, FINETUNE_LOG_EVERY="1"))
     out.wait_for(lambda: (root / "checkpoints").is_dir() and any(
