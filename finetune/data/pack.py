@@ -14,7 +14,6 @@ the descriptors they must not keep (the output folder's lock) and die with the p
 from __future__ import annotations
 
 import multiprocessing as mp
-import multiprocessing.pool
 import os
 import signal
 import stat
@@ -23,9 +22,12 @@ import threading
 from collections.abc import Callable, Generator, Iterator
 from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 from finetune.data.imaging import Encoded, ImageOptions, encode
+from finetune.errors import FinetuneError
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,7 @@ def _init(root: Path, opts: ImageOptions) -> None:
 
 
 def _init_worker(root: Path, opts: ImageOptions, parent: int, close_fds: tuple[int, ...]) -> None:
-    """A pool worker's start: ignore Ctrl-C, die with the parent, drop the parent's lock."""
+    """A worker's start: ignore Ctrl-C, die with the parent, drop the parent's lock."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     _die_with_parent(parent)
@@ -94,10 +96,6 @@ def _work(rel: str) -> Encoded:
     return encode(data, _OPTS)
 
 
-def _work_chunk(rels: list[str]) -> list[Encoded]:
-    return [_work(rel) for rel in rels]
-
-
 def read_regular(path: Path) -> bytes | None:
     """The bytes of ``path`` if it is a regular file, else None. Opened without blocking
     first: opening a FIFO for reading would otherwise wait forever for a writer."""
@@ -128,36 +126,134 @@ def encode_iter(
         yield from map(_work, rels)
         return
     # fork: workers start in milliseconds and inherit nothing heavy (no MXNet is imported here).
-    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    fork = "fork" in mp.get_all_start_methods()
+    ctx = mp.get_context("fork") if fork else mp.get_context("spawn")
     chunk = max(1, min(16, len(rels) // (workers * 8) or 1))
-    pool = None
+    spans = [(i, min(i + chunk, len(rels))) for i in range(0, len(rels), chunk)]
+    crew: list[tuple[BaseProcess, Connection]] = []
+    finished = False
     with _sigint_deferred() as pressed:
         try:
             with _sigint_blocked():
-                args = (root, opts, os.getpid(), tuple(close_fds))
-                pool = ctx.Pool(workers, initializer=_init_worker, initargs=args)
-            # chunks by hand: imap(chunksize>1) returns a plain generator, whose waits cannot
-            # be bounded (see _next_unless_pressed)
-            chunks = [rels[i : i + chunk] for i in range(0, len(rels), chunk)]
-            results = pool.imap(_work_chunk, chunks)
-            for _ in chunks:
-                yield from _next_unless_pressed(results, pressed)
+                for _ in range(min(workers, len(spans))):
+                    ours, theirs = ctx.Pipe()
+                    args = (theirs, root, opts, os.getpid(), tuple(close_fds), rels)
+                    proc = ctx.Process(target=_serve, args=args, daemon=True)
+                    proc.start()
+                    theirs.close()
+                    crew.append((proc, ours))
+            yield from _in_order(crew, spans, pressed)
+            finished = True
         finally:
-            if pool is not None:
-                pool.terminate()
-                pool.join()
+            _dismiss(crew, finished)
 
 
-def _next_unless_pressed(
-    results: mp.pool.IMapIterator, pressed: Callable[[], bool]
-) -> list[Encoded]:
-    """The next result; KeyboardInterrupt, raised here, once Ctrl-C has been pressed."""
-    while not pressed():
+# Spans handed to a worker ahead of the one awaited: enough that no worker waits for work
+# while the parent writes, and few enough that the tasks (two integers each) never fill the
+# pipe to it, so that the parent never blocks handing out work.
+_AHEAD = 4
+
+
+def _in_order(
+    crew: list[tuple[BaseProcess, Connection]],
+    spans: list[tuple[int, int]],
+    pressed: Callable[[], bool],
+) -> Iterator[Encoded]:
+    """Each span's encodings, in input order: span i goes to worker i mod N.
+
+    Why not multiprocessing.Pool: its helper threads and queue locks are where Ctrl-C
+    broke it (a KeyboardInterrupt inside ``Condition.wait`` left a lock released; a
+    ``terminate`` waited forever for a thread blocked writing tasks into a full pipe whose
+    readers were gone), and a worker killed from outside leaves ``imap`` waiting forever.
+    Here the parent has no threads and no locks: a pipe to each worker, and a worker that
+    dies is an error at once."""
+    sent = min(len(spans), _AHEAD * len(crew))
+    for i in range(sent):
+        _hand(crew, spans, i)
+    for i in range(len(spans)):
+        proc, conn = crew[i % len(crew)]
+        done = _receive(proc, conn, pressed)
+        if sent < len(spans):
+            _hand(crew, spans, sent)
+            sent += 1
+        yield from done
+
+
+def _receive(proc: BaseProcess, conn: Connection, pressed: Callable[[], bool]) -> list[Encoded]:
+    """The worker's next result; KeyboardInterrupt, raised here, once Ctrl-C was pressed."""
+    while not conn.poll(_POLL_S):
+        if pressed():
+            raise KeyboardInterrupt
+    try:
+        got = conn.recv()
+    except (EOFError, OSError):  # its end closed, or reset as it died
+        raise _lost(proc) from None
+    if isinstance(got, BaseException):
+        raise got
+    if pressed():
+        raise KeyboardInterrupt
+    return got
+
+
+def _lost(proc: BaseProcess) -> FinetuneError:
+    proc.join(timeout=1)  # for its exit code
+    return FinetuneError(
+        f"an image-encoding worker (pid {proc.pid}) ended without its result, "
+        f"exit code {proc.exitcode} (killed from outside, or out of memory)",
+        "run the same command again: nothing was published and it starts over; "
+        "where memory is short, with fewer --workers.",
+    )
+
+
+def _hand(crew: list[tuple[BaseProcess, Connection]], spans: list[tuple[int, int]], i: int) -> None:
+    """Send span ``i`` to its worker."""
+    proc, conn = crew[i % len(crew)]
+    try:
+        conn.send(spans[i])
+    except OSError:
+        raise _lost(proc) from None
+
+
+def _serve(
+    conn: Connection,
+    root: Path,
+    opts: ImageOptions,
+    parent: int,
+    close_fds: tuple[int, ...],
+    rels: list[str],
+) -> None:
+    """A worker: encode the spans of ``rels`` it is sent, until it is sent None (or its pipe
+    closes: the workers forked after it hold copies of the parent's end, so a close alone
+    does not reach it)."""
+    _init_worker(root, opts, parent, close_fds)
+    while True:
         try:
-            return results.next(timeout=_POLL_S)
-        except mp.TimeoutError:
-            continue
-    raise KeyboardInterrupt
+            span = conn.recv()
+        except EOFError:
+            return
+        if span is None:
+            return
+        try:
+            conn.send([_work(rel) for rel in rels[span[0] : span[1]]])
+        except Exception as exc:  # the parent raises it: a bug, not a bad image
+            conn.send(exc)
+
+
+def _dismiss(crew: list[tuple[BaseProcess, Connection]], finished: bool) -> None:
+    """End the workers: asked to after a whole run, killed otherwise (they hold nothing:
+    the output lock was closed in each at its start)."""
+    for proc, conn in crew:
+        if finished:
+            with suppress(OSError):
+                conn.send(None)
+        else:
+            proc.kill()
+        conn.close()
+    for proc, _ in crew:
+        proc.join(timeout=None if not finished else 10)
+        if proc.exitcode is None:
+            proc.kill()
+            proc.join()
 
 
 # How often a wait for the workers looks whether Ctrl-C was pressed: a tenth of a second is

@@ -49,6 +49,14 @@ def _states(pgid: int) -> str:
     return "\n".join(rows) or "  (none left)"
 
 
+def _parent(proc_entry: Path) -> int | None:
+    """The parent pid of a /proc/PID entry; None once it is gone."""
+    try:
+        return int((proc_entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _lock_is_free(out: Path) -> bool:
     import fcntl
 
@@ -152,3 +160,33 @@ def test_sigkill_during_prepare_then_again(tmp_path):
     assert not (out / ".prepare-staging").exists() and _lock_is_free(out)
     manifest = mf.load(out)
     assert sum(s.count for s in manifest.splits.values()) == 240 and manifest.skipped == []
+
+
+@pytest.mark.slow  # one prepare process and a killed worker: seconds
+def test_a_worker_killed_from_outside_ends_prepare_with_what_to_do(many_images, tmp_path):
+    """An encoding worker killed while prepare runs (the kernel's OOM killer, a stray
+    `kill`): prepare says so and what to do, exits non-zero at once, publishes nothing and
+    leaves no process or lock behind (a pool would have waited forever for its tasks)."""
+    out = tmp_path / "out"
+    proc = _prepare(many_images, out)
+    _wait_for(out / ".prepare-staging", proc)
+    deadline = time.monotonic() + 30  # the staging folder comes before the workers
+    workers: list[int] = []
+    while not workers and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+        workers = [
+            int(e.name)
+            for e in Path("/proc").iterdir()
+            if e.name.isdigit() and _parent(e) == proc.pid
+        ]
+    assert workers, _states(proc.pid)
+    os.kill(workers[0], signal.SIGKILL)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 1, err
+    assert "image-encoding worker" in err and "To fix: run the same command again" in err, err
+    assert "Traceback" not in err, err
+    assert not (out / "manifest.json").exists() and _lock_is_free(out)
+    deadline = time.monotonic() + 5
+    while _group_alive(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _group_alive(proc.pid), _states(proc.pid)

@@ -60,7 +60,10 @@ def one_compile_thread(monkeypatch):
     from torch._inductor import config
 
     monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "1")  # the trainers read it at import
-    monkeypatch.setattr(config, "compile_threads", 1)  # this process imported it already
+    # this process imported it already: inductor's own patch (monkeypatch's undo left the
+    # config module without the entry, and the next test's setup failed)
+    with config.patch(compile_threads=1):
+        yield
 
 
 def _weights(root):
