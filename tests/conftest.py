@@ -260,5 +260,4 @@ LONGEST = (
     "test_prepare_interrupt.py::test_sigint_at_random_moments",
     "test_precision.py::test_gpu_code_paths_learn_checkpoint_and_resume_on_a_cpu[fp16",
     "test_toolkit_signals.py::test_sigterm_to_the_group",
-    "test_demo_bar.py::test_the_demo_shows_a_live_bar",
 )
