@@ -7,8 +7,9 @@ image must not take a training slot).
 
 Ctrl-C: a terminal sends SIGINT to the whole process group. Workers ignore it (SIGINT is
 blocked from before the fork until the worker has set it to ignored, so a worker never takes
-a KeyboardInterrupt half-started); the parent takes it and terminates the pool. Workers close
-the descriptors they must not keep (the output folder's lock) and die with the parent.
+a KeyboardInterrupt half-started); the parent notes it, raises KeyboardInterrupt at its next
+wait for a result (within 0.1 s) and kills the workers. Workers close the descriptors they
+must not keep (the output folder's lock) and die with the parent.
 """
 
 from __future__ import annotations
