@@ -19,15 +19,15 @@ import os
 import signal
 import stat
 import sys
-import threading
 from collections.abc import Callable, Generator, Iterator
-from contextlib import closing, contextmanager, suppress
+from contextlib import closing, suppress
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 from finetune.data.imaging import Encoded, ImageOptions, encode
+from finetune.data.interrupts import POLL_S, sigint_blocked, sigint_deferred
 from finetune.errors import FinetuneError
 
 
@@ -74,16 +74,6 @@ def _die_with_parent(parent: int) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:
         os._exit(1)
-
-
-@contextmanager
-def _sigint_blocked() -> Iterator[None]:
-    """Hold SIGINT back (in this thread, and in processes and threads started meanwhile)."""
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _work(rel: str) -> Encoded:
@@ -133,9 +123,9 @@ def encode_iter(
     spans = [(i, min(i + chunk, len(rels))) for i in range(0, len(rels), chunk)]
     crew: list[tuple[BaseProcess, Connection]] = []
     finished = False
-    with _sigint_deferred() as pressed:
+    with sigint_deferred() as pressed:
         try:
-            with _sigint_blocked():
+            with sigint_blocked():
                 for _ in range(min(workers, len(spans))):
                     ours, theirs = ctx.Pipe()
                     args = (theirs, root, opts, os.getpid(), tuple(close_fds), rels)
@@ -182,7 +172,7 @@ def _in_order(
 
 def _receive(proc: BaseProcess, conn: Connection, pressed: Callable[[], bool]) -> list[Encoded]:
     """The worker's next result; KeyboardInterrupt, raised here, once Ctrl-C was pressed."""
-    while not conn.poll(_POLL_S):
+    while not conn.poll(POLL_S):
         if pressed():
             raise KeyboardInterrupt
     try:
@@ -255,34 +245,6 @@ def _dismiss(crew: list[tuple[BaseProcess, Connection]], finished: bool) -> None
         if proc.exitcode is None:
             proc.kill()
             proc.join()
-
-
-# How often a wait for the workers looks whether Ctrl-C was pressed: a tenth of a second is
-# below what a person notices and costs nothing next to encoding an image.
-_POLL_S = 0.1
-
-
-@contextmanager
-def _sigint_deferred() -> Iterator[Callable[[], bool]]:
-    """Within the block Ctrl-C only sets a flag (ask the yielded function); on leaving it, the
-    handler before is back and a press taken meanwhile raises KeyboardInterrupt.
-
-    Why not let Ctrl-C raise where it lands: a KeyboardInterrupt raised while
-    multiprocessing waits for results (inside ``Condition.wait``, as it takes the lock back)
-    leaves that lock released, and the wait's ``with`` then fails with "RuntimeError: release
-    unlocked lock" and a traceback instead of a clean stop. Outside the main thread signal
-    handlers cannot be set; there the flag is never set and Ctrl-C is the caller's."""
-    if threading.current_thread() is not threading.main_thread():
-        yield lambda: False
-        return
-    taken: list[int] = []
-    before = signal.signal(signal.SIGINT, lambda signum, frame: taken.append(signum))
-    try:
-        yield lambda: bool(taken)
-    finally:
-        signal.signal(signal.SIGINT, before)
-    if taken:
-        raise KeyboardInterrupt
 
 
 def encode_to_scratch(
