@@ -74,11 +74,12 @@ def prepare(req: PrepareRequest, progress: Progress | None = None) -> PrepareRes
     source["fingerprint"] = listing.fingerprint()
     splits = ["train", "val"] + (["test"] if spec.has_test else [])
     outfolder.check_replaceable(req.out, outfolder.dataset_files(req.name, splits))
+    from finetune.data.lock import Busy, exclusive
+
     existing = _existing(req, source)
     if existing is not None:
+        _sweep_staging(req.out)
         return PrepareResult(existing, req.out, reused=True)
-
-    from finetune.data.lock import Busy, exclusive
 
     try:
         req.out.mkdir(parents=True, exist_ok=True)
@@ -148,6 +149,20 @@ def _check_image_params(p: mf.PrepareParams) -> None:
         raise UsageError(f"--max-pixels {p.max_pixels} is not usable", "pass e.g. 100000000.")
     if not 0.0 <= p.max_bad_fraction < 1.0:
         raise UsageError("--max-bad must be in [0, 1)", "pass e.g. --max-bad 0.05.")
+
+
+def _sweep_staging(out: Path) -> None:
+    """Remove a staging folder left by a run killed after it published (its files moved out,
+    its scratch file still there), unless another prepare holds the folder's lock now."""
+    from finetune.data.lock import Busy, exclusive
+
+    if not (out / STAGING).exists():
+        return
+    try:
+        with exclusive(out / LOCK):
+            shutil.rmtree(out / STAGING, ignore_errors=True)
+    except (Busy, OSError):
+        return  # busy: that run owns it; unwritable: the dataset is still whole and usable
 
 
 def _existing(req: PrepareRequest, source: dict[str, str]) -> mf.DatasetManifest | None:

@@ -68,6 +68,25 @@ def test_rerun_reuses_and_different_dataset_is_refused(image_folder, tmp_path):
     assert mf.verify(out, mf.load(out)) == []
 
 
+def test_a_staging_folder_left_after_publishing_goes_with_the_next_run(image_folder, tmp_path):
+    """A run killed after it published but before it removed its staging folder (its scratch
+    file still there): the next identical run reuses the dataset and removes that folder,
+    unless another prepare holds the folder's lock (then the folder is that run's)."""
+    from finetune.data.lock import exclusive
+    from finetune.data.prepare import LOCK, STAGING
+
+    out = tmp_path / "o"
+    prepare_folder(image_folder, out, "shapes", P, workers=2)
+    (out / STAGING).mkdir()
+    (out / STAGING / "encoded.bin").write_bytes(b"x" * 1000)
+    with exclusive(out / LOCK):  # another prepare at work: its staging stays
+        assert prepare_folder(image_folder, out, "shapes", P, workers=2).reused
+        assert (out / STAGING / "encoded.bin").is_file()
+    again = prepare_folder(image_folder, out, "shapes", P, workers=2)
+    assert again.reused and not (out / STAGING).exists()
+    assert mf.verify(out, again.manifest) == []
+
+
 def test_tampered_file_is_detected_on_rerun(image_folder, tmp_path):
     out = tmp_path / "o"
     prepare_folder(image_folder, out, "shapes", P, workers=1)
