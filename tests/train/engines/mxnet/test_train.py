@@ -30,10 +30,15 @@ def _train(root):
 
 @pytest.mark.slow
 def test_learns_clearly_above_chance(tmp_path, tiny_dataset):
-    root = make_tree(tmp_path / "ml", tiny_dataset, hparams(epochs=8, image_size=40, seed=1))
+    """Seven epochs, not eight: validation accuracy by epoch, measured (2026-11-27), seed 1:
+    .125 .146 .146 .396 .417 .417 .479 | .396; seed 2: .188 .25 .375 .396 .521 .396 .479 |
+    .458; seed 3: .104 .229 .229 .271 .333 .479 .5 | .396. The eighth epoch was never the
+    best of the last three, so the best of the last three is what it was with eight epochs
+    (.479, .521, .5 against the bar of .3125)."""
+    root = make_tree(tmp_path / "ml", tiny_dataset, hparams(epochs=7, image_size=40, seed=1))
     result, events = _train(root)
     assert result.stopped_by is None
-    assert [e.epoch for e in events] == list(range(8))
+    assert [e.epoch for e in events] == list(range(7))
     for e in events:
         assert e.samples == 80 and e.samples_per_sec > 0 and e.epoch_seconds > 0
         assert e.devices == 1 and e.lr == pytest.approx(0.001)
