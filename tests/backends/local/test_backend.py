@@ -10,7 +10,9 @@ import time
 import pytest
 from typer.testing import CliRunner
 
+from finetune.backends.local.runner import lock_held
 from finetune.cli import app
+from finetune.contracts.metrics import read as read_metrics
 from finetune.runs.ledger import open_default
 
 pytestmark = pytest.mark.slow
@@ -108,8 +110,14 @@ def test_stop_then_resume_continues_from_the_checkpoint(tiny_dataset):
     res = _cli("launch", *SMOKE, "--dataset", str(tiny_dataset), *short, "--detach")
     assert res.exit_code == 0, res.output
     run, _ = _run()
-    _wait(lambda: _show(run.id)["epochs"])  # at least one epoch done (show syncs the ledger)
+    # at least one epoch done: its line in the metrics file, read every 50 ms (a `runs show`
+    # costs ~40 ms of CPU: every 0.3 s through the trainer's start it was ~1 CPU-s), then
+    # one `runs show` that syncs the ledger and must see it
+    metrics = os.path.join(run.run_dir, "ml", "output", "data", "metrics.jsonl")
+    _wait(lambda: read_metrics(metrics), every=0.05)
+    assert _show(run.id)["epochs"]
     assert _cli("runs", "stop", run.id).exit_code == 0
+    _wait(lambda: not lock_held(run.run_dir), every=0.05)  # no process of the run is left
     stopped = _wait(
         lambda: (
             (r := _cli("runs", "show", run.id, "--json"))
