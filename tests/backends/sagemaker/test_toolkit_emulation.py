@@ -56,9 +56,14 @@ def _container_s3():
     )
 
 
-def _launch(cloud, dataset, instance: str, count: int, spot=False, epochs=1) -> tuple[str, dict]:
-    """(run id, the CreateTrainingJob request as sent) of a CLI launch."""
-    args = ["launch", "smoke-resnet18-torch", f"schedule.epochs={epochs}", *TRAIN[1:]]
+def _launch(
+    cloud, dataset, instance: str, count: int, spot=False, epochs=1, batches=None
+) -> tuple[str, dict]:
+    """(run id, the CreateTrainingJob request as sent) of a CLI launch (``batches``: another
+    train.max_batches_per_epoch than TRAIN's)."""
+    train = [x for x in TRAIN[1:] if not (batches and x.startswith("train.max_batches"))]
+    train += [f"train.max_batches_per_epoch={batches}"] if batches else []
+    args = ["launch", "smoke-resnet18-torch", f"schedule.epochs={epochs}", *train]
     args += ["--backend", "sagemaker", "--dataset", str(dataset), "--instance", instance]
     args += ["--count", str(count), *(["--spot"] if spot else [])]
     res = CliRunner().invoke(app, [*args, "--detach"])
@@ -95,7 +100,10 @@ def test_the_toolkit_trains_our_request_and_finetune_reads_it_back(
 ):
     if not _namespaces_work():
         pytest.skip("mount + UTS namespaces need root (unshare -mu)")
-    run_id, request = _launch(cloud, tiny_dataset, "g5.xlarge", hosts)
+    # two batches, not TRAIN's four: the amount is not the point here (one epoch, one metric
+    # line, the model predict reads back), and every batch costs each host a step (DDP over
+    # gloo with two hosts); the signal test keeps four, its SIGTERM lands after the second
+    run_id, request = _launch(cloud, tiny_dataset, "g5.xlarge", hosts, batches=2)
     ran = _run_job(cloud, request, tmp_path / "job")
     for name, (code, log) in ran.items():  # the FailureReason SageMaker would show, first
         failure = tmp_path / "job" / name / "ml" / "output" / "failure"
