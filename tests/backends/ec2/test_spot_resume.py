@@ -5,6 +5,7 @@ and the second attempt resumes from the checkpoint in S3 and completes."""
 from __future__ import annotations
 
 import importlib.util
+import re
 
 import pytest
 
@@ -89,9 +90,10 @@ def test_spot_notice_relaunch_resume_with_the_real_trainer(
         pytest.skip("the MXNet engine is not installed")
     # three epochs: the notice comes after the first, and the agent acts on it within its
     # 0.1 s IMDS poll (start_agent), so two epochs to go are margin enough on a loaded machine.
-    # Five of the ten batches per epoch: the count is not the point (measured: attempt 2's
-    # trainer 16.6 -> 11.6 CPU-s, 1.3-3.7 s an epoch on a loaded machine, the SIGTERM came at
-    # epoch 0's first batch, as with all ten: metrics.jsonl is there before the first epoch ends)
+    # Five of the ten batches per epoch: the count is not the point (1.3-3.7 s an epoch on a
+    # loaded machine). Until 2026-11-27 the wait below took the empty metrics file the trainer
+    # writes at its start for the first epoch's line, so the notice came at epoch 0's first
+    # batch and the resume never had a finished epoch to keep.
     overrides = ["schedule.epochs=3", "data.image_size=32", "train.max_batches_per_epoch=5"]
     run, backend, ledger = launch(
         tmp_path, tiny_dataset, Ec2Options(), device="cpu", overrides=overrides
@@ -99,7 +101,9 @@ def test_spot_notice_relaunch_resume_with_the_real_trainer(
     no_standin = {p.ENV_TRAINER: "", p.ENV_INTERVAL: "0.5"}
 
     def first_epoch_done(prefix: str) -> bool:  # watched locally: the notice comes early
-        return (tmp_path / "ml1" / "output" / "data" / "metrics.jsonl").is_file()
+        # a line, not the file: the trainer writes the (empty) file when it starts
+        metrics = tmp_path / "ml1" / "output" / "data" / "metrics.jsonl"
+        return metrics.is_file() and metrics.read_text().strip() != ""
 
     run, epochs = _interrupt_then_resume(
         run, backend, ledger, fake_imds, tmp_path, first_epoch_done, one=no_standin, two=no_standin
@@ -107,4 +111,6 @@ def test_spot_notice_relaunch_resume_with_the_real_trainer(
     assert [e.epoch for e in epochs] == list(range(3))
     log = backend.logs(ledger.get(run.id))[0]
     assert "attempt 2]" in log and "finetune-resume checkpoint=" in log
+    resumed_at = re.search(r"finetune-resume checkpoint=\S+ epoch=(\d+)", log)
+    assert resumed_at and int(resumed_at[1]) >= 1, log[-3000:]  # the first epoch was kept
     assert any("/model/" in k for k in s3_keys(p.run_prefix(run.id)))
