@@ -52,11 +52,15 @@ def test_learns_the_scale_classes_through_both_data_paths(tmp_path, path):
     images = generate_scales(tmp_path / "img", 32, 64)
     ds = tmp_path / "ds"
     prepare_folder(images, ds, "scales", dict(val_ratio=0.25, resize=64, quality=90))
-    hp = thp(num_classes=3, num_training_samples=72, epochs=6, data_path=path, loader_workers=1)
+    # 5 epochs, not 6: an epoch's accuracy does not depend on the epoch count (measured: the
+    # runs of 3, 4 and 6 epochs agree epoch by epoch), and the last two of 5 are the margin
+    # the last two of 6 had -- resident .458 .75 .583 .875 .875 (.875), stream .542 .625
+    # .917 .958 .917 (.917); ~2.5 CPU-s less each
+    hp = thp(num_classes=3, num_training_samples=72, epochs=5, data_path=path, loader_workers=1)
     root = make_tree(tmp_path / "ml", ds, hp)
     result = fit(load_job(Layout(root)))
     events = metrics_of(root)
-    assert result.stopped_by is None and len(events) == 6
+    assert result.stopped_by is None and len(events) == 5
     assert max(e.val_acc for e in events[-2:]) >= 0.7, [e.val_acc for e in events]  # chance 1/3
     assert [(a, n) for a, n in recount(root, ds, "scales")] == [
         (e.val_acc, e.val_count) for e in events
