@@ -192,9 +192,9 @@ def test_the_cpu_clock_tells_loader_wait_from_input_work_in_series():
 
 
 @pytest.mark.slow
-def test_sigkill_loses_at_most_one_interval(tmp_path, tiny_dataset):
+def test_sigkill_loses_at_most_one_interval(tmp_path, tiny_dataset, capsys):
     # the kill comes in epoch 0: 2 epochs are enough; 6 of its 10 batches too (the kill lands
-    # after the 4th step, measured: at step 4, resumed from 3), so that the restarted trainer
+    # after the 4th step, measured: at step 4, resumed from 3), so that the restarted run
     # trains and checkpoints 9 steps instead of 17: 10.4 -> 7.8 CPU-s for that process
     hp = thp(epochs=2, checkpoint_interval_s=0.5, max_batches_per_epoch=6)
     root = make_tree(tmp_path / "ml", tiny_dataset, hp)
@@ -206,9 +206,15 @@ def test_sigkill_loses_at_most_one_interval(tmp_path, tiny_dataset):
     out.proc.send_signal(signal.SIGKILL)
     out.finish(timeout=30)
     steps_done = max(out.values("finetune-progress", "step"))
-    again = Output(start_trainer(root))
-    assert again.finish(timeout=300) == 0, again.text()
-    (resumed_step,) = again.values("finetune-resume", "step")
+    # resumed in this process, not in a second trainer: all a resume reads is what the killed
+    # trainer left on disk (the kill is the point; a resume in a fresh process is
+    # test_signal_stop.py's); a trainer's start-up less: 25.7 -> 20.6 CPU-s (whole pytest)
+    capsys.readouterr()
+    assert fit(load_job(Layout(root))).stopped_by is None
+    assert (root / "model" / "model.pt").exists()  # what a trainer's exit 0 said
+    lines = capsys.readouterr().out.splitlines()
+    (resumed_step,) = [int(line.split(" step=")[1].split()[0])
+                       for line in lines if line.startswith("finetune-resume")]  # fmt: skip
     # a checkpoint every 0.5 s and every epoch: at most a few steps of ~0.2 s are lost
     assert steps_done - resumed_step <= 6, (steps_done, resumed_step)
     assert [e.epoch for e in metrics_of(root)] == [0, 1]
