@@ -115,7 +115,9 @@ TORCH = Engine(
     resnet="resnet{depth}",  # torchvision's resnet50 is ResNet v1.5
     loop="plain PyTorch-loop (finetune's torch engine)",
     fit_path="finetune.train.engines.torch:fit",
-    fit_checks=("torch", "torchvision"),
+    # (torchvision: its fit checks it where a process trains; a launcher of torchrun's
+    # workers needs torch alone, and torchvision's import is ~3 CPU-s of its start-up)
+    fit_checks=("torch",),
     weights_file="model.pt",  # finetune.train.engines.torch.files.WEIGHTS
     smoke_recipe="smoke-resnet18-torch",
     export_needs=("onnxscript",),  # torch.onnx's exporter needs it

@@ -3,6 +3,7 @@ Importing this package imports torch; nothing here imports MXNet."""
 
 from __future__ import annotations
 
+from finetune.errors import require_module
 from finetune.train import dataset, fitloop
 from finetune.train.engine_api import Launched
 from finetune.train.engines.torch.session import TorchSession
@@ -20,6 +21,7 @@ def fit(job: TrainJob, stop: StopRequest | None = None):
     plan = launch.plan(job)
     if plan is not None:
         return Launched(plan.nproc, plan.world, launch.run(job, plan, stop))
+    require_module("torchvision")  # here, where the networks are built: not in a launcher
     files = dataset.resolve(job.channels["train"], job.channels["validation"], job.hparams)
     session = TorchSession(job, files)
     try:

@@ -52,11 +52,15 @@ def test_learns_the_scale_classes_through_both_data_paths(tmp_path, path):
     images = generate_scales(tmp_path / "img", 32, 64)
     ds = tmp_path / "ds"
     prepare_folder(images, ds, "scales", dict(val_ratio=0.25, resize=64, quality=90))
-    hp = thp(num_classes=3, num_training_samples=72, epochs=6, data_path=path, loader_workers=1)
+    # 5 epochs, not 6: an epoch's accuracy does not depend on the epoch count (measured: the
+    # runs of 3, 4 and 6 epochs agree epoch by epoch), and the last two of 5 are the margin
+    # the last two of 6 had -- resident .458 .75 .583 .875 .875 (.875), stream .542 .625
+    # .917 .958 .917 (.917); ~2.5 CPU-s less each
+    hp = thp(num_classes=3, num_training_samples=72, epochs=5, data_path=path, loader_workers=1)
     root = make_tree(tmp_path / "ml", ds, hp)
     result = fit(load_job(Layout(root)))
     events = metrics_of(root)
-    assert result.stopped_by is None and len(events) == 6
+    assert result.stopped_by is None and len(events) == 5
     assert max(e.val_acc for e in events[-2:]) >= 0.7, [e.val_acc for e in events]  # chance 1/3
     assert [(a, n) for a, n in recount(root, ds, "scales")] == [
         (e.val_acc, e.val_count) for e in events
@@ -188,9 +192,9 @@ def test_the_cpu_clock_tells_loader_wait_from_input_work_in_series():
 
 
 @pytest.mark.slow
-def test_sigkill_loses_at_most_one_interval(tmp_path, tiny_dataset):
+def test_sigkill_loses_at_most_one_interval(tmp_path, tiny_dataset, capsys):
     # the kill comes in epoch 0: 2 epochs are enough; 6 of its 10 batches too (the kill lands
-    # after the 4th step, measured: at step 4, resumed from 3), so that the restarted trainer
+    # after the 4th step, measured: at step 4, resumed from 3), so that the restarted run
     # trains and checkpoints 9 steps instead of 17: 10.4 -> 7.8 CPU-s for that process
     hp = thp(epochs=2, checkpoint_interval_s=0.5, max_batches_per_epoch=6)
     root = make_tree(tmp_path / "ml", tiny_dataset, hp)
@@ -202,9 +206,15 @@ def test_sigkill_loses_at_most_one_interval(tmp_path, tiny_dataset):
     out.proc.send_signal(signal.SIGKILL)
     out.finish(timeout=30)
     steps_done = max(out.values("finetune-progress", "step"))
-    again = Output(start_trainer(root))
-    assert again.finish(timeout=300) == 0, again.text()
-    (resumed_step,) = again.values("finetune-resume", "step")
+    # resumed in this process, not in a second trainer: all a resume reads is what the killed
+    # trainer left on disk (the kill is the point; a resume in a fresh process is
+    # test_signal_stop.py's); a trainer's start-up less: 25.7 -> 20.6 CPU-s (whole pytest)
+    capsys.readouterr()
+    assert fit(load_job(Layout(root))).stopped_by is None
+    assert (root / "model" / "model.pt").exists()  # what a trainer's exit 0 said
+    lines = capsys.readouterr().out.splitlines()
+    (resumed_step,) = [int(line.split(" step=")[1].split()[0])
+                       for line in lines if line.startswith("finetune-resume")]  # fmt: skip
     # a checkpoint every 0.5 s and every epoch: at most a few steps of ~0.2 s are lost
     assert steps_done - resumed_step <= 6, (steps_done, resumed_step)
     assert [e.epoch for e in metrics_of(root)] == [0, 1]
