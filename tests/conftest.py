@@ -240,24 +240,27 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=order)  # stable: a module's tests stay together and in their order
 
 
-# The longest tests by measured duration (`pytest --durations=40`, 2 workers), longest first:
-# their modules start before the other long tests, so the last test to start is a short one
-# and neither worker waits at the end on a minute-long test the other started late (whole
-# modules move, so their module-scoped fixtures are still built once per worker). Only the
-# order depends on this list; a stale entry costs time, never a test.
+# The longest tests by measured duration (`bash scripts/test.sh --durations=40`: 3 workers on
+# 2 cores, 2026-11-27), longest first: their modules start before the other long tests, so the
+# last test to start is a short one and no worker waits at the end on a minute-long test
+# another started late (whole modules move, so their module-scoped fixtures are still built
+# once per worker). Only the order depends on this list; a stale entry costs time, never a test.
 LONGEST = (
-    "test_demo.py::test_demo_pretrains_finetunes",
-    "test_signal_stop.py::test_random_sigterm_and_sigkill",
-    "test_trust.py::test_a_256px_set_trains_at_224px",
-    "test_precision.py::test_gpu_code_paths_learn_checkpoint_and_resume_on_a_cpu[compile]",
-    "test_ec2_boot_emulation.py::test_two_instances_train_one_model_over_gloo",
-    "test_ddp.py::test_two_processes_stopped_and_resumed",
-    "test_ec2_boot_emulation.py::test_a_spot_notice_checkpoints",
-    "test_sweep_local.py::test_a_2x2_local_sweep_survives",
-    "test_ec2_boot_emulation.py::test_the_user_data_boots_trains",
-    "test_spot_resume.py::test_spot_notice_relaunch_resume_with_the_real_trainer",
-    "test_toolkit_emulation.py::test_the_toolkit_trains_our_request",
-    "test_prepare_interrupt.py::test_sigint_at_random_moments",
-    "test_precision.py::test_gpu_code_paths_learn_checkpoint_and_resume_on_a_cpu[fp16",
-    "test_toolkit_signals.py::test_sigterm_to_the_group",
+    "test_demo.py::test_demo_pretrains_finetunes",  # 126 s
+    "test_signal_stop.py::test_random_sigterm_and_sigkill",  # 93
+    "test_trust.py::test_a_256px_set_trains_at_224px",  # 68
+    "test_gpu_check.py::test_the_gpu_check_runs_dry_on_a_cpu",  # 48
+    "test_ddp.py::test_two_processes_stopped_and_resumed",  # 42
+    "test_precision.py::test_gpu_code_paths_learn_checkpoint_and_resume_on_a_cpu[compile]",  # 39
+    "test_ec2_boot_emulation.py::test_two_instances_train_one_model_over_gloo",  # 38
+    "test_toolkit_emulation.py::test_the_toolkit_trains_our_request",  # 36
+    "test_toolkit_signals.py::test_sigterm_to_the_group",  # 29
+    "test_spot_resume.py::test_spot_notice_relaunch_resume_with_the_real_trainer",  # 29
+    "test_cluster.py::test_two_hosts_train_one_model",  # 27
+    "test_prepare_interrupt.py::test_sigint_at_random_moments",  # 24
+    "mxnet/test_train.py::test_learns_clearly_above_chance",  # 24
+    "test_sweep_local.py::test_a_2x2_local_sweep_survives",  # 24
+    "test_backend.py::test_stop_then_resume_continues",  # 22
+    "test_backbone_runs.py::test_bicubic_weights",  # 22
+    "test_resume.py::test_sigkill_loses_at_most_one",  # 18
 )
