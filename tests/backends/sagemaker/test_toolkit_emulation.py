@@ -43,8 +43,6 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux unshare"),
 ]
 
-TRAIN = ["schedule.epochs=1", "schedule.steps=[]", "train.max_batches_per_epoch=4"]
-
 
 def _namespaces_work() -> bool:
     return namespaces.unshare_missing() is None
@@ -57,13 +55,12 @@ def _container_s3():
 
 
 def _launch(
-    cloud, dataset, instance: str, count: int, spot=False, epochs=1, batches=None
+    cloud, dataset, instance: str, count: int, spot=False, epochs=1, batches=4
 ) -> tuple[str, dict]:
-    """(run id, the CreateTrainingJob request as sent) of a CLI launch (``batches``: another
-    train.max_batches_per_epoch than TRAIN's)."""
-    train = [x for x in TRAIN[1:] if not (batches and x.startswith("train.max_batches"))]
-    train += [f"train.max_batches_per_epoch={batches}"] if batches else []
-    args = ["launch", "smoke-resnet18-torch", f"schedule.epochs={epochs}", *train]
+    """(run id, the CreateTrainingJob request as sent) of a CLI launch: ``epochs`` epochs of
+    ``batches`` batches, a constant rate."""
+    args = ["launch", "smoke-resnet18-torch", f"schedule.epochs={epochs}", "schedule.steps=[]"]
+    args += [f"train.max_batches_per_epoch={batches}"]
     args += ["--backend", "sagemaker", "--dataset", str(dataset), "--instance", instance]
     args += ["--count", str(count), *(["--spot"] if spot else [])]
     res = CliRunner().invoke(app, [*args, "--detach"])
@@ -100,9 +97,9 @@ def test_the_toolkit_trains_our_request_and_finetune_reads_it_back(
 ):
     if not _namespaces_work():
         pytest.skip("mount + UTS namespaces need root (unshare -mu)")
-    # two batches, not TRAIN's four: the amount is not the point here (one epoch, one metric
+    # two batches, not four: the amount is not the point here (one epoch, one metric
     # line, the model predict reads back), and every batch costs each host a step (DDP over
-    # gloo with two hosts); the signal test keeps four, its SIGTERM lands after the second
+    # gloo with two hosts); the other tests keep _launch's four
     run_id, request = _launch(cloud, tiny_dataset, "g5.xlarge", hosts, batches=2)
     ran = _run_job(cloud, request, tmp_path / "job")
     for name, (code, log) in ran.items():  # the FailureReason SageMaker would show, first
