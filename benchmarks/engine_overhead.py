@@ -3,16 +3,17 @@
     .venv/bin/python benchmarks/engine_overhead.py [--model resnet18] [--image-size 64]
         [--batch 16] [--batches 40] [--path resident] [--repeats 3] [--compile]
 
-Both sides train the same torchvision network (random init, channels_last, SGD momentum 0.9,
-fp32 on a CPU) with the same batch size and thread count. The engine runs a whole
-`finetune.train` job in-process on a temporary /opt/ml tree around a generated, prepared
-dataset (our RecordIO reader, images decoded once and kept in memory, crops/flips/normalising
-per step, metrics, checkpoints); its images/s is the samples_per_sec of its metrics event
-(after its warm-up batches). The reference feeds one in-memory tensor of the same shape to a
-plain forward/backward/step loop. Each side runs --repeats times, alternating; it prints best
-vs best and the median ratio of back-to-back pairs. Target: engine / bare >= 0.9 (>= 0.95 with
-``--compile``: both sides torch.compile the network, ``dynamic=False``; the compile lands in
-the warm-up batches of each side and out of images/s).
+Both sides train the same torchvision network (random init, the engine's CPU layout from
+hardware.memory_format, SGD momentum 0.9, fp32 on a CPU) with the same batch size and thread
+count. The engine runs a whole `finetune.train` job in-process on a temporary /opt/ml tree
+around a generated, prepared dataset (our RecordIO reader, images decoded once and kept in
+memory, crops/flips/normalising per step, metrics, checkpoints); its images/s is the
+samples_per_sec of its metrics event (after its warm-up batches). The reference feeds one
+in-memory tensor of the same shape to a plain forward/backward/step loop. Each side runs
+--repeats times, alternating; it prints best vs best and the median ratio of back-to-back
+pairs. Target: engine / bare >= 0.9 (>= 0.95 with ``--compile``: both sides torch.compile the
+network, ``dynamic=False``; the compile lands in the warm-up batches of each side and out of
+images/s).
 """
 
 from __future__ import annotations
@@ -72,13 +73,16 @@ def bare_rate(args) -> float:
     import torch
     from torchvision import models
 
+    from finetune.train.engines.torch.hardware import memory_format
+
+    layout = memory_format(torch.device("cpu"))  # the engine's, on a CPU
     torch.manual_seed(0)
     net = models.get_model(args.model, weights=None, num_classes=8)
-    net = net.to(memory_format=torch.channels_last).train()
+    net = net.to(memory_format=layout).train()
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
     fwd = torch.compile(net, dynamic=False) if args.compile else net
     x = torch.rand(args.batch, 3, args.image_size, args.image_size) * 255
-    x = ((x - 120.0) / 58.0).contiguous(memory_format=torch.channels_last)
+    x = ((x - 120.0) / 58.0).contiguous(memory_format=layout)
     y = torch.arange(args.batch) % 8
     for i in range(args.warmup + args.batches):
         if i == args.warmup:

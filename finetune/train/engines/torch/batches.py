@@ -53,6 +53,7 @@ class _Batches:
         self.workers = hardware.loader_workers(hp.loader_workers)
         self.augment = augment.from_hparams(hp)  # per-image presets (None: off)
         self.input_dtype = torch.float32  # the session sets bf16 for bf16 on a GPU
+        self.layout = hardware.memory_format(device)  # fp32's; the session sets the run's
 
     def order(self, epoch: int) -> list[torch.Tensor]:
         """The epoch's global batches of record numbers (a permutation seeded by (seed,
@@ -104,13 +105,14 @@ class ResidentBatches(_Batches):
             if store.exact(index, box, size):
                 pixels = store.copies(index, box, size, flip)
                 if self.augment is None:  # the common case: one gather, one normalising pass
-                    yield validation.to_input(pixels, self.contract, self.input_dtype), labels
+                    x = validation.to_input(pixels, self.contract, self.input_dtype, self.layout)
+                    yield x, labels
                     continue
                 pixels = pixels.permute(0, 3, 1, 2).to(torch.float32)
             else:
                 pixels = store.crops(index, box, size, flip)
             x = self._augmented(pixels, epoch, at, mine).to(self.input_dtype)
-            yield x.contiguous(memory_format=torch.channels_last), labels
+            yield x.contiguous(memory_format=self.layout), labels
 
     def _augmented(self, pixels: torch.Tensor, epoch: int, at: int, mine: slice):
         """Normalised crops, each augmented by its place in the global batch when asked."""
@@ -126,7 +128,8 @@ class ResidentBatches(_Batches):
             rec, idx = self.split(split)
             self._eval[split] = ImageStore.load(rec, idx, self.contract, self.device)
         store = self._eval[split]
-        return validation.resident_batches(store, self.contract, records, self.input_dtype)
+        return validation.resident_batches(store, self.contract, records, self.input_dtype,
+                                           self.layout)  # fmt: skip
 
 
 class StreamBatches(_Batches):
@@ -156,9 +159,9 @@ class StreamBatches(_Batches):
             x = x.to(self.device, non_blocking=True)  # (on the side stream: off the compute)
             y = y.to(self.device, non_blocking=True)
             if x.dtype == torch.uint8:  # HWC pixels: normalised here
-                yield validation.to_input(x, self.contract, self.input_dtype), y
+                yield validation.to_input(x, self.contract, self.input_dtype, self.layout), y
             else:  # augmented in the workers: already normalised
-                yield x.to(self.input_dtype).contiguous(memory_format=torch.channels_last), y
+                yield x.to(self.input_dtype).contiguous(memory_format=self.layout), y
 
     def close(self) -> None:
         for feed in (self.feed, *self._eval.values()):
@@ -172,7 +175,8 @@ class StreamBatches(_Batches):
             data = streaming.RecordDataset(rec, idx, self.contract, False, self.hp.seed)
             self._eval[split] = streaming.Feed(data, self.workers, self.pin)
         return validation.stream_batches(rec, idx, self.contract, self.device, self.workers,
-                                         self.hp.seed, records, self._eval[split])  # fmt: skip
+                                         self.hp.seed, records, self._eval[split],
+                                         self.layout)  # fmt: skip
 
 
 def open_batches(files, contract: Preprocessing, device: torch.device, hp, group, steps: int):

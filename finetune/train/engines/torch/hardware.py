@@ -31,6 +31,18 @@ def device(kind: str, local_rank: int = 0) -> torch.device:
     return torch.device("cpu")
 
 
+def memory_format(device: torch.device, precision: str = "fp32") -> torch.memory_format:
+    """The layout of images and convolution weights: channels_last (NHWC) on a GPU, where
+    cuDNN's tensor-core kernels want it (ResNet-50 +47 %: catalog/calibration.md), and on a
+    CPU in bf16/fp16, where oneDNN has low-precision kernels for NHWC only (a step 6x as long
+    in NCHW); NCHW for fp32 on a CPU, where oneDNN's NHWC backward is the slower one
+    (benchmarks/cpu_layout.py: ResNet-18, batch 8, 32 px, one thread, a step 1.3-1.7x as long
+    in NHWC; at 64 and 224 px within the run-to-run spread; 2026-11-27, 2-core AMD EPYC)."""
+    if device.type == "cuda" or precision != "fp32":
+        return torch.channels_last
+    return torch.contiguous_format
+
+
 def threads(device: torch.device, processes: int = 1) -> None:
     """This process's share of the cores for intra-op work on a CPU (importing mxnet first
     would leave one). An OMP_NUM_THREADS set by whoever started us wins: they know what else

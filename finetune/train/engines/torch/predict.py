@@ -21,6 +21,7 @@ from finetune.errors import DataError
 from finetune.train import preprocess
 from finetune.train.engines.torch import validation
 from finetune.train.engines.torch.files import ENGINE_FILE, WEIGHTS
+from finetune.train.engines.torch.hardware import memory_format
 from finetune.train.engines.torch.network import construct
 from finetune.train.engines.torch.resident import ImageStore
 
@@ -42,7 +43,7 @@ def load_network(model_dir: Path, device: torch.device) -> torch.nn.Module:
             "use the model folder of a completed run (or download it again).",
         ) from None
     # torch's stub of Module.to has no memory_format; the method takes it (torch docs)
-    return net.to(device, memory_format=torch.channels_last).eval()  # type: ignore[call-overload]
+    return net.to(device, memory_format=memory_format(device)).eval()  # type: ignore[call-overload]
 
 
 def scores(model_dir: Path, rec: Path, idx: Path) -> np.ndarray:

@@ -100,7 +100,8 @@ class TorchSession:
         if hp.batchnorm == "sync" and g.world > 1:
             net = network.sync_batchnorm(net, self.device)
         # torch's stub of Module.to has no memory_format; the method takes it (torch docs)
-        self.net = net.to(self.device, memory_format=torch.channels_last)  # type: ignore[call-overload]
+        layout = hardware.memory_format(self.device, self.precision)
+        self.net = net.to(self.device, memory_format=layout)  # type: ignore[call-overload]
         self.optimizer = optim.optimizer(optim.param_groups(self.net, hp), hp)
         self.scaler = precision.scaler(self.precision, self.device)
         if resume is not None:
@@ -113,6 +114,7 @@ class TorchSession:
         telemetry = open_telemetry(self.device, g, self.precision, self.flops_per_image)
         self._telemetry = telemetry
         self.data = open_batches(self.files, self.contract, self.device, hp, g, steps)
+        self.data.layout = layout
         if self.device.type == "cuda":
             torch.backends.cudnn.benchmark = True  # static batch shapes: pick convs once
             if self.precision == "bf16":  # autocast would cast the first conv's input anyway

@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 from finetune.train.engines.torch import boxes, streaming
+from finetune.train.engines.torch.hardware import memory_format
 from finetune.train.engines.torch.resident import ImageStore
 from finetune.train.preprocess import Preprocessing
 
@@ -38,21 +39,29 @@ def normalize(pixels: torch.Tensor, contract: Preprocessing) -> torch.Tensor:
     return (pixels - mean.view(1, 3, 1, 1)) / std.view(1, 3, 1, 1)
 
 
-def to_input(pixels: torch.Tensor, contract: Preprocessing, dtype=torch.float32) -> torch.Tensor:
+def to_input(
+    pixels: torch.Tensor, contract: Preprocessing, dtype=torch.float32, layout=None
+) -> torch.Tensor:
     """uint8 HWC pixels (B, H, W, 3) on the device -> the network's input (B, 3, H, W),
     normalised in float32 as :meth:`Preprocessing.normalize` does (the same values), then
-    ``dtype``; channels_last in memory without a copy (a view of the HWC result)."""
+    ``dtype``, in ``layout`` (the run's: hardware.memory_format; None: fp32's on this
+    device): channels_last is a view of the HWC result, NCHW a copy."""
     mean, std = _mean_std(tuple(contract.mean), tuple(contract.std), pixels.device)
     x = (pixels.to(torch.float32) - mean) / std
-    return x.to(dtype).permute(0, 3, 1, 2)
+    return x.to(dtype).permute(0, 3, 1, 2).contiguous(memory_format=_layout(layout, x))
+
+
+def _layout(layout, x: torch.Tensor) -> torch.memory_format:
+    return memory_format(x.device) if layout is None else layout
 
 
 def resident_batches(
     store: ImageStore, contract: Preprocessing, records: list[int] | None = None,
-    dtype=torch.float32,
+    dtype=torch.float32, layout=None,
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:  # fmt: skip
     """(images, labels) of ``records`` of ``store`` (default: all, in record order): centre
-    crops, normalised, NHWC; the boxes drawn from the host's copy of the sizes."""
+    crops, normalised, in ``layout`` (to_input); the boxes drawn from the host's copy of the
+    sizes."""
     size, device = contract.image_size, store.pixels.device
     chosen = torch.arange(len(store)) if records is None else torch.tensor(records)
     for start in range(0, len(chosen), EVAL_BATCH):
@@ -61,10 +70,11 @@ def resident_batches(
         flip = torch.zeros(len(index), dtype=torch.bool)
         labels = store.labels[index.to(device, non_blocking=True)]
         if store.exact(index, box, size):
-            yield to_input(store.copies(index, box, size, flip), contract, dtype), labels
+            pixels = store.copies(index, box, size, flip)
+            yield to_input(pixels, contract, dtype, layout), labels
             continue
         x = normalize(store.crops(index, box, size, flip), contract).to(dtype)
-        yield x.contiguous(memory_format=torch.channels_last), labels
+        yield x.contiguous(memory_format=_layout(layout, x)), labels
 
 
 def stream_batches(
@@ -76,9 +86,11 @@ def stream_batches(
     seed: int,
     records: list[int] | None = None,
     feed: streaming.Feed | None = None,
+    layout=None,
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """(images, labels) of ``records`` of a split (default: all, in record order), decoded
-    by ``workers`` processes (those of ``feed`` when given: a run's split keeps its own)."""
+    by ``workers`` processes (those of ``feed`` when given: a run's split keeps its own), in
+    ``layout`` (to_input)."""
     if feed is None:
         data = streaming.RecordDataset(rec, idx, contract, False, seed)
         feed = streaming.Feed(data, workers, device.type == "cuda", keep=False)
@@ -86,4 +98,4 @@ def stream_batches(
     order = list(range(count)) if records is None else list(records)
     batches = [order[i : i + EVAL_BATCH] for i in range(0, len(order), EVAL_BATCH)]
     for x, y in feed.epoch(batches, 0):
-        yield to_input(x.to(device, non_blocking=True), contract), y
+        yield to_input(x.to(device, non_blocking=True), contract, layout=layout), y
