@@ -13,13 +13,15 @@ from dataclasses import dataclass
 # swinging by 0.2-0.3 from one epoch to the next, so it can catch up or cross at any later
 # epoch. Which epochs it crosses at depends on the trajectory, and the trajectory on the
 # intra-op thread count: the CPU kernels' float sums follow the split of the work, so one and
-# two threads train different weights from the same seed. Measured on this project's 2-core
-# AMD EPYC machines (2026-11-27), gains after the first epoch / mean over the epochs / at the
-# last epoch, 90 validation images:
-#   8 epochs, 1 thread  +0.233 / +0.289 / +0.178
+# two threads train different weights from the same seed (and so do the two memory layouts).
+# Measured on this project's 2-core AMD EPYC machines (2026-11-27), gains after the first epoch
+# / mean over the epochs / at the last epoch, 90 validation images:
+#   8 epochs, 1 thread  +0.233 / +0.289 / +0.178  (channels_last on the CPU)
 #   8 epochs, 2 threads +0.256 / +0.078 / -0.033  (the old first-and-last-epoch claim failed)
-#   5 epochs, 1 thread  +0.333 / +0.078 /  0.000
-#   5 epochs, 2 threads +0.300 / +0.096 / +0.022  (5: the default since)
+#   5 epochs, 1 thread  +0.333 / +0.078 /  0.000  (5: the default since)
+#   5 epochs, 2 threads +0.300 / +0.096 / +0.022
+#   5 epochs, 1 thread  +0.344 / +0.187 / +0.156  (NCHW on a CPU since: hardware.memory_format)
+#   5 epochs, 2 threads +0.289 / +0.078 / -0.011
 # The first-epoch gain was at least 2.3x its bar in every trajectory (the head start needs the
 # pre-training, not its length: 5 epochs give it as 8 do, in 5/8 of the training time); the
 # mean gain was positive in every one, and its bar says only that (it catches a fine-tuning run
