@@ -147,6 +147,11 @@ def boot(
         "PIP_NO_INDEX": "1",
         "PIP_CONFIG_FILE": os.devnull,  # this machine's pip.conf is no DLAMI's
         "EMU_POWER_LOG": str(root / "power.log"),
+        # this host's cores are the emulated instance's, shared with the other test workers:
+        # their share (tests/conftest.py), as the trainers of every other test get it. Without
+        # it each instance's trainer took every core: two intra-op threads on 2 cores, ~50 %
+        # more CPU-seconds on 32 px kernels too small to split (demo: 98 against 67 CPU-s)
+        **{k: os.environ[k] for k in ("OMP_NUM_THREADS",) if k in os.environ},
         **namespaces.environment(
             instance.name, hosts_file, root, instance.ml, {"pytorch": standin} if standin else {}
         ),
