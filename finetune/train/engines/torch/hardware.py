@@ -36,8 +36,9 @@ def memory_format(device: torch.device, precision: str = "fp32") -> torch.memory
     cuDNN's tensor-core kernels want it (ResNet-50 +47 %: catalog/calibration.md), and on a
     CPU in bf16/fp16, where oneDNN has low-precision kernels for NHWC only (a step 6x as long
     in NCHW); NCHW for fp32 on a CPU, where oneDNN's NHWC backward is the slower one
-    (benchmarks/cpu_layout.py: ResNet-18, batch 8, 32 px, one thread, a step 1.3-1.7x as long
-    in NHWC; at 64 and 224 px within the run-to-run spread; 2026-11-27, 2-core AMD EPYC)."""
+    (benchmarks/cpu_layout.py, ResNet-18, 2026-11-27, 2-core AMD EPYC: at 32 px, batch 8, a
+    step 1.34-1.47x as long in NHWC at one or two threads; at 64-224 px NHWC / NCHW 0.88-1.04,
+    within the run-to-run spread of those runs)."""
     if device.type == "cuda" or precision != "fp32":
         return torch.channels_last
     return torch.contiguous_format
