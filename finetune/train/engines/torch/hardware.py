@@ -34,8 +34,8 @@ def device(kind: str, local_rank: int = 0) -> torch.device:
 def memory_format(device: torch.device, precision: str = "fp32") -> torch.memory_format:
     """The layout of images and convolution weights: channels_last (NHWC) on a GPU, where
     cuDNN's tensor-core kernels want it (ResNet-50 +47 %: catalog/calibration.md), and on a
-    CPU in bf16/fp16, where oneDNN has low-precision kernels for NHWC only (a step 6x as long
-    in NCHW); NCHW for fp32 on a CPU, where oneDNN's NHWC backward is the slower one
+    CPU in bf16/fp16 (autocast's step 5.6-6.3x as long in NCHW: ResNet-18, 32 px, batch 8,
+    one thread); NCHW for fp32 on a CPU, where oneDNN's NHWC backward is the slower one
     (benchmarks/cpu_layout.py, ResNet-18, 2026-11-27, 2-core AMD EPYC: at 32 px, batch 8, a
     step 1.34-1.47x as long in NHWC at one or two threads; at 64-224 px NHWC / NCHW 0.88-1.04,
     within the run-to-run spread of those runs)."""
