@@ -55,7 +55,8 @@ def export(model_dir: Path, net, data_path: str, weights: str = "trained") -> No
 
 def environment(s) -> dict:
     """The run record's engine fields of TorchSession ``s`` (passed in, not imported: the
-    session uses this module): versions, devices, precision, data path, peak."""
+    session uses this module): versions, devices, precision, memory layout
+    (hardware.memory_format), data path, peak."""
     import torchvision
 
     cuda = s.device.type == "cuda"
@@ -76,6 +77,7 @@ def environment(s) -> dict:
         "processes": s.group.world,
         "batchnorm": s.hp.batchnorm,
         "precision": s.precision,
+        "layout": "channels_last" if s.layout == torch.channels_last else "nchw",
         "data_path": s.data.path,
         "flops_per_image": s.flops_per_image,
         "gpu_peak": hardware.peak_record(s.telemetry),
