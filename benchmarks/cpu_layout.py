@@ -20,7 +20,8 @@ import argparse
 import time
 
 
-def step_ms(args, layout, steps: int) -> float:
+def _setup(args, layout):
+    """The network (from seed 0), SGD and one batch (from seed 1), all in ``layout``."""
     import torch
     from torchvision import models
 
@@ -29,8 +30,13 @@ def step_ms(args, layout, steps: int) -> float:
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
     g = torch.Generator().manual_seed(1)
     x = torch.randn(args.batch, 3, args.image_size, args.image_size, generator=g)
-    x = x.contiguous(memory_format=layout)
-    y = torch.arange(args.batch) % 8
+    return net.train(), opt, x.contiguous(memory_format=layout), torch.arange(args.batch) % 8
+
+
+def step_ms(args, layout, steps: int) -> float:
+    import torch
+
+    net, opt, x, y = _setup(args, layout)
     start = 0.0
     for i in range(3 + steps):
         if i == 3:
@@ -44,15 +50,10 @@ def step_ms(args, layout, steps: int) -> float:
 
 def first_loss(args, layout) -> float:
     import torch
-    from torchvision import models
 
-    torch.manual_seed(0)
-    net = models.get_model(args.model, weights=None, num_classes=8).to(memory_format=layout)
-    g = torch.Generator().manual_seed(1)
-    x = torch.randn(args.batch, 3, args.image_size, args.image_size, generator=g)
+    net, _, x, y = _setup(args, layout)
     with torch.no_grad():
-        out = net.train()(x.contiguous(memory_format=layout))
-    return float(torch.nn.functional.cross_entropy(out, torch.arange(args.batch) % 8))
+        return float(torch.nn.functional.cross_entropy(net(x), y))
 
 
 def main() -> None:
@@ -64,9 +65,16 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=15, help="timed steps per repeat")
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args()
+    for name in ("image_size", "batch", "threads", "steps", "repeats"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be at least 1")
 
     import torch
+    from torchvision import models
 
+    if args.model not in models.list_models(module=models):
+        p.error(f"--model {args.model}: not a torchvision classification model (resnet18, "
+                "resnet50, efficientnet_b0, ...: torchvision.models.list_models())")  # fmt: skip
     torch.set_num_threads(args.threads)
     nchw, nhwc = torch.contiguous_format, torch.channels_last
     a, b = first_loss(args, nchw), first_loss(args, nhwc)

@@ -75,7 +75,7 @@ def bare_rate(args) -> float:
 
     from finetune.train.engines.torch.hardware import memory_format
 
-    layout = memory_format(torch.device("cpu"))  # the engine's, on a CPU
+    layout = memory_format(torch.device("cpu"), model=args.model)  # the engine's, on a CPU
     torch.manual_seed(0)
     net = models.get_model(args.model, weights=None, num_classes=8)
     net = net.to(memory_format=layout).train()

@@ -127,9 +127,15 @@ class Output:
 
     def values(self, prefix: str, key: str) -> list[int]:
         """The integer ``key=`` of every line starting with ``prefix``."""
-        out = []
-        for line in self.lines:
-            if line.startswith(prefix):
-                fields = dict(f.split("=", 1) for f in line.split()[1:] if "=" in f)
-                out.append(int(fields[key]))
-        return out
+        return values(self.lines, prefix, key)
+
+
+def values(lines: list[str], prefix: str, key: str) -> list[int]:
+    """The integer ``key=`` of every line of ``lines`` starting with ``prefix`` (a trainer's
+    output: ``finetune-resume checkpoint=... step=3``)."""
+    out = []
+    for line in lines:
+        if line.startswith(prefix):
+            fields = dict(f.split("=", 1) for f in line.split()[1:] if "=" in f)
+            out.append(int(fields[key]))
+    return out

@@ -53,7 +53,7 @@ class _Batches:
         self.workers = hardware.loader_workers(hp.loader_workers)
         self.augment = augment.from_hparams(hp)  # per-image presets (None: off)
         self.input_dtype = torch.float32  # the session sets bf16 for bf16 on a GPU
-        self.layout = hardware.memory_format(device)  # fp32's; the session sets the run's
+        self.layout = hardware.memory_format(device, model=hp.model)  # the session sets the run's
 
     def order(self, epoch: int) -> list[torch.Tensor]:
         """The epoch's global batches of record numbers (a permutation seeded by (seed,

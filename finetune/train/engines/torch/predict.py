@@ -43,7 +43,8 @@ def load_network(model_dir: Path, device: torch.device) -> torch.nn.Module:
             "use the model folder of a completed run (or download it again).",
         ) from None
     # torch's stub of Module.to has no memory_format; the method takes it (torch docs)
-    return net.to(device, memory_format=memory_format(device)).eval()  # type: ignore[call-overload]
+    layout = memory_format(device, model=hp.model)  # the layout the run validated in
+    return net.to(device, memory_format=layout).eval()  # type: ignore[call-overload]
 
 
 def scores(model_dir: Path, rec: Path, idx: Path) -> np.ndarray:
@@ -51,10 +52,12 @@ def scores(model_dir: Path, rec: Path, idx: Path) -> np.ndarray:
     device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
     net = load_network(model_dir, device)
     contract = preprocess.load(model_dir)
+    layout = memory_format(device, model=_hparams(model_dir).model)  # validation's
     if _validation_path(model_dir) == "stream":
-        batches = validation.stream_batches(rec, idx, contract, device, 0, 0)
+        batches = validation.stream_batches(rec, idx, contract, device, 0, 0, layout=layout)
     else:
-        batches = validation.resident_batches(ImageStore.load(rec, idx, contract, device), contract)
+        store = ImageStore.load(rec, idx, contract, device)
+        batches = validation.resident_batches(store, contract, layout=layout)
     out = []
     with torch.no_grad():
         for x, _ in batches:

@@ -100,7 +100,7 @@ class TorchSession:
         if hp.batchnorm == "sync" and g.world > 1:
             net = network.sync_batchnorm(net, self.device)
         # torch's stub of Module.to has no memory_format; the method takes it (torch docs)
-        self.layout = layout = hardware.memory_format(self.device, self.precision)
+        self.layout = layout = hardware.memory_format(self.device, self.precision, hp.model)
         self.net = net.to(self.device, memory_format=layout)  # type: ignore[call-overload]
         self.optimizer = optim.optimizer(optim.param_groups(self.net, hp), hp)
         self.scaler = precision.scaler(self.precision, self.device)

@@ -18,7 +18,6 @@ from pathlib import Path
 import torch
 
 from finetune.train.engines.torch import boxes, streaming
-from finetune.train.engines.torch.hardware import memory_format
 from finetune.train.engines.torch.resident import ImageStore
 from finetune.train.preprocess import Preprocessing
 
@@ -40,24 +39,20 @@ def normalize(pixels: torch.Tensor, contract: Preprocessing) -> torch.Tensor:
 
 
 def to_input(
-    pixels: torch.Tensor, contract: Preprocessing, dtype=torch.float32, layout=None
+    pixels: torch.Tensor, contract: Preprocessing, dtype=torch.float32, layout=torch.channels_last
 ) -> torch.Tensor:
     """uint8 HWC pixels (B, H, W, 3) on the device -> the network's input (B, 3, H, W),
     normalised in float32 as :meth:`Preprocessing.normalize` does (the same values), then
-    ``dtype``, in ``layout`` (the run's: hardware.memory_format; None: fp32's on this
-    device): channels_last is a view of the HWC result, NCHW a copy."""
+    ``dtype``, in ``layout`` (the run's: hardware.memory_format): channels_last is a view of
+    the HWC result, NCHW a copy."""
     mean, std = _mean_std(tuple(contract.mean), tuple(contract.std), pixels.device)
     x = (pixels.to(torch.float32) - mean) / std
-    return x.to(dtype).permute(0, 3, 1, 2).contiguous(memory_format=_layout(layout, x))
-
-
-def _layout(layout, x: torch.Tensor) -> torch.memory_format:
-    return memory_format(x.device) if layout is None else layout
+    return x.to(dtype).permute(0, 3, 1, 2).contiguous(memory_format=layout)
 
 
 def resident_batches(
     store: ImageStore, contract: Preprocessing, records: list[int] | None = None,
-    dtype=torch.float32, layout=None,
+    dtype=torch.float32, layout=torch.channels_last,
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:  # fmt: skip
     """(images, labels) of ``records`` of ``store`` (default: all, in record order): centre
     crops, normalised, in ``layout`` (to_input); the boxes drawn from the host's copy of the
@@ -74,7 +69,7 @@ def resident_batches(
             yield to_input(pixels, contract, dtype, layout), labels
             continue
         x = normalize(store.crops(index, box, size, flip), contract).to(dtype)
-        yield x.contiguous(memory_format=_layout(layout, x)), labels
+        yield x.contiguous(memory_format=layout), labels
 
 
 def stream_batches(
@@ -86,7 +81,7 @@ def stream_batches(
     seed: int,
     records: list[int] | None = None,
     feed: streaming.Feed | None = None,
-    layout=None,
+    layout=torch.channels_last,
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """(images, labels) of ``records`` of a split (default: all, in record order), decoded
     by ``workers`` processes (those of ``feed`` when given: a run's split keeps its own), in

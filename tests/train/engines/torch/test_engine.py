@@ -29,7 +29,7 @@ from finetune.train.engines.torch.streaming import RecordDataset  # noqa: E402
 from finetune.train.layout import Layout, load_job  # noqa: E402
 from finetune.train.preprocess import Preprocessing  # noqa: E402
 
-from ...conftest import Output, hparams, make_tree, start_trainer  # noqa: E402
+from ...conftest import Output, hparams, make_tree, start_trainer, values  # noqa: E402
 from ...layouts import generate_scales  # noqa: E402
 from ...recount import recount  # noqa: E402
 
@@ -109,10 +109,10 @@ def test_resident_validation_tensors_match_the_reference(
     np.testing.assert_array_equal(store.labels.numpy(), labels)
     diff = np.abs(got - ref)
     assert diff.max() <= max_bound and diff.mean() <= mean_bound, (diff.max(), diff.mean())
-    # validation's own batches (the uint8 copy path; NCHW on a CPU): the same tensors bit for bit
+    # validation's own batches (the uint8 copy path, NHWC): the same tensors bit for bit
     batches = list(validation.resident_batches(store, contract))
-    assert all(b.is_contiguous() for b, _ in batches)  # hardware.memory_format: NCHW on a CPU
     x = torch.cat([b for b, _ in batches])
+    assert x.is_contiguous(memory_format=torch.channels_last)
     np.testing.assert_array_equal(x.numpy(), got)
 
 
@@ -212,9 +212,7 @@ def test_sigkill_loses_at_most_one_interval(tmp_path, tiny_dataset, capsys):
     capsys.readouterr()
     assert fit(load_job(Layout(root))).stopped_by is None
     assert (root / "model" / "model.pt").exists()  # what a trainer's exit 0 said
-    lines = capsys.readouterr().out.splitlines()
-    (resumed_step,) = [int(line.split(" step=")[1].split()[0])
-                       for line in lines if line.startswith("finetune-resume")]  # fmt: skip
+    (resumed_step,) = values(capsys.readouterr().out.splitlines(), "finetune-resume", "step")
     # a checkpoint every 0.5 s and every epoch: at most a few steps of ~0.2 s are lost
     assert steps_done - resumed_step <= 6, (steps_done, resumed_step)
     assert [e.epoch for e in metrics_of(root)] == [0, 1]
