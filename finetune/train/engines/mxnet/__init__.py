@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from finetune.errors import require_module
-from finetune.train.engines.mxnet import cluster
+from finetune.train.engines.mxnet import cluster, zoo
 from finetune.train.layout import TrainJob
 from finetune.train.signals import StopRequest
 
@@ -20,7 +19,7 @@ def fit(job: TrainJob, stop: StopRequest | None = None) -> FitResult:
     """Train as ``job`` says with MXNet, resuming from its newest checkpoint; on several hosts
     with a dist kvstore, as the worker of this host's parameter-server roles."""
     with cluster.roles(job):
-        require_module("mxnet")
+        zoo.mxnet()  # after the roles set DMLC_*; a DependencyError when MXNet is missing
         return _train(job, stop)
 
 

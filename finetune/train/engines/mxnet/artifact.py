@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import mxnet as mx
-
 from finetune.contracts.hparams import TrainHyperparameters
+from finetune.train.engines.mxnet.zoo import mxnet
+
+mx = mxnet()  # MXNet without scikit-learn's import (zoo.py)
 
 PREFIX = "model"
 GLUON_PARAMS = "gluon.params"

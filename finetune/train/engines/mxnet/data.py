@@ -18,10 +18,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import mxnet as mx
-
 from finetune.contracts.hparams import TrainHyperparameters
+from finetune.train.engines.mxnet.zoo import mxnet
 from finetune.train.preprocess import Preprocessing
+
+mx = mxnet()  # MXNet without scikit-learn's import (zoo.py)
 
 INTER_LINEAR = 1  # OpenCV's bilinear (MXNet's inter_method)
 INTER_CUBIC = 2  # OpenCV's bicubic (the contract's bicubic has no ResNet row: unused)

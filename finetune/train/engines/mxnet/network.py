@@ -12,14 +12,17 @@ from __future__ import annotations
 import json
 import warnings
 from pathlib import Path
-
-import mxnet as mx
-from mxnet import gluon
+from typing import Any
 
 from finetune.contracts.hparams import TrainHyperparameters
 from finetune.engines.models import MODELS, check_model
 from finetune.errors import DataError, DependencyError
 from finetune.train.engines.mxnet.weights import SYMBOL_MODELS, Weights
+from finetune.train.engines.mxnet.zoo import mxnet
+
+mx = mxnet()  # MXNet without scikit-learn's import (zoo.py)
+gluon = mx.gluon
+HybridBlock: Any = gluon.HybridBlock  # a base class (mypy: a name, not an attribute)
 
 SUPPORTED = list(MODELS["mxnet"])
 CUT_LAYER = "flatten0_output"
@@ -163,7 +166,7 @@ def _global_stats(symbol_json: str) -> str:
     return json.dumps(graph)
 
 
-class CutNet(gluon.HybridBlock):
+class CutNet(HybridBlock):
     """Features from a symbol checkpoint, then a Dense classifier named ``output``."""
 
     def __init__(self, features, classes: int):

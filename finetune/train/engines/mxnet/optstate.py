@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-
-import mxnet as mx
+from typing import Any
 
 from finetune.errors import DataError
+from finetune.train.engines.mxnet.zoo import mxnet
+
+mx = mxnet()  # MXNet without scikit-learn's import (zoo.py)
 
 ARRAYS = "optimizer.nd"  # the state NDArrays (momentum, Adam's mean and variance, ...)
 SCALARS = "optimizer.json"  # the state's shape, update counts, the optimizer's class
@@ -32,7 +34,7 @@ def save(trainer, folder: Path) -> None:
     """Write ``trainer``'s optimizer state as ``ARRAYS`` and ``SCALARS`` in ``folder``."""
     updater, _ = _updaters(trainer)
     opt = updater.optimizer
-    arrays: dict[str, mx.nd.NDArray] = {}
+    arrays: dict[str, Any] = {}  # name -> mx.nd.NDArray
     states = [
         {"key": k, "state": _encode(v, f"s{n}", arrays)}
         for n, (k, v) in enumerate(sorted(updater.states.items(), key=lambda kv: str(kv[0])))

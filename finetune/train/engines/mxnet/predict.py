@@ -11,13 +11,15 @@ import shutil
 import warnings
 from pathlib import Path
 
-import mxnet as mx
 import numpy as np
 
 from finetune.contracts.hparams import TrainHyperparameters
 from finetune.errors import DataError
 from finetune.train.engines.mxnet.artifact import PREFIX
 from finetune.train.engines.mxnet.data import record_iter
+from finetune.train.engines.mxnet.zoo import mxnet
+
+mx = mxnet()  # MXNet without scikit-learn's import (zoo.py)
 
 SYMBOL, PARAMS = f"{PREFIX}-symbol.json", f"{PREFIX}-0000.params"
 

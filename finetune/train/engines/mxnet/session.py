@@ -12,9 +12,7 @@ import platform
 import random
 from pathlib import Path
 
-import mxnet as mx
 import numpy as np
-from mxnet import autograd, gluon
 
 from finetune.errors import DataError
 from finetune.train import dataset
@@ -23,10 +21,14 @@ from finetune.train.engine_api import OneProcess
 from finetune.train.engines.mxnet import artifact, devices, network, optstate, weights
 from finetune.train.engines.mxnet.data import preprocess_threads, record_iter
 from finetune.train.engines.mxnet.tally import Tally
+from finetune.train.engines.mxnet.zoo import mxnet
 from finetune.train.evaluation import Evaluator
 from finetune.train.layout import TrainJob
 from finetune.train.signals import StopRequest
 from finetune.train.telemetry import NoTelemetry
+
+mx = mxnet()  # MXNet without scikit-learn's import (zoo.py)
+autograd, gluon = mx.autograd, mx.gluon
 
 PARAMS = "model.params"
 

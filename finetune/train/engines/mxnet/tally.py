@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from collections import deque
 
-import mxnet as mx
+from finetune.train.engines.mxnet.zoo import mxnet
+
+mx = mxnet()  # MXNet without scikit-learn's import (zoo.py)
 
 
 class Tally:
