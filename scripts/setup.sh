@@ -35,10 +35,18 @@ inputs_hash() {
     pwd -P
   } | sha256sum | cut -d' ' -f1
 }
+# finetune's own bytecode. pip compiles every package it installs but this editable one, and
+# where PYTHONDONTWRITEBYTECODE is set (CI sets it) Python would then compile the modules each
+# process imports, in every one of them: `finetune runs list` 0.75 -> 0.56 CPU-s, a dry-run
+# launch 0.70 -> 0.64 (five runs each, 2-core EPYC, 2026-11-27), and the test suite starts
+# hundreds of such processes. Incremental (only changed files) and ~0.5 s in full.
+compile_ours() { .venv/bin/python -m compileall -q finetune >/dev/null; }
+
 want="$(inputs_hash)"
 if [[ -x .venv/bin/python && -f "$STAMP" && "$(cat "$STAMP")" == "$want" ]] \
   && [[ -x .venv-tools/bin/checkov && -x .venv-tools/bin/bandit ]] \
   && .venv/bin/python -c 'import finetune' 2>/dev/null; then
+  compile_ours
   echo "finetune is already installed in .venv (locks unchanged; pip skipped)" >&2
   exit 0
 fi
@@ -76,5 +84,6 @@ install_locked .venv requirements/dev.lock
 install_locked .venv-tools requirements/tools.lock
 .venv-tools/bin/checkov --version >/dev/null && .venv-tools/bin/bandit --version >/dev/null \
   || { echo "error: the security scanners do not run in .venv-tools" >&2; exit 1; }
+compile_ours
 inputs_hash >"$STAMP"
 echo "finetune is installed in .venv (activate with: source .venv/bin/activate)" >&2
