@@ -3,6 +3,10 @@ finetune.train.entrypoint, so that importing the package does not import this mo
 
 import sys
 
-from finetune.train.entrypoint import main
+from finetune.train import startup
+
+startup.defer()  # before the engine's imports (finetune.train.startup)
+
+from finetune.train.entrypoint import main  # noqa: E402
 
 sys.exit(main())

@@ -27,7 +27,7 @@ from pathlib import Path
 from finetune.contracts import metrics
 from finetune.contracts.hparams import TrainHyperparameters
 from finetune.recipes.lr_scaling import LrSchedule, steps_per_epoch
-from finetune.train import dataset, metriclog, outputs
+from finetune.train import dataset, metriclog, outputs, startup
 from finetune.train.checkpoints import CheckpointDir
 from finetune.train.engine_api import Session
 from finetune.train.evaluation import Evaluation, Evaluator, record_labels
@@ -101,6 +101,7 @@ def fit(job: TrainJob, session: Session, stop: StopRequest | None = None) -> Fit
             f"batch={progress.batch} step={progress.step}",
         )
     resumed = resume.directory.name if resume else None
+    startup.setup_done()  # a trainer process: its start-up's objects frozen, collector on
     try:
         result = _train(run, progress, resumed)
     except BaseException:

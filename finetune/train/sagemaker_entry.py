@@ -23,6 +23,9 @@ def main() -> int:
         sys.path.insert(0, root)
     paths = [root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    from finetune.train import startup
+
+    startup.defer()  # before the engine's imports (finetune.train.startup)
     from finetune.train.entrypoint import main as train
 
     return train([])

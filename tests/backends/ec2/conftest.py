@@ -36,11 +36,12 @@ def fake_imds():
 
 
 def stand_in_ami(ec2) -> str:
-    """The id of one of moto's bundled Amazon images standing in for the DLAMI: Ubuntu,
-    x86_64, root device /dev/sda1, as the DLAMI (not named "Deep Learning...": tests look
-    for the product's own search by that name). Asked for by name: listing every Amazon
-    image (``Owners=["amazon"]`` alone) takes moto about a second per call."""
+    """The id of an Amazon image standing in for the DLAMI: Ubuntu, x86_64, root device
+    /dev/sda1, as the DLAMI (not named "Deep Learning...": tests look for the product's own
+    search by that name). Seeded, as the moto server loads none of its stock images
+    (tests/conftest.moto_server), then found through the API by its name."""
     name = "ubuntu/images/hvm-ssd/ubuntu-xenial-16.04-amd64-server-20170721"
+    seed_dlami(name, "2017-07-21T00:00:00")
     found = ec2.describe_images(Owners=["amazon"], Filters=[{"Name": "name", "Values": [name]}])
     return found["Images"][0]["ImageId"]
 
@@ -69,7 +70,7 @@ def put_public_ssm_parameter(name: str, value: str) -> None:
 
 def seed_dlami(name: str, created: str) -> str:
     """An Amazon-owned AMI called ``name`` in moto's in-process EC2 backend (as AWS publishes
-    its DLAMIs; RegisterImage would make it ours)."""
+    its DLAMIs; RegisterImage would make it ours): x86_64, HVM, EBS root /dev/sda1."""
     from datetime import datetime
 
     from moto.ec2.models import ec2_backends

@@ -41,6 +41,7 @@ from pathlib import Path
 
 from finetune.errors import ConfigError, FinetuneError
 from finetune.train import hosts as host_addresses
+from finetune.train import startup
 from finetune.train.engines.torch.ddp import PARENT_ENV
 from finetune.train.layout import TrainJob
 from finetune.train.signals import EXIT_STOPPED, StopRequest, read_stopped
@@ -168,6 +169,7 @@ def _run(job: TrainJob, launch: Launch, stop: StopRequest, logs: str) -> str | N
         launch.master_port,
     )  # fmt: skip
     os.environ[PARENT_ENV] = str(os.getpid())  # the workers die with this process
+    startup.setup_done()  # the launcher is set up: collector on (finetune.train.startup)
     outcome: dict = {}
 
     def agent() -> None:
