@@ -148,7 +148,10 @@ def roles(job: TrainJob) -> Iterator[Cluster | None]:
         os.environ.update(cluster.env("worker"))
         yield cluster
         # done: freeing the worker's kvstore (still alive in reference cycles) says goodbye to
-        # the cluster, after which the scheduler and servers end by themselves
+        # the cluster, after which the scheduler and servers end by themselves. A trainer
+        # process froze what its start-up made, the kvstore included (finetune.train.startup):
+        # frozen objects are out of gc.collect's reach until unfrozen
+        gc.unfreeze()
         gc.collect()
         stop_children(children, wait_first=FINISH_WAIT_S)
     except BaseException:
