@@ -46,14 +46,15 @@ class _Batches:
     loader = False  # whether a batch comes from loader workers (else computed in the step)
 
     def __init__(self, files: dataset.DatasetFiles, contract: Preprocessing,
-                 device: torch.device, hp, group: ddp.Group, steps: int) -> None:  # fmt: skip
+                 device: torch.device, hp, group: ddp.Group, steps: int,
+                 layout: torch.memory_format) -> None:  # fmt: skip
         self.files, self.contract, self.device = files, contract, device
+        self.layout = layout  # the run's (hardware.memory_format), as its network has
         self.hp, self.group, self.steps = hp, group, steps
         self.local_batch = ddp.local_batch(hp.global_batch, group.world)
         self.workers = hardware.loader_workers(hp.loader_workers)
         self.augment = augment.from_hparams(hp)  # per-image presets (None: off)
         self.input_dtype = torch.float32  # the session sets bf16 for bf16 on a GPU
-        self.layout = hardware.memory_format(device, model=hp.model)  # the session sets the run's
 
     def order(self, epoch: int) -> list[torch.Tensor]:
         """The epoch's global batches of record numbers (a permutation seeded by (seed,
@@ -179,9 +180,11 @@ class StreamBatches(_Batches):
                                          self.layout)  # fmt: skip
 
 
-def open_batches(files, contract: Preprocessing, device: torch.device, hp, group, steps: int):
+def open_batches(files, contract: Preprocessing, device: torch.device, hp, group, steps: int,
+                 layout: torch.memory_format):  # fmt: skip
     """The run's data path (``hp.data_path``; ``auto``: resident when the decoded images
-    take at most RESIDENT_SHARE of the device's free memory), its training split loaded."""
+    take at most RESIDENT_SHARE of the device's free memory), its training split loaded,
+    its batches in ``layout``."""
     path = hp.data_path
     if path == "auto":
         need, have = hardware.decoded_bytes(files, contract), hardware.memory(device)
@@ -191,4 +194,4 @@ def open_batches(files, contract: Preprocessing, device: torch.device, hp, group
     if group.local_rank == 0:
         print(f"finetune-data path={path} device={device.type}", flush=True)
     kind = ResidentBatches if path == "resident" else StreamBatches
-    return kind(files, contract, device, hp, group, steps)
+    return kind(files, contract, device, hp, group, steps, layout)

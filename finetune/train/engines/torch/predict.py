@@ -30,9 +30,12 @@ INPUT, OUTPUT = "data", "scores"
 log = logging.getLogger(__name__)
 
 
-def load_network(model_dir: Path, device: torch.device) -> torch.nn.Module:
-    """The trained network of ``model_dir`` in eval mode on ``device``."""
-    hp = _hparams(model_dir)
+def load_network(
+    model_dir: Path, device: torch.device, hp: TrainHyperparameters | None = None
+) -> torch.nn.Module:
+    """The trained network of ``model_dir`` (its hyperparameters ``hp``, read when not given)
+    in eval mode on ``device``."""
+    hp = hp or _hparams(model_dir)
     net = construct(hp.model, hp.num_classes, hp.image_size)
     try:
         state = torch.load(model_dir / WEIGHTS, map_location="cpu", weights_only=True)
@@ -50,9 +53,10 @@ def load_network(model_dir: Path, device: torch.device) -> torch.nn.Module:
 def scores(model_dir: Path, rec: Path, idx: Path) -> np.ndarray:
     """(N, classes) scores of every record of ``rec``, in record order."""
     device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
-    net = load_network(model_dir, device)
+    hp = _hparams(model_dir)
+    net = load_network(model_dir, device, hp)
     contract = preprocess.load(model_dir)
-    layout = memory_format(device, model=_hparams(model_dir).model)  # validation's
+    layout = memory_format(device, model=hp.model)  # validation's, and the network's
     if _validation_path(model_dir) == "stream":
         batches = validation.stream_batches(rec, idx, contract, device, 0, 0, layout=layout)
     else:
@@ -62,8 +66,7 @@ def scores(model_dir: Path, rec: Path, idx: Path) -> np.ndarray:
     with torch.no_grad():
         for x, _ in batches:
             out.append(net(x).float().cpu().numpy())
-    classes = _hparams(model_dir).num_classes
-    return np.concatenate(out) if out else np.zeros((0, classes), np.float32)
+    return np.concatenate(out) if out else np.zeros((0, hp.num_classes), np.float32)
 
 
 def export(model_dir: Path, out: Path) -> list[str]:

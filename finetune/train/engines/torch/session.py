@@ -113,8 +113,7 @@ class TorchSession:
         self.forward, self.eval_forward = self._forwards(hp)
         telemetry = open_telemetry(self.device, g, self.precision, self.flops_per_image)
         self._telemetry = telemetry
-        self.data = open_batches(self.files, self.contract, self.device, hp, g, steps)
-        self.data.layout = layout
+        self.data = open_batches(self.files, self.contract, self.device, hp, g, steps, layout)
         if self.device.type == "cuda":
             torch.backends.cudnn.benchmark = True  # static batch shapes: pick convs once
             if self.precision == "bf16":  # autocast would cast the first conv's input anyway

@@ -413,23 +413,24 @@ def test_augmented_batches_resume_by_position_and_split_across_processes(tiny_da
     """With TrivialAugment and random erasing on, the batches from position 3 on are the
     uninterrupted epoch's; (resident) two processes' slices are one process's batch."""
     from finetune.train import dataset
-    from finetune.train.engines.torch import batches, ddp
+    from finetune.train.engines.torch import batches, ddp, hardware
     from finetune.train.preprocess import Preprocessing
 
     hp = thp(auto_augment="trivial_augment_wide", random_erasing=0.5, data_path=path)
     files = dataset.resolve(tiny_dataset, tiny_dataset, hp)
     contract, cpu = Preprocessing.from_hparams(hp), torch.device("cpu")
     kind = batches.ResidentBatches if path == "resident" else batches.StreamBatches
-    one = kind(files, contract, cpu, hp, ddp.Group(), 4)
+    layout = hardware.memory_format(cpu, model=hp.model)  # the run's, as the session gives it
+    one = kind(files, contract, cpu, hp, ddp.Group(), 4, layout)
     full = list(one.batches(1))
-    plain = list(kind(files, contract, cpu, thp(data_path=path), ddp.Group(), 4).batches(1))
+    plain = list(kind(files, contract, cpu, thp(data_path=path), ddp.Group(), 4, layout).batches(1))
     assert not torch.equal(full[0][0], plain[0][0])  # the presets changed the images
     assert torch.equal(full[0][1], plain[0][1])  # (same records, same order)
     for (x, y), (x2, y2) in zip(one.batches(1, 3), full[3:], strict=True):
         assert torch.equal(x, x2) and torch.equal(y, y2)
     if path == "resident":
         for rank in (0, 1):
-            part = kind(files, contract, cpu, hp, ddp.Group(rank, 2, rank, 2), 4)
+            part = kind(files, contract, cpu, hp, ddp.Group(rank, 2, rank, 2), 4, layout)
             for (x, _), (x1, _) in zip(part.batches(1), full, strict=True):
                 assert torch.equal(x, x1[rank * 4 : (rank + 1) * 4])
 
