@@ -48,7 +48,15 @@ pytest.importorskip("torch")
 _WHY_NOT = namespaces.unshare_missing()
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(bool(_WHY_NOT), reason=_WHY_NOT or "")]
 
-TRAIN = ["schedule.steps=[]", "train.max_batches_per_epoch=3"]
+# model.name: mobilenet_v3_small, not the recipe's resnet18 -- the model is not the point of
+# these boots. A resnet18 checkpoint is 90 MB (weights + SGD momentum; mobilenet_v3_small:
+# 12 MB), which every trainer saves and hashes, the agent uploads, moto (in the test process)
+# stores and hashes, the relaunch downloads and `finetune predict` reads. Measured 2026-11-27 on
+# the 2-core host, this module alone (-n 0, CPU-s of pytest + its children), two runs each:
+# 118.8 / 100.3 before, 94.3 / 78.9 after (gloo 41.2 / 32.0 -> 29.8 / 24.9, spot notice
+# 40.8 / 32.5 -> 28.5 / 23.9). The spot notice still lands mid-epoch (the trainer's step, not
+# the model, sets how long it has: the notice came after batch 2 of 3 in the runs we read).
+TRAIN = ["schedule.steps=[]", "train.max_batches_per_epoch=3", "model.name=mobilenet_v3_small"]
 LIVE = ["pending", "running", "stopping", "stopped"]
 BOOTED: list[instance_host.Instance] = []  # stopped by the dlami fixture
 DEADMAN_S = 1800 + 15 * 60  # --max-runtime 30m plus the margin
@@ -80,7 +88,8 @@ def dlami(ec2_aws, monkeypatch):
 
 def _launch(dataset, hosts=1, epochs=1, spot=False, max_restarts=0, overrides=()):
     """A torch run launched into moto with the default ledger (the CLI reads it later).
-    device=cpu: these instances have no GPU (the one departure from a g5 launch)."""
+    device=cpu: these instances have no GPU (the one departure from a g5 launch, besides
+    TRAIN's small workload and model)."""
     res = Resources(backend="ec2", instance_type="g5.xlarge", hosts=hosts, device="cpu", spot=spot)
     overrides = [f"schedule.epochs={epochs}", *TRAIN, *overrides]
     plan = build_plan("smoke-resnet18-torch", dataset, res, overrides)

@@ -149,7 +149,10 @@ def test_a_killed_runner_takes_its_trainer_along_and_resume_waits(tiny_dataset, 
     res = _cli("launch", *SMOKE, "--dataset", str(tiny_dataset), "epochs=50", "--detach")
     assert res.exit_code == 0, res.output
     run, _ = _run()
-    runner = _wait(lambda: _read(run.run_dir, "runner.json"))
+    # read every 50 ms: the kill comes while the trainer starts (before its SIGTERM handler,
+    # ~0.6 s in), so the parent-death signal ends it at once instead of after its whole
+    # start-up and a checkpoint (~4 CPU-s of a process no test waits for)
+    runner = _wait(lambda: _read(run.run_dir, "runner.json"), every=0.05)
     os.kill(runner["runner_pid"], signal.SIGKILL)
     _wait(lambda: not _alive(runner["trainer_pid"]))  # no trainer left to write metrics
     shown = _wait(lambda: (r := _show(run.id)) and r["status"] not in ("running", "stopping") and r)

