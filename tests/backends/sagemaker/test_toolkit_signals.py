@@ -46,7 +46,9 @@ def _wait_group_gone(pgid: int, timeout: float) -> None:
 def test_sigterm_to_the_group_checkpoints_and_the_next_start_resumes(cloud, tiny_dataset, tmp_path):
     if not _namespaces_work():
         pytest.skip("mount + UTS namespaces need root (unshare -mu)")
-    _, request = _launch(cloud, tiny_dataset, "g5.xlarge", 1, spot=True, epochs=2)
+    # the recipe's resnet18: the stop must land before the first epoch ends, and its steps
+    # leave that margin (a network a few times cheaper would shrink it)
+    _, request = _launch(cloud, tiny_dataset, "g5.xlarge", 1, spot=True, epochs=2, model="resnet18")
     assert request["HyperParameters"]["checkpoint_interval_s"] == "60.0"  # the recipe's own
     work = tmp_path / "job"
     every_batch = {"FINETUNE_LOG_EVERY": "1"}  # (the test's: a progress line per batch)
