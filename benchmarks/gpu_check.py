@@ -83,6 +83,8 @@ def run(a: argparse.Namespace, save=None) -> dict:
     ``save(report)`` is called after every step (a run cut short leaves what it measured)."""
     import torch
 
+    from finetune.train import startup
+
     gpu = torch.cuda.is_available() and not a.cpu_dry
     if not gpu and not a.cpu_dry:
         raise SystemExit("no CUDA device: run on a GPU machine, or pass --cpu-dry to try the steps")
@@ -110,6 +112,7 @@ def run(a: argparse.Namespace, save=None) -> dict:
         name = torch.cuda.get_device_name(0) if gpu else None
         ctx = steps.Context(a=a, gpu=gpu, work=Path(tmp), classes=a.classes, device_name=name)
         step("environment", lambda: steps.environment(ctx))
+        startup.setup_done()  # torch and torchvision imported: the collector on (main)
         step("dataset", lambda: steps.dataset(ctx))
         engine = [(p, c) for c in a.compiles for p in ("resident", "stream")]
         for path, compiled in engine:
@@ -216,6 +219,15 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     import logging
     import os
+
+    from finetune.train import startup
+
+    # start-up as in the trainer's own entry (finetune.train.startup): no collections while
+    # torch and torchvision import, then that garbage freed, the rest frozen (never walked
+    # again, not even at exit) and the collector on before the steps that do the work
+    # (run(), after "environment"); ~1.5 CPU-s less (import torch, torchvision,
+    # torch._dynamo: 5.4-5.8 -> 3.5-4.4 user CPU-s, 2-core EPYC)
+    startup.defer()
 
     logging.basicConfig(level=logging.WARNING)
     default = Path(os.environ["OUT"]) / "gpu-check.json" if os.environ.get("OUT") else None
