@@ -150,11 +150,8 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
-    # a fresh process starts as the trainer's does (finetune.train.startup): no collections
-    # while torch and torchvision import and the network is built, that garbage freed and the
-    # rest frozen before the first step; ~1.5 CPU-s less per process (import torch,
-    # torchvision, torch._dynamo: 5.4-5.8 -> 3.5-4.4 user CPU-s, 2-core EPYC). Both loops
-    # start this way, so their ratio compares the same thing
+    # start-up as the trainer's and gpu_check's (finetune.train.startup; measured there):
+    # both loops start this way, so their ratio compares the same thing
     from finetune.train import startup
 
     startup.defer()
