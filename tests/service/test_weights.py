@@ -169,6 +169,28 @@ def test_the_dry_run_names_the_cached_file(tiny_dataset):
     assert f"pretrained, from {wt.hub_dir() / 'resnet50-11ad3fa6.pth'}" in out
 
 
+def test_a_weights_file_named_by_its_path_is_planned_without_torch(tiny_dataset, tmp_path):
+    """The demo's fine-tuning names the file its pre-training wrote: the dry-run shows it,
+    and the launching process imports neither torch nor torchvision to say so (5.0 -> 0.8
+    CPU-s); the trainer checks and loads the file."""
+    import subprocess
+    import sys
+
+    weights = tmp_path / "model.pt"
+    weights.write_bytes(b"loaded by the trainer")
+    args = ["launch", "smoke-resnet18-torch", "--dataset", str(tiny_dataset),
+            "model.pretrained=true", f"model.weights={weights}", "--dry-run"]  # fmt: skip
+    code = (
+        "import sys; from typer.testing import CliRunner; from finetune.cli import app; "
+        f"r = CliRunner().invoke(app, {args!r}); "
+        "print(r.output); print('exit', r.exit_code, 'torch' in sys.modules, "
+        "'torchvision' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
+    assert out.rstrip().endswith("exit 0 False False"), out
+    assert f"pretrained, from {weights}" in " ".join(out.split()), out
+
+
 def test_a_mirror_serving_another_file_is_refused_before_the_run(server, tiny_dataset, monkeypatch):
     from finetune.train.engines.torch import weights as wt
 

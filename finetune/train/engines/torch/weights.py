@@ -103,7 +103,10 @@ def source(model: str, weights: str, sha256: str = "", here: bool = True):
     from finetune.train.engines import WeightsSource
 
     if weights and weights != DOWNLOAD and not is_url(weights):
-        named = locate(model, weights, [hub_dir()])  # a named file: it exists or DataError
+        path = Path(weights).expanduser()
+        if path.is_file():  # named by its path: nothing to look up (no torch, no torchvision)
+            return WeightsSource(model, cached=path)
+        named = locate(model, weights, [hub_dir()])  # a bare name in the cache, or DataError
         return WeightsSource(model, cached=named.path)
     found = find_cached(model, weights, [hub_dir()]) if here else None
     if found is not None:
