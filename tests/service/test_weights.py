@@ -189,6 +189,9 @@ def test_a_weights_file_named_by_its_path_is_planned_without_torch(tiny_dataset,
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
     assert out.rstrip().endswith("exit 0 False False"), out
     assert f"pretrained, from {weights}" in " ".join(out.split()), out
+    res = cli(*args[:-2], f"model.weights={tmp_path}", "--dry-run")  # the folder, not the file
+    assert res.exit_code == 3, res.output
+    assert "a folder, not a weights file" in res.output and "To fix: name the file" in res.output
 
 
 def test_a_mirror_serving_another_file_is_refused_before_the_run(server, tiny_dataset, monkeypatch):

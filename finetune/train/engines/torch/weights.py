@@ -64,6 +64,11 @@ def locate(model: str, weights: str, dirs: list[Path], sha256: str = "") -> Foun
         path = Path(weights).expanduser()
         if path.is_file():
             return Found(path, next((v for v, n in names.items() if n == path.name), None))
+        if path.is_dir():
+            raise DataError(
+                f"model.weights names {path}, a folder, not a weights file",
+                "name the file in it (model.weights=FOLDER/FILE.pth), or set pretrained=false.",
+            )
         for directory in dirs:  # a bare file name: look for it in the search folders
             if (directory / weights).is_file():
                 return Found(directory / weights, None)
