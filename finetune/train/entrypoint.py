@@ -27,6 +27,8 @@ from finetune.train.engine_api import Launched
 from finetune.train.layout import Layout, load_job
 from finetune.train.signals import (
     EXIT_STOPPED,
+    STARTING,
+    StartupStopped,
     StopRequest,
     mark_stopped,
     model_written,
@@ -60,8 +62,15 @@ def main(argv: list[str] | None = None) -> int:
         stopped_file(layout.root).unlink(missing_ok=True)  # and its stop marker
     try:
         with StopRequest() as stop:  # first thing: a stop during start-up is honoured too
+            if _rank() is None:  # (torchrun's workers stop together, in the training loop)
+                stop.starting()  # until the engine has imported: a stop ends it at once
             job = load_job(layout)
             result = engines.fit(job, stop)  # (each engine starts its own processes)
+    except StartupStopped as exc:
+        reason = mark_stopped(layout.root, exc.signal_name, STARTING)
+        print(reason, file=sys.stderr, flush=True)
+        _write_reason(layout, reason, None)
+        return EXIT_STOPPED
     except FinetuneError as exc:
         return _fail(layout, str(exc), exc.exit_code)
     except Exception as exc:

@@ -6,6 +6,14 @@ SIGTERM, far more than one batch and one checkpoint need. The entrypoint install
 anything slow happens, so a stop during start-up is honoured too; a second signal exits at
 once (an impatient Ctrl-C).
 
+A stop that arrives while the trainer is still starting up (reading its job, importing its
+engine: about 4 CPU-s for torch, torchvision and torch._dynamo on a CPU) has nothing to save:
+no batch ran since the newest checkpoint. The entrypoint opens that phase (:meth:`StopRequest.
+starting`) and the engine closes it (:meth:`StopRequest.started`) before it writes anything,
+builds its session or starts other processes; a signal inside it raises :class:`StartupStopped`
+at once, and the trainer exits as for any stop, with a marker that says no checkpoint was
+written. Only a single process opens it: a worker that torchrun started stops with the others.
+
 A run that stopped this way is unfinished, and says so twice, so that every reader (the local
 supervisor, the EC2 agent, SageMaker's FailureReason) can tell it from a finished run: the
 trainer exits with ``EXIT_STOPPED`` (75, EX_TEMPFAIL: "try again", as the EC2 agent's own
@@ -35,6 +43,16 @@ STOPPED_FILE = "stopped.json"  # in the /opt/ml/output folder, beside the failur
 MODEL_FILES = ("classes.json", "preprocessing.json", "hyperparameters.json")
 
 
+class StartupStopped(BaseException):
+    """A stop signal during the trainer's start-up (:meth:`StopRequest.starting`). A
+    BaseException, as KeyboardInterrupt, so that no ``except Exception`` of the code being
+    imported takes it for an error of its own."""
+
+    def __init__(self, signal_name: str) -> None:
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+
+
 class StopRequest:
     """Context manager that turns SIGTERM/SIGINT into a flag (``bool(stop)``) and restores
     the previous handlers on exit. Outside the main thread it installs nothing."""
@@ -44,6 +62,15 @@ class StopRequest:
     def __init__(self) -> None:
         self.signal_name: str | None = None
         self._previous: dict = {}
+        self._starting = False
+
+    def starting(self) -> None:
+        """From now until :meth:`started`, a stop signal raises StartupStopped at once."""
+        self._starting = self.signal_name is None
+
+    def started(self) -> None:
+        """Start-up is over: from here a stop is a flag the training loop reads."""
+        self._starting = False
 
     def __bool__(self) -> bool:
         return self.signal_name is not None
@@ -57,6 +84,9 @@ class StopRequest:
         if self.signal_name is not None:
             raise SystemExit(128 + signum)
         self.signal_name = signal.Signals(signum).name
+        if self._starting:
+            self._starting = False
+            raise StartupStopped(self.signal_name)
 
     def __enter__(self) -> StopRequest:
         if threading.current_thread() is threading.main_thread():
@@ -75,15 +105,26 @@ def stopped_file(ml_root: Path) -> Path:
     return Path(ml_root) / "output" / STOPPED_FILE
 
 
+STARTING = "during start-up"  # mark_stopped's ``where`` for a stop before the first step
+
+
 def mark_stopped(ml_root: Path, signal_name: str, where: str) -> str:
-    """Leave the marker of a stop after a checkpoint (``where``: the position it saved);
-    returns the reason text, which also goes where SageMaker reads FailureReason from."""
+    """Leave the marker of a stop after a checkpoint (``where``: the position it saved, or
+    STARTING: stopped before its first step, nothing new to save); returns the reason text,
+    which also goes where SageMaker reads FailureReason from."""
     from finetune.files import write_atomic
 
-    reason = (
-        f"{STOPPED_MARK}: stopped by {signal_name} after a checkpoint ({where}); the run is "
-        "unfinished and resumes from that checkpoint when started again"
-    )
+    if where == STARTING:
+        reason = (
+            f"{STOPPED_MARK}: stopped by {signal_name} during start-up, before its first step "
+            "(no new checkpoint: nothing had trained); the run is unfinished and resumes from "
+            "its newest checkpoint, if any, when started again"
+        )
+    else:
+        reason = (
+            f"{STOPPED_MARK}: stopped by {signal_name} after a checkpoint ({where}); the run "
+            "is unfinished and resumes from that checkpoint when started again"
+        )
     doc = {"signal": signal_name, "where": where, "reason": reason, "time": time.time()}
     path = stopped_file(ml_root)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,7 @@ from datetime import datetime
 
 from finetune.backends.base import Status
 from finetune.errors import UsageError
-from finetune.train.signals import EXIT_STOPPED, STOPPED_MARK
+from finetune.train.signals import EXIT_STOPPED, STARTING, STOPPED_MARK
 
 _IN_PROGRESS = {
     "Starting": "submitted",
@@ -96,7 +96,8 @@ def reason_of(job: dict, state: str, run_id: str) -> str | None:
         return _failure(job.get("FailureReason") or "SageMaker gave no reason", job, run_id)
     if stopped_by_signal(job):
         why = " ".join(job["FailureReason"].split())[:400]
-        return f"the trainer was stopped by a signal after a checkpoint ({why}); {resume}"
+        when = "during its start-up" if STARTING in why else "after a checkpoint"
+        return f"the trainer was stopped by a signal {when} ({why}); {resume}"
     if secondary == "MaxWaitTimeExceeded":
         wait = job.get("StoppingCondition", {}).get("MaxWaitTimeInSeconds")
         return f"spot capacity did not come back within --max-wait ({wait} s); {resume}"

@@ -225,9 +225,10 @@ def test_random_sigterm_and_sigkill_never_complete_a_run_early(tiny_dataset, pla
 
 # ---- two resumes at once ----------------------------------------------------------------------
 # _STOP_EARLY: the first run of each test below is stopped as soon as its supervisor is there to
-# forward the stop (runner.json, read every 50 ms): its trainer, ~0.6 s from installing its
-# SIGTERM handler, ends at once ("stopped" all the same); seen later, it finished its whole
-# start-up (~4 CPU-s) to checkpoint and stop.
+# forward the stop (runner.json, read every 50 ms): its trainer ends at once ("stopped" all the
+# same), before or after installing its SIGTERM handler (~0.6 s), while it imports its engine
+# (finetune.train.signals: start-up); seen after its start-up (~4 CPU-s), it would train a
+# batch to checkpoint and stop.
 def _resume_detached() -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "finetune", "launch", "--resume", _newest_run_id(), "--detach"],

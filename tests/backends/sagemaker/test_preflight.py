@@ -109,6 +109,19 @@ def test_states():
     assert "--max-runtime" in st.reason_of({**limit, "StoppingCondition": {}}, "interrupted", "r")
 
 
+def test_a_trainer_stopped_in_its_start_up_is_interrupted_and_said_so(tmp_path):
+    """The failure text our entrypoint leaves for a stop before the first step (the real
+    mark_stopped's): interrupted, resumable, and not said to have checkpointed."""
+    from finetune.train.signals import STARTING, mark_stopped
+
+    reason = mark_stopped(tmp_path, "SIGTERM", STARTING)
+    job = {"TrainingJobStatus": "Failed", "FailureReason": f"AlgorithmError: {reason}"}
+    assert st.state_of(job) == "interrupted"
+    said = st.reason_of(job, "interrupted", "r")
+    assert "stopped by a signal during its start-up" in said and "after a checkpoint" not in said
+    assert "finetune launch --resume r" in said
+
+
 def test_interrupted_seconds_while_still_waiting():
     transitions = [
         {"Status": "Training", "StartTime": at(0)},

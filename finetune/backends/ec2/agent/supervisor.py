@@ -206,7 +206,7 @@ def _finish(run: Attempt, code: int | None, reason: str | None, kind: str) -> in
         state, exit_code, extra = p.INTERRUPTED, p.EXIT_INTERRUPTED, dict(reason=reason)
         extra["interruption"] = kind
     elif stopped := _stopped_alone(run, code):  # a signal reached the trainer, not the agent
-        run.say(f"the trainer stopped after a checkpoint: {stopped}")
+        run.say(f"the trainer ended unfinished: {stopped}")
         state, exit_code = p.INTERRUPTED, p.EXIT_INTERRUPTED
         extra = dict(reason=stopped, interruption="signal")
     elif code == 0:

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 def fit(job: TrainJob, stop: StopRequest | None = None) -> FitResult:
     """Train as ``job`` says with MXNet, resuming from its newest checkpoint; on several hosts
     with a dist kvstore, as the worker of this host's parameter-server roles."""
+    if stop is not None and cluster.plan_for(job) is not None:
+        stop.started()  # (start-up, signals.py): the roles start processes of their own
     with cluster.roles(job):
         zoo.mxnet()  # after the roles set DMLC_*; a DependencyError when MXNet is missing
         return _train(job, stop)
@@ -29,6 +31,8 @@ def _train(job: TrainJob, stop: StopRequest | None) -> FitResult:
     from finetune.train import dataset, fitloop
     from finetune.train.engines.mxnet.session import MXNetSession
 
+    if stop is not None:
+        stop.started()  # imported; from here on a stop is saved (signals.py)
     files = dataset.resolve(job.channels["train"], job.channels["validation"], job.hparams)
     return fitloop.fit(job, MXNetSession(job, files), stop)
 

@@ -23,10 +23,12 @@ def fit(job: TrainJob, stop: StopRequest | None = None):
     stop = StopRequest() if stop is None else stop
     plan = launch.plan(job)
     if plan is not None:
+        stop.started()  # (start-up, signals.py) before torchrun's workers start
         return Launched(plan.nproc, plan.world, launch.run(job, plan, stop))
     require_module("torchvision")  # here, where the networks are built: not in a launcher
     from finetune.train.engines.torch.session import TorchSession
 
+    stop.started()  # imported; from here on a stop is saved (signals.py)
     files = dataset.resolve(job.channels["train"], job.channels["validation"], job.hparams)
     session = TorchSession(job, files)
     try:
