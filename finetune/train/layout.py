@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from finetune.contracts.hparams import TrainHyperparameters
+from finetune.engines.models import check_model
 from finetune.errors import ConfigError, DataError, did_you_mean
 
 ROOT_ENV = "FINETUNE_ML_ROOT"
@@ -115,6 +116,8 @@ def load_job(layout: Layout) -> TrainJob:
     # sagemaker_* keys are the training toolkit's own (sagemaker_program, ...): not ours to read
     ours = {k: v for k, v in raw.items() if not k.startswith(TOOLKIT_PREFIX)}
     hparams = TrainHyperparameters.from_strings(ours)
+    # a model its engine cannot build fails here, not after seconds of importing the engine
+    check_model(hparams.engine, hparams.model)
     channels = _channels(layout)
     current_host, hosts = _resources(layout)
     if len(hosts) != hparams.hosts:
