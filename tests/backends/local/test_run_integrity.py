@@ -105,10 +105,9 @@ def test_a_resume_refuses_a_dataset_prepared_again_with_another_split(image_fold
     assert res.exit_code == 0, res.output
     run = _only_run()
     # the stop as soon as the supervisor is there to forward it (runner.json, read every
-    # 50 ms): the trainer has not yet installed its SIGTERM handler (~0.6 s into its start)
-    # and ends at once, "stopped" as well. Asked through `runs show` every 0.3 s, the stop
-    # came ~0.5-0.8 s after the launch, and in one run of two the trainer had its handler
-    # and finished its whole start-up (~3.5 CPU-s) to checkpoint and stop (2-core EPYC)
+    # 50 ms): the trainer is still starting -- before its SIGTERM handler (~0.6 s into its
+    # start) or while it imports its engine (finetune.train.signals: start-up) -- and ends
+    # at once, "stopped" as well, without training a batch to checkpoint
     _wait(lambda: os.path.exists(os.path.join(run.run_dir, "runner.json")), every=0.05)
     assert _status(run.id) == "running"
     assert _cli("runs", "stop", run.id).exit_code == 0
