@@ -12,28 +12,38 @@ from finetune.train.layout import TrainJob
 from finetune.train.signals import StopRequest
 
 if TYPE_CHECKING:
+    from finetune.train.dataset import DatasetFiles
     from finetune.train.fitloop import FitResult
 
 
 def fit(job: TrainJob, stop: StopRequest | None = None) -> FitResult:
     """Train as ``job`` says with MXNet, resuming from its newest checkpoint; on several hosts
     with a dist kvstore, as the worker of this host's parameter-server roles."""
-    if stop is not None and cluster.plan_for(job) is not None:
+    if cluster.plan_for(job) is None:  # one host: the data is checked before MXNet imports
+        return _train(job, stop, _files(job))
+    if stop is not None:
         stop.started()  # (start-up, signals.py): the roles start processes of their own
     with cluster.roles(job):
-        zoo.mxnet()  # after the roles set DMLC_*; a DependencyError when MXNet is missing
-        return _train(job, stop)
+        return _train(job, stop, None)
 
 
-def _train(job: TrainJob, stop: StopRequest | None) -> FitResult:
+def _files(job: TrainJob) -> DatasetFiles:
+    from finetune.train import dataset
+
+    return dataset.resolve(job.channels["train"], job.channels["validation"], job.hparams)
+
+
+def _train(job: TrainJob, stop: StopRequest | None, files: DatasetFiles | None) -> FitResult:
     # (a frame of its own: the session, and its kvstore, are garbage when it returns, and
     # freeing the kvstore is what says goodbye to the cluster in cluster.roles)
-    from finetune.train import dataset, fitloop
+    from finetune.train import fitloop
+
+    zoo.mxnet()  # after the roles set DMLC_*; a DependencyError when MXNet is missing
     from finetune.train.engines.mxnet.session import MXNetSession
 
     if stop is not None:
         stop.started()  # imported; from here on a stop is saved (signals.py)
-    files = dataset.resolve(job.channels["train"], job.channels["validation"], job.hparams)
+    files = _files(job) if files is None else files
     return fitloop.fit(job, MXNetSession(job, files), stop)
 
 

@@ -25,11 +25,13 @@ def fit(job: TrainJob, stop: StopRequest | None = None):
     if plan is not None:
         stop.started()  # (start-up, signals.py) before torchrun's workers start
         return Launched(plan.nproc, plan.world, launch.run(job, plan, stop))
+    # the data is checked before torch is imported: a dataset that cannot train fails in a
+    # second, not after the seconds torch, torchvision and torch._dynamo take to import
+    files = dataset.resolve(job.channels["train"], job.channels["validation"], job.hparams)
     require_module("torchvision")  # here, where the networks are built: not in a launcher
     from finetune.train.engines.torch.session import TorchSession
 
     stop.started()  # imported; from here on a stop is saved (signals.py)
-    files = dataset.resolve(job.channels["train"], job.channels["validation"], job.hparams)
     session = TorchSession(job, files)
     try:
         return fitloop.fit(job, session, stop)
