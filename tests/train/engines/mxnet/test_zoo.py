@@ -25,12 +25,13 @@ def test_a_trainer_imports_mxnet_and_gluoncv_without_scikit_learn_and_can_import
         "import sys\n"
         "from finetune.train.engines.mxnet import session, zoo\n"  # the trainer's imports
         "zoo.model_zoo()\n"
-        "import mxnet.model\n"
+        "import mxnet.model, mxnet.ndarray.sparse\n"
         "print('sklearn' in sys.modules, mxnet.model.BASE_ESTIMATOR is object)\n"
-        "import torch, sklearn.base\n"  # neither stays hidden
-        "print(sklearn.base.BaseEstimator.__name__, torch.__name__)\n"
+        "print('scipy.stats' in sys.modules, mxnet.ndarray.sparse.spsp is not None)\n"
+        "import torch, sklearn.base, scipy.stats\n"  # none stays hidden
+        "print(sklearn.base.BaseEstimator.__name__, torch.__name__, scipy.stats.norm.name)\n"
     )
-    assert out.split() == ["False", "True", "BaseEstimator", "torch"]
+    assert out.split() == ["False", "True", "False", "True", "BaseEstimator", "torch", "norm"]
 
 
 def test_the_hidden_import_raises_import_error_and_is_restored_as_it_was():
