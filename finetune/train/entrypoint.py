@@ -61,9 +61,9 @@ def main(argv: list[str] | None = None) -> int:
         layout.failure_file.unlink(missing_ok=True)  # a stale reason from an earlier attempt
         stopped_file(layout.root).unlink(missing_ok=True)  # and its stop marker
     try:
-        with StopRequest() as stop:  # first thing: a stop during start-up is honoured too
-            if _rank() is None:  # (torchrun's workers stop together, in the training loop)
-                stop.starting()  # until the engine has imported: a stop ends it at once
+        # first thing: a stop during start-up is honoured too, and until the engine has
+        # imported it ends the trainer at once (torchrun's workers stop together, in the loop)
+        with StopRequest(starting=_rank() is None) as stop:
             job = load_job(layout)
             result = engines.fit(job, stop)  # (each engine starts its own processes)
     except StartupStopped as exc:

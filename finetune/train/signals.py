@@ -8,11 +8,12 @@ once (an impatient Ctrl-C).
 
 A stop that arrives while the trainer is still starting up (reading its job, importing its
 engine: about 4 CPU-s for torch, torchvision and torch._dynamo on a CPU) has nothing to save:
-no batch ran since the newest checkpoint. The entrypoint opens that phase (:meth:`StopRequest.
-starting`) and the engine closes it (:meth:`StopRequest.started`) before it writes anything,
-builds its session or starts other processes; a signal inside it raises :class:`StartupStopped`
-at once, and the trainer exits as for any stop, with a marker that says no checkpoint was
-written. Only a single process opens it: a worker that torchrun started stops with the others.
+no batch ran since the newest checkpoint. The entrypoint opens that phase with the handlers
+(``StopRequest(starting=True)``) and the engine closes it (:meth:`StopRequest.started`) before
+it writes anything, builds its session or starts other processes; a signal inside it raises
+:class:`StartupStopped` at once, and the trainer exits as for any stop, with a marker that
+says no checkpoint was written. Only a single process opens it: a worker that torchrun
+started stops with the others.
 
 A run that stopped this way is unfinished, and says so twice, so that every reader (the local
 supervisor, the EC2 agent, SageMaker's FailureReason) can tell it from a finished run: the
@@ -44,7 +45,7 @@ MODEL_FILES = ("classes.json", "preprocessing.json", "hyperparameters.json")
 
 
 class StartupStopped(BaseException):
-    """A stop signal during the trainer's start-up (:meth:`StopRequest.starting`). A
+    """A stop signal during the trainer's start-up (``StopRequest(starting=True)``). A
     BaseException, as KeyboardInterrupt, so that no ``except Exception`` of the code being
     imported takes it for an error of its own."""
 
@@ -59,14 +60,12 @@ class StopRequest:
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
-    def __init__(self) -> None:
+    def __init__(self, starting: bool = False) -> None:
+        """``starting``: from its handlers' installation until :meth:`started`, a stop signal
+        raises StartupStopped at once (the trainer's start-up, above)."""
         self.signal_name: str | None = None
         self._previous: dict = {}
-        self._starting = False
-
-    def starting(self) -> None:
-        """From now until :meth:`started`, a stop signal raises StartupStopped at once."""
-        self._starting = self.signal_name is None
+        self._starting = starting
 
     def started(self) -> None:
         """Start-up is over: from here a stop is a flag the training loop reads."""

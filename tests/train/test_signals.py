@@ -26,13 +26,11 @@ def test_first_signal_sets_the_flag_second_exits():
 def test_a_signal_during_start_up_raises_and_after_it_is_a_flag():
     from finetune.train.signals import StartupStopped
 
-    with StopRequest() as stop:
-        stop.starting()
+    with StopRequest(starting=True) as stop:
         with pytest.raises(StartupStopped) as exc:
             os.kill(os.getpid(), signal.SIGTERM)
         assert exc.value.signal_name == "SIGTERM" and stop.signal_name == "SIGTERM"
-    with StopRequest() as stop:
-        stop.starting()
+    with StopRequest(starting=True) as stop:
         stop.started()
         os.kill(os.getpid(), signal.SIGINT)  # start-up over: only the flag
         assert stop.signal_name == "SIGINT"
