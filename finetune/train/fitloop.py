@@ -74,7 +74,6 @@ class _Run:
 def fit(job: TrainJob, session: Session, stop: StopRequest | None = None) -> FitResult:
     """Train ``job`` with an engine's ``session``, resuming from the newest checkpoint."""
     stop = StopRequest() if stop is None else stop  # (not `or`: an unset request is falsy)
-    stop.started()  # (an engine that did not say so: start-up ends here at the latest)
     files = session.files
     hp, note = rescale(job.hparams, session.devices, session.hosts)
     checkpoints = CheckpointDir(job.checkpoint_dir, keep=hp.keep_checkpoints)
