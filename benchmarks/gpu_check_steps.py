@@ -235,13 +235,25 @@ def _restore(old: tuple) -> None:
     b.cudnn.deterministic, b.cudnn.benchmark, b.cudnn.allow_tf32, b.cuda.matmul.allow_tf32 = old
 
 
+def prediction(model: str, gpu: str, batch: int, compiled: bool) -> dict | None:
+    """The performance model's bf16 channels_last prediction for ``model`` on ``gpu``, at the
+    same compile setting as the loop it stands beside; None when the model has none."""
+    from finetune.estimate.perf.throughput import Setup, predict
+
+    pred = predict(Setup(network=model, gpu_model=gpu, precision="bf16",
+                         batch_per_device=batch, compile=compiled))  # fmt: skip
+    if pred is None:
+        return None
+    return {"gpu": gpu, "compile": compiled, "images_per_s": pred.images_per_sec,
+            "low": pred.low, "high": pred.high, "basis": list(pred.basis)}  # fmt: skip
+
+
 def throughput(ctx: Context, model: str, compiled: bool) -> dict:
     """The network alone (benchmarks.reference_loop, a fresh process) checked against a plain
     torchvision loop (also fresh), with its anchors beside it: the performance model's
     prediction for this GPU, and MLPerf's H100 record for ResNet-50. On a GPU the step fails
     when the two loops differ by more than reference_loop.PLAIN_AGREEMENT."""
     from finetune.catalog import gpu_peaks
-    from finetune.estimate.perf.throughput import Setup, predict
 
     a = ctx.a
     got = reference_loop.checked(model, ctx.classes, a.batch, a.image_size, a.precision,
@@ -250,16 +262,14 @@ def throughput(ctx: Context, model: str, compiled: bool) -> dict:
     gpu = peak.model if peak else DRY_GPU
     # the prediction is for the real sizes (224 px, this batch on a GPU), whatever ran here
     batch = a.batch if ctx.gpu else 256
-    pred = predict(Setup(network=model, gpu_model=gpu, precision="bf16", batch_per_device=batch))
+    pred = prediction(model, gpu, batch, compiled)
     row = {"model": model, "compile": compiled, **got, "batch": a.batch,
            "image_size": a.image_size, "precision": a.precision, "layout": "channels_last",
-           "predicted": None if pred is None else {
-               "gpu": gpu, "images_per_s": pred.images_per_sec, "low": pred.low,
-               "high": pred.high, "basis": list(pred.basis)}}  # fmt: skip
+           "predicted": pred}  # fmt: skip
     if ctx.gpu and not got["agrees"]:
         row["within_tolerance"] = False  # the reference is measuring something else
     if pred is not None and ctx.gpu:
-        row["measured_over_predicted"] = got["images_per_s"] / pred.images_per_sec
+        row["measured_over_predicted"] = got["images_per_s"] / pred["images_per_s"]
     if model == "resnet50":
         row["mlperf_v4_0_h100"] = MLPERF_RESNET50_H100
         if ctx.gpu:

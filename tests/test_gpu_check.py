@@ -62,3 +62,18 @@ def test_without_a_gpu_the_check_says_how_to_try_it(tmp_path):
     )  # fmt: skip
     assert proc.returncode != 0 and "--cpu-dry" in proc.stderr
     assert list(tmp_path.iterdir()) == []  # no half report
+
+
+def test_a_compiled_loop_is_set_beside_a_compiled_prediction():
+    # the H100 run of 2026-11-28 showed its compiled ResNet-50 (5,615 img/s) beside the eager
+    # prediction (3,882): 1.45x "too slow" that was only the wrong comparison
+    from benchmarks import gpu_check_steps as steps
+
+    eager = steps.prediction("resnet50", "H100 SXM", 256, compiled=False)
+    compiled = steps.prediction("resnet50", "H100 SXM", 256, compiled=True)
+    assert eager is not None and compiled is not None
+    assert (eager["compile"], compiled["compile"]) == (False, True)
+    # the bundled measured rows of that run: the engine's resident jobs, eager and inductor
+    assert eager["images_per_s"] == pytest.approx(3958.0)
+    assert compiled["images_per_s"] == pytest.approx(5513.9)
+    assert "inductor" in compiled["basis"][0]

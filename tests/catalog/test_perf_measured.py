@@ -1,7 +1,7 @@
-"""gpu-check's measurements feed the performance model (issue 31): the first GPU run's JSON
-(one H200, 2026-11-26, as the check wrote it) imports as measured rows with one command, the
-bundled rows are those figures, `finetune plan` labels them "measured", and another Hopper GPU
-takes them through MLPerf's record ratio, not the peak ratio."""
+"""gpu-check's measurements feed the performance model (issue 31): the GPU runs' JSONs (one
+H200, 2026-11-26; one H100 SXM, 2026-11-28; as the check wrote them) import as measured rows
+with one command, the bundled rows are those figures, `finetune plan` labels them "measured",
+and another Hopper GPU takes them through MLPerf's record ratio, not the peak ratio."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ from finetune.estimate.perf.throughput import Setup, predict
 
 CHECK = Path(__file__).parent / "fixtures" / "gpu-check-2026-11-26-h200.json"
 H200_ENGINE_EAGER = 4310.1  # the check's "engine resident compile=off" samples_per_sec
+CHECK_H100 = Path(__file__).parent / "fixtures" / "gpu-check-2026-11-28-h100.json"
+H100_ENGINE_EAGER = 3958.0  # the same on one H100 SXM, two days later (as imported: 4 digits)
 
 
 def test_the_check_imports_as_measured_rows_with_one_command(tmp_path):
@@ -40,6 +42,30 @@ def test_the_check_imports_as_measured_rows_with_one_command(tmp_path):
         assert bundled[key].images_per_sec == float(r["ImagesPerSec"])
 
 
+def test_a_check_whose_references_agreed_imports_its_plain_loops_too(tmp_path):
+    # the H100 run (2026-11-28): every network-alone reference within 3 % of its plain loop,
+    # so the plain loops are rows too, beside the four engine jobs
+    out = tmp_path / "measured.csv"
+    assert measured.main([str(CHECK_H100), "--csv", str(out)]) == 0
+    got = {r["Id"]: r for r in csv.DictReader(out.open())}
+    kinds = sorted((r["Network"], r["Kind"], r["Compile"], r["DataPath"]) for r in got.values())
+    assert kinds == [
+        ("resnet152", "plain", "eager", ""),
+        ("resnet50", "engine", "eager", "resident"),
+        ("resnet50", "engine", "eager", "stream"),
+        ("resnet50", "engine", "inductor", "resident"),
+        ("resnet50", "engine", "inductor", "stream"),
+        ("resnet50", "plain", "eager", ""),
+        ("resnet50", "plain", "inductor", ""),
+    ]
+    assert {r["GpuModel"] for r in got.values()} == {"H100 SXM"}
+    eager = got["gpucheck-20261128-h100-sxm-resnet50-engine-resident-eager"]
+    assert float(eager["ImagesPerSec"]) == H100_ENGINE_EAGER
+    bundled = {r.id: r for r in measured.rows()}
+    for key, r in got.items():  # the bundled rows are this very run's figures
+        assert bundled[key].images_per_sec == float(r["ImagesPerSec"])
+
+
 def test_a_dry_run_report_is_refused_with_what_to_do(tmp_path):
     dry = json.loads(CHECK.read_text()) | {"mode": "cpu-dry"}
     with pytest.raises(DataError, match="without a GPU") as err:
@@ -53,12 +79,20 @@ def test_h200_is_measured_and_h100_carried_by_the_record_ratio_not_the_peaks():
     assert eager.measured and eager.images_per_sec == pytest.approx(H200_ENGINE_EAGER)
     assert compiled.measured and compiled.images_per_sec == pytest.approx(5820.6)
     assert "measured" in eager.basis[0] and "2.11.0+cu130" in eager.basis[0]
-    h100 = predict(Setup("resnet50", "H100 SXM", "bf16", 256))
+    # the H100's own rows left out, it is carried from the H200's by MLPerf's record ratio
+    h100_rows = frozenset(r.id for r in measured.rows() if r.gpu_model == "H100 SXM")
+    h100 = predict(Setup("resnet50", "H100 SXM", "bf16", 256), exclude=h100_rows)
     rows = {r.id: r for r in calibration.rows()}
     record = (rows["mlperfv40-nvidia-eos_ngc24.04_mxnet"].images_per_sec
               / rows["mlperfv40-nvidia-h200_ngc24.04_mxnet"].images_per_sec)  # fmt: skip
     assert h100.measured and h100.images_per_sec == pytest.approx(H200_ENGINE_EAGER * record)
     assert 0.85 < record < 0.95 and "record ratio" in h100.basis[0]  # peaks: both 989 TF
+    # ... and the H100 measured later (2026-11-28) falls inside that carried band: 3,958
+    # against 3,882 carried (+2 %); with its rows in, the H100 is measured, not carried
+    assert h100.low <= H100_ENGINE_EAGER <= h100.high
+    own = predict(Setup("resnet50", "H100 SXM", "bf16", 256))
+    assert own.measured and own.images_per_sec == pytest.approx(H100_ENGINE_EAGER)
+    assert "measured: gpucheck-20261128-h100-sxm-resnet50-engine-resident-eager" in own.basis[0]
     # a batch more than 2x from every measured one is the model's again, as is an NCHW run
     assert not predict(Setup("resnet50", "H200", "bf16", 64)).measured
     assert not predict(Setup("resnet50", "H200", "bf16", 256, layout="contiguous")).measured
