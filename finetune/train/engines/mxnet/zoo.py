@@ -16,8 +16,8 @@ it. It hides scipy.stats as well: ``mxnet.contrib.quantization`` (INT8 calibrati
 mode) and ``mxnet.test_utils`` import it at MXNet's import, inside ``try``, and this engine uses
 neither: 2.85 -> 2.59 CPU-s for the same imports, three runs each, 2-core EPYC, 2026-11-27.
 scipy itself stays: MXNet's sparse arrays and GluonCV's datasets import scipy.sparse and
-scipy.io. (A kvstore scheduler or server, cluster.start_role, imports bare MXNet: importing
-finetune there would cost 0.28 CPU-s of the 0.48 saved.)
+scipy.io. (A kvstore scheduler or server, cluster.start_role, hides the same two without
+importing finetune, which would cost 0.28 CPU-s there.)
 """
 
 from __future__ import annotations

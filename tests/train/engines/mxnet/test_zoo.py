@@ -34,6 +34,19 @@ def test_a_trainer_imports_mxnet_and_gluoncv_without_scikit_learn_and_can_import
     assert out.split() == ["False", "True", "False", "True", "BaseEstimator", "torch", "norm"]
 
 
+def test_a_kvstore_role_imports_mxnet_without_scikit_learn_or_scipy_stats():
+    # the role's own command line, here without DMLC_ROLE: MXNet imports and nothing serves
+    from finetune.train.engines.mxnet.cluster import ROLE_CODE
+
+    out = _python(
+        ROLE_CODE + "\n"
+        "import mxnet.model\n"
+        "print(mxnet.model.BASE_ESTIMATOR is object, 'sklearn.base' in sys.modules)\n"
+        "print(any(m.startswith('scipy.stats.') for m in sys.modules), 'finetune' in sys.modules)\n"
+    )
+    assert out.split() == ["True", "False", "False", "False"]
+
+
 def test_the_hidden_import_raises_import_error_and_is_restored_as_it_was():
     out = _python(
         "import sys\n"
