@@ -94,8 +94,10 @@ def read_mapping(path: Path) -> dict:
     """The YAML mapping in ``path``; ConfigError for unreadable or non-mapping files."""
     import yaml
 
+    from finetune.recipes import yamltext
+
     try:
-        data = yaml.safe_load(_text(path))
+        data = yamltext.load(_text(path))
     except OSError as exc:
         raise ConfigError(f"cannot read recipe {path}: {exc.strerror}", "check the path.") from None
     except yaml.YAMLError as exc:
@@ -103,7 +105,7 @@ def read_mapping(path: Path) -> dict:
             f"{path} is not valid YAML: {' '.join(str(exc).split())}",
             "fix the YAML syntax at the position shown (indentation, a missing colon).",
         ) from None
-    except RecursionError:  # PyYAML composes nested collections recursively
+    except yamltext.TooDeep:
         raise ConfigError(
             f"{path} nests lists or mappings too deeply to be a recipe",
             "a recipe is a few sections of plain keys: start from `finetune recipes show "

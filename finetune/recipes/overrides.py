@@ -107,19 +107,21 @@ def _typed(path: str, raw: str) -> object:
     """YAML scalar typing, but text fields keep the text (YAML would make 'yes' a bool)."""
     import yaml
 
+    from finetune.recipes import yamltext
+
     kind = _text_fields().get(path)
     if kind == "text" or (kind == "optional-text" and raw not in ("", "null", "~")):
         return raw
     if raw == "":
         return None if kind == "optional-text" else ""
     try:
-        return yaml.safe_load(raw)
+        return yamltext.load(raw)
     except yaml.YAMLError as exc:
         raise ConfigError(
             f"override {path}={raw!r}: not a YAML value ({str(exc).splitlines()[0]})",
             "quote text and write lists as [1, 2].",
         ) from None
-    except RecursionError:  # PyYAML composes nested lists recursively
+    except yamltext.TooDeep:
         raise ConfigError(
             f"override {path}={raw[:40]!r}...: nested too deeply to be a recipe value",
             "write lists as [1, 2].",
