@@ -209,7 +209,8 @@ class TorchSession:
         with precision.autocast(self.precision, self.device):
             out = self.forward(x)
             loss = self.criterion(out, y, target)
-        self.scaler.scale(loss).backward()  # (a disabled scaler passes the loss through)
+        with precision.backward(self.precision, self.device):
+            self.scaler.scale(loss).backward()  # (a disabled scaler passes the loss through)
         optim.clip(self.scaler, self.optimizer, self.hp.clip_grad_norm)  # (after unscaling)
         self.scaler.step(self.optimizer)
         self.scaler.update()
