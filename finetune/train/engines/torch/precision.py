@@ -50,11 +50,11 @@ def autocast(precision: str, device: torch.device):
 # AVX512-BF16, 2026-11-28: wrong in 90 of 144 shapes (batch 1-8, 3-256 in, 8-512 out, NCHW or
 # channels_last); one shape repeated six times in a process was right by luck in 1-3 of them,
 # so no quick check can say a process is safe. Right in all 144 with oneDNN off, in fp32 and
-# fp16, and with oneDNN capped at AVX2 (this project's older EPYCs have no AVX512). A ResNet
-# meets it below 32 px (layer4's first convolution sees 1x1): test_precision's bf16 run saved
-# weights of -2e31. Cost of oneDNN off, ResNet-18, batch 8: 0.095 -> 0.24 CPU-s a step at
-# 16 px, 0.09 -> 0.36 at 32 px; bf16 on a CPU is there to test the GPU's code path (choose()
-# warns it is slow), so right beats fast.
+# fp16, and with oneDNN capped at AVX2 (ONEDNN_MAX_CPU_ISA). A ResNet meets it below 32 px
+# (layer4's first convolution sees 1x1): test_precision's bf16 run, which had passed on this
+# project's machines until then, saved weights of -2e31 on that one. Cost of oneDNN off,
+# ResNet-18, batch 8: 0.095 -> 0.24 CPU-s a step at 16 px, 0.09 -> 0.36 at 32 px; bf16 on a
+# CPU is there to test the GPU's code path (choose() warns it is slow), so right beats fast.
 def backward(precision: str, device: torch.device):
     """The backward pass's context: ATen's own kernels in place of oneDNN's for bf16 on a CPU,
     whose convolution weight gradients can be garbage (above); else none."""
