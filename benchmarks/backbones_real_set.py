@@ -109,11 +109,12 @@ def budget_overrides(args, pretrained: bool) -> list[str]:
 
 def train_one(model: str, recipe: str, dataset: Path, work: Path, args, pretrained: bool) -> dict:
     """Plan ``recipe`` with the budget overrides, train it in this process; its table row."""
+    from finetune.contracts.container import Layout
+    from finetune.contracts.mltree import layout
     from finetune.plan import build_plan
     from finetune.train.engines.torch import fit
     from finetune.train.engines.torch.network import construct
-    from finetune.train.layout import Layout, load_job
-    from finetune.train.mltree import layout
+    from finetune.train.layout import load_job
 
     plan = build_plan(recipe, dataset, overrides=budget_overrides(args, pretrained))
     hp = plan.hyperparameters

@@ -95,8 +95,9 @@ def dataset(ctx: Context) -> dict:
 
 def engine_run(ctx: Context, path: str, compiled: bool) -> dict:
     """A whole finetune.train job in-process: its metrics event and run record."""
+    from finetune.contracts.container import Layout
     from finetune.train.engines.torch import fit
-    from finetune.train.layout import Layout, load_job
+    from finetune.train.layout import load_job
 
     # whole epochs on a GPU (engine_batches 0), a batch or two at toy sizes
     a = argparse.Namespace(**{**vars(ctx.a), "batches": ctx.a.engine_batches})

@@ -86,8 +86,9 @@ def reference(a, model: str, compiled: bool, classes: int = 8) -> dict:
 
 def engine(a, dataset: Path, work: Path, model: str, path: str, compiled: bool) -> dict:
     """A whole finetune.train job in-process; its first metrics event."""
+    from finetune.contracts.container import Layout
     from finetune.train.engines.torch import fit
-    from finetune.train.layout import Layout, load_job
+    from finetune.train.layout import load_job
 
     manifest = json.loads((dataset / "manifest.json").read_text())
     hp = hyperparameters(a, model, manifest["splits"]["train"]["count"], 8,

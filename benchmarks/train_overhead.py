@@ -78,8 +78,9 @@ def hyperparameters(args, train_count: int):
 
 
 def engine_rate(work: Path, dataset: Path, hp, run: int) -> float:
+    from finetune.contracts.container import Layout
     from finetune.train.engines.mxnet import fit
-    from finetune.train.layout import Layout, load_job
+    from finetune.train.layout import load_job
 
     root = make_tree(work / f"ml-{run}", dataset, hp)
     result = fit(load_job(Layout(root)))

@@ -29,7 +29,7 @@ def test_plan_from_the_tiny_dataset(tiny_dataset):
     d = plan.derived
     assert (d.devices, d.global_batch, d.steps_per_epoch, d.total_steps) == (1, 8, 10, 20)
     hp = plan.hyperparameters
-    assert (d.lr, hp.kvstore, d.warmup_steps) == (0.01, "local", 0)
+    assert (d.lr, hp.options.kvstore, d.warmup_steps) == (0.01, "local", 0)
     assert (hp.device, hp.top_k, hp.lr_steps, hp.image_size) == ("cpu", 5, (1.0,), 32)
 
 
@@ -41,7 +41,7 @@ def test_scaled_plan_with_warmup_in_steps(tiny_dataset):
     assert (d.devices, d.global_batch, d.steps_per_epoch) == (8, 16, 5)
     assert d.lr == pytest.approx(0.08)
     hp = plan.hyperparameters
-    assert (d.warmup_steps, d.warmup_epochs, hp.kvstore) == (3, 0.6, "dist_device_sync")
+    assert (d.warmup_steps, d.warmup_epochs, hp.options.kvstore) == (3, 0.6, "dist_device_sync")
     assert (hp.hosts, hp.devices_per_host, hp.global_batch, hp.lr) == (2, 4, 16, d.lr)
     assert plan.lr_schedule().at_step(0) == pytest.approx(0.01)
     assert plan.lr_schedule().at_step(3) == pytest.approx(0.08)
@@ -198,7 +198,7 @@ def test_a_stored_plan_with_the_kvstore_in_derived_still_reads(tiny_dataset):
     stored["derived"]["kvstore"] = "local"  # as an older launch wrote it
     again = Plan.from_json(json.dumps(stored))
     assert again.derived == plan.derived
-    assert again.hyperparameters.kvstore == plan.hyperparameters.kvstore == "local"
+    assert again.hyperparameters.options.kvstore == plan.hyperparameters.options.kvstore == "local"
 
 
 def test_models_and_image_sizes_are_checked_before_the_dataset_is_read(tmp_path):

@@ -12,7 +12,7 @@ from finetune.errors import UsageError
 
 __all__ = ["BUILDS", "EngineBuild", "build", "engines_for", "needs"]
 
-BUILDS: dict[str, EngineBuild] = {name: e.build for name, e in registry.REGISTRY.items()}
+BUILDS: dict[str, EngineBuild] = {e.name: e.build for e in registry.all_engines()}
 
 
 def build(engine: str) -> EngineBuild:

@@ -6,27 +6,56 @@ at most 100 entries, values at most 2,500 characters). The trainer reads them ba
 ``from_strings()``. Derived values (global batch, scaled learning rate, warmup) travel too, so
 a run can be reproduced from its record alone. Pure data: no heavy imports.
 
-Names renamed since (one word per idea, as in recipes and plans) are still read,
-so a run recorded before reads back and a hand-written map keeps working: see RENAMED.
+Each engine's own settings (kvstore, data path...) are its options model (``options``: a
+union discriminated on the engine, finetune.engines); on the wire they sit flat beside the
+shared ones, as they always did, so old maps and hand-written ones keep reading. Names renamed
+since are still read (RENAMED).
 """
 
 from __future__ import annotations
 
 import json
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
 from finetune.engines import registry
+from finetune.engines.descriptor import Engine, EngineOptions
+from finetune.engines.models import check_model
 from finetune.errors import ConfigError, did_you_mean
 
 # training presets of the preprocessing contract (finetune.train.preprocess)
 Augmentation = Literal[
     "none", "crop", "crop_color", "crop_color_transform", "resized_crop", "resized_crop_color"
 ]
-# the training engines (finetune.engines.registry: their one list)
-Engine = registry.EngineName
-ENGINES = registry.NAMES
+
+
+def _known_engine(name: str) -> str:
+    if name not in registry.ENGINES:
+        hint = did_you_mean(name, registry.NAMES)
+        raise ValueError(f'unknown engine "{name}".{hint} Use one of: {", ".join(registry.NAMES)}')
+    return name
+
+
+# an engine's name, as a recipe or a plan gives it (the registry holds the one list)
+EngineName = Annotated[str, AfterValidator(_known_engine)]
+
+if TYPE_CHECKING:
+    AnyEngineOptions = EngineOptions
+else:  # every engine's options model, told apart by its ``engine`` literal
+    AnyEngineOptions = Annotated[
+        Union[tuple(e.options for e in registry.all_engines())],  # noqa: UP007
+        Field(discriminator="engine"),
+    ]
+# the settings of every engine's options, by name (a map names them flat)
+OPTION_FIELDS = frozenset(f for e in registry.all_engines() for f in e.options.model_fields)
 # the optional metric loggers (finetune.train.metriclog): the one list of their names
 MetricLoggerName = Literal["tensorboard", "mlflow"]
 METRIC_LOGGERS: tuple[MetricLoggerName, ...] = get_args(MetricLoggerName)
@@ -46,7 +75,7 @@ class TrainHyperparameters(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    engine: Engine = registry.DEFAULT
+    options: AnyEngineOptions  # the engine and its own settings
     # model: a name the engine builds (finetune.engines.models); left out, the engine's
     # default where it has one (_engine_defaults), else the contract is refused
     model: str
@@ -94,24 +123,13 @@ class TrainHyperparameters(BaseModel):
     warmup_steps: int = Field(0, ge=0)
     # execution
     device: Literal["auto", "gpu", "cpu"] = "auto"
-    kvstore: Literal["device", "nccl", "local", "dist_sync", "dist_device_sync"] = "device"
     seed: int = 0
     top_k: int = Field(5, ge=0)  # also report top-k accuracy (0: off)
     checkpoint_interval_s: float = Field(600.0, gt=0)
     keep_checkpoints: int = Field(2, ge=1)  # newest checkpoints kept (and the best one)
     warmup_batches: int = Field(5, ge=0)  # batches excluded from samples/s
     max_batches_per_epoch: int = Field(0, ge=0)  # 0: all; >0 for smoke runs and benchmarks
-    # torch engine: where decoded images live (resident: decoded once, kept on the device;
-    # stream: decoded every epoch by loader workers; auto: resident when they fit)
-    data_path: Literal["auto", "resident", "stream"] = "auto"
-    loader_workers: int = Field(-1, ge=-1)  # stream: worker processes (-1: cores - 2)
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 or fp16 on GPUs
-    compile: bool = False  # torch.compile the network
-    # torch engine, BatchNorm: "batch" normalises with each device's batch statistics (the
-    # usual), "frozen" with the stored running statistics (never updated: a process's
-    # output then does not depend on how the global batch is split), "sync" with the
-    # statistics of the global batch (SyncBatchNorm, GPUs only)
-    batchnorm: Literal["batch", "frozen", "sync"] = "batch"
     # copies of the metrics where people watch training (finetune.train.metriclog); the
     # tracking URI "" is a SQLite store in the run's output folder
     metric_loggers: tuple[MetricLoggerName, ...] = ()
@@ -123,34 +141,29 @@ class TrainHyperparameters(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _renamed(cls, data: object) -> object:
-        """A map written before the renaming (a stored plan, hyperparameters.json): old names read
-        as the new ones; both at once is left for ``extra="forbid"`` to refuse."""
-        return renamed(data) if isinstance(data, dict) else data
-
-    @model_validator(mode="before")
-    @classmethod
-    def _engine_defaults(cls, data: object) -> object:
-        """The engine-specific fields a map leaves out, from its engine's descriptor: the
-        MXNet engine's defaults (a map written before the torch engine is MXNet's), the
-        torch model's own mean/std. Never another engine's: a torch map without a model is
-        refused rather than given a GluonCV name."""
-        if not isinstance(data, dict) or data.get("engine", registry.DEFAULT) not in ENGINES:
-            return data  # not a map, or an unknown engine: field validation says why
-        engine = registry.get(data.get("engine", registry.DEFAULT))
-        out = dict(data)
-        if "model" not in out:
-            if not engine.default_model:
-                raise ValueError(f"the {engine.name} engine needs a model (it has no default)")
-            out["model"] = engine.default_model
-        if "mean" not in out or "std" not in out:
-            given = engine.model_preprocessing(str(out["model"]))
-            if not given:  # a model the engine does not build: its ConfigError says why
-                from finetune.engines.models import check_model
-
-                check_model(engine.name, str(out["model"]))
-            out = {**{k: v for k, v in given.items() if k in ("mean", "std")}, **out}
+    def _read(cls, data: object) -> object:
+        """A map as stored or sent (flat, or nested as model_dump writes it): old names read
+        as the new ones, the engine's defaults filled in, and ``engine`` with that engine's
+        settings gathered into ``options``."""
+        if not isinstance(data, dict):
+            return data
+        data = renamed(data)
+        nested = data.get("options")
+        name = nested.get("engine") if isinstance(nested, dict) else getattr(nested, "engine", None)
+        engine = registry.get(str(name or data.get("engine", registry.DEFAULT)))
+        data = _engine_defaults(engine, data)
+        if nested is not None:
+            return data
+        # another engine's settings, which older maps carry for every run, are dropped
+        own = engine.options.model_fields
+        out = {k: v for k, v in data.items() if k not in OPTION_FIELDS}
+        out["options"] = {k: v for k, v in data.items() if k in own} | {"engine": engine.name}
         return out
+
+    @property
+    def engine(self) -> str:
+        """The engine that trains this run (its options' discriminator)."""
+        return self.options.engine
 
     # torch engine, the recipe features (finetune.recipes.features; each default is "off")
     auto_augment: Literal["none", "trivial_augment_wide", "rand_augment"] = "none"
@@ -189,34 +202,59 @@ class TrainHyperparameters(BaseModel):
         return self
 
     def to_strings(self) -> dict[str, str]:
-        """The SageMaker hyperparameters map: every value a string (JSON for non-strings)."""
-        out = {}
-        for key, value in self.model_dump(mode="json").items():
-            out[key] = value if isinstance(value, str) else json.dumps(value)
-        return out
+        """The SageMaker hyperparameters map: every value a string (JSON for non-strings),
+        the engine's options flat beside the shared values."""
+        values = self.model_dump(mode="json")
+        values.update(values.pop("options"))
+        return {k: v if isinstance(v, str) else json.dumps(v) for k, v in values.items()}
+
+    @classmethod
+    def names(cls) -> set[str]:
+        """Every name a map may hold: the shared fields and every engine's settings."""
+        return (set(cls.model_fields) - {"options"}) | OPTION_FIELDS
 
     @classmethod
     def from_strings(cls, raw: dict[str, str]) -> TrainHyperparameters:
         """Parse the map written by ``to_strings`` (or by hand: plain numbers and words work)."""
         raw = renamed(raw)
-        unknown = sorted(set(raw) - set(cls.model_fields))
+        unknown = sorted(set(raw) - cls.names())
         if unknown:
-            hint = did_you_mean(unknown[0], list(cls.model_fields))
+            hint = did_you_mean(unknown[0], sorted(cls.names()))
             raise ConfigError(
                 f"unknown hyperparameter(s): {', '.join(unknown)}.{hint}",
-                "remove them; the accepted names are the fields of TrainHyperparameters.",
+                "remove them; the accepted names are the fields of TrainHyperparameters "
+                "and of its engine's options.",
             )
         values = {k: _decode(v) for k, v in raw.items()}
         try:
             return cls.model_validate(values)
         except ValidationError as exc:
             first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            got = f" (got {raw.get(str(first['loc'][0]))!r})" if first["loc"] else ""
+            # an engine's setting is at ("options", ENGINE, NAME): the map names it flat
+            loc = first["loc"][2:] if first["loc"][:1] == ("options",) else first["loc"]
+            where = ".".join(str(p) for p in loc)
+            got = f" (got {raw.get(str(loc[0]))!r})" if loc else ""
             raise ConfigError(
                 f"hyperparameter {where or 'set'}: {first['msg']}{got}",
                 "fix the recipe or the override that produced it.",
             ) from None
+
+
+def _engine_defaults(engine: Engine, data: dict[str, Any]) -> dict[str, Any]:
+    """The fields a map leaves out that its engine fills: the MXNet engine's model (a map
+    written before the torch engine is MXNet's), the model's own mean/std. Never another
+    engine's: a torch map without a model is refused rather than given a GluonCV name."""
+    out = dict(data)
+    if "model" not in out:
+        if not engine.default_model:
+            raise ValueError(f"the {engine.name} engine needs a model (it has no default)")
+        out["model"] = engine.default_model
+    if "mean" not in out or "std" not in out:
+        given = engine.model_preprocessing(str(out["model"]))
+        if not given:  # a model the engine does not build: its ConfigError says why
+            check_model(engine.name, str(out["model"]))
+        out = {**{k: v for k, v in given.items() if k in ("mean", "std")}, **out}
+    return out
 
 
 def renamed(values: dict) -> dict:

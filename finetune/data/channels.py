@@ -1,6 +1,6 @@
 """How a prepared dataset travels as SageMaker's input channels: which files go in which
 channel. The S3 upload, the S3 dataset reader, the backends' requests and the /opt/ml tree
-(finetune.train.mltree, read by finetune.train.layout) all use this one layout."""
+(finetune.contracts.mltree, read by finetune.train.layout) all use this one layout."""
 
 from __future__ import annotations
 

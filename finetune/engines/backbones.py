@@ -201,3 +201,21 @@ def preprocessing(name: str, image_size: int) -> dict:
         mean=row.mean,
         std=row.std,
     )
+
+
+class Rules:
+    """This table as the torch engine's per-model rules (finetune.engines.descriptor)."""
+
+    def known(self) -> str:
+        return known()
+
+    def check(self, model: str, image_size: int, layer_decay: float) -> None:
+        check_image_size(model, image_size)
+        check_layer_decay(model, layer_decay)
+
+    def preprocessing(self, model: str, image_size: int) -> dict:
+        return preprocessing(model, image_size)
+
+    def mean_std(self, model: str) -> dict:
+        row = TABLE.get(model)
+        return {"mean": row.mean, "std": row.std} if row else {}

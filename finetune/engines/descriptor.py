@@ -1,17 +1,70 @@
-"""What one training engine is, as plain data: the frameworks it imports, the models it
-builds, its preprocessing, the framework build AWS runs it with (and the GPUs that build has
-kernels for), whether AWS keeps an environment of its own for that framework, its per-epoch
-decoder, and where its ``fit`` lives. The registry (finetune.engines.registry) holds one
-per engine; every module outside finetune/train/engines/ asks a descriptor a question instead
-of comparing engine names. No engine library is imported here."""
+"""What one training engine is, as plain data (its spec): the frameworks it imports, the
+models it builds, its preprocessing, the framework build AWS runs it with, its per-epoch
+decoder, its own settings (``options``, with the hook that fills them for a plan) and where
+its runtime lives. Each engine's spec module (finetune.engines.mxnet, finetune.engines.torch)
+declares one; callers ask it a question instead of comparing engine names. Light: no engine
+library is imported here."""
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
-from finetune.errors import require_module
+from pydantic import BaseModel, ConfigDict
+
+OptionsT = TypeVar("OptionsT", bound="EngineOptions")
+
+
+class EngineOptions(BaseModel):
+    """An engine's own settings in the trainer's contract; each engine subclasses it with
+    ``engine: Literal["<its name>"]`` (the union's discriminator) and its fields."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    engine: str
+
+    @classmethod
+    def of(cls: type[OptionsT], hparams: Any) -> OptionsT:
+        """``hparams.options`` as this engine's model (TypeError for another engine's)."""
+        options = hparams.options
+        if not isinstance(options, cls):
+            raise TypeError(f"{cls.__name__} asked of a {options.engine} engine's settings")
+        return options
+
+
+class PlanResources(Protocol):
+    """What an engine's plan hook reads of a plan's resources (finetune.plan.Resources)."""
+
+    @property
+    def hosts(self) -> int: ...
+
+    @property
+    def device(self) -> str: ...
+
+    @property
+    def devices_per_host(self) -> int: ...
+
+
+class ModelRules(Protocol):
+    """Per-model rules of an engine whose models differ (the torch engine's table)."""
+
+    def known(self) -> str:
+        """Every model name, as a hint lists them."""
+
+    def check(self, model: str, image_size: int, layer_decay: float) -> None:
+        """ConfigError for what ``model`` cannot take (an image size, layer-wise decay)."""
+
+    def preprocessing(self, model: str, image_size: int) -> dict[str, Any]:
+        """The weights' own evaluation transform at ``image_size``."""
+
+    def mean_std(self, model: str) -> dict[str, Any]:
+        """{"mean", "std"} of ``model``'s weights ({} for an unknown model)."""
+
+
+# (recipe, resources) -> the engine's options for that plan; the recipe is a
+# finetune.recipes.schema.Recipe (typed loosely: recipes sit above the engines)
+PlanHook = Callable[[Any, PlanResources], EngineOptions]
 
 
 @dataclass(frozen=True)
@@ -67,69 +120,42 @@ class Engine:
     resident: bool  # keeps decoded images on the device when they fit (no per-epoch decoder)
     fixed_precision: str  # the one precision it trains at ("": the recipe's, resolved per GPU)
     features: bool  # implements the recipe features (finetune.recipes.features) and adamw
-    model_table: bool  # its models have per-model rules (finetune.engines.backbones)
     resnet: str  # its name of the ResNet v1.5 of depth {depth}
     loop: str  # its training loop, as the performance model's basis names it
-    fit_path: str  # "module:function" of its fit, imported only when a job runs
-    fit_checks: tuple[str, ...]  # frameworks checked before its fit module is imported
+    runtime: str  # "module:attribute" of its EngineRuntime (finetune.contracts.engine)
+    options: type[EngineOptions]  # its own settings in the trainer's contract
+    plan_options: PlanHook  # fills ``options`` for a recipe on a plan's resources
     weights_file: str  # the file of its model folder that holds the trained weights
     smoke_recipe: str  # its built-in smoke recipe (the demo's)
-    export_needs: tuple[str, ...] = ()  # extra modules its model export imports
     default_model: str = ""  # a contract without a model: this one ("": the model is required)
-    # preprocessing, 0-255 units: fixed for every model, or None: each model's own (model_table)
+    # preprocessing, 0-255 units: fixed for every model, or None: each model's own (rules)
     mean: tuple[float, float, float] | None = None
     std: tuple[float, float, float] | None = None
+    rules: ModelRules | None = None  # per-model rules, where its models differ
 
     @property
     def needs_our_image(self) -> bool:
         """True when no AWS environment runs its framework: clouds run our image."""
         return self.aws is None
 
-    def fit(self):
-        """Its ``fit(job, stop)``, imported now (engines are heavy and optional)."""
-        for module in self.fit_checks:
-            require_module(module)
-        module, _, func = self.fit_path.partition(":")
-        return getattr(importlib.import_module(module), func)
-
-    def module(self, name: str):
-        """``finetune.train.engines.<engine>.<name>``, its frameworks checked first."""
-        for module in self.frameworks:
-            require_module(module)
-        return importlib.import_module(f"finetune.train.engines.{self.name}.{name}")
-
     def listed(self) -> str:
         """Its models as a hint lists them."""
-        if self.model_table:
-            from finetune.engines import backbones
-
-            return backbones.known()
-        return ", ".join(self.models)
+        return self.rules.known() if self.rules else ", ".join(self.models)
 
     def check_recipe_model(self, model: str, image_size: int, layer_decay: float) -> None:
         """ConfigError for a model's own rules (image size, layer decay) where it has them."""
-        if self.model_table:
-            from finetune.engines.backbones import check_image_size, check_layer_decay
-
-            check_image_size(model, image_size)
-            check_layer_decay(model, layer_decay)
+        if self.rules:
+            self.rules.check(model, image_size, layer_decay)
 
     def preprocessing(self, model: str, image_size: int) -> dict[str, Any]:
         """The contract's evaluation transform for ``model``: the weights' own (resize ratio,
-        interpolation, mean/std) where the engine has a model table, else its fixed mean/std
+        interpolation, mean/std) where the engine has per-model rules, else its fixed mean/std
         (shorter side image_size / 0.875, bilinear: the contract's defaults)."""
-        if self.model_table:
-            from finetune.engines.backbones import preprocessing
-
-            return preprocessing(model, image_size)
+        if self.rules:
+            return self.rules.preprocessing(model, image_size)
         return {"mean": self.mean, "std": self.std}
 
     def model_preprocessing(self, model: str) -> dict[str, Any]:
         """mean/std for ``model`` when a contract leaves them out: the engine's fixed values,
-        or the model's own row (an unknown model: {} -- the model check explains it)."""
-        if not self.model_table:
-            return {"mean": self.mean, "std": self.std}
-        from finetune.engines import backbones
-
-        row = backbones.TABLE.get(model)
-        return {"mean": row.mean, "std": row.std} if row else {}
+        or the model's own (an unknown model: {} -- the model check explains it)."""
+        return self.rules.mean_std(model) if self.rules else {"mean": self.mean, "std": self.std}

@@ -7,7 +7,7 @@ from __future__ import annotations
 from finetune.engines import registry
 from finetune.errors import ConfigError, did_you_mean
 
-MODELS: dict[str, tuple[str, ...]] = {name: e.models for name, e in registry.REGISTRY.items()}
+MODELS: dict[str, tuple[str, ...]] = {e.name: e.models for e in registry.all_engines()}
 
 
 def check_model(engine: str, model: str) -> None:
@@ -33,7 +33,7 @@ def check_model(engine: str, model: str) -> None:
 
 # training presets each engine implements (finetune.train.preprocess)
 AUGMENTATIONS: dict[str, tuple[str, ...]] = {
-    name: e.augmentations for name, e in registry.REGISTRY.items()
+    e.name: e.augmentations for e in registry.all_engines()
 }
 
 

@@ -12,6 +12,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from finetune.contracts.engine import runtime
 from finetune.data.imaging import MAX_PIXELS
 from finetune.errors import DataError, UsageError
 from finetune.inference import artifact, exportdir, inputs
@@ -75,8 +76,6 @@ def predict(
     the result (``skipped``); when no file is left, a DataError lists them all."""
     import numpy as np
 
-    from finetune.train.engines import predict_scores
-
     if top_k < 1:
         raise UsageError(f"--top-k {top_k} asks for no classes", "give --top-k 1 or more.")
     model = artifact.locate(run_or_folder)
@@ -91,7 +90,7 @@ def predict(
                 _SKIPPED_FIX,
             )
         images = packed.images
-        scores = predict_scores(model.engine, model.path, packed.rec, packed.idx)
+        scores = runtime(model.engine).predict_scores(model.path, packed.rec, packed.idx)
     if scores.shape != (len(images), len(model.classes)):
         raise DataError(
             f"the model gave scores of shape {scores.shape} for {len(images)} images of "
@@ -120,7 +119,6 @@ def export(run_or_folder: str, out: Path | None = None, overwrite: bool = False)
     place; ``overwrite`` replaces only a folder an earlier export wrote, never '/', the home
     or the current folder, and a failed export leaves the old one as it was."""
     from finetune import files
-    from finetune.train.engines import export_model
 
     model = artifact.locate(run_or_folder)
     out = Path(out).expanduser() if out else Path(f"{model.run_id or model.path.name}-export")
@@ -128,7 +126,7 @@ def export(run_or_folder: str, out: Path | None = None, overwrite: bool = False)
         files.refuse_protected(out, "--out")  # before anything else looks inside it
 
     def fill(tmp: Path) -> None:
-        export_model(model.engine, model.path, tmp)
+        runtime(model.engine).export(model.path, tmp)
         for name in artifact.DESCRIPTION:
             shutil.copyfile(model.path / name, tmp / name)
         exportdir.seal(tmp, model.run_id)

@@ -1,6 +1,6 @@
 """Building a Plan: the recipe (with overrides) and the dataset's manifest, checked against
 each other, and the values derived for the resources (the linear scaling rule, step counts,
-MXNet's kvstore) down to the trainer's hyperparameters."""
+each engine's own settings) down to the trainer's hyperparameters."""
 
 from __future__ import annotations
 
@@ -8,10 +8,18 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from finetune.contracts.hparams import TrainHyperparameters
+from finetune.data import manifest as mf
+from finetune.data.verify import check_dataset
+from finetune.engines import registry
+from finetune.engines.models import check_augmentation, check_model
 from finetune.errors import ConfigError, DataError, UsageError
+from finetune.plan.known import counts_summary
 from finetune.plan.plan import DatasetSummary, Derived, Plan, Resources
 from finetune.recipes import lr_scaling
+from finetune.recipes.features import hparams_fields
+from finetune.recipes.loading import load_recipe, with_overrides
 from finetune.recipes.schema import Recipe
+from finetune.settings import dataset_path
 
 
 def build_plan(
@@ -25,9 +33,6 @@ def build_plan(
     a ready DatasetSummary, e.g. of a dataset already in S3), and derive global batch, scaled
     learning rate, warmup and steps for ``resources``. ``verify_checksums``: check the local
     dataset's files against the manifest's sha256 (cached by size and mtime)."""
-    from finetune.engines import registry
-    from finetune.engines.models import check_augmentation, check_model
-    from finetune.recipes.loading import load_recipe, with_overrides
 
     if isinstance(recipe, Recipe):
         recipe = with_overrides(recipe, overrides)
@@ -59,8 +64,6 @@ def build_plan(
 def _summary(recipe: Recipe, given: str | Path | None, verify_checksums: bool) -> DatasetSummary:
     """The prepared dataset's summary; for a known dataset (finetune.plan.known) that is not
     prepared yet, its published counts (``counts_only``: enough to plan, not to train)."""
-    from finetune.data import manifest as mf
-    from finetune.plan.known import counts_summary
 
     directory = _dataset_dir(recipe, given)
     if not (directory / mf.MANIFEST).is_file():
@@ -72,7 +75,6 @@ def _summary(recipe: Recipe, given: str | Path | None, verify_checksums: bool) -
 
 
 def _dataset_dir(recipe: Recipe, given: str | Path | None) -> Path:
-    from finetune.settings import dataset_path
 
     choice = given if given is not None else recipe.data.dataset
     if not choice:
@@ -87,8 +89,6 @@ def _dataset_dir(recipe: Recipe, given: str | Path | None) -> Path:
 def summarize_dataset(directory: Path, verify_checksums: bool = True) -> DatasetSummary:
     """Read and check a prepared dataset's manifest: sizes, sha256 unless told not to, and
     every record's framing and label (finetune.data.verify.check_dataset)."""
-    from finetune.data import manifest as mf
-    from finetune.data.verify import check_dataset
 
     m = mf.load(directory)
     check_dataset(directory, m, verify_checksums)
@@ -147,13 +147,10 @@ def hyperparameters(
     recipe: Recipe, dataset: DatasetSummary, resources: Resources, derived: Derived
 ) -> TrainHyperparameters:
     """The trainer's contract, every value resolved (see finetune.contracts.hparams)."""
-    from finetune.recipes.features import hparams_fields
-    from finetune.train.engines.mxnet import kvstore
-
     m, d, o, s, t = recipe.model, recipe.data, recipe.optimizer, recipe.schedule, recipe.train
-    kv = kvstore.choose(t.kvstore, resources.hosts, resources.device, resources.devices_per_host)
+    engine = registry.get(recipe.engine)
     return TrainHyperparameters(
-        engine=recipe.engine,
+        options=engine.plan_options(recipe, resources),  # the engine's own settings
         model=m.name,
         pretrained=m.pretrained,
         weights=m.weights,
@@ -183,17 +180,13 @@ def hyperparameters(
         warmup_epochs=s.warmup_epochs,
         warmup_steps=s.warmup_steps,
         device=resources.device,
-        kvstore=kv,
         seed=t.seed,
         # top-k with k >= classes is always 100 %: report it only when it means something
         top_k=t.top_k if t.top_k < dataset.num_classes else 0,
         checkpoint_interval_s=checkpoint_interval(t, resources),
         keep_checkpoints=t.keep_checkpoints,
         max_batches_per_epoch=t.max_batches_per_epoch,
-        data_path=d.path,
-        loader_workers=d.loader_workers,
         precision=t.precision,
-        compile=t.compile,
         metric_loggers=recipe.metric_logging.loggers,
         mlflow_tracking_uri=recipe.metric_logging.mlflow_tracking_uri,
         mlflow_experiment=recipe.metric_logging.mlflow_experiment or recipe.name,
@@ -205,7 +198,6 @@ def hyperparameters(
 def _preprocessing(recipe: Recipe) -> dict:
     """The evaluation transform (resize ratio, interpolation, mean/std) the engine's
     descriptor gives the model: the weights' own where it has a model table."""
-    from finetune.engines import registry
 
     return registry.get(recipe.engine).preprocessing(recipe.model.name, recipe.data.image_size)
 

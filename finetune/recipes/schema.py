@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from finetune.contracts.hparams import Augmentation, Engine, MetricLoggerName
+from finetune.contracts.hparams import Augmentation, EngineName, MetricLoggerName
 from finetune.engines import registry
 from finetune.errors import ConfigError, did_you_mean
 from finetune.recipes.features import AugmentSection, EmaSection, LossSection, torch_only_keys
@@ -137,7 +137,7 @@ class Recipe(_Section):
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     description: str = ""
-    engine: Engine = registry.DEFAULT  # which training engine runs it (finetune.train.engines)
+    engine: EngineName = registry.DEFAULT  # which training engine runs it (finetune.train.engines)
     model: ModelSection
     data: DataSection = DataSection()
     optimizer: OptimizerSection

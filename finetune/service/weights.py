@@ -11,13 +11,10 @@ the same checks, and the dry-run says so and how large the file is.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from finetune.backends.base import Backend, Hooks
+from finetune.contracts.engine import WeightsSource, runtime
 from finetune.errors import DataError
-
-if TYPE_CHECKING:  # the engines are imported when a plan is checked
-    from finetune.train.engines import WeightsSource
 
 
 @dataclass(frozen=True)
@@ -31,14 +28,14 @@ class WeightsPlan:
 def check(plan, backend: Backend) -> WeightsPlan:
     """Where ``plan``'s weights come from on ``backend``; DataError (with the fix) when a run
     there could not get them -- before anything exists."""
-    from finetune.train.engines import weights_source
-
     r = plan.recipe
     if not r.model.pretrained:
         return WeightsPlan("random init")
     here = backend.capabilities.on_this_machine
     try:
-        src = weights_source(r.engine, r.model.name, r.model.weights, r.model.weights_sha256, here)
+        src = runtime(r.engine).weights_source(
+            r.model.name, r.model.weights, r.model.weights_sha256, here
+        )
     except ImportError as exc:  # torchvision not installed on the launching machine
         return WeightsPlan(f"pretrained (where from is unknown here: {exc})")
     if src.cached is not None:

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # (annotations only: the entrypoint imports this module before any engine)
+    from finetune.contracts.engine import StopFlag
     from finetune.contracts.hparams import TrainHyperparameters
     from finetune.train import dataset
     from finetune.train.checkpoints import Checkpoint
     from finetune.train.evaluation import Evaluator
-    from finetune.train.signals import StopRequest
 
 
 class ProcessGroup(Protocol):
@@ -28,7 +28,7 @@ class ProcessGroup(Protocol):
     world: int  # processes in the run (1: this one alone)
     local_rank: int  # this process's place on its host (0 prints the host's lines)
 
-    def agree(self, stop: StopRequest, save_due: bool) -> tuple[bool, bool]:
+    def agree(self, stop: StopFlag, save_due: bool) -> tuple[bool, bool]:
         """(stop, checkpoint now), one answer for every process, taken in a collective all
         reach after the same step; the caller acts on it, not on its own flag."""
 
@@ -58,7 +58,7 @@ class OneProcess:
     world = 1
     local_rank = 0
 
-    def agree(self, stop: StopRequest, save_due: bool) -> tuple[bool, bool]:
+    def agree(self, stop: StopFlag, save_due: bool) -> tuple[bool, bool]:
         """The local answer: this process's own stop flag and its own save decision."""
         return bool(stop), save_due
 
@@ -92,7 +92,7 @@ class Session(Protocol):
         """Wait for queued work; (loss sum, hits, images) since the last sync."""
 
     def evaluate(
-        self, split: str, evaluator: Evaluator | None, stop: StopRequest, shared: bool = False
+        self, split: str, evaluator: Evaluator | None, stop: StopFlag, shared: bool = False
     ) -> bool:
         """Feed every batch of ``split`` (unshuffled) to ``evaluator``; False if stopped.
         ``shared``: every process of the group takes its shard and the evaluator of rank 0

@@ -3,7 +3,7 @@
 SageMaker starts a bring-your-own image as ``docker run IMAGE train``, so a leading ``train``
 argument is accepted and ignored. Everything else comes from the /opt/ml tree (see
 finetune.train.layout; FINETUNE_ML_ROOT moves it). Exit codes: 0 done, the model written;
-75 (finetune.train.signals.EXIT_STOPPED) stopped by SIGTERM/SIGINT with a checkpoint saved,
+75 (finetune.contracts.container.EXIT_STOPPED) stopped by SIGTERM/SIGINT with a checkpoint saved,
 unfinished (the next start resumes; /opt/ml/output/stopped.json and the failure file say so);
 otherwise the FinetuneError's code (1 for an unexpected error), with the reason in
 /opt/ml/output/failure.
@@ -21,21 +21,21 @@ import os
 import sys
 import traceback
 
-from finetune.errors import FinetuneError
-from finetune.train import engines
-from finetune.train.engine_api import Launched
-from finetune.train.layout import Layout, load_job
-from finetune.train.signals import (
+from finetune.contracts.container import (
     EXIT_STOPPED,
     STARTING,
-    StartupStopped,
-    StopRequest,
+    Layout,
     mark_stopped,
     model_written,
     read_stopped,
     stopped_file,
-    survive_lost_output,
 )
+from finetune.contracts.engine import EngineRuntime
+from finetune.contracts.engine import runtime as engine_runtime
+from finetune.errors import FinetuneError
+from finetune.train.engine_api import Launched
+from finetune.train.layout import load_job
+from finetune.train.signals import StartupStopped, StopRequest, survive_lost_output
 
 USAGE = "usage: python -m finetune.train [train]   (inputs: the /opt/ml tree, or $FINETUNE_ML_ROOT)"
 FAILURE_LIMIT = 1024  # SageMaker shows this much of the failure file as FailureReason
@@ -60,22 +60,25 @@ def main(argv: list[str] | None = None) -> int:
     if _rank() is None:  # (a worker of torchrun: the launcher did it; a sibling may have failed)
         layout.failure_file.unlink(missing_ok=True)  # a stale reason from an earlier attempt
         stopped_file(layout.root).unlink(missing_ok=True)  # and its stop marker
+    runtime: EngineRuntime | None = None  # known once the job is read
     try:
         # first thing: a stop during start-up is honoured too, and until the engine has
         # imported it ends the trainer at once (torchrun's workers stop together, in the loop)
         with StopRequest(starting=_rank() is None) as stop:
             job = load_job(layout)
-            result = engines.fit(job, stop)  # (each engine starts its own processes)
+            runtime = engine_runtime(job.hparams.engine)
+            result = runtime.fit(job, stop)  # (each engine starts its own processes)
     except StartupStopped as exc:
         reason = mark_stopped(layout.root, exc.signal_name, STARTING)
         print(reason, file=sys.stderr, flush=True)
         _write_reason(layout, reason, None)
         return EXIT_STOPPED
     except FinetuneError as exc:
-        return _fail(layout, str(exc), exc.exit_code)
+        return _fail(layout, str(exc), exc.exit_code, runtime)
     except Exception as exc:
         detail = traceback.format_exc()
-        return _fail(layout, f"unexpected error: {type(exc).__name__}: {exc}\n\n{detail}", 1)
+        reason = f"unexpected error: {type(exc).__name__}: {exc}\n\n{detail}"
+        return _fail(layout, reason, 1, runtime)
     _report(job, layout, result)
     return _outcome(job, layout, result)
 
@@ -105,6 +108,7 @@ def _outcome(job, layout: Layout, result) -> int:
             f"the trainer ended without a stop and without writing the model into "
             f"{layout.model_dir}; the run is not finished",
             1,
+            None,
         )
     return 0
 
@@ -138,14 +142,16 @@ def _rank() -> int | None:
     return int(os.environ["RANK"])
 
 
-def _fail(layout: Layout, reason: str, code: int) -> int:
-    """Print the reason and write it where SageMaker reads the FailureReason from."""
+def _fail(layout: Layout, reason: str, code: int, runtime: EngineRuntime | None) -> int:
+    """Print the reason and write it where SageMaker reads the FailureReason from; then the
+    engine (when known) may end the process at once (a multi-host MXNet job's kvstore)."""
     rank = _rank()
     if rank is not None:  # the first of torchrun's processes to fail names the cause
         reason = f"training process rank {rank}: {reason}"
     print(f"training failed: {reason}", file=sys.stderr, flush=True)
     _write_reason(layout, reason, rank)
-    engines.exit_if_abandoned(code)  # (a multi-host MXNet job that failed ends here)
+    if runtime is not None:
+        runtime.after_failure(code)
     return code
 
 

@@ -25,13 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from finetune.contracts import metrics
+from finetune.contracts.container import TrainJob
+from finetune.contracts.engine import StopFlag
 from finetune.contracts.hparams import TrainHyperparameters
 from finetune.recipes.lr_scaling import LrSchedule, steps_per_epoch
 from finetune.train import dataset, metriclog, outputs, startup
 from finetune.train.checkpoints import CheckpointDir
 from finetune.train.engine_api import Session
 from finetune.train.evaluation import Evaluation, Evaluator, record_labels
-from finetune.train.layout import TrainJob
 from finetune.train.progress import Progress, Stopwatch
 from finetune.train.rescale import rescale
 from finetune.train.signals import StopRequest
@@ -57,7 +58,7 @@ class _Run:
     files: dataset.DatasetFiles
     schedule: LrSchedule
     checkpoints: CheckpointDir
-    stop: StopRequest
+    stop: StopFlag
     hp: TrainHyperparameters
     val_labels: object = None
     epoch_started: float = 0.0
@@ -71,7 +72,7 @@ class _Run:
         return self.schedule.steps_per_epoch
 
 
-def fit(job: TrainJob, session: Session, stop: StopRequest | None = None) -> FitResult:
+def fit(job: TrainJob, session: Session, stop: StopFlag | None = None) -> FitResult:
     """Train ``job`` with an engine's ``session``, resuming from the newest checkpoint."""
     stop = StopRequest() if stop is None else stop  # (not `or`: an unset request is falsy)
     files = session.files

@@ -13,10 +13,8 @@ import json
 import socket
 from collections.abc import Callable, Mapping
 
+from finetune.contracts.container import ADDRESS_OVERRIDE_ENV, ADDRESSES_ENV
 from finetune.errors import ConfigError
-
-ADDRESS_OVERRIDE_ENV = "FINETUNE_HOST_ADDRESS_OVERRIDE"
-ADDRESSES_ENV = "FINETUNE_HOST_ADDRESSES"  # JSON {"algo-1": "10.0.0.5", ...} (the EC2 agent)
 
 
 def first_host_address(

@@ -1,113 +1,28 @@
-"""The SageMaker training-container contract: where inputs are and where outputs go.
-
-SageMaker (and our local and EC2 backends, which recreate the same layout) hands a training
-container this tree; a bring-your-own image must read the JSON files itself (the SM_*
-environment variables exist only where SageMaker's training toolkit is installed)::
-
-    /opt/ml/input/config/hyperparameters.json   string map -> TrainHyperparameters
-    /opt/ml/input/config/inputdataconfig.json   channels: train, validation (+ pretrained)
-    /opt/ml/input/config/resourceconfig.json    current_host, hosts
-    /opt/ml/input/config/checkpointconfig.json  LocalPath (default /opt/ml/checkpoints)
-    /opt/ml/input/data/<channel>/               the channel's files
-    /opt/ml/model/                              final model artifact
-    /opt/ml/output/data/                        metrics.jsonl
-    /opt/ml/output/tensorboard/                 TensorBoard event files (the tensorboard logger);
-                                                SageMaker's TensorBoardOutputConfig LocalPath
-    /opt/ml/output/failure                      why the job failed (first 1,024 chars shown)
-
-``FINETUNE_ML_ROOT`` moves the whole tree (local runs and tests use a temporary one).
-"""
+"""The trainer's view of the container (finetune.contracts.container): the job it is given,
+read from the config files of an /opt/ml tree and checked before anything heavy is imported.
+A bring-your-own image must read those JSON files itself: the SM_* environment variables
+exist only where SageMaker's training toolkit is installed."""
 
 from __future__ import annotations
 
 import json
 import logging
-import os
-from dataclasses import dataclass
 from pathlib import Path
 
+from finetune.contracts.container import (
+    DEFAULT_ROOT,
+    OPTIONAL_CHANNELS,
+    REQUIRED_CHANNELS,
+    ROOT_ENV,
+    TOOLKIT_PREFIX,
+    Layout,
+    TrainJob,
+)
 from finetune.contracts.hparams import TrainHyperparameters
 from finetune.engines.models import check_model
 from finetune.errors import ConfigError, DataError, did_you_mean
 
-ROOT_ENV = "FINETUNE_ML_ROOT"
-TOOLKIT_PREFIX = "sagemaker_"  # SageMaker training toolkit hyperparameters
-DEFAULT_ROOT = Path("/opt/ml")
-TENSORBOARD_SUBDIR = "output/tensorboard"  # under the root; /opt/ml/output/tensorboard
-REQUIRED_CHANNELS = ("train", "validation")
-OPTIONAL_CHANNELS = ("pretrained",)  # weight files, for runs without internet access
-
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Layout:
-    """The paths of one /opt/ml tree."""
-
-    root: Path
-
-    @classmethod
-    def from_env(cls) -> Layout:
-        return cls(Path(os.environ.get(ROOT_ENV) or DEFAULT_ROOT))
-
-    @property
-    def config_dir(self) -> Path:
-        return self.root / "input" / "config"
-
-    def channel_dir(self, name: str) -> Path:
-        return self.root / "input" / "data" / name
-
-    @property
-    def model_dir(self) -> Path:
-        return self.root / "model"
-
-    @property
-    def output_data_dir(self) -> Path:
-        return self.root / "output" / "data"
-
-    @property
-    def tensorboard_dir(self) -> Path:
-        """Where the tensorboard metric logger writes: SageMaker's default TensorBoard
-        LocalPath, which its TensorBoardOutputConfig uploads (the EC2 agent mirrors it)."""
-        return self.root / TENSORBOARD_SUBDIR
-
-    @property
-    def failure_file(self) -> Path:
-        return self.root / "output" / "failure"
-
-    def relocate(self, path: str) -> Path:
-        """A path SageMaker wrote as /opt/ml/..., moved under this root when it is not /opt/ml
-        (a checkpointconfig.json copied from a real job still works in a temporary tree)."""
-        p = Path(path)
-        if self.root != DEFAULT_ROOT and p.is_relative_to(DEFAULT_ROOT):
-            return self.root / p.relative_to(DEFAULT_ROOT)
-        return p
-
-
-@dataclass(frozen=True)
-class TrainJob:
-    """Everything the engine needs, read and checked before any heavy import."""
-
-    layout: Layout
-    hparams: TrainHyperparameters
-    channels: dict[str, Path]
-    checkpoint_dir: Path
-    current_host: str
-    hosts: tuple[str, ...]
-
-    @property
-    def pretrained_dir(self) -> Path | None:
-        return self.channels.get("pretrained")
-
-    @property
-    def is_first_host(self) -> bool:
-        """The host that writes the model, metrics.jsonl and the checkpoints of a multi-host
-        job (the workers' parameters are identical; MXNet's ranks need not follow host order)."""
-        return self.current_host == min(self.hosts)
-
-    @property
-    def metrics_file(self) -> Path:
-        return self.layout.output_data_dir / "metrics.jsonl"
 
 
 def load_job(layout: Layout) -> TrainJob:

@@ -2,7 +2,7 @@
 epoch loop (finetune.train.fitloop): run-record.json, the metrics file, every epoch's
 predictions, the best epoch's and the test split's reports, summary.json, and the model
 folder (the engine's files, classes.json, the preprocessing contract, hyperparameters.json
-last: a model folder with it is complete, finetune.train.signals.model_written).
+last: a model folder with it is complete, finetune.contracts.container.model_written).
 
 Everything is passed in; every file is written to a temporary name and renamed.
 """
@@ -14,12 +14,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from finetune.contracts import metrics
+from finetune.contracts.container import TrainJob
 from finetune.contracts.hparams import TrainHyperparameters
 from finetune.contracts.record import RECORD_FILE, launch_record, manifest_sha256
 from finetune.files import write_atomic
 from finetune.train import preprocess
 from finetune.train.evaluation import Evaluation
-from finetune.train.layout import TrainJob
 from finetune.train.progress import Progress
 
 SUMMARY_FILE = "summary.json"  # best epoch, its validation and the test figures

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
+from finetune.contracts.container import DEFAULT_ROOT, ROOT_ENV, Layout
 from finetune.errors import ConfigError, DataError
-from finetune.train.layout import DEFAULT_ROOT, ROOT_ENV, Layout, load_job
+from finetune.train.layout import load_job
 
 from .conftest import hparams, make_tree
 

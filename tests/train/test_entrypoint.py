@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
+from finetune.contracts.container import ROOT_ENV
 from finetune.contracts.metrics import read as read_metrics
 from finetune.train import main
-from finetune.train.layout import ROOT_ENV
 
 from .conftest import REPO, hparams, make_tree, trainer_env
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from finetune.contracts import mltree
+from finetune.contracts.container import EXIT_STOPPED, MODEL_FILES, STOPPED_FILE
 from finetune.plan import Resources, build_plan
-from finetune.train import mltree
-from finetune.train.signals import EXIT_STOPPED, MODEL_FILES, STOPPED_FILE
 from tests import containerhost
 
 _WHY_NOT = containerhost.runtime_missing()

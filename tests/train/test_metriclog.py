@@ -15,10 +15,11 @@ import pytest
 
 pytest.importorskip("torch")
 
+from finetune.contracts.container import Layout
 from finetune.errors import ConfigError
 from finetune.recipes.loading import load_recipe
 from finetune.train.engines.torch import fit
-from finetune.train.layout import Layout, load_job
+from finetune.train.layout import load_job
 from finetune.train.metriclog.mlflowlog import RUN_ID_FILE, MlflowLogger
 
 from .conftest import hparams, make_tree

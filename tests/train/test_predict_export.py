@@ -40,13 +40,14 @@ def trained(request, tmp_path_factory, tiny_dataset):
     """(engine, run folder) of a finished 2-epoch run on the tiny dataset."""
     engine = request.param
     pytest.importorskip("torch" if engine == "torch" else "mxnet")
-    from finetune.train.engines import fit
-    from finetune.train.layout import Layout, load_job
+    from finetune.contracts.container import Layout
+    from finetune.contracts.engine import runtime
+    from finetune.train.layout import load_job
 
     run_dir = tmp_path_factory.mktemp(f"run-{engine}")
     hp = hparams(epochs=2, max_batches_per_epoch=6, keep_checkpoints=1, **ENGINES[engine])
     root = make_tree(run_dir / "ml", tiny_dataset, hp, checkpoint_local_path=None)
-    assert fit(load_job(Layout(root))).stopped_by is None
+    assert runtime(engine).fit(load_job(Layout(root))).stopped_by is None
     return engine, run_dir
 
 

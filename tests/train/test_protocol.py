@@ -8,14 +8,14 @@ import ast
 import importlib.util
 import inspect
 import re
-import typing
 from pathlib import Path
 
 import pytest
 
 from finetune.catalog.engines import BUILDS
-from finetune.contracts.hparams import ENGINES, Engine
+from finetune.contracts.engine import EngineRuntime, runtime
 from finetune.engines.models import AUGMENTATIONS, MODELS
+from finetune.engines.registry import NAMES
 from finetune.train import engine_api, fitloop
 from finetune.train.signals import StopRequest
 from finetune.train.telemetry import NoTelemetry, Telemetry
@@ -89,6 +89,17 @@ def test_no_telemetry_adds_nothing_and_says_nothing():
 
 
 def test_one_list_of_engine_names_covers_every_table():
-    assert typing.get_args(Engine) == ENGINES == ("mxnet", "torch")
     for table in (MODELS, AUGMENTATIONS, BUILDS):
-        assert tuple(table) == ENGINES
+        assert tuple(table) == NAMES == ("mxnet", "torch")
+
+
+@pytest.mark.parametrize("engine", NAMES)
+def test_every_runtime_provides_the_whole_interface(engine):
+    """Each engine's RUNTIME has every method of EngineRuntime, with its parameters (the
+    type checker holds the types: RUNTIME is declared an EngineRuntime)."""
+    given = runtime(engine)
+    wanted = [n for n, v in vars(EngineRuntime).items() if callable(v) and not n.startswith("_")]
+    assert set(wanted) == {"fit", "weights_source", "predict_scores", "export", "after_failure"}
+    for name in wanted:
+        expect = list(inspect.signature(getattr(EngineRuntime, name)).parameters)[1:]
+        assert len(inspect.signature(getattr(given, name)).parameters) == len(expect), name

@@ -14,8 +14,8 @@ import time
 
 import pytest
 
+from finetune.contracts.container import EXIT_STOPPED, STOPPED_MARK, read_stopped
 from finetune.contracts.metrics import read as read_metrics
-from finetune.train.signals import EXIT_STOPPED, STOPPED_MARK, read_stopped
 
 from .conftest import Output, hparams, make_tree, start_trainer
 

@@ -56,7 +56,7 @@ def test_a_sigterm_during_start_up_ends_the_trainer_at_once_with_nothing_saved(
     checkpoint (before, it built its session, trained one batch and saved it)."""
     import time
 
-    from finetune.train.signals import EXIT_STOPPED, STOPPED_MARK, read_stopped
+    from finetune.contracts.container import EXIT_STOPPED, STOPPED_MARK, read_stopped
 
     from .conftest import hparams, make_tree, start_trainer
 
@@ -85,7 +85,7 @@ def test_a_stop_still_checkpoints_when_whoever_read_the_output_is_gone(tmp_path,
     import subprocess
     import sys
 
-    from finetune.train.signals import EXIT_STOPPED, STOPPED_MARK, read_stopped
+    from finetune.contracts.container import EXIT_STOPPED, STOPPED_MARK, read_stopped
 
     from .conftest import REPO, hparams, make_tree, trainer_env
 

@@ -13,13 +13,14 @@ mx = pytest.importorskip("mxnet")
 
 from PIL import Image  # noqa: E402
 
+from finetune.contracts.container import Layout  # noqa: E402
 from finetune.contracts.metrics import read as read_metrics  # noqa: E402
 from finetune.data.datasets import prepare_folder  # noqa: E402
 from finetune.data.lst import read as read_lst  # noqa: E402
 from finetune.data.recordio import RecordReader, unpack_header  # noqa: E402
 from finetune.train.engines.mxnet import fit  # noqa: E402
 from finetune.train.engines.mxnet.data import record_iter  # noqa: E402
-from finetune.train.layout import Layout, load_job  # noqa: E402
+from finetune.train.layout import load_job  # noqa: E402
 from finetune.train.preprocess import Preprocessing  # noqa: E402
 from finetune.train.rescale import rescale  # noqa: E402
 

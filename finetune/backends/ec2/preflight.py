@@ -43,7 +43,7 @@ def missing_settings(plan, options: Ec2Options) -> list[base.Problem]:
         ))  # fmt: skip
     engine = plan.hyperparameters.engine
     if registry.get(engine).needs_our_image and not configured_image():
-        others = [e.name for e in registry.REGISTRY.values() if not e.needs_our_image]
+        others = [e.name for e in registry.all_engines() if not e.needs_our_image]
         problems.append(base.Problem(
             f"the {engine} engine needs our training image, and none is configured",
             "run `finetune image push` and `finetune config set image URI` with the URI it "

@@ -15,11 +15,11 @@ from pydantic import Field
 from finetune.backends import base
 from finetune.backends.base import Capabilities, Feature, Hooks, Preflight, Status
 from finetune.backends.local.runner import LOCK_FILE, lock_held, take_lock
+from finetune.contracts import container, mltree
 from finetune.contracts import metrics as mt
+from finetune.contracts.container import TENSORBOARD_SUBDIR
 from finetune.errors import BusyError, UsageError
 from finetune.runs.processes import alive
-from finetune.train import mltree, signals
-from finetune.train.layout import TENSORBOARD_SUBDIR
 
 RUNNER = "finetune.backends.local.runner"
 
@@ -112,7 +112,7 @@ class LocalBackend:
         for stale in ("exit.json", "runner.json"):  # a resumed run starts a new attempt
             (run_dir / stale).unlink(missing_ok=True)
         # and its trainer's end: a new one killed before it clears them must not inherit them
-        signals.stopped_file(run_dir / "ml").unlink(missing_ok=True)
+        container.stopped_file(run_dir / "ml").unlink(missing_ok=True)
         (run_dir / "ml" / "output" / "failure").unlink(missing_ok=True)
         env = dict(os.environ)
         if plan.resources.device == "gpu" and self.gpu_ids:
@@ -222,11 +222,11 @@ def _final(run_dir: Path, info: dict) -> Status:
     ml = run_dir / "ml"
     asked = bool(info.get("stop_requested"))
     resume = "resume with `finetune launch --resume RUN`"
-    marker = signals.read_stopped(ml)
-    if code == signals.EXIT_STOPPED or marker:
+    marker = container.read_stopped(ml)
+    if code == container.EXIT_STOPPED or marker:
         why = (marker or {}).get("reason") or f"the trainer stopped after a checkpoint ({code})"
         return Status("stopped" if asked else "interrupted", reason=f"{why}; {resume}", **times)
-    if code == 0 and signals.model_written(ml / "model"):
+    if code == 0 and container.model_written(ml / "model"):
         return Status("completed", **times)
     if code == 0:  # never "completed" without the model (a trainer older than its marker)
         why = "the trainer ended without writing the model"

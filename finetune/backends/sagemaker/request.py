@@ -16,10 +16,10 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from finetune.backends.runtime import RUNTIME_FALLBACK_S
+from finetune.contracts.container import DEFAULT_ROOT, TENSORBOARD_SUBDIR
 from finetune.contracts.metrics import METRIC_REGEXES
 from finetune.data.channels import RECORDIO
 from finetune.errors import ConfigError
-from finetune.train.layout import DEFAULT_ROOT, TENSORBOARD_SUBDIR
 
 OUTPUT_ROOT = "finetune/output/"
 CHECKPOINT_ROOT = "finetune/checkpoints/"

@@ -24,8 +24,8 @@ import time
 from datetime import datetime
 
 from finetune.backends.base import Status
+from finetune.contracts.container import EXIT_STOPPED, STARTING, STOPPED_MARK
 from finetune.errors import UsageError
-from finetune.train.signals import EXIT_STOPPED, STARTING, STOPPED_MARK
 
 _IN_PROGRESS = {
     "Starting": "submitted",

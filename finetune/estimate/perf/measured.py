@@ -98,7 +98,7 @@ def predict(
     from finetune.engines import registry
     from finetune.estimate.perf import flops, gpus
 
-    described = registry.REGISTRY.get(setup.engine)
+    described = registry.get(setup.engine) if setup.engine in registry.ENGINES else None
     if described is None or FRAMEWORK not in described.frameworks:
         return None
     net, want = flops.network_key(setup.network), "inductor" if setup.compile else "eager"

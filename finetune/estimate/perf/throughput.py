@@ -34,7 +34,7 @@ def _plain(engine: str) -> str:
     (each engine's descriptor names its loop)."""
     from finetune.engines import registry
 
-    described = registry.REGISTRY.get(engine)
+    described = registry.get(engine) if engine in registry.ENGINES else None
     return described.loop if described else "plain-loop"
 
 

@@ -27,9 +27,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from finetune.contracts.container import TrainJob
     from finetune.contracts.hparams import TrainHyperparameters
     from finetune.contracts.metrics import EpochMetrics
-    from finetune.train.layout import TrainJob
 
 from finetune.contracts.hparams import METRIC_LOGGERS as NAMES  # noqa: F401 (the one list)
 

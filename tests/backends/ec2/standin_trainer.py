@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from finetune.train.signals import EXIT_STOPPED, MODEL_FILES, mark_stopped
+from finetune.contracts.container import EXIT_STOPPED, MODEL_FILES, mark_stopped
 
 STOP = {"now": False}
 HOLD_LIMIT_S = 300.0

@@ -20,11 +20,11 @@ from typer.testing import CliRunner
 
 from finetune.backends.local.runner import lock_held
 from finetune.cli import app
+from finetune.contracts.container import EXIT_STOPPED, MODEL_FILES
 from finetune.contracts.metrics import parse_progress
 from finetune.contracts.metrics import read as read_metrics
 from finetune.runs.ledger import open_default
 from finetune.runs.run import ACTIVE
-from finetune.train.signals import EXIT_STOPPED, MODEL_FILES
 
 pytestmark = pytest.mark.slow
 

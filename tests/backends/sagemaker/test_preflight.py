@@ -112,7 +112,7 @@ def test_states():
 def test_a_trainer_stopped_in_its_start_up_is_interrupted_and_said_so(tmp_path):
     """The failure text our entrypoint leaves for a stop before the first step (the real
     mark_stopped's): interrupted, resumable, and not said to have checkpointed."""
-    from finetune.train.signals import STARTING, mark_stopped
+    from finetune.contracts.container import STARTING, mark_stopped
 
     reason = mark_stopped(tmp_path, "SIGTERM", STARTING)
     job = {"TrainingJobStatus": "Failed", "FailureReason": f"AlgorithmError: {reason}"}

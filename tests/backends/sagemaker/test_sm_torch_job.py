@@ -78,7 +78,7 @@ def test_source_dir_program_starts_our_trainer_as_the_toolkit_runs_it(tiny_datas
     toolkit's sagemaker_* keys in hyperparameters.json: the package inside the source dir is the
     one that runs, the arguments are ignored and the toolkit's keys are not taken for ours. (One
     foreign key makes the trainer stop at reading its hyperparameters, before any training.)"""
-    from finetune.train import mltree
+    from finetune.contracts import mltree
 
     code_dir = tmp_path / "code"
     code = sourcedir.build("b", "ft-1-a")

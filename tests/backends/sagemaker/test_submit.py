@@ -12,9 +12,9 @@ import pytest
 
 from finetune.backends.sagemaker.backend import SageMakerBackend
 from finetune.backends.sagemaker.request import JobOptions
+from finetune.contracts.container import Layout
 from finetune.contracts.metrics import METRIC_REGEXES
 from finetune.service.tensorboard import locate
-from finetune.train.layout import Layout
 from tests.aws.conftest import BUCKET, REGION, ROLE
 from tests.aws.helpers import new_run, sm_plan
 

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from finetune.train.signals import STOPPED_MARK, read_stopped
+from finetune.contracts.container import STOPPED_MARK, read_stopped
 
 from . import toolkit_host
 from .test_toolkit_emulation import _container_s3, _launch, _namespaces_work, cloud_endpoint

@@ -39,8 +39,8 @@ def main(env=None, s3=None) -> int:
 def prepare(run: Attempt) -> None:
     """plan.json, dataset and checkpoints from S3 into an mltree layout; the log so far.
     Every host restores the checkpoints (all must resume from the same epoch)."""
+    from finetune.contracts import mltree
     from finetune.plan import Plan
-    from finetune.train import mltree
 
     cfg, store = run.cfg, run.store
     run.status(p.STARTING)
@@ -80,7 +80,7 @@ def _check_digest(cfg: AgentConfig, text: str) -> None:
 
 def _download_dataset(run: Attempt, plan, dest: Path) -> Path:
     """The channel files the plan names, from PREFIX/CHANNEL/NAME in S3, into one folder."""
-    from finetune.train import mltree
+    from finetune.contracts import mltree
 
     bucket, prefix = p.split_s3_uri(run.cfg.dataset_uri)
     prefix = prefix if not prefix or prefix.endswith("/") else prefix + "/"

@@ -14,8 +14,8 @@ import time
 
 from finetune.backends.ec2.agent import protocol as p
 from finetune.backends.ec2.agent.supervisor import AgentError, Attempt
+from finetune.contracts.container import ADDRESSES_ENV
 from finetune.files import write_atomic
-from finetune.train.hosts import ADDRESSES_ENV
 
 POLL_S = 2.0
 

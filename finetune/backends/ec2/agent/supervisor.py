@@ -25,7 +25,8 @@ from finetune.backends.ec2.agent import protocol as p
 from finetune.backends.ec2.agent.environment import AgentConfig
 from finetune.backends.ec2.agent.imds import Imds, ImdsUnavailable
 from finetune.backends.ec2.agent.s3sync import RunStore
-from finetune.train.layout import Layout
+from finetune.contracts import container
+from finetune.contracts.container import Layout
 
 
 class AgentError(Exception):
@@ -229,12 +230,11 @@ def _stopped_alone(run: Attempt, code: int | None) -> str | None:
     """Why the run is unfinished although the trainer ended by itself: it exited with
     EXIT_STOPPED or left its stop marker, or (the first host) exited 0 without writing the
     model -- a run is never "completed" without its model. None: finished, or failed."""
-    from finetune.train import signals
 
-    marker = signals.read_stopped(run.cfg.ml_root)
-    if code == signals.EXIT_STOPPED or marker:
+    marker = container.read_stopped(run.cfg.ml_root)
+    if code == container.EXIT_STOPPED or marker:
         return (marker or {}).get("reason") or f"trainer exit code {code}"
-    if code == 0 and run.primary and not signals.model_written(run.cfg.ml_root / "model"):
+    if code == 0 and run.primary and not container.model_written(run.cfg.ml_root / "model"):
         return "the trainer ended without writing the model"
     return None
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from finetune.contracts.hparams import TrainHyperparameters
+from finetune.engines.mxnet import MXNET
 from finetune.train.engines.mxnet.zoo import mxnet
 
 mx = mxnet()  # MXNet without scikit-learn's import (zoo.py)
 
 PREFIX = "model"
-GLUON_PARAMS = "gluon.params"
+GLUON_PARAMS = MXNET.weights_file  # the model folder's weights, named by the spec
 
 
 def save_model(net, model_dir: Path, hp: TrainHyperparameters, ctx) -> None:

@@ -35,9 +35,10 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
+from finetune.contracts.container import TrainJob
+from finetune.engines.mxnet import MxnetOptions
 from finetune.errors import ConfigError
 from finetune.train.hosts import first_host_address
-from finetune.train.layout import TrainJob
 
 PORT_ENV = "FINETUNE_PS_PORT"
 DEFAULT_PORT = 9000
@@ -111,7 +112,7 @@ def plan_for(job: TrainJob) -> Cluster | None:
     torch engine (torchrun: finetune.train.engines.torch.launch)."""
     if job.hparams.engine != "mxnet":
         return None
-    return plan(job.hosts, job.current_host, job.hparams.kvstore, _interface(job))
+    return plan(job.hosts, job.current_host, MxnetOptions.of(job.hparams).kvstore, _interface(job))
 
 
 def _interface(job: TrainJob) -> str | None:

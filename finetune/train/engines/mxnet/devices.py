@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from finetune.contracts.hparams import TrainHyperparameters
+from finetune.engines.mxnet import MxnetOptions
 from finetune.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -35,7 +36,7 @@ class Devices:
 
 
 def select(hp: TrainHyperparameters) -> Devices:
-    """Contexts from ``hp.device``, a kvstore from ``hp.kvstore``."""
+    """Contexts from ``hp.device``, a kvstore from its MxnetOptions."""
     import mxnet as mx
 
     gpus = mx.context.num_gpus()
@@ -55,7 +56,7 @@ def select(hp: TrainHyperparameters) -> Devices:
             )
     else:
         contexts = [mx.cpu(i) for i in range(hp.devices_per_host)]
-    kvstore = _kvstore(hp.kvstore, contexts, hp.hosts)
+    kvstore = _kvstore(MxnetOptions.of(hp).kvstore, contexts, hp.hosts)
     if kvstore is not None and kvstore.type.startswith("dist"):
         return Devices(contexts, kvstore, kvstore.rank, hosts=kvstore.num_workers)
     return Devices(contexts, kvstore)

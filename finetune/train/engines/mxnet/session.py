@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from finetune.contracts.container import TrainJob
+from finetune.contracts.engine import StopFlag
 from finetune.errors import DataError
 from finetune.train import dataset
 from finetune.train.checkpoints import Checkpoint
@@ -23,8 +25,6 @@ from finetune.train.engines.mxnet.data import preprocess_threads, record_iter
 from finetune.train.engines.mxnet.tally import Tally
 from finetune.train.engines.mxnet.zoo import mxnet
 from finetune.train.evaluation import Evaluator
-from finetune.train.layout import TrainJob
-from finetune.train.signals import StopRequest
 from finetune.train.telemetry import NoTelemetry
 
 mx = mxnet()  # MXNet without scikit-learn's import (zoo.py)
@@ -138,7 +138,7 @@ class MXNetSession:
 
     # ---- evaluation -------------------------------------------------------------------
     def evaluate(
-        self, split: str, evaluator: Evaluator | None, stop: StopRequest, shared: bool = False
+        self, split: str, evaluator: Evaluator | None, stop: StopFlag, shared: bool = False
     ) -> bool:
         """Every batch of ``split`` into ``evaluator``, on this host alone (``shared`` is
         never asked: the group of an MXNet run is one process, the first host validates)."""

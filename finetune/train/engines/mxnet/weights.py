@@ -19,13 +19,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from finetune.engines.registry import MXNET_SYMBOL_MODELS
+from finetune.contracts.engine import WeightsSource
+from finetune.engines.mxnet import SYMBOL_MODELS
 from finetune.errors import DataError
 from finetune.train.engines.mxnet import zoo
 from finetune.train.engines.mxnet.checksums import GLUON_REPO, SYMBOL_URL, ZOO_SHA1
 
 DOWNLOAD = "download"
-SYMBOL_MODELS = MXNET_SYMBOL_MODELS  # our name -> the checkpoint prefix
 
 log = logging.getLogger(__name__)
 
@@ -70,10 +70,9 @@ def locate(model: str, weights: str, dirs: list[Path], sha256: str = "") -> Weig
 
 
 def source(model: str, weights: str, sha256: str = "", here: bool = True):
-    """Where the weights would come from (finetune.train.engines.WeightsSource): a file found
+    """Where the weights would come from (finetune.contracts.engine.WeightsSource): a file found
     now, else the model zoo's download by the run itself when ``weights=download``; neither:
     the DataError ``locate`` gives (before anything is launched)."""
-    from finetune.train.engines import WeightsSource
 
     home = mxnet_home() / "models"
     if not here and weights != DOWNLOAD:  # the job's own $MXNET_HOME or pretrained channel

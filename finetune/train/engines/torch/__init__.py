@@ -1,42 +1,65 @@
-"""The PyTorch engine (torchvision's ImageNet networks: finetune.engines.backbones).
-Importing this package imports no torch (:func:`fit` does): a launch looks a run's weights
-up in :mod:`finetune.train.engines.torch.weights`, and a file named by its path needs neither
-torch nor torchvision (`launch smoke-resnet18-torch pretrained=true weights=FILE --dry-run`,
-the demo's fine-tuning: 5.0 -> 0.8 CPU-s, three runs each, 2-core EPYC, 2026-11-27). Nothing
-here imports MXNet."""
+"""The PyTorch engine's runtime (its spec: finetune.engines.torch). Importing this package
+imports no torch: each call imports what it needs, so a launch can ask where a run's weights
+come from without it (docs/decisions/002-light-engine-imports.md). Nothing here imports MXNet."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+from finetune.contracts.container import TrainJob
+from finetune.contracts.engine import EngineRuntime, StopFlag, WeightsSource
 from finetune.errors import require_module
 from finetune.train import dataset, fitloop
 from finetune.train.engine_api import Launched
-from finetune.train.layout import TrainJob
+from finetune.train.engines.torch import launch, weights
 from finetune.train.signals import StopRequest
 
 
-def fit(job: TrainJob, stop: StopRequest | None = None):
-    """Train as ``job`` says with PyTorch, resuming from its newest checkpoint; when the job
-    needs several processes and this one was not started by torchrun, start them instead
-    (finetune.train.engines.torch.launch) and return a Launched."""
-    from finetune.train.engines.torch import launch
+class TorchRuntime:
+    """The torch engine behind finetune.contracts.engine.EngineRuntime."""
 
-    stop = StopRequest() if stop is None else stop
-    plan = launch.plan(job)
-    if plan is not None:
-        stop.started()  # (start-up, signals.py) before torchrun's workers start
-        return Launched(plan.nproc, plan.world, launch.run(job, plan, stop))
-    # the data is checked before torch is imported: a dataset that cannot train fails in a
-    # second, not after the seconds torch, torchvision and torch._dynamo take to import
-    files = dataset.resolve(job.channels["train"], job.channels["validation"], job.hparams)
-    require_module("torchvision")  # here, where the networks are built: not in a launcher
-    from finetune.train.engines.torch.session import TorchSession
+    def fit(self, job: TrainJob, stop: StopFlag | None = None) -> object:
+        """Train as ``job`` says, resuming from its newest checkpoint; when the job needs
+        several processes and this one was not started by torchrun, start them instead
+        (finetune.train.engines.torch.launch) and return a Launched."""
+        require_module("torch")
+        stop = StopRequest() if stop is None else stop
+        plan = launch.plan(job)
+        if plan is not None:
+            stop.started()  # (start-up, signals.py) before torchrun's workers start
+            return Launched(plan.nproc, plan.world, launch.run(job, plan, stop))
+        # the data is checked before torch is imported: a dataset that cannot train fails at once
+        files = dataset.resolve(job.channels["train"], job.channels["validation"], job.hparams)
+        require_module("torchvision")  # here, where the networks are built: not in a launcher
+        from finetune.train.engines.torch.session import TorchSession  # imports torch
 
-    stop.started()  # imported; from here on a stop is saved (signals.py)
-    session = TorchSession(job, files)
-    try:
-        return fitloop.fit(job, session, stop)
-    finally:
-        session.close()
+        stop.started()  # imported; from here on a stop is saved (signals.py)
+        session = TorchSession(job, files)
+        try:
+            return fitloop.fit(job, session, stop)
+        finally:
+            session.close()
+
+    def weights_source(self, model: str, weights_: str, sha256: str, here: bool) -> WeightsSource:
+        return weights.source(model, weights_, sha256, here)
+
+    def predict_scores(self, model_dir: Path, rec: Path, idx: Path) -> Any:
+        return _predict().scores(model_dir, rec, idx)
+
+    def export(self, model_dir: Path, out: Path) -> list[str]:
+        require_module("onnxscript", extra="torch")  # torch.onnx's exporter needs it
+        return _predict().export(model_dir, out)
+
+    def after_failure(self, code: int) -> None:
+        """Nothing to do: torchrun's workers end with their launcher."""
 
 
-__all__ = ["fit"]
+def _predict():
+    require_module("torchvision")
+    from finetune.train.engines.torch import predict  # imports torch
+
+    return predict
+
+
+RUNTIME: EngineRuntime = TorchRuntime()

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 
 import torch
 
+from finetune.engines.torch import TorchOptions
 from finetune.train import dataset
 from finetune.train.engines.torch import (
     augment,
@@ -52,7 +53,7 @@ class _Batches:
         self.layout = layout  # the run's (hardware.memory_format), as its network has
         self.hp, self.group, self.steps = hp, group, steps
         self.local_batch = ddp.local_batch(hp.global_batch, group.world)
-        self.workers = hardware.loader_workers(hp.loader_workers)
+        self.workers = hardware.loader_workers(TorchOptions.of(hp).loader_workers)
         self.augment = augment.from_hparams(hp)  # per-image presets (None: off)
         self.input_dtype = torch.float32  # the session sets bf16 for bf16 on a GPU
 
@@ -182,10 +183,10 @@ class StreamBatches(_Batches):
 
 def open_batches(files, contract: Preprocessing, device: torch.device, hp, group, steps: int,
                  layout: torch.memory_format):  # fmt: skip
-    """The run's data path (``hp.data_path``; ``auto``: resident when the decoded images
-    take at most RESIDENT_SHARE of the device's free memory), its training split loaded,
+    """The run's data path (TorchOptions' ``data_path``; ``auto``: resident when the decoded
+    images take at most RESIDENT_SHARE of the device's free memory), its training split loaded,
     its batches in ``layout``."""
-    path = hp.data_path
+    path = TorchOptions.of(hp).data_path
     if path == "auto":
         need, have = hardware.decoded_bytes(files, contract), hardware.memory(device)
         path = "resident" if need <= RESIDENT_SHARE * have else "stream"

@@ -22,12 +22,12 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from finetune.contracts.engine import StopFlag
 from finetune.errors import ConfigError
-from finetune.train.signals import StopRequest
+from finetune.train.engines.torch.launch import PARENT_ENV
 
 TIMEOUT_ENV = "FINETUNE_DDP_TIMEOUT_S"  # a collective waiting longer than this fails
 DEFAULT_TIMEOUT_S = 600.0
-PARENT_ENV = "FINETUNE_TORCHRUN_PARENT"  # set by our launcher: the pid the worker dies with
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ class Group:
         """Machines in the group (torchrun's "nodes"), each with local_world processes."""
         return max(self.world // self.local_world, 1)
 
-    def agree(self, stop: StopRequest, save_due: bool) -> tuple[bool, bool]:
+    def agree(self, stop: StopFlag, save_due: bool) -> tuple[bool, bool]:
         """After every step: (stop, checkpoint now), one answer for every process (the
         finetune.train.engine_api.ProcessGroup's). One small all-reduce of the highest signal
         number any process got and whether any wants a checkpoint: a stop any process got

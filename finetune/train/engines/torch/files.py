@@ -11,12 +11,13 @@ from pathlib import Path
 
 import torch
 
+from finetune.engines.torch import TORCH, TorchOptions
 from finetune.errors import DataError
 from finetune.files import write_atomic
 from finetune.train.checkpoints import Checkpoint
 from finetune.train.engines.torch import hardware
 
-WEIGHTS = "model.pt"
+WEIGHTS = TORCH.weights_file  # the model folder's weights, named by the spec
 ENGINE_FILE = "engine.json"  # in the model folder: how this engine validated
 OPTIMIZER = "optimizer.pt"
 
@@ -75,7 +76,7 @@ def environment(s) -> dict:
         "devices": s.group.local_world,
         "hosts": s.group.hosts,
         "processes": s.group.world,
-        "batchnorm": s.hp.batchnorm,
+        "batchnorm": TorchOptions.of(s.hp).batchnorm,
         "precision": s.precision,
         "layout": "channels_last" if s.layout == torch.channels_last else "nchw",
         "data_path": s.data.path,

@@ -39,14 +39,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from finetune.contracts.container import EXIT_STOPPED, TrainJob, read_stopped
+from finetune.contracts.engine import StopFlag
 from finetune.errors import ConfigError, FinetuneError
 from finetune.train import hosts as host_addresses
 from finetune.train import startup
-from finetune.train.engines.torch.ddp import PARENT_ENV
-from finetune.train.layout import TrainJob
-from finetune.train.signals import EXIT_STOPPED, StopRequest, read_stopped
 
 PORT_ENV = "FINETUNE_TORCHRUN_PORT"
+PARENT_ENV = "FINETUNE_TORCHRUN_PARENT"  # set here: the pid the workers die with
 DEFAULT_PORT = 29500  # torchrun's
 SHUTDOWN_S = 15  # after a worker failed, the others' time to end before SIGKILL
 RENDEZVOUS_S = 600  # how long the hosts may take to find each other
@@ -134,7 +134,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def run(job: TrainJob, launch: Launch, stop: StopRequest) -> str | None:
+def run(job: TrainJob, launch: Launch, stop: StopFlag) -> str | None:
     """Start this host's workers and wait for them; returns the stop signal's name when they
     stopped on request, raises ProcessFailed when one failed."""
     output = job.layout.root / "output"
@@ -146,7 +146,7 @@ def run(job: TrainJob, launch: Launch, stop: StopRequest) -> str | None:
         shutil.rmtree(logs, ignore_errors=True)
 
 
-def _run(job: TrainJob, launch: Launch, stop: StopRequest, logs: str) -> str | None:
+def _run(job: TrainJob, launch: Launch, stop: StopFlag, logs: str) -> str | None:
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 

@@ -26,7 +26,10 @@ from pathlib import Path
 
 import torch
 
+from finetune.contracts.container import TrainJob
+from finetune.contracts.engine import StopFlag
 from finetune.engines.models import check_model
+from finetune.engines.torch import TorchOptions
 from finetune.errors import ConfigError
 from finetune.train import dataset
 from finetune.train.checkpoints import Checkpoint
@@ -47,9 +50,7 @@ from finetune.train.engines.torch import weights as wt
 from finetune.train.engines.torch.batches import Batch, open_batches
 from finetune.train.engines.torch.telemetry import InputClock, open_telemetry
 from finetune.train.evaluation import Evaluator
-from finetune.train.layout import TrainJob
 from finetune.train.preprocess import Preprocessing
-from finetune.train.signals import StopRequest
 from finetune.train.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -97,7 +98,7 @@ class TorchSession:
         if hp.pretrained and resume is None:
             found = wt.locate(hp.model, hp.weights, self._search_dirs(), hp.weights_sha256)
         net, self.loaded = network.build(hp, found)
-        if hp.batchnorm == "sync" and g.world > 1:
+        if TorchOptions.of(hp).batchnorm == "sync" and g.world > 1:
             net = network.sync_batchnorm(net, self.device)
         # torch's stub of Module.to has no memory_format; the method takes it (torch docs)
         self.layout = layout = hardware.memory_format(self.device, self.precision, hp.model)
@@ -131,12 +132,12 @@ class TorchSession:
         synchronise buffers; through the training graph, eval mode and the short last
         batch would recompile it twice and leave Dynamo a dynamic batch: 21 s against
         ~1.6 s on an H200, gpu-check 2026-11-26)."""
-        images = hp.epochs * self.steps * hp.global_batch
-        if hp.compile and images < COMPILE_BREAK_EVEN_IMAGES:
+        images, compiled = hp.epochs * self.steps * hp.global_batch, TorchOptions.of(hp).compile
+        if compiled and images < COMPILE_BREAK_EVEN_IMAGES:
             log.warning("train.compile=true for %d training images: compiling costs ~35-45 s "
                         "and repays itself after ~%d images (ResNet-50, H200); it may not "
                         "here", images, COMPILE_BREAK_EVEN_IMAGES)  # fmt: skip
-        if hp.compile and self.device.type != "cuda":
+        if compiled and self.device.type != "cuda":
             log.warning("train.compile=true on a CPU: compiling takes a while and CPU kernels "
                         "gain little (use it to test the GPU code path)")  # fmt: skip
         trained = self.net
@@ -145,7 +146,7 @@ class TorchSession:
 
             ids = [self.device.index] if self.device.type == "cuda" else None
             trained = DistributedDataParallel(self.net, device_ids=ids)
-        forward = torch.compile(trained, dynamic=False) if hp.compile else trained
+        forward = torch.compile(trained, dynamic=False) if compiled else trained
         if self.ema is not None and hp.ema_evaluate:  # the average validates, never trains
             return forward, self.ema.module
         return forward, self.net
@@ -194,7 +195,9 @@ class TorchSession:
         self._epoch, self._position = epoch, batch  # (mixing draws by position)
         # (evaluate() leaves eval mode)
         hp = self.hp
-        network.train_mode(self.net, hp.freeze_backbone, hp.batchnorm, network.head_path(hp.model))
+        network.train_mode(
+            self.net, hp.freeze_backbone, TorchOptions.of(hp).batchnorm, network.head_path(hp.model)
+        )
 
     def step(self, lr: float) -> int:
         """One optimizer step at ``lr``; the images this host trained on."""
@@ -237,7 +240,7 @@ class TorchSession:
 
     # ---- evaluation -------------------------------------------------------------------
     def evaluate(
-        self, split: str, evaluator: Evaluator | None, stop: StopRequest, shared: bool = False
+        self, split: str, evaluator: Evaluator | None, stop: StopFlag, shared: bool = False
     ) -> bool:
         """Every record of ``split`` into ``evaluator``; ``shared``: every process takes its
         shard and rank 0's evaluator gets them all (the others pass None)."""

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import torch
 
+from finetune.contracts.engine import StopFlag
 from finetune.data.recordio import read_index
 from finetune.errors import DataError
 from finetune.train.engines.torch import ddp
 from finetune.train.evaluation import Evaluator
-from finetune.train.signals import StopRequest
 
 
-def evaluate(session, split: str, evaluator: Evaluator | None, stop: StopRequest) -> bool:
+def evaluate(session, split: str, evaluator: Evaluator | None, stop: StopFlag) -> bool:
     """DistributedSampler's shards (padded by repeating records), every batch gathered
     on rank 0 in file order with the padding dropped: each record counted once."""
     g = session.group

@@ -22,6 +22,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from finetune.contracts.engine import WeightsSource
 from finetune.errors import DataError
 
 DOWNLOAD = "download"
@@ -104,8 +105,7 @@ def find_cached(model: str, weights: str, dirs: list[Path]) -> Found | None:
 
 def source(model: str, weights: str, sha256: str = "", here: bool = True):
     """Where the weights of a run would come from without fetching anything (a
-    finetune.train.engines.WeightsSource): ``here``, this machine's cache counts."""
-    from finetune.train.engines import WeightsSource
+    finetune.contracts.engine.WeightsSource): ``here``, this machine's cache counts."""
 
     if weights and weights != DOWNLOAD and not is_url(weights):
         path = Path(weights).expanduser()

@@ -13,7 +13,7 @@ from finetune.backends.ec2.agent import protocol as p
 from finetune.backends.ec2.agent.environment import AgentConfig
 from finetune.backends.ec2.agent.s3sync import RunStore
 from finetune.backends.ec2.agent.supervisor import AgentError, Attempt
-from finetune.train.hosts import ADDRESSES_ENV
+from finetune.contracts.container import ADDRESSES_ENV
 
 BUCKET, PREFIX = "finetune-hosts-test", "finetune/runs/ft-x/"
 DOC = {

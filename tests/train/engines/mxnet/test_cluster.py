@@ -12,8 +12,8 @@ import time
 
 import pytest
 
+from finetune.contracts import container
 from finetune.errors import ConfigError
-from finetune.train import hosts as host_addresses
 from finetune.train.engines.mxnet import cluster as ps
 from tests.train.conftest import Output, hparams, make_tree, start_trainer
 from tests.train.recount import recount
@@ -51,7 +51,7 @@ def test_plan_roles_and_environment():
 
 
 def test_plan_overrides_and_bad_port():
-    env = {host_addresses.ADDRESS_OVERRIDE_ENV: "127.0.0.1", ps.PORT_ENV: "9123"}
+    env = {container.ADDRESS_OVERRIDE_ENV: "127.0.0.1", ps.PORT_ENV: "9123"}
 
     def no_dns(name):
         raise AssertionError("the override must skip name resolution")
@@ -69,24 +69,24 @@ def test_plan_overrides_and_bad_port():
 
 
 def test_plan_address_map_names_the_first_host():
-    env = {host_addresses.ADDRESSES_ENV: '{"algo-1": "10.0.0.5", "algo-2": "10.0.0.6"}'}
+    env = {container.ADDRESSES_ENV: '{"algo-1": "10.0.0.5", "algo-2": "10.0.0.6"}'}
 
     def no_dns(name):
         raise AssertionError("a mapped host is not resolved")
 
     cluster = ps.plan(["algo-2", "algo-1"], "algo-2", "dist_sync", environ=env, resolve=no_dns)
     assert cluster.root_uri == "10.0.0.5"
-    partial = {host_addresses.ADDRESSES_ENV: '{"algo-2": "10.0.0.6"}'}
+    partial = {container.ADDRESSES_ENV: '{"algo-2": "10.0.0.6"}'}
     cluster = ps.plan(HOSTS, "algo-2", "dist_sync", environ=partial, resolve=lambda n: "1.2.3.4")
     assert cluster.root_uri == "1.2.3.4"  # the first host is not in the map: DNS
     with pytest.raises(ConfigError, match="JSON object"):
-        ps.plan(HOSTS, "algo-1", "dist_sync", environ={host_addresses.ADDRESSES_ENV: "[1"})
+        ps.plan(HOSTS, "algo-1", "dist_sync", environ={container.ADDRESSES_ENV: "[1"})
 
 
 def test_roles_start_children_set_worker_env_and_clean_up(tmp_path, monkeypatch):
-    from finetune.train.layout import Layout, TrainJob
+    from finetune.contracts.container import Layout, TrainJob
 
-    monkeypatch.setenv(host_addresses.ADDRESS_OVERRIDE_ENV, "127.0.0.1")
+    monkeypatch.setenv(container.ADDRESS_OVERRIDE_ENV, "127.0.0.1")
     monkeypatch.setenv(ps.PORT_ENV, str(_free_port()))
     monkeypatch.delenv("DMLC_ROLE", raising=False)
     hp = hparams(hosts=2, kvstore="dist_sync", global_batch=16)
@@ -180,7 +180,7 @@ def test_two_hosts_train_one_model_and_count_validation_exactly(tmp_path, tiny_d
     )
     roots = {name: _host_tree(tmp_path, tiny_dataset, hp, name) for name in sorted(HOSTS)}
     env = {
-        host_addresses.ADDRESS_OVERRIDE_ENV: "127.0.0.1",
+        container.ADDRESS_OVERRIDE_ENV: "127.0.0.1",
         ps.PORT_ENV: str(_free_port()),
         "DMLC_INTERFACE": "lo",
     }
@@ -236,7 +236,7 @@ def test_failed_host_exits_and_leaves_no_server(tmp_path, tiny_dataset):
     scheduler and server with it (the kernel sends them SIGTERM)."""
     hp = hparams(epochs=1, hosts=2, kvstore="dist_sync", global_batch=16)
     roots = {name: _host_tree(tmp_path, tiny_dataset, hp, name) for name in sorted(HOSTS)}
-    env = {host_addresses.ADDRESS_OVERRIDE_ENV: "127.0.0.1", ps.PORT_ENV: str(_free_port())}
+    env = {container.ADDRESS_OVERRIDE_ENV: "127.0.0.1", ps.PORT_ENV: str(_free_port())}
     first = start_trainer(roots["algo-1"], **env)
     # fails in the first epoch, after the cluster is up
     second = start_trainer(roots["algo-2"], FINETUNE_LOG_EVERY="x", **env)

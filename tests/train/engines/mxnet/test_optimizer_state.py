@@ -20,10 +20,11 @@ mx = pytest.importorskip("mxnet")
 
 from mxnet import autograd, gluon  # noqa: E402
 
+from finetune.contracts.container import Layout  # noqa: E402
 from finetune.errors import DataError  # noqa: E402
 from finetune.train.checkpoints import COMPLETE  # noqa: E402
 from finetune.train.engines.mxnet import fit, optstate  # noqa: E402
-from finetune.train.layout import Layout, load_job  # noqa: E402
+from finetune.train.layout import load_job  # noqa: E402
 from tests.train.conftest import hparams, make_tree  # noqa: E402
 
 pytestmark = [pytest.mark.mxnet]

@@ -10,9 +10,10 @@ import pytest
 
 mx = pytest.importorskip("mxnet")
 
+from finetune.contracts.container import Layout  # noqa: E402
 from finetune.contracts.metrics import read as read_metrics  # noqa: E402
 from finetune.train.engines.mxnet import fit  # noqa: E402
-from finetune.train.layout import Layout, load_job  # noqa: E402
+from finetune.train.layout import load_job  # noqa: E402
 from tests.train.conftest import hparams, make_tree  # noqa: E402
 from tests.train.weightfiles import save_symbol_checkpoint, save_zoo_params  # noqa: E402
 

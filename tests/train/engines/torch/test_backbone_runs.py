@@ -20,12 +20,13 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
 from finetune.cli import app  # noqa: E402
+from finetune.contracts.container import Layout  # noqa: E402
 from finetune.engines import backbones  # noqa: E402
 from finetune.plan import build_plan  # noqa: E402
 from finetune.train import preprocess  # noqa: E402
 from finetune.train.engines.torch import fit  # noqa: E402
 from finetune.train.engines.torch import weights as wt  # noqa: E402
-from finetune.train.layout import Layout, load_job  # noqa: E402
+from finetune.train.layout import load_job  # noqa: E402
 from tests.valimages import val_images  # noqa: E402
 
 from ...conftest import hparams, make_tree  # noqa: E402

@@ -18,6 +18,7 @@ pytest.importorskip("torchvision")
 
 from PIL import Image  # noqa: E402
 
+from finetune.contracts.container import Layout  # noqa: E402
 from finetune.contracts.metrics import read as read_metrics  # noqa: E402
 from finetune.data.datasets import prepare_folder  # noqa: E402
 from finetune.data.recordio import RecordReader, unpack_header  # noqa: E402
@@ -26,7 +27,7 @@ from finetune.errors import ConfigError, DataError  # noqa: E402
 from finetune.train.engines.torch import fit, prefetch, validation  # noqa: E402
 from finetune.train.engines.torch.resident import ImageStore  # noqa: E402
 from finetune.train.engines.torch.streaming import RecordDataset  # noqa: E402
-from finetune.train.layout import Layout, load_job  # noqa: E402
+from finetune.train.layout import load_job  # noqa: E402
 from finetune.train.preprocess import Preprocessing  # noqa: E402
 
 from ...conftest import Output, hparams, make_tree, start_trainer, values  # noqa: E402

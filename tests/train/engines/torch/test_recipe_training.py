@@ -13,9 +13,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
+from finetune.contracts.container import Layout  # noqa: E402
 from finetune.train.engines.torch import fit  # noqa: E402
 from finetune.train.engines.torch.ema import EMA_FILE  # noqa: E402
-from finetune.train.layout import Layout, load_job  # noqa: E402
+from finetune.train.layout import load_job  # noqa: E402
 from finetune.train.signals import StopRequest  # noqa: E402
 
 from ...conftest import make_tree  # noqa: E402

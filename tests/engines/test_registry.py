@@ -1,24 +1,29 @@
-"""The engines' registry: one descriptor per engine, the only place their names are listed.
-Outside finetune/train/engines/ no code compares a value with an engine's name; it asks the
-descriptor (finetune.engines.registry) a question instead."""
+"""The engines' registry: one spec per engine, the only place their names are listed.
+Outside an engine's own plugin (its spec module and its runtime package) no code compares a
+value with an engine's name; it asks the spec a question instead."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 import typing
 from pathlib import Path
 
 import pytest
 
 from finetune.catalog import engines as catalog_engines
-from finetune.contracts.hparams import ENGINES, Augmentation, Engine
+from finetune.contracts import engine as engine_contract
+from finetune.contracts.hparams import Augmentation
 from finetune.engines import backbones, models, registry
+from finetune.engines.mxnet import MXNET, SYMBOL_MODELS
+from finetune.engines.torch import TORCH
 from finetune.errors import ConfigError, UsageError
 
-FINETUNE = Path(__file__).resolve().parents[3] / "finetune"
-ENGINES_DIR = FINETUNE / "train" / "engines"  # the engines themselves
-REGISTRY_DIR = FINETUNE / "engines"  # their descriptors: the one place that lists them
-NAMES = {"torch", "mxnet"}
+FINETUNE = Path(__file__).resolve().parents[2] / "finetune"
+ENGINES_DIR = FINETUNE / "train" / "engines"  # the engines' runtimes
+REGISTRY_DIR = FINETUNE / "engines"  # their specs: the one place that lists them
+NAMES = set(registry.NAMES)
 
 
 def _named(node: ast.AST) -> bool:
@@ -63,10 +68,12 @@ def test_the_walk_sees_every_kind_of_comparison():
 
 
 def test_one_list_of_names():
-    assert registry.NAMES == ENGINES == typing.get_args(Engine) == tuple(registry.REGISTRY)
+    assert registry.NAMES == ("mxnet", "torch") == tuple(registry.ENGINES)
     assert registry.DEFAULT in registry.NAMES
-    for name, engine in registry.REGISTRY.items():
-        assert engine.name == engine.build.engine == name
+    for engine in registry.all_engines():
+        # the name is written once: the options' discriminator literal is the spec's name
+        (literal,) = typing.get_args(engine.options.model_fields["engine"].annotation)
+        assert engine.name == engine.build.engine == literal
 
 
 def test_an_unknown_engine_is_refused_with_a_suggestion():
@@ -89,26 +96,35 @@ def test_each_descriptor_is_consistent_with_the_tables_it_replaces(name):
     assert engine.resnet.format(depth=50) in engine.models  # a sweep's ResNet rename
     assert not engine.default_model or engine.default_model in engine.models
     # mean/std: fixed (0-255) or each model's own, never missing
-    assert (engine.mean is None) == (engine.std is None) == engine.model_table
+    assert (engine.mean is None) == (engine.std is None) == (engine.rules is not None)
     from finetune.estimate.perf import pipeline
 
     assert engine.decoder in pipeline.decoders()
 
 
 @pytest.mark.parametrize("name", registry.NAMES)
-def test_the_fit_path_names_a_function_of_the_engine(name):
-    """Checked on the source (importing it would import the framework)."""
-    module, _, func = registry.get(name).fit_path.partition(":")
-    assert module.startswith(f"finetune.train.engines.{name}")
-    path = FINETUNE.parent / (module.replace(".", "/") + "/__init__.py")
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    assert func in {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+def test_the_runtime_is_the_engines_and_imports_no_framework(name):
+    """Its runtime loads in a fresh process without importing its framework (a launch asks
+    it where weights come from), and it is the engine's own package."""
+    code = (
+        "import sys; from finetune.contracts.engine import runtime; "
+        f"r = runtime({name!r}); print(type(r).__module__, "
+        "[m for m in ('torch', 'mxnet', 'torchvision') if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split(" ", 1) == [f"finetune.train.engines.{name}", "[]\n"]
+    assert registry.get(name).runtime == f"finetune.train.engines.{name}:RUNTIME"
+
+
+def test_an_unknown_engines_runtime_is_refused():
+    with pytest.raises(ConfigError, match='unknown engine "jax"'):
+        engine_contract.runtime("jax")
 
 
 def test_torch_models_are_torchvisions_networks():
     torchvision = pytest.importorskip("torchvision")
-    assert registry.TORCH.models == tuple(backbones.TABLE)
-    assert set(registry.TORCH.models) <= set(torchvision.models.list_models())
+    assert TORCH.models == tuple(backbones.TABLE)
+    assert set(TORCH.models) <= set(torchvision.models.list_models())
 
 
 def test_mxnet_models_are_in_gluoncvs_model_zoo():
@@ -116,7 +132,7 @@ def test_mxnet_models_are_in_gluoncvs_model_zoo():
     from finetune.train.engines.mxnet import zoo
 
     listed = set(zoo.model_zoo().get_model_list())
-    zoo_names = set(registry.MXNET.models) - set(registry.MXNET_SYMBOL_MODELS)
+    zoo_names = set(MXNET.models) - set(SYMBOL_MODELS)
     assert zoo_names and zoo_names <= listed
 
 
@@ -134,16 +150,6 @@ def test_a_torch_contract_never_gets_gluoncvs_defaults():
     # an MXNet map written before the torch engine still reads back as the studies' run
     old = TrainHyperparameters.from_strings({k: str(v) for k, v in base.items()})
     assert (old.engine, old.model, old.mean) == ("mxnet", "resnet50_v1", backbones.STUDY_MEAN)
-
-
-def test_the_weights_file_is_the_one_each_engine_writes():
-    pytest.importorskip("torch")
-    pytest.importorskip("mxnet")
-    from finetune.train.engines.mxnet import artifact
-    from finetune.train.engines.torch import files
-
-    assert registry.MXNET.weights_file == artifact.GLUON_PARAMS
-    assert registry.TORCH.weights_file == files.WEIGHTS
 
 
 @pytest.mark.parametrize("name", registry.NAMES)
