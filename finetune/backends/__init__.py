@@ -3,10 +3,10 @@ registry is the only place that lists their names."""
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
-from finetune.errors import UsageError, did_you_mean
+from finetune.errors import UsageError
+from finetune.registry import Registry
 
 if TYPE_CHECKING:
     from finetune.backends.base import Backend, Capabilities, Hooks
@@ -15,13 +15,12 @@ if TYPE_CHECKING:
 # `python -m finetune.backends.local.runner`, the supervisor of every local run, imports the
 # package first and needs none of it (0.2 s of CPU less at each local run's start).
 
-# name -> "module:Class"; a backend's module (and its SDK) is imported only when asked for
-REGISTRY = {
-    "local": "finetune.backends.local.backend:LocalBackend",
-    "sagemaker": "finetune.backends.sagemaker.backend:SageMakerBackend",
-    "ec2": "finetune.backends.ec2.backend:Ec2Backend",
-}
-NAMES = tuple(REGISTRY)
+# a backend's module (and its SDK) is imported only when asked for
+BACKENDS: Registry[type[Backend]] = Registry("backend", UsageError)
+BACKENDS.add("local", "finetune.backends.local.backend:LocalBackend")
+BACKENDS.add("sagemaker", "finetune.backends.sagemaker.backend:SageMakerBackend")
+BACKENDS.add("ec2", "finetune.backends.ec2.backend:Ec2Backend")
+NAMES = BACKENDS.names
 DEFAULT = NAMES[0]  # where a launch runs unless told: this machine
 # where an --instance type runs when no --backend is given: by its name's prefix, first match
 INSTANCE_OWNERS = (("ml.", "sagemaker"), ("", "ec2"))
@@ -40,14 +39,7 @@ def implied(name: str | None, instance: str | None) -> tuple[str | None, str]:
 def backend_class(name: str | None) -> type[Backend]:
     """The class of backend ``name`` (None: the default); an unknown name is a UsageError
     with a suggestion."""
-    name = name or DEFAULT
-    if name not in REGISTRY:
-        raise UsageError(
-            f"unknown backend {name!r}.{did_you_mean(name, NAMES)}",
-            f"use one of: {', '.join(NAMES)}.",
-        )
-    module, _, cls = REGISTRY[name].partition(":")
-    return getattr(importlib.import_module(module), cls)
+    return BACKENDS.get(name or DEFAULT)
 
 
 def get_backend(name: str | None, options: Any = None, hooks: Hooks | None = None) -> Backend:

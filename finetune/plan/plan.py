@@ -34,7 +34,7 @@ class Resources(_Frozen):
     """Where the run goes: backend, instance type and count, devices on each instance. What a
     backend can provide (spot, several hosts) is its own to say: see backends/base.py."""
 
-    backend: str | None = None  # a name from finetune.backends.REGISTRY; None: the default
+    backend: str | None = None  # a name from finetune.backends.BACKENDS; None: the default
     instance_type: str | None = None  # None where the backend runs on this machine
     hosts: int = Field(1, ge=1)  # instance count
     devices_per_host: int = Field(1, ge=1)

@@ -36,7 +36,7 @@ class LaunchRequest(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    backend: str | None = None  # a name from finetune.backends.REGISTRY; None: the default
+    backend: str | None = None  # a name from finetune.backends.BACKENDS; None: the default
     recipe: str
     dataset: str | None = None
     overrides: tuple[str, ...] = ()

@@ -227,7 +227,7 @@ def test_plot_is_written(plan, tmp_path):
         (["--budget", "0"], "--budget 0 caps spending at nothing"),
         (["--format", "xml"], 'unknown format "xml"'),
         (["--backend", "local"], "the local backend bills nothing"),
-        (["--backend", "ec3"], "unknown backend 'ec3'"),
+        (["--backend", "ec3"], 'unknown backend "ec3"'),
         (["--region", "eu-west-9"], "is not a known AWS region"),
         (["--region", "ap-south-1"], "has a price in ap-south-1"),
         (["--engine", "mxnet"], "is a torch model, but this recipe runs the mxnet engine"),

@@ -131,7 +131,7 @@ def test_a_run_of_an_unknown_backend_is_listed_with_its_problem(bad_ledger):
     res = _cli("runs", "list")
     assert res.exit_code == 0, res.output
     assert "ft-good" in res.output and "ft-alien" in res.output
-    assert "ft-alien: its backend could not say where it is: unknown backend 'quantum'" in (
+    assert 'ft-alien: its backend could not say where it is: unknown backend "quantum"' in (
         res.output
     )
 
