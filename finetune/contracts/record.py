@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 
 import finetune
+from finetune.data.safeopen import open_regular
+from finetune.errors import DataError
 
 RECORD_FILE = "run-record.json"  # in /opt/ml/output/data
 PACKAGE_ROOT = Path(finetune.__file__).resolve().parent
@@ -61,9 +63,6 @@ def _resolve_head(git: Path) -> str | None:
 
 def manifest_sha256(dataset_dir: str | Path) -> str | None:
     """sha256 of a prepared dataset's manifest.json (which holds every file's sha256)."""
-    from finetune.data.safeopen import open_regular
-    from finetune.errors import DataError
-
     try:
         with open_regular(Path(dataset_dir) / "manifest.json") as f:  # (never a FIFO: no hang)
             return hashlib.sha256(f.read()).hexdigest()

@@ -1,18 +1,6 @@
 """The torch engine's model table: torchvision's ImageNet classification networks by name,
-as plain data (no torch import), checked when a run is planned and used by the trainer.
-
-Each row names the torchvision builder (``torchvision.models.get_model(name)``), its weights
-enum, the variant whose preprocessing the run's contract copies (the first of IMAGENET1K_V2,
-IMAGENET1K_V1 torchvision has: the one the engine prefers in torch hub's cache), that
-variant's evaluation transform (``weights.transforms()``: crop, resize, interpolation,
-mean/std, here in 0-255 units), and the family, which says where the classifier head sits
-(the Linear layer replaced for the dataset's classes; its dotted path is also its
-state_dict prefix) and how the builder takes an image size. tests/train/engines/torch/
-test_backbones.py holds every row against the installed torchvision.
-
-ResNets keep the contract of the MXNet studies (shorter side image_size / 0.875, bilinear,
-the studies' mean/std), so the two engines' reference recipes are compared on one contract.
-"""
+with each weights variant's own evaluation transform and where the family's head sits; plain
+data (no torch import), checked when a run is planned (docs/trainer.md: the model table)."""
 
 from __future__ import annotations
 

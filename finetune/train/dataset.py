@@ -12,6 +12,7 @@ from pathlib import Path
 
 from finetune.contracts.hparams import TrainHyperparameters
 from finetune.data import manifest as mf
+from finetune.data.recordcheck import check_split
 from finetune.errors import DataError
 
 _REPLAN = "plan the run again against this dataset (`finetune launch` reads its manifest)."
@@ -102,8 +103,6 @@ def _check_records(files: DatasetFiles) -> None:
     """Every record's framing and label, every .idx offset (finetune.data.recordcheck), before
     an engine's reader opens the files: MXNet would segfault on a bad offset and train on an
     impossible label; torch would fail on it with a raw IndexError mid-run."""
-    from finetune.data.recordcheck import check_split
-
     m = files.manifest
     splits = [("train", files.train_rec, files.train_idx), ("val", files.val_rec, files.val_idx)]
     if files.test_rec is not None and files.test_idx is not None:

@@ -1,18 +1,7 @@
-"""The container entrypoint: ``python -m finetune.train [train]``.
-
-SageMaker starts a bring-your-own image as ``docker run IMAGE train``, so a leading ``train``
-argument is accepted and ignored. Everything else comes from the /opt/ml tree (see
-finetune.train.layout; FINETUNE_ML_ROOT moves it). Exit codes: 0 done, the model written;
-75 (finetune.contracts.container.EXIT_STOPPED) stopped by SIGTERM/SIGINT with a checkpoint saved,
-unfinished (the next start resumes; /opt/ml/output/stopped.json and the failure file say so);
-otherwise the FinetuneError's code (1 for an unexpected error), with the reason in
-/opt/ml/output/failure.
-
-The same command on every host serves a PyTorch run of several processes: it starts them
-through torchrun (finetune.train.engines.torch.launch) -- or, started by torchrun, it is one
-of them. A run of several processes fails with the code of the process that failed first
-(128 + the signal's number for one that was killed) and that process's reason.
-"""
+"""The container entrypoint: ``python -m finetune.train [train]`` on an /opt/ml tree. Exit 0:
+done, the model written; 75 (EXIT_STOPPED): stopped with a checkpoint saved, unfinished;
+otherwise the FinetuneError's code, with the reason in /opt/ml/output/failure. The same command
+starts or joins a torch run of several processes (docs/trainer.md: the entrypoint)."""
 
 from __future__ import annotations
 
@@ -38,6 +27,11 @@ from finetune.train.layout import load_job
 from finetune.train.signals import StartupStopped, StopRequest, survive_lost_output
 
 USAGE = "usage: python -m finetune.train [train]   (inputs: the /opt/ml tree, or $FINETUNE_ML_ROOT)"
+HELP = f"""Train as the /opt/ml tree says (FINETUNE_ML_ROOT moves it). SageMaker starts a
+bring-your-own image as `docker run IMAGE train`: a leading `train` is accepted and ignored.
+Exit codes: 0 done, the model written; {EXIT_STOPPED} stopped by SIGTERM/SIGINT with a checkpoint
+saved, unfinished (the next start resumes); otherwise the error's code (1 unexpected), with
+the reason in /opt/ml/output/failure."""
 FAILURE_LIMIT = 1024  # SageMaker shows this much of the failure file as FailureReason
 
 
@@ -47,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     if args[:1] == ["train"]:
         args = args[1:]
     if args in (["-h"], ["--help"]):
-        print(__doc__.strip() + "\n\n" + USAGE)
+        print(HELP + "\n\n" + USAGE)
         return 0
     if args:
         print(f"unexpected arguments {args}\n{USAGE}", file=sys.stderr)

@@ -1,19 +1,7 @@
 """The epoch loop every engine shares, top to bottom: resume, epochs, validation, checkpoints,
-the best model, the test split, the artifact.
-
-An engine contributes a :class:`Session` (its devices, network, optimizer and loaders) and
-nothing else; this module decides when to train, validate, checkpoint and stop, counts every
-validation record exactly once (finetune.train.evaluation), keeps the best-validation
-checkpoint, evaluates the held-out test split once with the best weights, and writes the
-metrics events, the reports and the model artifact. SIGTERM finishes the batch, checkpoints
-and returns.
-
-The session's ``group`` (finetune.train.engine_api) says how many processes train together:
-after every step they agree on stopping and on checkpointing (so they leave the loop after
-the same step), with several each validates its shard (rank 0's evaluator counts each record
-once), and only local rank 0 prints. The session's ``telemetry`` adds GPU use, input wait and
-TFLOP/s to each event. The files besides the checkpoints: finetune.train.outputs.
-"""
+the best model, the test split, the artifact. An engine contributes a Session and nothing
+else; its ``group`` decides together when several processes train (docs/trainer.md: the
+epoch loop)."""
 
 from __future__ import annotations
 

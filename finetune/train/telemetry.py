@@ -1,26 +1,7 @@
 """How well a run uses its hardware, per epoch: GPU utilisation and memory (NVML), the share
-of step time spent waiting for input, and achieved TFLOP/s against the GPU's dense peak.
-
-Engine-neutral: an engine measures and feeds a :class:`Telemetry` (input wait per step, the
-model's FLOPs per image, its GPUs' NVML identifiers and their datasheet peak); the epoch loop
-(finetune.train.fitloop) asks it for the epoch's fields of the metrics event
-(finetune.contracts.metrics.EpochMetrics: gpu_util_pct, gpu_mem_gib, input_wait_fraction,
-data_bound, achieved_tflops, peak_tflops, pct_of_peak) and prints a ``finetune-telemetry``
-line where what was not measured reads "n/a". An engine without telemetry (MXNet) has a
-:class:`NoTelemetry`, which leaves them null and prints no line.
-
-Every figure is over the epoch's timed steps only (the steady state images/s counts): the GPU
-samples are discarded at :meth:`Telemetry.start_timing` (warm-up and compilation) and taken at
-:meth:`Telemetry.end_timing` (before validation); the warm-up seconds (a compile lands there)
-and the seconds from the end of the timed steps to the epoch's event (validation) are reported
-apart, by both telemetries, so wall clock and steady state are both visible.
-
-Input time comes in two kinds. ``input_wait_fraction`` is the host blocked on the loader (the
-GPU starved by its input pipeline); ``input_device_fraction`` is input work in series with
-compute (crops on the device, copies; a prefetch on another stream would hide it). The
-data-bound verdict comes from the first, not from NVML utilisation: utilisation only says that
-some kernel ran during the sample period, so a GPU starved by its input can still read 90 %.
-"""
+of step time spent waiting for input, and achieved TFLOP/s against the GPU's dense peak, over
+the epoch's timed steps only; the data-bound verdict comes from the input wait, not from
+utilisation (docs/trainer.md: telemetry)."""
 
 from __future__ import annotations
 
@@ -33,9 +14,7 @@ from collections.abc import Callable
 from finetune.catalog.gpu_peaks import GpuPeak
 
 DATA_BOUND = 0.10  # input_wait_fraction above this: a faster input path would speed training
-# NVML sampling period: RN50 on an H200 times ~2.6 s of steps per epoch of a 15k-image set
-# (gpu-check 2026-11-26); 0.15 s gives ~17 samples there, and NVML's own utilisation window
-# (1/6 s to 1 s by product) is no shorter, so faster sampling would repeat readings
+# NVML's own utilisation window is no shorter: docs/decisions/008-gpu-telemetry-sampling.md
 SAMPLE_EVERY_S = 0.15
 MIN_SAMPLES = 5  # fewer samples than this: the mean says too little, reported as null
 GIB = 1024**3

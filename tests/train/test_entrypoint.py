@@ -11,7 +11,7 @@ import pytest
 
 from finetune.contracts.container import ROOT_ENV
 from finetune.contracts.metrics import read as read_metrics
-from finetune.train import main
+from finetune.train.entrypoint import main
 
 from .conftest import REPO, hparams, make_tree, trainer_env
 

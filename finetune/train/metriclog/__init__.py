@@ -1,20 +1,7 @@
-"""Optional metric loggers: the run's figures also where people already watch training.
-
-As torchtune's metric loggers do, a recipe's ``metric_logging.loggers`` names zero or more
-writers -- ``tensorboard`` (event files through tensorboardX) and ``mlflow`` (mlflow-skinny;
-a SQLite store in the run's output folder by default, any tracking URI by config). They are
-copies: the JSON-lines metrics file and the ledger stay the record. Only the process that
-writes the run's outputs logs (the first host's local rank 0).
-
-What they get: per progress step ``train/loss``, ``train/lr``, ``train/images_per_sec``; per
-epoch ``epoch/*`` (train and validation accuracy, loss, images/s, input-wait fraction, GPU
-utilisation, % of peak, euros so far); the hyperparameters as params and the run record
-(finetune version, git commit, dataset manifest sha256, framework versions) as tags.
-
-A logger that cannot start (its package missing, a tracking server unreachable) or fails
-mid-run says so once in a ``finetune-warning`` line and is dropped: a paid run never stops
-for a copy of its metrics.
-"""
+"""Optional metric loggers (``metric_logging.loggers``: tensorboard, mlflow): copies of the
+run's figures where people already watch training; the JSON-lines metrics and the ledger stay
+the record, and a logger that fails is dropped with one warning (docs/trainer.md: metric
+loggers)."""
 
 from __future__ import annotations
 
@@ -143,10 +130,10 @@ def open_loggers(hp: TrainHyperparameters, job: TrainJob, run_name: str) -> Logg
 def _start(name: str, hp: TrainHyperparameters, job: TrainJob, run_name: str) -> MetricLogger:
     out = job.layout.output_data_dir
     if name == "tensorboard":
-        from finetune.train.metriclog.tensorboard import TensorBoardLogger
+        from finetune.train.metriclog.tensorboard import TensorBoardLogger  # imports torch's
 
         return TensorBoardLogger(job.layout.tensorboard_dir)  # /opt/ml/output/tensorboard
-    from finetune.train.metriclog.mlflowlog import MlflowLogger
+    from finetune.train.metriclog.mlflowlog import MlflowLogger  # imports MLflow
 
     uri = hp.mlflow_tracking_uri or f"sqlite:///{(out / MLFLOW_DB).resolve()}"
     out.mkdir(parents=True, exist_ok=True)

@@ -1,24 +1,7 @@
 """The MXNet engine's launcher: multi-host training through MXNet's own parameter server
-(ps-lite), as finetune.train.engines.torch.launch is the torch engine's (torchrun).
-
-When resourceconfig.json lists more than one host and the kvstore is ``dist_sync`` or
-``dist_device_sync``, every host runs ``python -m finetune.train`` and that process, in the
-engine's ``fit`` before MXNet is imported:
-
-- starts the *scheduler* role (first of the sorted hosts only) and one *server* role as child
-  processes: each is a Python process that imports mxnet with ``DMLC_ROLE=scheduler|server``
-  -- mxnet's ``kvstore_server`` module then runs the server loop and exits when the workers
-  are done;
-- then trains itself as the *worker*, ``mx.kv.create(kvstore)`` giving its rank and the
-  number of workers.
-
-All of them get the DMLC_* environment: the scheduler's address (the first host's, as
-finetune.train.hosts resolves it), its port (``FINETUNE_PS_PORT``, default 9000), one server and one
-worker per host, and
-the network interface SageMaker names in resourceconfig.json. The children are terminated
-when the worker leaves (normally, on failure or after SIGTERM) and get SIGTERM from the
-kernel should the worker die without cleaning up.
-"""
+(ps-lite). With a dist kvstore every host starts a server (and the first a scheduler) as child
+processes before MXNet is imported, then trains as the worker (docs/trainer.md: MXNet's
+parameter server)."""
 
 from __future__ import annotations
 
@@ -180,10 +163,8 @@ def exit_if_abandoned(code: int) -> None:
         os._exit(code)
 
 
-# A scheduler or server serves inside MXNet's import (DMLC_ROLE set). It needs neither
-# scikit-learn nor scipy.stats, which MXNet imports only to try them (finetune.train.engines.
-# mxnet.zoo says where): hidden here the way zoo hides them, without importing finetune. The
-# import: 3.30 -> 2.30 CPU-s, five runs each, 2-core EPYC (2026-11-28).
+# a scheduler or server serves inside MXNet's import (DMLC_ROLE set): MXNet without what it
+# only tries, as zoo.mxnet imports it, and without finetune (docs/decisions/004-mxnet-import.md)
 ROLE_CODE = "import sys; sys.modules['sklearn'] = sys.modules['scipy.stats'] = None; import mxnet"
 
 

@@ -18,7 +18,7 @@ from finetune.contracts.hparams import TrainHyperparameters
 from finetune.engines.models import MODELS, check_model
 from finetune.errors import DataError, DependencyError
 from finetune.train.engines.mxnet.weights import SYMBOL_MODELS, Weights
-from finetune.train.engines.mxnet.zoo import mxnet
+from finetune.train.engines.mxnet.zoo import model_zoo, mxnet
 
 mx = mxnet()  # MXNet without scikit-learn's import (zoo.py)
 gluon = mx.gluon
@@ -63,8 +63,6 @@ def _head_name(model: str) -> str:
 def _zoo_net(model: str, classes: int):
     """A random-init model-zoo network (GluonCV imported here only: it is slow to import)."""
     try:
-        from finetune.train.engines.mxnet.zoo import model_zoo
-
         return model_zoo().get_model(model, pretrained=False, classes=classes)
     except ImportError:
         if not model.endswith(("_v1", "_v2")):

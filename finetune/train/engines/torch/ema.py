@@ -20,6 +20,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from finetune.train.engines.torch import files
+
 EMA_FILE = "ema.pt"  # in a checkpoint folder: the average's state_dict and update count
 
 log = logging.getLogger(__name__)
@@ -59,8 +61,6 @@ class Ema:
 
     def load(self, path: Path) -> None:
         """The average saved by :meth:`save` (a checkpoint's EMA_FILE)."""
-        from finetune.train.engines.torch import files
-
         state = files.load(path)
         self.module.load_state_dict(state["weights"])
         self.updates = int(state["updates"])

@@ -31,12 +31,8 @@ def device(kind: str, local_rank: int = 0) -> torch.device:
     return torch.device("cpu")
 
 
-# Networks that train faster in NCHW than in channels_last on a CPU in fp32: the ResNets of
-# basic blocks, 3x3 convolutions only (benchmarks/cpu_layout.py, 32 px, batch 8, one thread,
-# 2026-11-27, 2-core AMD EPYC: a step in channels_last 1.34-1.53x as long for resnet18, 1.77x
-# for resnet34; resnet18 at 64-224 px 0.88-1.04, within the run-to-run spread). The bottleneck
-# ResNets are the other way (resnet50: 0.83 at 32 px, 0.94 at 224), so every other network
-# keeps channels_last, as it always had.
+# networks measured faster in NCHW than channels_last on a CPU in fp32 (the ResNets of basic
+# blocks): docs/decisions/006-cpu-memory-layout.md
 CPU_NCHW_MODELS = frozenset({"resnet18", "resnet34"})
 
 
@@ -44,9 +40,8 @@ def memory_format(
     device: torch.device, precision: str = "fp32", model: str = ""
 ) -> torch.memory_format:
     """The layout of images and convolution weights for ``model``: channels_last (NHWC) on a
-    GPU, where cuDNN's tensor-core kernels want it (ResNet-50 +47 %: catalog/calibration.md),
-    and on a CPU in bf16/fp16 (autocast's step 5.6-6.3x as long in NCHW: ResNet-18, 32 px,
-    batch 8, one thread); NCHW for fp32 on a CPU where measured faster (CPU_NCHW_MODELS)."""
+    GPU and on a CPU in bf16/fp16; NCHW for fp32 on a CPU where measured faster
+    (CPU_NCHW_MODELS; docs/decisions/006-cpu-memory-layout.md)."""
     if device.type != "cuda" and precision == "fp32" and model in CPU_NCHW_MODELS:
         return torch.contiguous_format
     return torch.channels_last

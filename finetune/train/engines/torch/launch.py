@@ -1,28 +1,7 @@
-"""Several training processes from the one entrypoint, through torchrun's own launcher.
-
-``python -m finetune.train`` runs on every host. When the job needs more than one process
-(several GPUs on this host, several hosts in resourceconfig.json, or ``devices_per_host`` > 1
-on a CPU, where each process trains as one device) and the process was not itself started
-by torchrun, it becomes the launcher: torch.distributed's elastic agent (the library behind
-the ``torchrun`` command) starts ``python -m finetune.train`` once per device with RANK,
-WORLD_SIZE, LOCAL_RANK... and the workers join one DistributedDataParallel group::
-
-    nnodes       = hosts in resourceconfig.json        node_rank = this host's place in them, sorted
-    nproc        = CUDA GPUs here (device=cpu, or none: devices_per_host)
-    master       = the first sorted host's address (finetune.train.hosts' resolution:
-                   FINETUNE_HOST_ADDRESS_OVERRIDE, the EC2 agent's FINETUNE_HOST_ADDRESSES, DNS)
-                   and port FINETUNE_TORCHRUN_PORT (29500); one host: 127.0.0.1, a free port
-
-Under torchrun already (SageMaker's PyTorch toolkit starts scripts that way) the process just
-joins the group. The agent runs in a thread so that this process keeps its own SIGTERM/SIGINT
-handling: a stop is forwarded to the workers, which agree to stop after the same step; rank 0
-checkpoints and exits with EXIT_STOPPED (the others with 0), which is this run's stop, not a
-failure (a stop may also reach a worker directly: the launcher learns it the same way). A
-worker that dies makes the agent stop the others (SIGTERM, then SIGKILL after
-``SHUTDOWN_S``); its rank, exit code or signal become this run's failure. The agent's logs go
-to a folder of the run's own output tree, removed when the workers have ended (torch would
-leave a torchelastic_* folder in the system's temporary folder for every run).
-"""
+"""Several training processes from the one entrypoint, through torchrun's own launcher
+(torch.distributed's elastic agent, in a thread so this process keeps its signal handling):
+one process per device and host, one DistributedDataParallel group; a stop is forwarded, a
+dead worker stops the others (docs/trainer.md: several processes through torchrun)."""
 
 from __future__ import annotations
 

@@ -1,18 +1,6 @@
-"""Mixup and cutmix of a batch on the device, with soft targets (timm's Mixup; the box rule of
-torchvision's references/classification/transforms.py).
-
-Each image is mixed with its neighbour in the process's batch (``roll(1)``, as torchvision
-does) by one lambda per batch drawn from Beta(alpha, alpha):
-
-- mixup: ``x = lam * x + (1 - lam) * x_rolled``;
-- cutmix: a box of about ``(1 - lam)`` of the image, centred uniformly and clipped at the
-  edges, is pasted from the rolled batch; lam becomes ``1 - box area / image area``;
-
-the target is ``lam * onehot(y) + (1 - lam) * onehot(y_rolled)``. Whether a batch is mixed
-(``mix_prob``) and which of the two (``switch_prob`` when both alphas are set) come from a
-generator seeded by (seed, epoch, position), so a resumed run mixes what the uninterrupted run
-mixed; every process draws the same lambda for the same global batch.
-"""
+"""Mixup and cutmix of a batch on the device, with soft targets (timm's Mixup; torchvision's
+box rule): each image mixed with its neighbour by one lambda per batch, drawn from generators
+seeded by the run's position (docs/trainer.md: mixup and cutmix)."""
 
 from __future__ import annotations
 

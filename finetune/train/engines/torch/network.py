@@ -1,18 +1,6 @@
-"""The network: a torchvision ImageNet classifier (finetune.engines.backbones), ImageNet
-weights loaded unchanged, a new head.
-
-The weights are loaded into a network built with the file's own head size (1000 classes for
-ImageNet), then the family's head (``fc``, ``classifier.2``, ``heads.head``, ``head``, ...: the
-last Linear layer) is replaced by a fresh Linear layer for the dataset's classes, with the same
-bias setting, so the trained state_dict has the keys ``models.get_model(name,
-num_classes=N)`` has. A ViT's position embeddings are interpolated to the run's image size.
-
-A frozen backbone gets no gradients, and its normalisation layers stay in eval mode: BatchNorm
-normalises with the loaded running statistics and never updates them; LayerNorm and GroupNorm
-keep no statistics (they normalise each image by itself, the same in both modes), so for them
-"kept" means their loaded scale and shift never change. Dropout and stochastic depth keep their
-training behaviour. The head learns at ``head_lr_mult`` x the rate.
-"""
+"""The network: a torchvision ImageNet classifier (finetune.engines.backbones), its weights
+loaded unchanged, then a new head for the dataset's classes; a frozen backbone keeps its
+normalisation layers as loaded (docs/trainer.md: networks and their new head)."""
 
 from __future__ import annotations
 

@@ -1,21 +1,6 @@
-"""The optimizer's parameter groups and step extras: layer-wise learning-rate decay, weight
-decay without norm layers and biases, AdamW, gradient clipping.
-
-Layer-wise decay (BEiT, timm's ``param_groups_layer_decay``): every parameter gets a depth
-counted from the head, and its group learns at ``layer_decay ** depth`` x the rate, the
-head at the full rate. Depths come from torchvision's module names:
-
-- ResNet, ResNeXt, Wide ResNet (``layer1..layer4``): by stage -- the stem (conv1, bn1) is the
-  deepest, then each stage;
-- ViT (``encoder.layers.encoder_layer_i``): the embeddings (conv_proj, class_token,
-  pos_embedding) deepest, one depth per encoder block, the final norm next to the head;
-- ``features.i`` networks (ConvNeXt, Swin, EfficientNet, MobileNet): one depth per block --
-  ``features.i.j`` where ``features.i`` holds blocks, ``features.i`` otherwise (a stem or a
-  downsampling layer) -- and any norm after the features next to the head.
-
-The head is ``fc``, ``classifier``, ``head`` or ``heads``; its groups also take
-``head_lr_mult``. A group's ``lr_mult`` is what the step multiplies the scheduled rate by.
-"""
+"""The optimizer's parameter groups and step extras: layer-wise learning-rate decay (depths
+from torchvision's module names), weight decay without norm layers and biases, AdamW,
+gradient clipping (docs/trainer.md: parameter groups and layer-wise decay)."""
 
 from __future__ import annotations
 

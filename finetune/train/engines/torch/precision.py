@@ -43,18 +43,8 @@ def autocast(precision: str, device: torch.device):
     return contextlib.nullcontext()
 
 
-# bf16 on a CPU: a stride-2 3x3 convolution (padding 1) of a 1x1 input, where only the centre
-# tap meets a pixel. torch 2.14.1's oneDNN v3.12 (ONEDNN_VERBOSE: jit_bf16:avx512_core_bf16,
-# backward_weights) leaves the centre row's side taps of the weight gradient unwritten: they
-# hold whatever the memory held (NaN, 1e30, or 0 by luck). Measured on a 2-core AMD EPYC with
-# AVX512-BF16, 2026-11-28: wrong in 90 of 144 shapes (batch 1-8, 3-256 in, 8-512 out, NCHW or
-# channels_last); one shape repeated six times in a process was right by luck in 1-3 of them,
-# so no quick check can say a process is safe. Right in all 144 with oneDNN off, in fp32 and
-# fp16, and with oneDNN capped at AVX2 (ONEDNN_MAX_CPU_ISA). A ResNet meets it below 32 px
-# (layer4's first convolution sees 1x1): test_precision's bf16 run, which had passed on this
-# project's machines until then, saved weights of -2e31 on that one. Cost of oneDNN off,
-# ResNet-18, batch 8: 0.095 -> 0.24 CPU-s a step at 16 px, 0.09 -> 0.36 at 32 px; bf16 on a
-# CPU is there to test the GPU's code path (choose() warns it is slow), so right beats fast.
+# oneDNN's bf16 weight gradients of a strided conv of a 1x1 input can be garbage on AVX512-BF16
+# CPUs, and no quick check tells a safe process: docs/decisions/005-bf16-cpu-onednn.md
 def backward(precision: str, device: torch.device):
     """The backward pass's context: ATen's own kernels in place of oneDNN's for bf16 on a CPU,
     whose convolution weight gradients can be garbage (above); else none."""

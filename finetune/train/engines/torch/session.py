@@ -1,22 +1,8 @@
-"""The PyTorch engine's side of a run (finetune.train.engine_api.Session): a torchvision ImageNet
-network (finetune.engines.backbones) on one device, SGD/Adam with a head group, one step
-path; under torchrun one process per device, DistributedDataParallel
-(finetune.train.engines.torch.ddp), each process training its slice of every global batch; the
-process group is the session's ``group``.
-
-Decided once in :meth:`TorchSession.build`: precision and scaler (precision), the optimizer
-and its groups (optim: layer-wise decay, AdamW, clipping), the data path (batches: resident
-or stream, one interface, with the augment presets), the recipe features of the step (the
-loss with label smoothing and class weights: criterion; mixup/cutmix: mixing; the weights'
-average: ema), the telemetry and its input clock (telemetry); the files a run writes are in
-files.
-
-Every random draw (epoch order, crops, flips, augmentations, mixing) comes from generators
-seeded by the run's seed and its position -- drawn for the whole global batch, each process
-keeping its slice -- so a run resumed from any checkpoint continues exactly as the
-uninterrupted run would have (bit-identical on a CPU), and N processes see the images and
-crops one process would (mixing pairs images within each process's batch).
-"""
+"""The PyTorch engine's side of a run (finetune.train.engine_api.Session): a torchvision network
+on one device, or one process per device under torchrun with DistributedDataParallel. What
+is decided once is decided in :meth:`TorchSession.build`; every random draw is seeded by the
+run's seed and position, so a resumed run continues exactly (docs/trainer.md: the torch
+session)."""
 
 from __future__ import annotations
 
@@ -48,14 +34,14 @@ from finetune.train.engines.torch import (
 )
 from finetune.train.engines.torch import weights as wt
 from finetune.train.engines.torch.batches import Batch, open_batches
+from finetune.train.engines.torch.features import record
 from finetune.train.engines.torch.telemetry import InputClock, open_telemetry
 from finetune.train.evaluation import Evaluator
 from finetune.train.preprocess import Preprocessing
 from finetune.train.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
-# torch.compile's break-even, ResNet-50 bf16 b256 on one H200 (gpu-check 2026-11-26): a 33 s
-# compile against 1/4,726 - 1/6,755 s = 64 us saved per image (eager vs compiled plain loop)
+# images a compile repays (ResNet-50 bf16, H200): docs/decisions/007-torch-compile.md
 COMPILE_BREAK_EVEN_IMAGES = 520_000
 
 
@@ -129,9 +115,8 @@ class TorchSession:
         """(training forward, evaluation forward): DDP around the network when several
         processes train (it broadcasts rank 0's weights now and averages gradients),
         compiled when asked; evaluation runs the bare network, eager (DDP's forward may
-        synchronise buffers; through the training graph, eval mode and the short last
-        batch would recompile it twice and leave Dynamo a dynamic batch: 21 s against
-        ~1.6 s on an H200, gpu-check 2026-11-26)."""
+        synchronise buffers, and a compiled one would recompile for eval mode and the short
+        last batch: docs/decisions/007-torch-compile.md)."""
         images, compiled = hp.epochs * self.steps * hp.global_batch, TorchOptions.of(hp).compile
         if compiled and images < COMPILE_BREAK_EVEN_IMAGES:
             log.warning("train.compile=true for %d training images: compiling costs ~35-45 s "
@@ -277,8 +262,6 @@ class TorchSession:
         files.export(model_dir, net, self.data.path, which)
 
     def environment(self) -> dict:
-        from finetune.train.engines.torch.features import record
-
         return {**files.environment(self), **record(self)}
 
     def close(self) -> None:

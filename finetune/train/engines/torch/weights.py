@@ -1,18 +1,6 @@
-"""torchvision's ImageNet weights: found on disk, checked, loaded safely; downloaded once into
-torch hub's cache when missing (torchvision's own default).
-
-Where they are looked for, in order: ``hparams.weights`` (a file path, or an http(s) address
-whose file is looked for by name first), the ``pretrained`` input channel, and torch hub's
-cache (``$TORCH_HOME/hub/checkpoints``, default ~/.cache/torch/hub/checkpoints), by the file
-name torchvision publishes (``resnet50-11ad3fa6.pth`` for ``IMAGENET1K_V2``; the names and
-URLs come from the installed torchvision, never from a table here), then as ``MODEL.pth`` or
-``MODEL-<sha256 prefix>.pth``. A file is checked the way torch.hub checks it: the hex digits
-after the last ``-`` of its name must start its sha256; ``weights_sha256`` (when the recipe
-gives one) must equal it in full. Files are loaded with ``weights_only=True`` (no pickled
-code runs). When no file is found, the published file (or the address given) is fetched into
-the cache (finetune.download: verified, atomic); ``launch`` does that on the launching
-machine before a local run exists, and says in its dry-run when a cloud job will do it.
-"""
+"""torchvision's ImageNet weights: found on disk, checked by digest, loaded with
+``weights_only=True``; downloaded once into torch hub's cache when missing (docs/trainer.md:
+where torchvision's weights come from)."""
 
 from __future__ import annotations
 
@@ -23,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from finetune.contracts.engine import WeightsSource
+from finetune.download import HASH_IN_NAME, fetch
 from finetune.errors import DataError
 
 DOWNLOAD = "download"
@@ -162,7 +151,6 @@ def verify(found: Found, sha256: str = "") -> str:
             f"{found.path} has sha256 {digest}, not the {sha256} the recipe gives",
             "use the file the recipe was written for, or correct model.weights_sha256.",
         )
-    from finetune.download import HASH_IN_NAME
 
     match = HASH_IN_NAME.search(found.path.name)
     if match and not digest.startswith(match[1]):
@@ -195,8 +183,6 @@ def load_state(found: Found) -> dict:
 
 
 def _download(url: str, variant: str | None, sha256: str = "") -> Found:
-    from finetune.download import fetch
-
     dest = hub_dir() / url.rsplit("/", 1)[-1]
     log.info("downloading %s into %s", url, dest.parent)
     fetch(url, dest, sha256)
