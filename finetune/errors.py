@@ -65,7 +65,7 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     return f' Did you mean "{close[0]}"?' if close else ""
 
 
-def require_module(module: str, extra: str = "train"):
+def require_module(module: str, extra: str = "mxnet"):
     """Import an optional heavy dependency or raise a DependencyError that says how to get it."""
     import importlib
 

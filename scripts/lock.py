@@ -44,7 +44,7 @@ TOOLS_LOCK = REQ / "tools.lock"
 IMAGE_LOCK = REQ / "image.lock"
 BOOT_LOCK = ROOT / "finetune/backends/ec2/boot-requirements.txt"
 METRICS_LOCK = ROOT / "finetune/backends/metrics-requirements.txt"
-EXTRAS = ("train", "torch", "aws", "dev", "metrics")
+EXTRAS = ("mxnet", "torch", "aws", "dev", "metrics")
 # what AWS's PyTorch images and DLAMIs own (finetune.backends.shipping.KEEP): never in a
 # cloud lock, the image's torch is built against its own numpy
 AMI_OWNS = ("numpy", "torch", "torchvision")
@@ -207,8 +207,8 @@ def main(argv: list[str] | None = None) -> int:
         no_boot = [f"--no-emit-package={n}" for n in boot]
         locker.compile(METRICS_LOCK, [locker.roots("metrics", metrics_roots)],
                        "-c", locker.constraints(), *no_emit, *no_boot, *UNIVERSAL)  # fmt: skip
-        train = [r for r in extra_requirements("train") if _name(r) != "mxnet"]
-        image_roots = ["mxnet-cu112==1.9.1", "gluoncv", "boto3", "numpy", *train,
+        mxnet = [r for r in extra_requirements("mxnet") if _name(r) != "mxnet"]
+        image_roots = ["mxnet-cu112==1.9.1", "gluoncv", "boto3", "numpy", *mxnet,
                        *runtime_requirements(), *extra_requirements("metrics")]  # fmt: skip
         locker.compile(IMAGE_LOCK, [locker.roots("image", image_roots)],
                        "-c", locker.constraints(leave_out=("mxnet",)),

@@ -38,7 +38,7 @@ def mxnet() -> Any:
     if "mxnet" in sys.modules:
         return sys.modules["mxnet"]
     with _hidden("sklearn"), _hidden("scipy.stats"):
-        return require_module("mxnet")
+        return require_module("mxnet", extra="mxnet")
 
 
 def gluoncv():

@@ -23,7 +23,7 @@ class TorchRuntime:
         """Train as ``job`` says, resuming from its newest checkpoint; when the job needs
         several processes and this one was not started by torchrun, start them instead
         (finetune.train.engines.torch.launch) and return a Launched."""
-        require_module("torch")
+        require_module("torch", extra="torch")
         stop = StopRequest() if stop is None else stop
         plan = launch.plan(job)
         if plan is not None:
@@ -31,7 +31,9 @@ class TorchRuntime:
             return Launched(plan.nproc, plan.world, launch.run(job, plan, stop))
         # the data is checked before torch is imported: a dataset that cannot train fails at once
         files = dataset.resolve(job.channels["train"], job.channels["validation"], job.hparams)
-        require_module("torchvision")  # here, where the networks are built: not in a launcher
+        require_module(
+            "torchvision", extra="torch"
+        )  # here, where the networks are built: not in a launcher
         from finetune.train.engines.torch.session import TorchSession  # imports torch
 
         stop.started()  # imported; from here on a stop is saved (signals.py)
@@ -56,7 +58,7 @@ class TorchRuntime:
 
 
 def _predict():
-    require_module("torchvision")
+    require_module("torchvision", extra="torch")
     from finetune.train.engines.torch import predict  # imports torch
 
     return predict
