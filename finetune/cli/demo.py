@@ -10,13 +10,20 @@ def demo(
     engine: str = typer.Option(
         "torch", help="torch (PyTorch, today's GPUs) or mxnet (the studies' engine)."
     ),
-    classes: int = typer.Option(6, min=2, help="Classes of the target task."),
-    per_class: int = typer.Option(60, min=8, help="Generated images per class."),
+    classes: int = typer.Option(6, min=2, max=12, help="Classes (shapes) of the target task."),
+    per_class: int = typer.Option(
+        100,
+        min=8,
+        help="Generated target images per class: 30 to train on, the rest to "
+        "validate on (the source task: 1.5x as many per class).",
+    ),
     epochs: int = typer.Option(5, min=1, help="Epochs of each training run."),
+    seed: int = typer.Option(0, min=0, help="Seed of the images, the splits and the runs."),
 ) -> None:
     """The whole product offline, no AWS, no GPU: two generated image sets prepared into
     RecordIO, ResNet-18 pre-trained on one, fine-tuned on the other (head replaced) and
-    trained from scratch, transfer against scratch side by side, then the cost report."""
+    trained from scratch, both learning curves side by side (table and PNG), then the cost
+    report. Exits 1 when fine-tuning did not beat scratch as the table says it must."""
     import sys
 
     from finetune.cli._follow import epoch_line
@@ -24,7 +31,7 @@ def demo(
     from finetune.cli._render import is_quiet, progress_bars
     from finetune.service.demo import DemoSpec, run_demo
 
-    spec = DemoSpec(workdir, engine.strip().lower(), classes, per_class, epochs=epochs)
+    spec = DemoSpec(workdir, engine.strip().lower(), classes, per_class, epochs=epochs, seed=seed)
     # a live bar per epoch while each run trains, as `launch` shows: on a terminal only (a
     # pipe or a log gets the epoch lines alone)
     live = EpochDisplay(epochs, quiet=is_quiet() or not sys.stderr.isatty())
@@ -34,7 +41,7 @@ def demo(
     if result.completed and result.transfer.failed:
         typer.echo(
             "The demo's transfer claim did not hold on this machine (table above): the runs "
-            "completed, but fine-tuning did not beat training from scratch by the stated margins.",
+            "completed, but a check marked NO failed.",
             err=True,
         )
     raise typer.Exit(0 if result.ok else 1)
