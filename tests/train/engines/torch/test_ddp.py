@@ -16,13 +16,11 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
-from finetune.contracts.container import Layout  # noqa: E402
+from finetune.contracts.container import ADDRESSES_ENV, EXIT_STOPPED, Layout  # noqa: E402
 from finetune.contracts.metrics import read as read_metrics  # noqa: E402
 from finetune.errors import ConfigError  # noqa: E402
 from finetune.train.engines.torch import RUNTIME, ddp, launch  # noqa: E402
-from finetune.train.hosts import ADDRESSES_ENV  # noqa: E402
 from finetune.train.layout import load_job  # noqa: E402
-from finetune.train.signals import EXIT_STOPPED  # noqa: E402
 
 from ...conftest import Output, hparams, make_tree, start_trainer  # noqa: E402
 

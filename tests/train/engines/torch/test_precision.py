@@ -12,11 +12,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
-from finetune.contracts.container import Layout  # noqa: E402
+from finetune.contracts.container import EXIT_STOPPED, Layout  # noqa: E402
 from finetune.contracts.metrics import read as read_metrics  # noqa: E402
 from finetune.train.engines.torch import RUNTIME  # noqa: E402
 from finetune.train.layout import load_job  # noqa: E402
-from finetune.train.signals import EXIT_STOPPED  # noqa: E402
 
 from ...conftest import Output, hparams, make_tree, start_trainer  # noqa: E402
 from ...layouts import generate_brightness  # noqa: E402
