@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from finetune.catalog import cache, fx, instances, prices, spot
+from finetune.settings.names import check_region
 
 
 @dataclass(frozen=True)
@@ -124,8 +125,6 @@ def list_offers(
     are the documented default-discount estimate.
     """
     if region:  # a typo is refused, not answered with an empty table
-        from finetune.settings.names import check_region
-
         check_region(region, "--region")
     book = prices.load()
     rates, rate_warnings = fx.load()

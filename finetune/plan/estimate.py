@@ -8,17 +8,15 @@ all call it, so they cannot disagree.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
+from finetune.catalog.fx import Rate
+from finetune.catalog.spot import SpotPrice
 from finetune.errors import FinetuneError, UsageError
-
-if TYPE_CHECKING:  # the plan imports estimate.planned; the estimator loads the catalogs
-    from finetune.catalog.fx import Rate
-    from finetune.catalog.spot import SpotPrice
-    from finetune.estimate.planned import Estimate
-    from finetune.estimate.run_history import Measurement
-    from finetune.plan import DatasetSummary, Plan, Resources
-    from finetune.recipes.schema import Recipe
+from finetune.estimate.estimator import Workload, estimate_run
+from finetune.estimate.planned import Estimate
+from finetune.estimate.run_history import Measurement
+from finetune.plan.plan import DatasetSummary, Plan, Resources
+from finetune.recipes.schema import Recipe
 
 
 def estimate_for(
@@ -35,8 +33,6 @@ def estimate_for(
     ``price_book``'s prices in ``region`` (``history``: measured runs; ``rate``: the EUR rate,
     default today's; ``spot_quote``: a current spot price to use). Raises the catalog's
     errors for an unknown instance or price."""
-    from finetune.estimate.estimator import Workload, estimate_run
-
     if resources.instance_type is None:
         raise UsageError(f"no instance type to price on {price_book}",
                          "name one with --instance.")  # fmt: skip
@@ -46,7 +42,7 @@ def estimate_for(
         precision=recipe.train.precision,
         batch_per_device=recipe.train.batch_per_device,
         image_size=recipe.data.image_size,
-        compile=getattr(recipe.train, "compile", False),
+        compile=recipe.train.compile,
     )
     return estimate_run(
         model=recipe.model.name,
@@ -76,8 +72,6 @@ def with_estimate(
     image size; the estimate then says so)."""
     if not region:
         return plan
-    from finetune.estimate.planned import Estimate
-
     try:
         estimate = estimate_for(
             plan.recipe, plan.dataset, plan.resources, region, price_book, history

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from finetune.errors import ConfigError, did_you_mean
+from finetune.recipes import yamltext
 from finetune.recipes.overrides import apply_overrides
 from finetune.recipes.renamed import upgrade
 from finetune.recipes.schema import Recipe, validate_recipe
@@ -93,8 +94,6 @@ def load_file(path: str | Path, overrides: Sequence[str] = (), by_name: bool = F
 def read_mapping(path: Path) -> dict:
     """The YAML mapping in ``path``; ConfigError for unreadable or non-mapping files."""
     import yaml
-
-    from finetune.recipes import yamltext
 
     try:
         data = yamltext.load(_text(path))

@@ -8,10 +8,9 @@ broken across lines or cut off.
 
 from __future__ import annotations
 
-from finetune.catalog._files import rows_to_csv as csv_text  # one CSV dialect everywhere
+from finetune.catalog._files import rows_to_csv  # one CSV dialect everywhere
 
 __all__ = [
-    "csv_text",
     "duration",
     "euros",
     "fit",
@@ -20,10 +19,14 @@ __all__ = [
     "markdown_text",
     "number",
     "percent",
+    "rows_to_csv",
     "table_text",
     "terminal_width",
     "wrap_text",
 ]
+
+# the old name, for cli/ (prices.py, predict.py, _render.py) until it imports rows_to_csv
+csv_text = rows_to_csv
 
 NA = "-"
 

@@ -10,7 +10,9 @@ import sqlite3
 from pathlib import Path
 from urllib.parse import quote
 
-from finetune.errors import DataError
+from finetune import settings
+from finetune.errors import ConfigError, DataError
+from finetune.runs.ledger_schema import SCHEMA_VERSION, migrate
 
 # How long a command waits for another process's lock on the ledger (a backup, a DB browser,
 # another finetune writing) before it says so: finetune's own transactions take milliseconds.
@@ -84,8 +86,6 @@ def _no_room(path: Path) -> bool:
 def open_read_write(path: Path) -> sqlite3.Connection:
     """A read-write connection to the ledger at ``path`` (created or migrated); a DataError
     that says what is wrong (a read-only or full disk, a file that is no database)."""
-    from finetune.runs.ledger_schema import migrate
-
     check_ledger_path(path)
     conn = None
     try:
@@ -114,8 +114,6 @@ def open_read_write(path: Path) -> sqlite3.Connection:
 def check_ledger_path(path: Path) -> None:
     """The ledger's path can hold a SQLite file: not a device (FINETUNE_LEDGER=/dev/null),
     not under a regular file (a folder that is a file)."""
-    from finetune.errors import ConfigError
-
     fix = (
         "set FINETUNE_LEDGER (or FINETUNE_DATA_DIR) to a file path in a folder of yours, e.g. "
         "~/finetune/ledger.sqlite, or unset it to use the data directory's."
@@ -160,9 +158,6 @@ def decode_json_columns(row: dict, columns: dict[str, str]) -> list[str]:
 
 def default_path(file_name: str) -> Path:
     """FINETUNE_LEDGER (a file), else ``file_name`` in the data directory."""
-    from finetune import settings
-    from finetune.errors import ConfigError
-
     named = os.environ.get("FINETUNE_LEDGER")
     if named is not None and (not named.strip() or Path(named).expanduser().is_dir()):
         raise ConfigError(
@@ -179,8 +174,6 @@ def open_read_only(path: Path, refused: StorageError) -> sqlite3.Connection:
     cannot write). SQLite reads a WAL database read-only when it can make its shared-memory
     file; where it cannot (a read-only file system), the file is read as immutable -- safe,
     as nothing can write to it there. ``refused`` is raised if neither works."""
-    from finetune.runs.ledger_schema import SCHEMA_VERSION
-
     uri = "file:" + quote(str(path.resolve()))
     for mode in ("?mode=ro", "?mode=ro&immutable=1"):
         conn = None

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from finetune.backends import NAMES, get_backend
 from finetune.backends.base import CleanupScope, Orphan
 from finetune.runs.ledger import Ledger
+from finetune.runs.processes import alive
 from finetune.runs.run import ACTIVE, Run
 
 GRACE_S = 15 * 60  # a launch that has not heard back from its backend in this long is dead
@@ -83,8 +84,6 @@ def is_abandoned(ledger: Ledger, run: Run, grace_s: float = GRACE_S, now=None) -
     launcher = _launcher(ledger, run)
     if not launcher or launcher.get("host") != socket.gethostname():
         return False  # launched elsewhere (or before launches were recorded): cannot tell
-    from finetune.runs.processes import alive
-
     try:
         pid = int(launcher.get("pid", 0))
     except (TypeError, ValueError):

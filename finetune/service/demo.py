@@ -1,38 +1,32 @@
 """`finetune demo`: the product end to end on this machine, offline, in under two minutes;
-:func:`run_demo` tells the story, cli/demo.py only parses and prints.
-
-1. generate two small learnable Caltech-style image sets: a *source* task and a *target*
-   task with other classes;
-2. prepare both into RecordIO;
-3. pre-train ResNet-18 on the source task (random init) -- the stand-in for ImageNet weights,
-   which cannot be downloaded offline;
-4. fine-tune on the target task starting from those weights: the weights are loaded and the
-   classifier head is replaced for the target's classes, exactly as with real ImageNet weights;
-5. train the same network on the target task from random weights, same data, seed and
-   schedule, and show both side by side. The claim (demo_claim.py), at the default data and
-   schedule: transfer beats scratch by FIRST_MARGIN after the first epoch and by MEAN_MARGIN
-   (none: not behind) over the whole learning curve (the mean of the per-epoch gains); the
-   demo exits 1 if not;
-6. report the runs (throughput, accuracy, cost: zero on your own machine).
+:func:`run_demo` tells the story, cli/demo.py only parses and prints. Two generated image sets
+are prepared into RecordIO; ResNet-18 is pre-trained on the source task (standing in for
+ImageNet weights), fine-tuned on the target task with its head replaced, and trained there from
+random weights with the same data, seed and schedule; the two are compared (demo_claim.py: the
+demo exits 1 when the claim does not hold) and the runs reported (cost: zero here).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from finetune import settings
 from finetune.data.datasets import prepare_folder
 from finetune.data.prepare import PrepareResult, Progress
+from finetune.data.summary import summary_lines
 from finetune.data.synth import SynthSpec, generate
 from finetune.engines import registry
+from finetune.errors import FinetuneError, UsageError
+from finetune.report.render import Report, build_report, render
+from finetune.runs.facts import finished_facts
+from finetune.runs.ledger import open_default
+from finetune.runs.run import Run
 from finetune.service.demo_claim import Transfer, transfer
-
-if TYPE_CHECKING:  # the ledger and the report are imported when the demo runs
-    from finetune.report.render import Report
-    from finetune.runs.run import Run
+from finetune.service.launch import LaunchRequest, start
+from finetune.service.sync import follow
 
 
 @dataclass(frozen=True)
@@ -45,9 +39,7 @@ class DemoSpec:
     per_class: int = 60
     image_side: int = 64  # generated images: shorter side between this and 1.5x this
     resize: int = 40
-    epochs: int = (
-        5  # the head start shows after one; 8 until 2026-11-27 (see demo_claim.FIRST_MARGIN)
-    )
+    epochs: int = 5  # docs/decisions/060-demo-transfer-claim.md
     seed: int = 0
 
     @property
@@ -55,8 +47,6 @@ class DemoSpec:
         """Where the demo keeps its images and datasets: ``workdir``, else <data dir>/demo."""
         if self.workdir is not None:
             return self.workdir
-        from finetune import settings
-
         return settings.get().data_dir / "demo"
 
 
@@ -93,10 +83,8 @@ def train_step(
     """One local run of the engine's smoke recipe, followed to the end; the ledger's Run.
     ``live``: a display shown while it trains (``start()``, ``feed(log_text)`` of the
     trainer's log as it comes, ``epoch_done(epoch)``, ``stop()``: cli._progress.EpochDisplay)."""
-    from finetune import service
-
     recipe = registry.get(spec.engine).smoke_recipe
-    request = service.LaunchRequest(recipe=recipe, dataset=str(dataset), overrides=overrides)
+    request = LaunchRequest(recipe=recipe, dataset=str(dataset), overrides=overrides)
     seen = {"n": 0}
 
     def update(run, status, epochs, text):
@@ -109,22 +97,18 @@ def train_step(
                 on_epoch(e)
         seen["n"] = max(seen["n"], len(epochs))
 
-    run, backend = service.start(request, ledger)
+    run, backend = start(request, ledger)
     if live is None:
-        return service.follow(run, backend, ledger, update)
+        return follow(run, backend, ledger, update)
     live.start()
     try:
-        return service.follow(run, backend, ledger, update)
+        return follow(run, backend, ledger, update)
     finally:
         live.stop()
 
 
-# The smoke recipe's own settings are for seconds-long test runs; the demo trains a little
-# longer. Pre-training (the stand-in for ImageNet training, from random weights) takes the
-# rate that learns this small set fastest; fine-tuning takes what the Caltech recipes do
-# with ImageNet weights: a gentler rate for the pretrained body and a head learning faster
-# (head_lr_mult), so that the first steps of a new head do not wreck the features. The
-# baseline from scratch gets exactly the fine-tuning settings: same data, seed, schedule.
+# Pre-training takes the rate that learns this set fastest; fine-tuning, the Caltech recipes'
+# (a faster head); scratch, exactly fine-tuning's (docs/decisions/060-demo-transfer-claim.md).
 _COMMON = ["batch_per_device=16", "kind=cosine", "steps=[]"]
 PRETRAINING = [*_COMMON, "lr_per_device=0.02"]
 FINETUNING = [*_COMMON, "lr_per_device=0.01", "head_lr_mult=5"]
@@ -145,8 +129,6 @@ def scratch_overrides(spec: DemoSpec) -> list[str]:
 
 def claim_applies(spec: DemoSpec) -> bool:
     """The transfer claim is judged at the default data and schedule (any engine or folder)."""
-    from dataclasses import replace
-
     return replace(spec, workdir=None, engine="torch") == DemoSpec()
 
 
@@ -175,12 +157,6 @@ class DemoResult:
         return self.completed and not self.transfer.failed
 
 
-def _check_engine(engine: str) -> None:
-    from finetune.errors import UsageError
-
-    registry.get(engine, UsageError)  # an unknown name: with a suggestion
-
-
 def run_demo(
     spec: DemoSpec,
     on_step: Callable[[str], None],
@@ -192,15 +168,7 @@ def run_demo(
     epoch to ``on_epoch``; ``progress()`` gives the bars for preparing, ``live`` the display of
     each training (train_step). One ledger, opened once. A failed pre-training raises (there
     are no weights to fine-tune from)."""
-    from dataclasses import replace
-
-    from finetune.data.summary import summary_lines
-    from finetune.errors import FinetuneError
-    from finetune.report.render import build_report, render
-    from finetune.runs.facts import finished_facts
-    from finetune.runs.ledger import open_default
-
-    _check_engine(spec.engine)
+    registry.get(spec.engine, UsageError)  # an unknown engine: refused with a suggestion
     spec = replace(spec, workdir=spec.root)
     on_step(f"1/5 Generating and preparing images under {spec.workdir}")
     with (progress or nullcontext)() as bars:

@@ -5,27 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# The claim (validation accuracy, fine-tuned minus scratch), stated at the default DemoSpec:
-# what transfer learning gives on this small set is a head start -- after the first epoch --
-# and a learning curve that is not behind on average (the mean of the per-epoch gains: the
-# area between the two curves, per epoch). Not the last epoch: the run from scratch (the
-# fine-tuning rates, head x5, from random weights) learns erratically, its validation accuracy
-# swinging by 0.2-0.3 from one epoch to the next, so it can catch up or cross at any later
-# epoch. Which epochs it crosses at depends on the trajectory, and the trajectory on the
-# intra-op thread count: the CPU kernels' float sums follow the split of the work, so one and
-# two threads train different weights from the same seed (and so do the two memory layouts).
-# Measured on this project's 2-core AMD EPYC machines (2026-11-27), gains after the first epoch
-# / mean over the epochs / at the last epoch, 90 validation images:
-#   8 epochs, 1 thread  +0.233 / +0.289 / +0.178  (channels_last on the CPU)
-#   8 epochs, 2 threads +0.256 / +0.078 / -0.033  (the old first-and-last-epoch claim failed)
-#   5 epochs, 1 thread  +0.333 / +0.078 /  0.000  (5: the default since)
-#   5 epochs, 2 threads +0.300 / +0.096 / +0.022
-#   5 epochs, 1 thread  +0.344 / +0.187 / +0.156  (NCHW on a CPU since: hardware.memory_format)
-#   5 epochs, 2 threads +0.289 / +0.078 / -0.011
-# The first-epoch gain was at least 2.3x its bar in every trajectory (the head start needs the
-# pre-training, not its length: 5 epochs give it as 8 do, in 5/8 of the training time); the
-# mean gain was positive in every one, and its bar says only that (it catches a fine-tuning run
-# that starts ahead and then collapses).
+# Validation accuracy, fine-tuned minus scratch, at the default DemoSpec: a head start after
+# the first epoch, and a curve not behind on average (docs/decisions/060-demo-transfer-claim.md).
 FIRST_MARGIN = 0.10
 MEAN_MARGIN = 0.0
 

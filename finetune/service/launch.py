@@ -19,9 +19,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from finetune.backends import get_backend
+from finetune import settings
+from finetune.backends import get_backend, implied
 from finetune.backends.base import Backend, Feature, Hooks, Preflight, ResourceRequest
+from finetune.contracts.record import launch_record
 from finetune.errors import BusyError, DataError, FinetuneError, UsageError
+from finetune.plan import Plan, Resources, build_plan, summarize_dataset
+from finetune.runs.facts import measured_history
 from finetune.runs.ledger import Ledger
 from finetune.runs.run import ACTIVE, Run, new_run_id
 from finetune.service.sync import journal, keep
@@ -66,17 +70,12 @@ def check_features(backend: Backend, needed: set[Feature]) -> None:
 def plan_launch(request: LaunchRequest, hooks: Hooks | None = None) -> Planned:
     """Every check a launch runs that writes nothing: backend name and options, capabilities,
     resources, dataset, recipe, and the backend's pre-flight. What `--dry-run` shows."""
-    from finetune.backends import implied
-    from finetune.plan import build_plan
-    from finetune.runs.facts import measured_history
-
     name, note = implied(request.backend, request.resources.instance)
     if note and hooks is not None:
         hooks.notify(note)
     backend = get_backend(name, request.options, hooks)
-    check_features(backend, request.resources.needs())
+    check_features(backend, request.resources.needs())  # before the backend places anything
     resources = backend.resources(request.resources)
-    check_features(backend, _needs(resources))
     dataset: Any = request.dataset
     if dataset and dataset.startswith(REMOTE_SCHEMES):
         dataset = backend.dataset_summary(dataset)
@@ -113,15 +112,11 @@ def start(request: LaunchRequest, ledger: Ledger, hooks: Hooks | None = None):
 
 
 def runs_dir() -> Path:
-    from finetune import settings
-
     return settings.get().data_dir / "runs"
 
 
 def new_run(plan, backend_name: str, run_id: str, run_dir: Path) -> Run:
     """The ledger row for a new run of ``plan`` (not yet stored)."""
-    from finetune.contracts.record import launch_record
-
     r = plan.resources
     return Run(
         id=run_id,
@@ -146,9 +141,7 @@ def launch(plan, backend: Backend, ledger: Ledger, columns: dict | None = None) 
     killed half-way is found again: see service.cleanup), but a submit the backend refused
     takes it away again: the ledger holds only runs a backend accepted or may have.
     ``columns``: more Run fields recorded from the start (a sweep's id and cell)."""
-    from dataclasses import replace
-
-    check_features(backend, _needs(plan.resources))
+    check_features(backend, _request(plan.resources).needs())  # a sweep's cell comes here
     run_id = new_run_id()
     run_dir = runs_dir() / run_id
     run_dir.mkdir(parents=True)
@@ -171,8 +164,6 @@ def launcher() -> dict:
 def resume(ledger: Ledger, run_id: str, hooks: Hooks | None = None):
     """Start a stopped, failed or interrupted run again from its last checkpoint, on the
     backend it ran on (with the options stored then); returns (run, backend)."""
-    from finetune.plan import Plan
-
     run = ledger.get(run_id)
     if run.problems:
         raise DataError(
@@ -194,7 +185,7 @@ def resume(ledger: Ledger, run_id: str, hooks: Hooks | None = None):
     if run.status == "completed":
         raise UsageError(f"run {run.id} already completed", "launch a new run instead.")
     plan = Plan.model_validate(run.plan)
-    check_features(backend, _needs(plan.resources))
+    check_features(backend, _request(plan.resources).needs())
     plan = check_same_dataset(run.id, plan, backend)
     ledger.add_event(run.id, "resume", f"resumed after status {run.status}")
     ledger.update(run.id, status="submitted", exit_reason=None, ended_at=None)
@@ -208,8 +199,6 @@ def check_same_dataset(run_id: str, plan, backend: Backend):
     (a prepare run again with the same options rewrites only the manifest's date). Returns
     the plan to resume with: the same, or carrying the new manifest's sha256 (the trainer
     checks the channel's manifest against it) when only the manifest changed."""
-    from finetune.plan import summarize_dataset
-
     was = plan.dataset
     try:
         if was.path.startswith(REMOTE_SCHEMES):
@@ -257,7 +246,8 @@ def submit(plan, backend: Backend, ledger: Ledger, run: Run) -> Run:
     return ledger.update(run.id, backend_ref=ref, started_at=started)
 
 
-def _needs(resources) -> set[Feature]:
-    needed = {Feature.GPUS} if resources.device == "gpu" else set()
-    needed |= {Feature.SPOT} if resources.spot else set()
-    return needed | ({Feature.MULTI_NODE} if resources.hosts > 1 else set())
+def _request(resources: Resources) -> ResourceRequest:
+    """The request a planned run's resources answer (a sweep's cell, a resumed run)."""
+    return ResourceRequest(
+        instance=resources.instance_type, count=resources.hosts, spot=resources.spot
+    )

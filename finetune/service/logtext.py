@@ -8,6 +8,9 @@ from __future__ import annotations
 import re
 from typing import overload
 
+from finetune.contracts.metrics import EpochMetrics
+from finetune.report.text import duration, percent
+
 _CONTROL = re.compile(
     r"""
       \x1b\[[0-?]*[\x20-/]*[@-~]?           # CSI: ESC [ parameters intermediates final
@@ -57,8 +60,6 @@ _MACHINE = re.compile(r"finetune-(?P<kind>metrics|progress|telemetry|resume|test
 def epoch_text(e) -> str:
     """A finished epoch (contracts.metrics.EpochMetrics) for people, counted from 1 as
     `runs show` counts: 'epoch 3: 812.4 img/s, 1m 02s, loss 0.412, train_acc ...'."""
-    from finetune.report.text import duration, percent
-
     val = f" val_acc {percent(e.val_acc)}" if e.val_acc is not None else ""
     return (
         f"epoch {e.epoch + 1}: {e.samples_per_sec:,.1f} img/s, {duration(e.epoch_seconds)}, "
@@ -73,8 +74,6 @@ def for_people(line: str) -> str | None:
     show` does: an epoch's metrics line becomes epoch_text, a progress line (the live bar's
     input, every few seconds) goes, any other ('telemetry', 'resume', 'test') names its
     epoch and keeps its other fields. Every other line stays as it is."""
-    from finetune.contracts.metrics import EpochMetrics
-
     found = _MACHINE.search(line)
     if found is None:
         return line

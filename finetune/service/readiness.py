@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from finetune import backends, settings
 from finetune.aws import readiness as r
 
 
@@ -35,8 +36,6 @@ def check(
 ) -> Report:
     """Every item for ``backend`` (None: each cloud backend, or the one an ``instance``
     implies); a backend's items need credentials and a region, else they are not asked."""
-    from finetune import backends, settings
-
     named, _ = backends.implied(backend, instance)
     if named:
         backends.check_name(named)

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 from finetune.backends.base import Backend, Hooks
 from finetune.contracts.engine import WeightsSource, runtime
+from finetune.download import Unreachable, probe
+from finetune.download import fetch as download
 from finetune.errors import DataError
 
 
@@ -71,8 +73,6 @@ def check(plan, backend: Backend) -> WeightsPlan:
 
 def fetch(weights: WeightsPlan, hooks: Hooks | None = None) -> None:
     """Fetch what ``check`` found missing into the cache (verified, atomic), with progress."""
-    from finetune.download import fetch as download
-
     src = weights.fetch
     if src is None or src.dest is None or src.dest.is_file():  # nothing to fetch here
         return
@@ -82,8 +82,6 @@ def fetch(weights: WeightsPlan, hooks: Hooks | None = None) -> None:
 
 
 def _reachable(src) -> None:
-    from finetune.download import Unreachable, probe
-
     try:
         probe(src.url)
     except Unreachable as exc:
