@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from finetune.contracts.engine import WeightsSource
+from finetune.data.manifest import sha256_file
 from finetune.engines.mxnet import SYMBOL_MODELS
 from finetune.errors import DataError
 from finetune.train.engines.mxnet import zoo
@@ -157,10 +158,8 @@ def _verified(model: str, w: Weights) -> Weights:
 
 
 def _check(path: Path, algorithm: str, expected: str) -> None:
-    h = hashlib.new(algorithm)
     with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            h.update(block)
+        h = hashlib.file_digest(f, algorithm)
     if h.hexdigest() != expected.lower():
         raise DataError(
             f"{path} is corrupt or not the published file: {algorithm} {h.hexdigest()}, "
@@ -211,7 +210,7 @@ def _download_symbol(model: str, root: Path) -> Weights:
     for suffix in ("symbol.json", "0000.params"):
         download(SYMBOL_URL.format(suffix), path=f"{prefix}-{suffix}")
     params = Path(f"{prefix}-0000.params")
-    digest = hashlib.sha256(params.read_bytes()).hexdigest()
+    digest = sha256_file(params)
     Path(f"{params}.sha256").write_text(digest + "\n")
     log.warning("downloaded %s without a published checksum; sha256 %s", params, digest)
     return Weights(params, Path(f"{prefix}-symbol.json"))

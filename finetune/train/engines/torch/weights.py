@@ -4,13 +4,13 @@ where torchvision's weights come from)."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from finetune.contracts.engine import WeightsSource
+from finetune.data.manifest import sha256_file
 from finetune.download import HASH_IN_NAME, fetch
 from finetune.errors import DataError
 
@@ -145,7 +145,7 @@ def _published_size(model: str) -> int:
 
 def verify(found: Found, sha256: str = "") -> str:
     """The file's sha256, checked against its name's hash prefix and ``sha256`` if given."""
-    digest = _sha256(found.path)
+    digest = sha256_file(found.path)
     if sha256 and digest != sha256.lower():
         raise DataError(
             f"{found.path} has sha256 {digest}, not the {sha256} the recipe gives",
@@ -187,11 +187,3 @@ def _download(url: str, variant: str | None, sha256: str = "") -> Found:
     log.info("downloading %s into %s", url, dest.parent)
     fetch(url, dest, sha256)
     return Found(dest, variant)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
