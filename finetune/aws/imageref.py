@@ -19,6 +19,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from finetune.aws import retries
+from finetune.aws.session import partition_of
+
 # ACCOUNT.dkr.ecr.REGION.amazonaws.com[.cn]/REPO, then :TAG or @sha256:DIGEST (parse decides
 # whether one of them may be missing)
 ECR_URI = re.compile(
@@ -43,8 +46,6 @@ class ImageRef:
     @property
     def repository_arn(self) -> str:
         """The repository's ARN, in its region's partition (what an IAM pull statement names)."""
-        from finetune.aws.session import partition_of
-
         return (
             f"arn:{partition_of(self.region)}:ecr:{self.region}:{self.account}"
             f":repository/{self.repository}"
@@ -72,8 +73,6 @@ def is_pinned(uri: str) -> bool:
 def pin(ecr, uri: str, account: str, region: str) -> str:
     """``uri`` by digest when it is a tag in this account's ECR in ``region`` (one
     DescribeImages); anything else unchanged. Raises ImageMissing for an unknown tag."""
-    from finetune.aws import retries
-
     ref = parse(uri)
     if ref is None or ref.digest or ref.account != account or ref.region != region:
         return uri

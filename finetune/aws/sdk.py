@@ -17,6 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from finetune import settings
 from finetune.errors import require_module
 
 _CONFIG = """\
@@ -29,8 +30,6 @@ SageMaker:
 
 
 def _prepare_environment() -> None:
-    from finetune import settings
-
     if not os.environ.get("SAGEMAKER_USER_CONFIG_OVERRIDE"):
         path = Path(settings.get().cache_dir) / "sagemaker-config.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
