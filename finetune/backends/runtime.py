@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from finetune.report.text import duration
+
 # The runtime cap of a cloud run without --max-runtime, the same on every cloud backend: the
 # slow end of the plan's estimate (its band at the lower throughput, start-up included) x
 # RUNTIME_MARGIN, rounded up to a quarter hour and at least RUNTIME_FLOOR_S. Long enough that
@@ -17,8 +19,6 @@ RUNTIME_FALLBACK_S = 6 * 3600
 def default_runtime(plan) -> tuple[int, str]:
     """(seconds, why) of the runtime cap a cloud run of ``plan`` gets without --max-runtime."""
     import math
-
-    from finetune.report.text import duration
 
     est = getattr(plan, "estimate", None)
     slow = (est.seconds_high or est.seconds) if est is not None else None

@@ -23,12 +23,16 @@ from finetune.backends import base, modelfiles
 from finetune.backends.base import Capabilities, Hooks, Journal, Status
 from finetune.backends.ec2 import options as ec2_options
 from finetune.backends.ec2 import preflight as ec2_checks
+from finetune.backends.ec2 import readiness
+from finetune.backends.ec2.agent import protocol
 from finetune.backends.ec2.instances import lifecycle
 from finetune.backends.ec2.instances import status as ec2_observe
 from finetune.backends.ec2.instances import submit as ec2_attempt
 from finetune.backends.ec2.options import Ec2Options
+from finetune.backends.ec2.setup import cleanup as ec2_cleanup
 from finetune.backends.ec2.setup import infra as ec2_infra
 from finetune.backends.ec2.state import Candidate, Ec2State
+from finetune.catalog import spot
 from finetune.contracts.metrics import EpochMetrics
 from finetune.errors import FinetuneError, UsageError
 
@@ -50,14 +54,10 @@ class Ec2Backend:
     def current_spot_prices(self, instance_types: list[str], region: str) -> dict:
         """EC2's current spot price of each type in ``region`` (its lowest zone, named in the
         source), as launch records them: DescribeSpotPriceHistory (`finetune plan --live-spot`)."""
-        from finetune.catalog import spot
-
         return spot.current(instance_types, region, self._clients("ec2", region))
 
     def readiness(self, aws, instance: str | None = None, spot: bool = False) -> list:
         """`finetune check`'s items of this backend (finetune.aws.readiness.Item)."""
-        from finetune.backends.ec2 import readiness
-
         return readiness.items(aws, instance, spot)
 
     # -- launch ---------------------------------------------------------------------------
@@ -75,13 +75,9 @@ class Ec2Backend:
     def orphans(
         self, live_runs: set[str], older_than_s: float, scope=base.CleanupScope()
     ) -> list[base.Orphan]:
-        from finetune.backends.ec2.setup import cleanup as ec2_cleanup
-
         return ec2_cleanup.find_orphans(self._clients, live_runs, older_than_s, scope)
 
     def remove(self, orphans: list[base.Orphan]) -> list[str]:
-        from finetune.backends.ec2.setup import cleanup as ec2_cleanup
-
         return ec2_cleanup.remove(self._clients, orphans)
 
     # -- submit ---------------------------------------------------------------------------
@@ -161,8 +157,6 @@ class Ec2Backend:
 
     def tensorboard_location(self, run) -> str | None:
         """The agent mirrors /opt/ml/output/tensorboard to the run's prefix (protocol.py)."""
-        from finetune.backends.ec2.agent import protocol
-
         state = Ec2State.load(run.run_dir) if run.run_dir else None
         if state is None:
             return None

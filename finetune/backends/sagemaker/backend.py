@@ -18,15 +18,17 @@ from pathlib import Path
 from finetune.aws import retries, sdk
 from finetune.aws.errors import aws_errors
 from finetune.aws.logs import JobLog, refresh
+from finetune.aws.s3upload import as_prefix, parse_s3_uri, upload_dataset
 from finetune.aws.session import Aws, connect, parse_arn
 from finetune.backends import base, modelfiles
 from finetune.backends.base import Capabilities, Hooks, Status
 from finetune.backends.sagemaker import cleanup as sm_cleanup
 from finetune.backends.sagemaker import options as sm_options
-from finetune.backends.sagemaker import preflight, runrole
+from finetune.backends.sagemaker import preflight, readiness, runrole
 from finetune.backends.sagemaker import request as rq
 from finetune.backends.sagemaker import status as st
 from finetune.backends.sagemaker import submit as sub
+from finetune.catalog import instances
 from finetune.contracts import metrics as mt
 from finetune.errors import DataError, UsageError
 
@@ -54,8 +56,6 @@ class SageMakerBackend:
 
     def readiness(self, aws, instance: str | None = None, spot: bool = False) -> list:
         """`finetune check`'s items of this backend (finetune.aws.readiness.Item)."""
-        from finetune.backends.sagemaker import readiness
-
         return readiness.items(aws, instance, spot)
 
     # -- launch ---------------------------------------------------------------------------
@@ -78,8 +78,6 @@ class SageMakerBackend:
     # -- submit ---------------------------------------------------------------------------
     def submit(self, plan, run, journal=None) -> str:
         """Check, upload, create the job; returns its ARN. Nothing is spent before the end."""
-        from finetune.catalog import instances
-
         # an engine the GPUs cannot run (MXNet on Hopper): refused before any AWS call
         instances.check_engine(plan.hyperparameters.engine, plan.resources.instance_type)
         opts = sub.options_for(self.options, run)
@@ -113,8 +111,6 @@ class SageMakerBackend:
         return sub.create(aws, request, new_role=opts.run_role)
 
     def _upload(self, s3, upload) -> None:
-        from finetune.aws.s3upload import upload_dataset
-
         advance = self.progress("Uploading", upload.total_bytes) if self.progress else None
         result = upload_dataset(s3, upload, advance)
         sent = result.bytes_sent / 2**20
@@ -258,8 +254,6 @@ def _read_output_metrics(s3, job: dict) -> str | None:
     import io
     import tarfile
 
-    from finetune.aws.s3upload import as_prefix, parse_s3_uri
-
     bucket, root = parse_s3_uri(job["OutputDataConfig"]["S3OutputPath"])
     key = f"{as_prefix(root)}{job['TrainingJobName']}/output/output.tar.gz"
     with aws_errors("GetObject", resource=f"s3://{bucket}/{key}"):
@@ -279,8 +273,6 @@ def _read_output_metrics(s3, job: dict) -> str | None:
 
 def _download_model(s3, uri: str, folder: Path) -> None:
     """model.tar.gz at ``uri`` unpacked into ``folder`` (the archive kept beside it)."""
-    from finetune.aws.s3upload import parse_s3_uri
-
     bucket, key = parse_s3_uri(uri)
     archive = folder.with_name(folder.name + ".tar.gz")
     try:

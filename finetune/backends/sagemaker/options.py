@@ -9,11 +9,18 @@ from dataclasses import replace
 
 from pydantic import Field
 
-from finetune.backends import base
-from finetune.backends.sagemaker import preflight
+from finetune import settings
+from finetune.aws.s3upload import as_prefix, plan_upload
+from finetune.aws.session import configured_region
+from finetune.backends import base, s3dataset
+from finetune.backends.runtime import default_runtime
+from finetune.backends.sagemaker import images, preflight
 from finetune.backends.sagemaker import request as rq
 from finetune.backends.sagemaker import submit as sub
+from finetune.catalog import instances
 from finetune.errors import UsageError
+from finetune.plan import Resources
+from finetune.plan.estimate import with_estimate
 from finetune.settings.names import Region
 from finetune.units.durations import Duration
 from finetune.units.eurocap import EuroCap
@@ -60,9 +67,6 @@ SPOT_CHECKPOINTS = {
 def resources(request: base.ResourceRequest, opts: rq.JobOptions):
     """Every GPU of ``count`` instances of ``instance``: hosts = count, so the learning rate
     scales with the total GPU count."""
-    from finetune.catalog import instances
-    from finetune.plan import Resources
-
     if not request.instance:
         raise UsageError(
             "--backend sagemaker needs an instance type",
@@ -86,9 +90,6 @@ def resources(request: base.ResourceRequest, opts: rq.JobOptions):
 
 def dataset_summary(uri: str, opts: rq.JobOptions):
     """The summary of a dataset finetune uploaded to ``uri`` (its manifest is read there)."""
-    from finetune.aws.session import configured_region
-    from finetune.backends import s3dataset
-
     return s3dataset.summarize(uri, configured_region(opts.region))
 
 
@@ -96,11 +97,6 @@ def check(plan, opts: rq.JobOptions, history=()) -> base.Preflight:
     """The job request as submit would send it, every offline check run on it; the plan
     carries its estimate (``history``: measured runs, given by the caller). Raises a
     PreflightError for what would stop the real launch."""
-    from finetune.aws.session import configured_region
-    from finetune.backends.sagemaker import images
-    from finetune.catalog import instances
-    from finetune.plan.estimate import with_estimate
-
     engine = plan.hyperparameters.engine  # MXNet on Hopper: refused before anything else
     instances.check_engine(engine, plan.resources.instance_type)
     opts = _with_settings(opts)
@@ -139,8 +135,6 @@ def check(plan, opts: rq.JobOptions, history=()) -> base.Preflight:
 
 def _runtime_note(opts, given, plan) -> str:
     """Where the max runtime above comes from (the same words as the EC2 dry-run's)."""
-    from finetune.backends.runtime import default_runtime
-
     if given is not None:
         return "--max-runtime"
     seconds, why = default_runtime(plan)
@@ -156,9 +150,6 @@ _NO_REGION = preflight.Problem(
 
 
 def _with_settings(opts: rq.JobOptions) -> rq.JobOptions:
-    from finetune import settings
-    from finetune.aws.session import configured_region
-
     conf = settings.get()
     return replace(
         opts,
@@ -169,8 +160,6 @@ def _with_settings(opts: rq.JobOptions) -> rq.JobOptions:
 
 
 def _channels(plan, bucket: str) -> tuple[dict[str, str], int]:
-    from finetune.aws.s3upload import as_prefix, plan_upload
-
     if plan.dataset.path.startswith("s3://"):
         root = as_prefix(plan.dataset.path)
         return {c: f"{root}{c}/" for c in ("train", "validation")}, 0

@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import re
 
-from finetune.aws import imageref
+from finetune.aws import imageref, retries
+from finetune.aws.errors import aws_errors
+from finetune.aws.s3upload import list_prefix, parse_s3_uri
+from finetune.backends import secretscan
 from finetune.backends.base import PreflightError, Problem  # one shape on every backend
+from finetune.catalog import instances
 from finetune.errors import FinetuneError
+from finetune.estimate import money
 
 JOB_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::(\d{12}):role/[\w+=,.@/-]{1,512}$")
@@ -102,8 +107,6 @@ def _times(req: dict, region) -> list[Problem]:
 
 
 def _instance(req: dict, region) -> list[Problem]:
-    from finetune.catalog import instances
-
     name = req.get("ResourceConfig", {}).get("InstanceType", "")
     try:
         instances.get(name)
@@ -157,8 +160,6 @@ def _hyperparameters(req: dict, region) -> list[Problem]:
 def secrets_in(kind: str, values: dict[str, str]) -> list[Problem]:
     """Secret-looking entries (backends/secretscan.py, the screen every backend uses): they
     would be visible to anyone who can describe the job."""
-    from finetune.backends import secretscan
-
     found = secretscan.scan_map(kind, values)
     return [Problem(w, f) for w, f in secretscan.messages(found, "DescribeTrainingJob")]
 
@@ -167,8 +168,6 @@ def check_budget(charge, rate, seconds: int, max_eur: float) -> list[Problem]:
     """The worst case -- every host of ``charge`` (a estimate.money.Charge) billed for the whole
     max runtime, priced by estimate.money at ``rate`` -- must fit --max-eur."""
     from dataclasses import replace
-
-    from finetune.estimate import money
 
     worst = money.euros([replace(charge, seconds=seconds)], rate).eur
     if worst is None or worst <= max_eur:
@@ -198,9 +197,6 @@ def check_budget(charge, rate, seconds: int, max_eur: float) -> list[Problem]:
 
 def check_bucket_region(s3, bucket: str, region: str) -> list[Problem]:
     """SageMaker reads and writes only buckets in the job's region."""
-    from finetune.aws import retries
-    from finetune.aws.errors import aws_errors
-
     with aws_errors("GetBucketLocation", resource=f"s3://{bucket}", region=region):
         where = retries.call(s3.get_bucket_location, Bucket=bucket).get("LocationConstraint")
     where = {None: "us-east-1", "": "us-east-1", "EU": "eu-west-1"}.get(where, where)
@@ -216,9 +212,6 @@ def check_bucket_region(s3, bucket: str, region: str) -> list[Problem]:
 
 def check_inputs(s3, channels: dict[str, str], expected: dict[str, list[str]]) -> list[Problem]:
     """Each channel prefix holds objects, including the files the trainer opens."""
-    from finetune.aws.errors import aws_errors
-    from finetune.aws.s3upload import list_prefix, parse_s3_uri
-
     problems = []
     for channel, uri in channels.items():
         bucket, prefix = parse_s3_uri(uri)

@@ -33,6 +33,8 @@ import json
 from dataclasses import dataclass
 from importlib import resources
 
+from finetune.aws import retries
+from finetune.aws.errors import aws_errors
 from finetune.backends import shipping
 
 CODE_ROOT = "finetune/code/"  # the run's own role may read its prefix (runrole.py)
@@ -84,9 +86,6 @@ class SourceDir:
 
     def upload(self, s3) -> None:
         """Put the tar.gz in S3 (after the pre-flight checks: nothing is written before)."""
-        from finetune.aws import retries
-        from finetune.aws.errors import aws_errors
-
         with aws_errors("PutObject", resource=self.uri):
             retries.call(
                 s3.put_object,

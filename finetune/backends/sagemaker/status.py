@@ -24,8 +24,10 @@ import time
 from datetime import datetime
 
 from finetune.backends.base import Status
+from finetune.catalog import prices
 from finetune.contracts.container import EXIT_STOPPED, STARTING, STOPPED_MARK
-from finetune.errors import UsageError
+from finetune.errors import FinetuneError, UsageError
+from finetune.estimate import money
 
 _IN_PROGRESS = {
     "Starting": "submitted",
@@ -181,10 +183,6 @@ def charge_facts(job: dict, region: str, spot: bool) -> dict:
     billable = _num(job.get("BillableTimeInSeconds"))
     if billable is None:
         return {}
-    from finetune.catalog import prices
-    from finetune.errors import FinetuneError
-    from finetune.estimate import money
-
     rc = job.get("ResourceConfig", {})
     try:
         price = prices.price(rc.get("InstanceType", ""), region, "sagemaker")

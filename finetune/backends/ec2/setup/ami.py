@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from finetune.backends import shipping
 from finetune.backends.ec2.setup import infra as ec2_infra
+from finetune.catalog import engines
 from finetune.engines import registry
 from finetune.errors import ConfigError
 
@@ -121,8 +123,6 @@ def _name(ec2, ami: str) -> str:
 
 def runtime(engine: str, arch: str = "x86_64", override: str | None = None) -> dict[str, str]:
     """What will run the engine, for the plan (the AMI id itself is looked up at launch)."""
-    from finetune.catalog import engines
-
     aws = _aws(engine)
     if override:
         ami = override
@@ -137,8 +137,6 @@ def runtime(engine: str, arch: str = "x86_64", override: str | None = None) -> d
 def upload_wheel(s3, bucket: str, run_prefix: str) -> tuple[str, str]:
     """Our package as a wheel in the run's prefix; returns its s3:// URI and sha256 (the user
     data checks the download against it: the run's own role may write its prefix)."""
-    from finetune.backends import shipping
-
     name, data = shipping.wheel()
     key = f"{run_prefix}{WHEELS}{name}"
     try:
