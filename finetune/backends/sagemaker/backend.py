@@ -24,7 +24,8 @@ from finetune.backends import base, modelfiles
 from finetune.backends.base import Capabilities, Hooks, Status
 from finetune.backends.sagemaker import cleanup as sm_cleanup
 from finetune.backends.sagemaker import options as sm_options
-from finetune.backends.sagemaker import preflight, readiness, runrole
+from finetune.backends.sagemaker import preflight as sm_preflight
+from finetune.backends.sagemaker import readiness, runrole, validate
 from finetune.backends.sagemaker import request as rq
 from finetune.backends.sagemaker import status as st
 from finetune.backends.sagemaker import submit as sub
@@ -66,7 +67,7 @@ class SageMakerBackend:
         return sm_options.dataset_summary(uri, self.options)
 
     def preflight(self, plan, history=()) -> base.Preflight:
-        return sm_options.check(plan, self.options, history)
+        return sm_preflight.dry_run(plan, self.options, history)
 
     def orphans(self, live_runs: set[str], older_than_s: float, scope=None) -> list[base.Orphan]:
         """Execution roles of runs whose jobs ended, outside ``scope`` skipped (cleanup.py)."""
@@ -81,7 +82,7 @@ class SageMakerBackend:
         # an engine the GPUs cannot run (MXNet on Hopper): refused before any AWS call
         instances.check_engine(plan.hyperparameters.engine, plan.resources.instance_type)
         opts = sub.options_for(self.options, run)
-        preflight.raise_if(sub.missing_settings(opts))
+        validate.raise_if(sub.missing_settings(opts))
         aws = self._aws(opts.region)
         opts = sub.with_defaults(replace(opts, region=aws.region), plan, aws)
         opts = runrole.with_run_role(opts, aws, run.id)
@@ -91,17 +92,17 @@ class SageMakerBackend:
         toolkit = code.hyperparameters(aws.region, plan.resources.hosts) if code else None
         entry = code.entrypoint(aws.region) if code else None  # checks the code, then runs it
         request = rq.training_request(plan, run.id, name, channels, opts, size, toolkit, entry)
-        preflight.raise_if(preflight.check_request(request, aws.region))
+        validate.raise_if(validate.check_request(request, aws.region))
         sub.check_stack_limits(aws, request)
         s3 = aws.client("s3")
-        problems = preflight.check_bucket_region(s3, opts.bucket, aws.region)
+        problems = validate.check_bucket_region(s3, opts.bucket, aws.region)
         image, missing = sub.pin_image(aws, opts.image)
-        preflight.raise_if(problems + missing)
+        validate.raise_if(problems + missing)
         opts, request = sub.pinned(opts, request, image)
         if upload is not None:
             self._upload(s3, upload)
         expected = {c: sub.expected_files(plan, c) for c in channels}
-        preflight.raise_if(preflight.check_inputs(s3, channels, expected))
+        validate.raise_if(validate.check_inputs(s3, channels, expected))
         if code is not None:
             code.upload(s3)
         if opts.run_role:

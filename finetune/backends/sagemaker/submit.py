@@ -16,9 +16,9 @@ from finetune.aws.errors import aws_errors
 from finetune.aws.s3upload import as_prefix, plan_upload
 from finetune.aws.session import Aws
 from finetune.backends.runtime import default_runtime
-from finetune.backends.sagemaker import images, preflight, sourcedir
+from finetune.backends.sagemaker import images, sourcedir, validate
 from finetune.backends.sagemaker import request as rq
-from finetune.backends.sagemaker.preflight import Problem
+from finetune.backends.sagemaker.validate import Problem
 from finetune.catalog import fx, prices
 from finetune.data.channels import CHANNELS, channel_files
 from finetune.engines import registry
@@ -119,7 +119,7 @@ def fit_budget(opts, plan, region: str):
     try:
         price = prices.price(plan.resources.instance_type, region, "sagemaker")
     except FinetuneError as exc:
-        raise preflight.PreflightError(
+        raise validate.PreflightError(
             [Problem(f"--max-eur needs a price: {exc.what}", exc.fix or "")]
         ) from None
     charge = money.Charge(
@@ -137,9 +137,9 @@ def fit_budget(opts, plan, region: str):
         cap = default_runtime(plan)[0]  # the same default as every cloud backend's
         if affordable is not None:  # None: no price (the charge above always has one)
             cap = min(cap, affordable)
-        runtime = max(preflight.MIN_RUNTIME_S, cap)
+        runtime = max(validate.MIN_RUNTIME_S, cap)
         opts = replace(opts, max_runtime=runtime)
-    preflight.raise_if(preflight.check_budget(charge, rate, opts.runtime_seconds(), opts.max_eur))
+    validate.raise_if(validate.check_budget(charge, rate, opts.runtime_seconds(), opts.max_eur))
     return opts
 
 
