@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from finetune.backends import NAMES, backend_class, on_this_machine
+from finetune.backends import NAMES, backend_class, get_backend, on_this_machine
 
 BACKENDS = Path(__file__).resolve().parents[2] / "finetune" / "backends"
 
@@ -75,6 +75,17 @@ def test_constructors_agree(name):
     backend = backend_class(name)(poll_seconds=0.25)
     assert backend.poll_seconds == 0.25
     assert backend_class(name)().poll_seconds > 0  # its own default
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_backend_says_its_euro_cap(name):
+    """The plan carries the launch's --max-eur, asked of the backend by one typed property."""
+    takes = "max_eur" in backend_class(name).Options.model_fields
+    assert takes is (backend_class(name).price_book is not None)  # what bills, can be capped
+    capped = get_backend(name, {"max_eur": "12.5"} if takes else {})
+    assert capped.max_eur == (12.5 if takes else None)
+    assert get_backend(name, {}).max_eur is None
+    assert backend_class(name)().max_eur is None  # a run's stored options: nothing given
 
 
 def test_the_local_supervisor_starts_light():

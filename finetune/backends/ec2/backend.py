@@ -61,6 +61,10 @@ class Ec2Backend:
         return readiness.items(aws, instance, spot)
 
     # -- launch ---------------------------------------------------------------------------
+    @property
+    def max_eur(self) -> float | None:
+        return self.options.max_eur if self.options else None
+
     def resources(self, request: base.ResourceRequest):
         return ec2_options.resources(request)
 

@@ -46,6 +46,7 @@ class LocalBackend:
     price_book = None  # this machine: nothing billed, nothing to plan
     poll_seconds = 1.0
     stream_logs = False  # the epoch lines say it all; train.log is one `runs logs` away
+    max_eur = None  # nothing billed here: no --max-eur
 
     def __init__(
         self, options: LocalOptions | None = None, hooks: Hooks | None = None, poll_seconds=None

@@ -60,6 +60,10 @@ class SageMakerBackend:
         return readiness.items(aws, instance, spot)
 
     # -- launch ---------------------------------------------------------------------------
+    @property
+    def max_eur(self) -> float | None:
+        return self.options.max_eur
+
     def resources(self, request: base.ResourceRequest):
         return sm_options.resources(request, self.options)
 
