@@ -99,13 +99,9 @@ _LOADER: list = []  # the process's one botocore data loader, shared by its sess
 
 
 def _botocore_session():
-    """A new botocore session whose service models come from the process's one loader.
-
-    Each session otherwise reads and parses the JSON models again (endpoints.json and each
-    service's service-2.json: ~15 ms to ~0.5 s apiece), in every process that opens more than
-    one session -- a sync over many runs, the EC2 agent, the test suite's many commands. The
-    models are static files, keyed by service and API version; credentials, profile and
-    region stay per session."""
+    """A new botocore session whose service models (static files) come from the process's one
+    loader, parsed once; credentials, profile and region stay per session. Why:
+    docs/decisions/043-aws-sdk-start-up.md."""
     from botocore import loaders, session
 
     if not _LOADER:

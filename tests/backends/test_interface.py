@@ -90,7 +90,7 @@ def test_every_backend_says_its_euro_cap(name):
 
 def test_the_local_supervisor_starts_light():
     """`python -m finetune.backends.local.runner` starts at every local run and resume: the
-    backends package no longer imports base (pydantic) on its way, 0.2 s of CPU each."""
+    backends package imports no base (pydantic) on its way (docs/decisions/042)."""
     import subprocess
     import sys
 

@@ -35,16 +35,8 @@ class SageMakerOptions(base.Options):
         return rq.JobOptions(**self.model_dump())  # the same names: nothing renamed
 
 
-# AWS's PyTorch training image starts the toolkit from a bash PID 1 without exec
-# (ENTRYPOINT ["bash", "-m", "start_with_right_hostname.sh"], which runs `train` as a job of
-# its own), and the toolkit (sagemaker-training 5.1.4) neither handles nor forwards signals:
-# the SIGTERM of a stop or a spot interruption most likely never reaches the trainer, which is
-# SIGKILLed. What survives is the last periodic checkpoint (SageMaker syncs /opt/ml/checkpoints
-# to S3 as it is written), so a spot job checkpoints at least every 5 minutes: at most that
-# much work lost per interruption (2.5 on average), for a checkpoint write of about a second
-# (ResNet-152: ~0.5 GB of weights and momentum). Read from aws/deep-learning-containers
-# pytorch/training/docker/2.10/py3/cu130/Dockerfile.gpu (commit 0bffd28) and
-# pytorch/training/docker/build_artifacts/start_with_right_hostname.sh (commit eed9365).
+# a stop's SIGTERM most likely never reaches the trainer in AWS's image, so the last periodic
+# checkpoint is what survives (docs/decisions/041-sagemaker-spot-checkpoints.md)
 SPOT_CHECKPOINTS = {
     "checkpoint_max_s": 300.0,
     "checkpoint_note": "at most 300 s on SageMaker spot: a stop's SIGTERM may never reach the "
