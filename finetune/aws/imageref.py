@@ -1,17 +1,13 @@
 """Training images by digest: a tag is resolved once, at launch, and the run uses the digest.
 
-Tags can move (and before the stack made them immutable, anyone who could push could swap
-the code another run executes under its role); a digest names exactly one image. So every
-backend resolves ``REGISTRY/REPO:TAG`` to ``REGISTRY/REPO@sha256:...`` with ECR's
-DescribeImages before it starts anything, records that reference with the run, and every
-attempt -- spot relaunches and resumes included -- pulls the digest.
-
-Only images in the caller's own account and region are resolved: AWS's deep-learning images
-live in AWS's accounts, whose repositories do not answer DescribeImages to others; those are
-used as given (AWS publishes them; pass one @sha256:... to pin it too).
-
-``ECR_URI`` is the one pattern of an ECR image address in finetune: every backend parses an
-image with ``parse`` (its IAM statements name the repository by ``ImageRef.repository_arn``).
+A tag can move (before the stack made tags immutable, anyone who could push could swap the
+code another run executes under its role); a digest names one image. Every backend resolves
+``REGISTRY/REPO:TAG`` to ``REGISTRY/REPO@sha256:...`` with ECR's DescribeImages before it
+starts anything and records it with the run; every attempt (spot relaunches, resumes) pulls
+the digest. Only the caller's own account and region are resolved: AWS's deep-learning images
+(AWS's accounts answer no DescribeImages of others) are used as given (pass @sha256:... to pin
+one). ``ECR_URI`` is finetune's one pattern of an ECR address: every backend parses an image
+with ``parse``, and IAM statements name its repository by ``ImageRef.repository_arn``.
 """
 
 from __future__ import annotations

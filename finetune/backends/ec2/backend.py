@@ -1,17 +1,14 @@
 """The EC2 backend: self-terminating GPU instances (one per host) per attempt, spot-resilient.
 
 This class is the Protocol surface; the work lives in two groups, as in SkyPilot's
-provision/aws (config.py set-up, instance.py lifecycle):
-  setup/      what attempts share: clients, subnets and groups, roles (infra), AMIs, the vCPU
-              quota, and cleanup of what no run owns;
-  instances/  one launch attempt step by step (attempt, run_instances: RunInstances with
-              capacity fallback), its hosts and intent, observing it, and the lifecycle:
-              settle, relaunch, adopt, release.
-options.py is the launch flags, resources and the dry run's pre-flight; checks.py the checks
-that cost nothing and the run's S3 prefix; state.py what RUN_DIR/ec2.json keeps; cost.py the
-prices (asked once per launch) and the charges. The backend never opens the ledger: what it
-should keep goes into a Journal (submit) or comes back in the Status (events, facts), and
-service/ writes it.
+provision/aws (config.py set-up, instance.py lifecycle): setup/ what attempts share (clients,
+subnets and groups, roles, AMIs, the vCPU quota, cleanup of what no run owns); instances/ one
+launch attempt step by step (RunInstances with capacity fallback), its hosts and intent,
+observing it, and the lifecycle (settle, relaunch, adopt, release). options.py holds the launch
+flags and resources, preflight.py the checks that cost nothing (the dry run's too) and the
+run's S3 prefix, state.py what RUN_DIR/ec2.json keeps, cost.py the prices (asked once per
+launch) and charges. The backend never opens the ledger: what it should keep goes into a
+Journal (submit) or comes back in the Status (events, facts), and service/ writes it.
 """
 
 from __future__ import annotations
