@@ -17,7 +17,9 @@ from typing import Any
 
 from finetune.aws import retries
 from finetune.aws.errors import aws_errors
+from finetune.aws.session import partition_of
 from finetune.errors import CloudError, DataError, UsageError
+from finetune.settings.names import check_bucket, check_region
 
 TEMPLATE = "cloudformation.yaml"
 POLICIES = {
@@ -46,8 +48,6 @@ FAILED = ("FAILED", "ROLLBACK")
 def boundary_arn(account: str, region: str, kind: str) -> str:
     """The ARN of the stack's permissions boundary for ``kind`` (ec2 or sagemaker) run roles:
     every such role must carry it (its caller policy allows CreateRole only with it)."""
-    from finetune.aws.session import partition_of
-
     if kind not in BOUNDARIES:
         raise ValueError(f"no boundary for {kind!r}")
     name = BOUNDARY_NAME.format(kind=kind, region=region)
@@ -115,16 +115,12 @@ class Names:
 
     def __post_init__(self) -> None:
         """A region or bucket given (not a placeholder) is checked as FINETUNE_* are."""
-        from finetune.settings.names import check_bucket, check_region
-
         if self.region != "REGION":
             check_region(self.region, "--region")
         if self.bucket != "BUCKET":
             check_bucket(self.bucket, "--bucket")
 
     def values(self) -> dict[str, str]:
-        from finetune.aws.session import partition_of
-
         partition = partition_of(self.region) if self.region != "REGION" else "aws"
         boundaries = {
             ref: f"arn:{partition}:iam::{self.account}:policy{BOUNDARY_PATH}"

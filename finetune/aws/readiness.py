@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from finetune.aws import imageref, retries
+from finetune.aws.session import configured_region, connect
 from finetune.errors import FinetuneError
 
 OK, MISSING, UNKNOWN = "ok", "missing", "unknown"
@@ -36,8 +38,6 @@ def _failed(name: str, exc: FinetuneError, status: str = MISSING) -> Item:
 
 def region(given: str | None) -> Item:
     """The region a cloud command would use (--region, FINETUNE_REGION, the AWS config)."""
-    from finetune.aws.session import configured_region
-
     try:
         found = configured_region(given)
     except FinetuneError as exc:  # a --region that is no AWS region
@@ -54,8 +54,6 @@ def region(given: str | None) -> Item:
 
 def credentials(given_region: str | None) -> tuple[Item, Any]:
     """STS GetCallerIdentity (needs no permission): (the item, the session or None)."""
-    from finetune.aws.session import configured_region, connect
-
     try:
         aws = connect(configured_region(given_region) or "us-east-1")
         who = aws.identity()
@@ -66,8 +64,6 @@ def credentials(given_region: str | None) -> tuple[Item, Any]:
 
 def bucket(aws, name: str | None) -> Item:
     """The bucket is set, exists, this caller may use it, and it is in the session's region."""
-    from finetune.aws import retries
-
     if not name:
         return Item(
             "bucket",
@@ -102,8 +98,6 @@ def bucket(aws, name: str | None) -> Item:
 def image(aws, uri: str | None, needed: bool, why: str) -> Item:
     """Our training image: set and present in ECR. ``needed``: a launch of this backend
     cannot go without it (else its absence is ok, with ``why`` it is not needed)."""
-    from finetune.aws import imageref
-
     if not uri:
         if not needed:
             return Item("image", OK, f"not set: {why}")
@@ -121,8 +115,6 @@ def image(aws, uri: str | None, needed: bool, why: str) -> Item:
     except FinetuneError as exc:
         return _failed("image", exc, UNKNOWN)
     except Exception as exc:
-        from finetune.aws import retries
-
         code = retries.error_code(exc) or type(exc).__name__
         return Item("image", UNKNOWN, f"{uri}: could not be read ({code})", "try again.")
     return Item("image", OK, uri)
@@ -131,8 +123,6 @@ def image(aws, uri: str | None, needed: bool, why: str) -> Item:
 def run_role(aws, role_arn: str | None, boundary: str) -> Item:
     """The role runs get: ``role_arn`` when one is set (it must exist), else the one finetune
     creates for each run, which needs the stack's permissions ``boundary`` policy."""
-    from finetune.aws import retries
-
     iam = aws.client("iam")
     kwargs: dict[str, Any]  # the IAM call's arguments
     if role_arn:

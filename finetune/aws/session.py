@@ -10,8 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from finetune import __version__, settings
+from finetune.aws import retries
 from finetune.aws.errors import aws_errors
 from finetune.errors import require_module
+from finetune.settings.names import check_region
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 
@@ -30,8 +33,6 @@ class Aws:
         if service not in self._clients:
             from botocore.config import Config
 
-            from finetune import __version__
-
             config = Config(
                 retries={"total_max_attempts": 1, "mode": "standard"},
                 connect_timeout=10,
@@ -47,8 +48,6 @@ class Aws:
     def identity(self) -> dict:
         """STS GetCallerIdentity (needs no permission): proves the credentials work."""
         if self._identity is None:
-            from finetune.aws import retries
-
             with aws_errors("GetCallerIdentity", region=self.region):
                 self._identity = retries.call(self.client("sts").get_caller_identity)
         return self._identity
@@ -64,8 +63,6 @@ class Aws:
 
 def connect(region: str | None = None, profile: str | None = None) -> Aws:
     """A session for ``region`` (else FINETUNE_REGION, else the AWS config's region)."""
-    from finetune import settings
-
     boto3 = require_module("boto3", extra="aws")
     _check_flag(region)
     conf = settings.get()
@@ -86,8 +83,6 @@ def connect(region: str | None = None, profile: str | None = None) -> Aws:
 
 def configured_region(region: str | None = None) -> str | None:
     """The region a command would use, found without credentials or network (for --dry-run)."""
-    from finetune import settings
-
     _check_flag(region)
     conf = settings.get()
     if region or conf.region:
@@ -104,13 +99,9 @@ _LOADER: list = []  # the process's one botocore data loader, shared by its sess
 
 
 def _botocore_session():
-    """A new botocore session whose service models come from the process's one loader.
-
-    Each session otherwise reads and parses the JSON models again (endpoints.json and each
-    service's service-2.json: ~15 ms to ~0.5 s apiece), in every process that opens more than
-    one session -- a sync over many runs, the EC2 agent, the test suite's many commands. The
-    models are static files, keyed by service and API version; credentials, profile and
-    region stay per session."""
+    """A new botocore session whose service models (static files) come from the process's one
+    loader, parsed once; credentials, profile and region stay per session. Why:
+    docs/decisions/043-aws-sdk-start-up.md."""
     from botocore import loaders, session
 
     if not _LOADER:
@@ -123,8 +114,6 @@ def _botocore_session():
 def _check_flag(region: str | None) -> None:
     """A --region flag is checked like FINETUNE_REGION (finetune.settings.names)."""
     if region:
-        from finetune.settings.names import check_region
-
         check_region(region, "--region")
 
 

@@ -244,6 +244,11 @@ class Backend(Protocol):
     def options(self) -> BackendOptions | None:
         """The launch flags it was given (None: a run's stored options are read)."""
 
+    @property
+    def max_eur(self) -> float | None:
+        """The launch's --max-eur, which the plan carries (None: none given, or a backend
+        that bills nothing and takes no such flag)."""
+
     def __init__(
         self, options: BackendOptions | None = None, hooks: Hooks | None = None, poll_seconds=None
     ) -> None:

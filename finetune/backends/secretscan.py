@@ -1,22 +1,13 @@
 """One secret screen for everything a run sends away: hyperparameters, environment variables,
 the plan stored next to the run (EC2's plan.json). Every cloud backend calls it before it
-uploads or sends anything.
+uploads or sends anything: what is sent is readable by whoever may describe the job or read
+the run's prefix, so credentials reach a run through its role (or AWS Secrets Manager), never
+as values. A finding names where the value is and what it looks like, never the value.
 
-What is sent with a run is readable by whoever may describe the job or read the run's prefix,
-so credentials must reach a run through its role (or AWS Secrets Manager), never as values.
-A finding names where the value is and what it looks like, never the value itself.
-
-Shapes recognised: AWS access key ids (AKIA.../ASIA...), 40-character AWS secret access keys
-(base64 alphabet with mixed case and a digit, / or +; hex-only strings such as SHA-1 digests
-are not secrets), Hugging Face (hf_...), OpenAI-style (sk-...), GitHub (ghp_...,
-github_pat_...), GitLab (glpat-...), Slack (xox?-...) and Stripe (sk_live_..., rk_...) tokens,
-Google API keys (AIza...) and OAuth tokens (ya29....), Databricks (dapi...), PyPI (pypi-...)
-and npm (npm_...) tokens, bearer tokens (Bearer ...), AWS session tokens, Azure account keys,
-SAS signatures and connection strings, Slack webhook URLs, private key blocks, JSON web tokens,
-credentials in URLs (a password, or a token alone: https://TOKEN@host), and ``name=value``
-inside a text under a secret-sounding name (``api_key=...``). Under a secret-sounding name
-(HF_TOKEN, DB_PASSWORD, api_key ...) any non-empty value counts, in flat maps and in documents
-such as plan.json.
+Shapes recognised: PATTERNS (by name); 40-character AWS secret access keys (base64 alphabet
+with mixed case and a digit, / or +: hex-only strings such as SHA-1 digests are not secrets);
+``name=value`` inside a text under a secret-sounding name (``api_key=...``); and under such a
+name (HF_TOKEN, DB_PASSWORD, api_key ...) any non-empty value, in flat maps and in documents.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from pydantic import Field
 
 from finetune.backends import base
 from finetune.backends.base import Capabilities, Feature, Hooks, Preflight, Status
+from finetune.backends.local.devices import local_resources
 from finetune.backends.local.runner import LOCK_FILE, lock_held, take_lock
 from finetune.contracts import container, mltree
 from finetune.contracts import metrics as mt
@@ -45,6 +46,7 @@ class LocalBackend:
     price_book = None  # this machine: nothing billed, nothing to plan
     poll_seconds = 1.0
     stream_logs = False  # the epoch lines say it all; train.log is one `runs logs` away
+    max_eur = None  # nothing billed here: no --max-eur
 
     def __init__(
         self, options: LocalOptions | None = None, hooks: Hooks | None = None, poll_seconds=None
@@ -55,8 +57,6 @@ class LocalBackend:
 
     def resources(self, request: base.ResourceRequest):
         """This machine's devices: --gpus (present here), --cpus, else all GPUs or one CPU."""
-        from finetune.backends.local.devices import local_resources
-
         if request.instance:
             raise UsageError(
                 f"--instance {request.instance}: the local backend runs on this machine",

@@ -18,15 +18,18 @@ from pathlib import Path
 from finetune.aws import retries, sdk
 from finetune.aws.errors import aws_errors
 from finetune.aws.logs import JobLog, refresh
+from finetune.aws.s3upload import as_prefix, parse_s3_uri, upload_dataset
 from finetune.aws.session import Aws, connect, parse_arn
 from finetune.backends import base, modelfiles
 from finetune.backends.base import Capabilities, Hooks, Status
 from finetune.backends.sagemaker import cleanup as sm_cleanup
 from finetune.backends.sagemaker import options as sm_options
-from finetune.backends.sagemaker import preflight, runrole
+from finetune.backends.sagemaker import preflight as sm_preflight
+from finetune.backends.sagemaker import readiness, runrole, validate
 from finetune.backends.sagemaker import request as rq
 from finetune.backends.sagemaker import status as st
 from finetune.backends.sagemaker import submit as sub
+from finetune.catalog import instances
 from finetune.contracts import metrics as mt
 from finetune.errors import DataError, UsageError
 
@@ -54,11 +57,13 @@ class SageMakerBackend:
 
     def readiness(self, aws, instance: str | None = None, spot: bool = False) -> list:
         """`finetune check`'s items of this backend (finetune.aws.readiness.Item)."""
-        from finetune.backends.sagemaker import readiness
-
         return readiness.items(aws, instance, spot)
 
     # -- launch ---------------------------------------------------------------------------
+    @property
+    def max_eur(self) -> float | None:
+        return self.options.max_eur
+
     def resources(self, request: base.ResourceRequest):
         return sm_options.resources(request, self.options)
 
@@ -66,7 +71,7 @@ class SageMakerBackend:
         return sm_options.dataset_summary(uri, self.options)
 
     def preflight(self, plan, history=()) -> base.Preflight:
-        return sm_options.check(plan, self.options, history)
+        return sm_preflight.dry_run(plan, self.options, history)
 
     def orphans(self, live_runs: set[str], older_than_s: float, scope=None) -> list[base.Orphan]:
         """Execution roles of runs whose jobs ended, outside ``scope`` skipped (cleanup.py)."""
@@ -78,12 +83,10 @@ class SageMakerBackend:
     # -- submit ---------------------------------------------------------------------------
     def submit(self, plan, run, journal=None) -> str:
         """Check, upload, create the job; returns its ARN. Nothing is spent before the end."""
-        from finetune.catalog import instances
-
         # an engine the GPUs cannot run (MXNet on Hopper): refused before any AWS call
         instances.check_engine(plan.hyperparameters.engine, plan.resources.instance_type)
         opts = sub.options_for(self.options, run)
-        preflight.raise_if(sub.missing_settings(opts))
+        validate.raise_if(sub.missing_settings(opts))
         aws = self._aws(opts.region)
         opts = sub.with_defaults(replace(opts, region=aws.region), plan, aws)
         opts = runrole.with_run_role(opts, aws, run.id)
@@ -93,17 +96,17 @@ class SageMakerBackend:
         toolkit = code.hyperparameters(aws.region, plan.resources.hosts) if code else None
         entry = code.entrypoint(aws.region) if code else None  # checks the code, then runs it
         request = rq.training_request(plan, run.id, name, channels, opts, size, toolkit, entry)
-        preflight.raise_if(preflight.check_request(request, aws.region))
+        validate.raise_if(validate.check_request(request, aws.region))
         sub.check_stack_limits(aws, request)
         s3 = aws.client("s3")
-        problems = preflight.check_bucket_region(s3, opts.bucket, aws.region)
+        problems = validate.check_bucket_region(s3, opts.bucket, aws.region)
         image, missing = sub.pin_image(aws, opts.image)
-        preflight.raise_if(problems + missing)
+        validate.raise_if(problems + missing)
         opts, request = sub.pinned(opts, request, image)
         if upload is not None:
             self._upload(s3, upload)
         expected = {c: sub.expected_files(plan, c) for c in channels}
-        preflight.raise_if(preflight.check_inputs(s3, channels, expected))
+        validate.raise_if(validate.check_inputs(s3, channels, expected))
         if code is not None:
             code.upload(s3)
         if opts.run_role:
@@ -113,8 +116,6 @@ class SageMakerBackend:
         return sub.create(aws, request, new_role=opts.run_role)
 
     def _upload(self, s3, upload) -> None:
-        from finetune.aws.s3upload import upload_dataset
-
         advance = self.progress("Uploading", upload.total_bytes) if self.progress else None
         result = upload_dataset(s3, upload, advance)
         sent = result.bytes_sent / 2**20
@@ -258,8 +259,6 @@ def _read_output_metrics(s3, job: dict) -> str | None:
     import io
     import tarfile
 
-    from finetune.aws.s3upload import as_prefix, parse_s3_uri
-
     bucket, root = parse_s3_uri(job["OutputDataConfig"]["S3OutputPath"])
     key = f"{as_prefix(root)}{job['TrainingJobName']}/output/output.tar.gz"
     with aws_errors("GetObject", resource=f"s3://{bucket}/{key}"):
@@ -279,8 +278,6 @@ def _read_output_metrics(s3, job: dict) -> str | None:
 
 def _download_model(s3, uri: str, folder: Path) -> None:
     """model.tar.gz at ``uri`` unpacked into ``folder`` (the archive kept beside it)."""
-    from finetune.aws.s3upload import parse_s3_uri
-
     bucket, key = parse_s3_uri(uri)
     archive = folder.with_name(folder.name + ".tar.gz")
     try:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 
+from finetune.aws.session import partition_of
+
 ENI_ACTIONS = [
     "ec2:CreateNetworkInterface",
     "ec2:CreateNetworkInterfacePermission",
@@ -38,7 +40,6 @@ def vpc_statements(subnets, groups, region: str, account: str) -> list[dict]:
     stack's VPC as well)."""
     if not subnets and not groups:
         return []
-    from finetune.aws.session import partition_of
 
     ec2 = f"arn:{partition_of(region)}:ec2:{region}:{account}"
     interfaces = f"{ec2}:network-interface/*"
@@ -71,8 +72,6 @@ def kms_statements(key: str | None, region: str, account: str) -> list[dict]:
 def key_resource(key: str, region: str, account: str) -> tuple[str, dict]:
     """The key ARN IAM authorizes for ``key``; an alias is matched by kms:ResourceAliases on
     any key of its account (IAM never sees the alias as the resource)."""
-    from finetune.aws.session import partition_of
-
     m = re.fullmatch(r"arn:([a-z-]+):kms:([a-z0-9-]+):(\d{12}):(key|alias)/(.+)", key)
     if m and m[4] == "key":
         return key, {}

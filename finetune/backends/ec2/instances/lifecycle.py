@@ -22,6 +22,7 @@ from finetune.backends.ec2.setup import infra as ec2_infra
 from finetune.backends.ec2.setup import profile as ec2_profile
 from finetune.backends.ec2.state import Ec2State
 from finetune.errors import FinetuneError
+from finetune.plan import Plan
 
 
 def status(clients, run, journal: Journal) -> Status:
@@ -86,8 +87,6 @@ def settle(clients, run, state: Ec2State, journal: Journal) -> dict:
 def relaunch(clients, run, state: Ec2State, journal: Journal) -> Status:
     """After a spot interruption: a new attempt within --max-restarts and --max-eur, on the
     best choice with capacity; else the run ends, saying why."""
-    from finetune.plan import Plan
-
     cur, opts = state.launched(), state.options
     spent = ec2_cost.eur_spent(state)
     left = None if opts.max_eur is None or spent is None else opts.max_eur - spent

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from finetune.aws import retries
 from finetune.backends.ec2.request import LaunchSpec, run_instances_kwargs
 from finetune.backends.ec2.setup import infra as ec2_infra
 from finetune.backends.ec2.state import Candidate
@@ -119,29 +120,20 @@ def _run_one(ec2, spec: LaunchSpec, token: str) -> list[dict]:
             return ec2.run_instances(**kwargs)["Instances"]  # one attempt: retries are here
         except Exception as exc:
             if not _retryable(exc, spec) or n == RETRIES:
-                from finetune.aws.retries import note_attempts
-
-                note_attempts(exc, n)  # the message says how often we tried
+                retries.note_attempts(exc, n)  # the message says how often we tried
                 raise _classified(exc, spec) from None
-            _sleep(PROFILE_PROPAGATION_SLEEP * n if _profile_not_ready(exc) else n)
+            # tests replace retries.sleep to count instead of waiting
+            retries.sleep(PROFILE_PROPAGATION_SLEEP * n if _profile_not_ready(exc) else n)
     raise AssertionError("unreachable")
-
-
-def _sleep(seconds: float) -> None:
-    from finetune.aws import retries
-
-    retries.sleep(seconds)  # tests replace retries.sleep to count instead of waiting
 
 
 def _retryable(exc: Exception, spec: LaunchSpec) -> bool:
     """Throttling, 5xx and broken connections (the reply may be lost: the next round looks
     for the instance first), and a profile that is not usable yet; never capacity or quota."""
-    from finetune.aws.retries import is_retryable
-
     code = ec2_infra.error_code(exc)
     if code in CAPACITY_CODES or code in QUOTA_CODES:
         return False
-    return is_retryable(exc) or _profile_not_ready(exc)
+    return retries.is_retryable(exc) or _profile_not_ready(exc)
 
 
 def _profile_not_ready(exc: Exception) -> bool:

@@ -31,6 +31,7 @@ from finetune.backends.ec2.setup import profile as ec2_profile
 from finetune.backends.ec2.state import AttemptRecord, Ec2State
 from finetune.engines import registry
 from finetune.errors import FinetuneError
+from finetune.plan import Plan
 
 
 def launch(
@@ -45,8 +46,6 @@ def launch(
     """A new attempt of ``run`` on the first of ``choices`` (then subnet) with capacity.
     ``quotes``: prices the pre-flight already asked for (asked here when they do not cover
     ``choices``)."""
-    from finetune.plan import Plan
-
     plan = Plan.model_validate(run.plan)
     ec2 = clients("ec2", state.region)
     count = plan.resources.hosts

@@ -1,18 +1,15 @@
 """`finetune cleanup`: what finetune left in EC2 and IAM that no live run owns.
 
-Everything the EC2 backend creates carries the project tag and its own namespaced keys
-(instances, volumes, spot requests: finetune:run-id, finetune:owner, ...) or the /finetune/
-IAM path (per-run roles and instance profiles). Which runs are live is the caller's to say
-(finetune.service.cleanup: active runs, less abandoned launches); anything else of finetune's
-that is older than ``older_than`` seconds is an orphan -- if it is the caller's (the scope):
-instances are terminated, open spot requests cancelled, instance profiles and roles deleted.
-
-Whose it is: an instance or spot request by its finetune:owner tag (the launching identity,
-set at RunInstances) or by its run being in this machine's ledger; an instance profile, which
-carries no owner finetune may read, only by its run being in this ledger. Everything else is
-returned with the reason it is skipped: other users' and CI's runs are not in this ledger. A
-resource tagged project=finetune without finetune:run-id is not finetune's at all (the
-generic key stays because the caller policies' conditions use it).
+Everything the EC2 backend creates carries the project tag and its own keys (finetune:run-id,
+finetune:owner, ...) or the /finetune/ IAM path (per-run roles and instance profiles). The
+caller says which runs are live (finetune.service.cleanup); anything else of finetune's older
+than ``older_than`` seconds is an orphan, removed (instances terminated, open spot requests
+cancelled, instance profiles and roles deleted) if it is the caller's: an instance or spot
+request by its finetune:owner tag (the launching identity) or its run in this machine's ledger,
+an instance profile (no owner tag to read) by the ledger only. The rest is returned with why
+it is skipped (other users' and CI's runs are not in this ledger); a resource tagged
+project=finetune without finetune:run-id is not finetune's at all (the generic key stays
+because the caller policies' conditions use it).
 """
 
 from __future__ import annotations

@@ -7,6 +7,10 @@ from __future__ import annotations
 import getpass
 from typing import TYPE_CHECKING
 
+from finetune.aws import retries
+from finetune.aws.errors import translate
+from finetune.aws.retries import error_code as code
+from finetune.aws.session import configured_region, connect
 from finetune.backends.ec2.request import PROJECT_TAG, RUN_TAG
 from finetune.errors import CloudError, ConfigError
 
@@ -32,8 +36,6 @@ class Clients:
         self.region = region  # --region: where calls go unless one names another
 
     def __call__(self, service: str, region: str | None = None):
-        from finetune.aws.session import connect
-
         region = region or region_name(self.region)
         if region not in self._aws:
             self._aws[region] = connect(region)
@@ -43,29 +45,21 @@ class Clients:
 def region_name(region: str | None = None) -> str:
     """``region`` (--region), else FINETUNE_REGION, else the AWS configuration's region (a
     CloudError says how to set one)."""
-    from finetune.aws.session import configured_region, connect
-
     return configured_region(region) or connect().region
 
 
 def call(fn, **kwargs):
     """One AWS call with finetune's bounded retries (throttling, 5xx, broken connections)."""
-    from finetune.aws import retries
-
     return retries.call(fn, **kwargs)
 
 
 def error_code(exc: BaseException | None) -> str:
-    from finetune.aws.retries import error_code as code
-
     return code(exc) if exc is not None else ""
 
 
 def cloud_error(exc: Exception, doing: str, fix: str | None = None) -> Exception:
     """A boto3 failure as a CloudError (finetune.aws.errors) saying what we were doing;
     ``fix`` replaces the generic advice where we know better."""
-    from finetune.aws.errors import translate
-
     err = translate(exc, doing)
     if not isinstance(err, CloudError):
         err = CloudError(f"{doing} failed: {exc}", "check the network and AWS, then try again.")

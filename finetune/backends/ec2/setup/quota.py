@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from finetune.aws import retries
+
 # family letter(s) -> (quota class, on-demand code, spot code)
 _CLASSES = {
     "g": ("G and VT", "L-DB2E81BA", "L-3819A6DF"),
@@ -40,8 +42,6 @@ def quota_class(instance_type: str, spot: bool) -> tuple[str, str]:
 
 def read(client, instance_type: str, spot: bool) -> Quota:
     """The applied quota (vCPUs) for ``instance_type``'s class; unknown when it cannot be read."""
-    from finetune.aws import retries
-
     name, code = quota_class(instance_type, spot)
     try:
         got = retries.call(client.get_service_quota, ServiceCode="ec2", QuotaCode=code)
