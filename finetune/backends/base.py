@@ -30,7 +30,6 @@ class Feature(enum.Enum):
 
     SPOT = "spot capacity"
     MULTI_NODE = "several hosts"
-    GPUS = "GPUs"
     STOP = "stopping a run"
 
 
@@ -68,6 +67,11 @@ class ResourceRequest(BaseModel):
     instance: str | None = None  # an instance type (cloud backends)
     count: int = 1  # hosts
     spot: bool = False
+
+    @classmethod
+    def of(cls, resources: Resources) -> ResourceRequest:
+        """The request a planned run's resources answer (a sweep's cell, a resumed run)."""
+        return cls(instance=resources.instance_type, count=resources.hosts, spot=resources.spot)
 
     def needs(self) -> set[Feature]:
         """The features this request asks for, whatever the backend."""

@@ -14,19 +14,12 @@ from pathlib import Path
 
 from finetune import settings
 from finetune.backends import get_backend
-from finetune.contracts.container import MODEL_FILES, model_written
+from finetune.contracts.container import MODEL_FILES, check_model_folder, model_written
 from finetune.engines import registry
 from finetune.errors import DataError
 from finetune.runs.ledger import open_default
 
-CLASSES = "classes.json"
-PREPROCESSING = "preprocessing.json"
-HYPERPARAMETERS = "hyperparameters.json"
-# what to do about a folder without MODEL_FILES: one wording wherever the fault is found
-NOT_A_MODEL_FIX = (
-    "give the id of a completed run, or its model folder: a run writes classes.json, "
-    "preprocessing.json and hyperparameters.json there when it completes."
-)
+CLASSES, PREPROCESSING, HYPERPARAMETERS = MODEL_FILES
 
 
 @dataclass(frozen=True)
@@ -43,12 +36,7 @@ class ModelFolder:
     @classmethod
     def open(cls, path: Path, run_id: str | None = None) -> ModelFolder:
         """Read a model folder; a DataError names what is missing."""
-        missing = [n for n in MODEL_FILES if not (path / n).is_file()]
-        if missing:
-            raise DataError(
-                f"{path} is not a finetune model folder: {', '.join(missing)} missing",
-                NOT_A_MODEL_FIX,
-            )
+        check_model_folder(path)
         try:
             classes = json.loads((path / CLASSES).read_text("utf-8"))
             hp = json.loads((path / HYPERPARAMETERS).read_text("utf-8"))

@@ -24,7 +24,7 @@ from finetune.backends import get_backend, implied
 from finetune.backends.base import Backend, Feature, Hooks, Preflight, ResourceRequest
 from finetune.contracts.record import launch_record
 from finetune.errors import BusyError, DataError, FinetuneError, UsageError
-from finetune.plan import Plan, Resources, build_plan, summarize_dataset
+from finetune.plan import Plan, build_plan, summarize_dataset
 from finetune.runs.facts import measured_history
 from finetune.runs.ledger import Ledger
 from finetune.runs.run import ACTIVE, Run, new_run_id
@@ -82,7 +82,7 @@ def plan_launch(request: LaunchRequest, hooks: Hooks | None = None) -> Planned:
     plan = build_plan(
         request.recipe, dataset, resources, request.overrides, request.verify_checksums
     )
-    cap = getattr(backend.options, "max_eur", None)  # checked by the backend's options model
+    cap = backend.max_eur  # checked by the backend's options model
     if cap is not None:
         plan = plan.model_copy(update={"max_eur": cap})
     weights = check_weights(plan, backend)  # before the pre-flight: a missing file stops here
@@ -141,7 +141,7 @@ def launch(plan, backend: Backend, ledger: Ledger, columns: dict | None = None) 
     killed half-way is found again: see service.cleanup), but a submit the backend refused
     takes it away again: the ledger holds only runs a backend accepted or may have.
     ``columns``: more Run fields recorded from the start (a sweep's id and cell)."""
-    check_features(backend, _request(plan.resources).needs())  # a sweep's cell comes here
+    check_features(backend, ResourceRequest.of(plan.resources).needs())  # a sweep's cell too
     run_id = new_run_id()
     run_dir = runs_dir() / run_id
     run_dir.mkdir(parents=True)
@@ -185,7 +185,7 @@ def resume(ledger: Ledger, run_id: str, hooks: Hooks | None = None):
     if run.status == "completed":
         raise UsageError(f"run {run.id} already completed", "launch a new run instead.")
     plan = Plan.model_validate(run.plan)
-    check_features(backend, _request(plan.resources).needs())
+    check_features(backend, ResourceRequest.of(plan.resources).needs())
     plan = check_same_dataset(run.id, plan, backend)
     ledger.add_event(run.id, "resume", f"resumed after status {run.status}")
     ledger.update(run.id, status="submitted", exit_reason=None, ended_at=None)
@@ -244,10 +244,3 @@ def submit(plan, backend: Backend, ledger: Ledger, run: Run) -> Run:
         raise
     started = run.started_at or time.time()
     return ledger.update(run.id, backend_ref=ref, started_at=started)
-
-
-def _request(resources: Resources) -> ResourceRequest:
-    """The request a planned run's resources answer (a sweep's cell, a resumed run)."""
-    return ResourceRequest(
-        instance=resources.instance_type, count=resources.hosts, spot=resources.spot
-    )
