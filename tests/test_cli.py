@@ -7,19 +7,21 @@ import subprocess
 import sys
 
 import pytest
+import typer
 from typer.main import get_command
 from typer.testing import CliRunner
 
-from finetune.cli import app
+from finetune.cli import COMMANDS, app
 
 HEAVY = ("mxnet", "gluoncv", "boto3", "botocore", "sagemaker", "matplotlib", "moto")
 
 
-def _commands(cmd, path=()):
+def _commands(cmd, path=(), parent=None):
     yield path, cmd
-    if hasattr(cmd, "commands"):  # a group (typer vendors its own click classes)
-        for name, sub in cmd.commands.items():
-            yield from _commands(sub, (*path, name))
+    if hasattr(cmd, "list_commands"):  # a group (typer vendors its own click classes)
+        ctx = typer.Context(cmd, info_name=path[-1] if path else "finetune", parent=parent)
+        for name in cmd.list_commands(ctx):  # the root loads each command as it is asked for
+            yield from _commands(cmd.get_command(ctx, name), (*path, name), ctx)
 
 
 def test_every_command_has_help_text():
@@ -34,6 +36,34 @@ def test_every_command_has_help_text():
         assert res.exit_code == 0 and "Usage" in res.output
         seen += 1
     assert seen >= 4
+
+
+def test_the_help_table_says_what_each_command_says():
+    root = get_command(app)
+    ctx = typer.Context(root, info_name="finetune")
+    for name, (_, short_help) in COMMANDS.items():
+        assert short_help == root.get_command(ctx, name).get_short_help_str(limit=10**6), name
+
+
+def test_root_help_imports_no_command():
+    code = (
+        "import sys\n"
+        "from finetune.cli import app\n"
+        "try:\n"
+        "    app(['--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('finetune.cli.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "Planning and prices:" in out.stdout  # the listing was printed
+    assert out.stdout.splitlines()[-1] == "['finetune.cli._render']"
+
+
+def test_an_unknown_command_is_refused_with_the_nearest_names():
+    res = CliRunner().invoke(app, ["lanch"])
+    assert res.exit_code == 2
+    assert "No such command 'lanch'. Did you mean 'launch', 'plan'?" in res.output
 
 
 def test_cli_import_is_light():
@@ -146,4 +176,6 @@ def test_help_lists_commands_in_the_order_of_the_work_in_named_groups():
     assert names.index("predict") < names.index("recipes") < names.index("demo"), out
     for panel in ("Data:", "Training:", "Planning and prices:", "Settings and AWS set-up:"):
         assert f"\n{panel}\n" in out
-    assert sorted(names) == sorted(get_command(app).commands), "a command is missing"
+    root = get_command(app)
+    listed = root.list_commands(typer.Context(root, info_name="finetune"))
+    assert sorted(names) == sorted(listed), "a command is missing"

@@ -29,7 +29,9 @@ def _unknown(kind) -> set[str]:
 
 
 def _launch_params() -> dict[str, object]:
-    return {p.name: p for p in get_command(app).commands["launch"].params}
+    root = get_command(app)
+    launch = root.get_command(typer.Context(root, info_name="finetune"), "launch")
+    return {p.name: p for p in launch.params}
 
 
 def test_every_backend_flag_launch_hands_over_is_a_field_of_a_backends_options():
