@@ -13,7 +13,10 @@ from typer.testing import CliRunner
 
 from finetune.cli import COMMANDS, app
 
-HEAVY = ("mxnet", "gluoncv", "boto3", "botocore", "sagemaker", "matplotlib", "moto")
+HEAVY = (
+    "boto3", "botocore", "sagemaker", "torch", "torchvision", "mxnet", "gluoncv", "matplotlib",
+    "moto", "numpy", "PIL", "rich",
+)  # fmt: skip
 
 
 def _commands(cmd, path=(), parent=None):
@@ -67,9 +70,23 @@ def test_an_unknown_command_is_refused_with_the_nearest_names():
 
 
 def test_cli_import_is_light():
-    code = f"import sys, finetune.cli; print([m for m in {HEAVY!r} if m in sys.modules])"
+    """Importing the command line, and then every module of it (each imports its own
+    dependencies at the top), imports none of the heavy packages: a command imports them when
+    it runs."""
+    code = (
+        "import importlib, json, pkgutil, sys\n"
+        "import finetune.cli\n"
+        f"heavy = {HEAVY!r}\n"
+        "root = [m for m in heavy if m in sys.modules]\n"
+        "names = [m.name for m in pkgutil.iter_modules(finetune.cli.__path__)]\n"
+        "for name in names:\n"
+        "    importlib.import_module(f'finetune.cli.{name}')\n"
+        "print(json.dumps([root, [m for m in heavy if m in sys.modules], names]))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    root, every, names = json.loads(out.stdout)
+    assert root == [] and every == [], (root, every)
+    assert {"launch", "plan", "runs", "_follow", "_render"} <= set(names)
 
 
 def test_python_dash_m_and_version():

@@ -16,10 +16,12 @@ from typing import Annotated
 
 import typer
 
+from finetune import service
+from finetune.backends.base import ResourceRequest
 from finetune.cli._options import fields_marked, flag_set
-
-if typing.TYPE_CHECKING:
-    from finetune.service import LaunchRequest
+from finetune.ranking import choose as pick
+from finetune.units.durations import parse_duration
+from finetune.units.eurocap import check_max_eur
 
 
 class _ToBackend:
@@ -203,13 +205,10 @@ class LaunchFlags:
             out[name] = tuple(value or ()) if repeatable else value
         return out
 
-    def request(self, recipe: str, overrides) -> LaunchRequest:
+    def request(self, recipe: str, overrides) -> service.LaunchRequest:
         """The service.LaunchRequest these flags ask for. --instance cheapest|fastest is
         replaced by the plan's pick (backend, instance, count, market, region; said on
         stderr); --deadline/--budget without a pick are refused (finetune.ranking.choose)."""
-        from finetune import service
-        from finetune.backends.base import ResourceRequest
-
         overrides = tuple(overrides or ())
         flags = self._picked(recipe, overrides)
         return service.LaunchRequest(
@@ -223,14 +222,9 @@ class LaunchFlags:
         )
 
     def _picked(self, recipe: str, overrides: tuple[str, ...]) -> LaunchFlags:
-        from finetune.ranking import choose as pick
-
         pick.check_flags(self.instance, self.deadline, self.budget)
         if self.instance is None or not pick.is_pick(self.instance):
             return self
-        from finetune.units.durations import parse_duration
-        from finetune.units.eurocap import check_max_eur
-
         deadline_s = parse_duration(self.deadline, "--deadline") if self.deadline else None
         choice = pick.choose(
             self.instance, recipe, self.dataset, overrides, backend=self.backend,

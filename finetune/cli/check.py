@@ -3,7 +3,13 @@ ok / missing / unknown, each not ok with its fix; exit 1 while anything is missi
 
 from __future__ import annotations
 
+import textwrap
+
 import typer
+
+from finetune.cli._render import check_format, echo_json
+from finetune.report.text import terminal_width
+from finetune.service import readiness
 
 MARK = {"ok": "ok", "missing": "MISSING", "unknown": "unknown"}
 
@@ -25,9 +31,6 @@ def check(
 
     Read-only, like `sky check`: nothing is created. Exits 1 while an item is missing.
     `finetune infra check` audits the account's run roles (an administrator's check)."""
-    from finetune.cli._render import check_format, echo_json
-    from finetune.service import readiness
-
     fmt = check_format(fmt, ("table", "json"))
     report = readiness.check(backend, region, instance, spot)
     if fmt == "json":
@@ -40,8 +43,6 @@ def check(
 
 
 def _lines(report) -> list[str]:
-    from finetune.report.text import terminal_width
-
     width = max(terminal_width(), 60)
     out = []
     for section, items in report.sections.items():
@@ -62,7 +63,5 @@ def _lines(report) -> list[str]:
 def _wrap(text: str, width: int, first: str, rest: str) -> list[str]:
     """``text`` in lines of ``width``, broken at spaces only (ARNs and URIs stay whole where
     they fit)."""
-    import textwrap
-
     return textwrap.wrap(text, width, initial_indent=first, subsequent_indent=rest,
                          break_on_hyphens=False)  # fmt: skip

@@ -6,6 +6,11 @@ import sys
 
 import typer
 
+from finetune.cli._render import FORMATS, check_format, emit_table
+from finetune.runs.ledger import open_default
+from finetune.service import cleanup as service_cleanup
+from finetune.units.durations import parse_duration
+
 
 def cleanup(
     older_than: str = typer.Option(
@@ -29,11 +34,6 @@ def cleanup(
     and remove them (terminate, cancel, delete). Only yours: tagged with your identity (the
     finetune:owner tag) or runs of this machine's ledger; others are listed as skipped, with
     why. Without --yes it asks first."""
-    from finetune.cli._render import FORMATS, check_format, emit_table
-    from finetune.runs.ledger import open_default
-    from finetune.service import cleanup as service_cleanup
-    from finetune.units.durations import parse_duration
-
     fmt = check_format(fmt, FORMATS)
     say = typer.echo if fmt == "table" else lambda line: typer.echo(line, err=True)
     limit = parse_duration(older_than, "--older-than", minimum=0)  # 0s: whatever age

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import typer
 
+from finetune import settings
 from finetune.cli._options import Format, Json
+from finetune.cli._render import echo_json, emit_table, info, output_format
+from finetune.settings import configfile as config
 
 app = typer.Typer(
     help="Settings (region, bucket, role_arn, profile, data_dir, cache_dir): show where each "
@@ -17,10 +20,6 @@ app = typer.Typer(
 @app.command("show")
 def show(fmt: Format = "table", as_json: Json = False):
     """Every setting, its value and where it came from (environment, config file, default)."""
-    from finetune import settings
-    from finetune.cli._render import echo_json, emit_table, info, output_format
-    from finetune.settings import configfile as config
-
     fmt = output_format(fmt, as_json)
     entries = settings.show()
     if fmt == "json":  # the records, and which file they were read from
@@ -38,9 +37,6 @@ def set_(
     value: str = typer.Argument(..., help="Its value (checked before the file is written)."),
 ) -> None:
     """Write KEY = VALUE into the config file (created if needed)."""
-    from finetune import settings
-    from finetune.cli._render import info
-
     file = settings.set_value(key, value)
     info(f"Set {settings.check_key(key)} in {file}.")
 
@@ -48,8 +44,5 @@ def set_(
 @app.command("unset")
 def unset(key: str = typer.Argument(..., help="The setting to remove from the config file.")):
     """Remove KEY from the config file (its default, or the environment, applies again)."""
-    from finetune import settings
-    from finetune.cli._render import info
-
     file = settings.set_value(key, None)
     info(f"Removed {settings.check_key(key)} from {file}.")

@@ -6,6 +6,12 @@ from pathlib import Path
 
 import typer
 
+from finetune.cli.runs import note_read_only
+from finetune.report.plot import check_path, plot_report
+from finetune.report.render import check_format
+from finetune.runs.ledger import open_default
+from finetune.service.report import cost_report as select
+
 
 def cost_report(
     runs: list[str] = typer.Argument(None, help="Run ids (default: every finished run)."),
@@ -29,15 +35,8 @@ def cost_report(
     against a different 1-device run of the same recipe, dataset, model, engine, GPU model,
     batch and image size), best validation accuracy, EUR total and per epoch; then totals,
     notes (runs skipped and why) and the price and rate provenance."""
-    from finetune.cli.runs import note_read_only
-    from finetune.report.render import check_format
-    from finetune.runs.ledger import open_default
-    from finetune.service.report import cost_report as select
-
     fmt = check_format(fmt)  # before any work: a typo should not wait for the ledger
     if plot:
-        from finetune.report.plot import check_path
-
         check_path(plot)
     with open_default(read_only_ok=True) as ledger:
         note_read_only(ledger)
@@ -45,6 +44,4 @@ def cost_report(
     text = result.text(fmt)
     typer.echo(text if text.endswith("\n") else text + "\n", nl=False)
     if plot:
-        from finetune.report.plot import plot_report
-
         typer.echo(f"Plot written to {plot_report(result.report, plot)}", err=True)

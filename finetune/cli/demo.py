@@ -1,8 +1,14 @@
 """`finetune demo`: parse, call finetune.service.demo.run_demo (it prints through echo)."""
 
+import sys
 from pathlib import Path
 
 import typer
+
+from finetune.cli._follow import epoch_line
+from finetune.cli._progress import EpochDisplay
+from finetune.cli._render import is_quiet, progress_bars
+from finetune.service import demo as service_demo
 
 
 def demo(
@@ -17,18 +23,11 @@ def demo(
     """The whole product offline, no AWS, no GPU: two generated image sets prepared into
     RecordIO, ResNet-18 pre-trained on one, fine-tuned on the other (head replaced) and
     trained from scratch, transfer against scratch side by side, then the cost report."""
-    import sys
-
-    from finetune.cli._follow import epoch_line
-    from finetune.cli._progress import EpochDisplay
-    from finetune.cli._render import is_quiet, progress_bars
-    from finetune.service.demo import DemoSpec, run_demo
-
-    spec = DemoSpec(workdir, engine.strip().lower(), classes, per_class, epochs=epochs)
+    spec = service_demo.DemoSpec(workdir, engine.strip().lower(), classes, per_class, epochs=epochs)
     # a live bar per epoch while each run trains, as `launch` shows: on a terminal only (a
     # pipe or a log gets the epoch lines alone)
     live = EpochDisplay(epochs, quiet=is_quiet() or not sys.stderr.isatty())
-    result = run_demo(
+    result = service_demo.run_demo(
         spec, typer.echo, lambda e: typer.echo(epoch_line(e)), progress_bars, live=live
     )
     if result.completed and result.transfer.failed:

@@ -6,6 +6,10 @@ from pathlib import Path
 
 import typer
 
+from finetune import __version__
+from finetune.aws.image import push as push_image
+from finetune.aws.session import connect
+
 app = typer.Typer(help="The training image: build and push it to ECR.", no_args_is_help=True)
 
 
@@ -21,9 +25,5 @@ def push(
 ) -> None:
     """Build the training image where a Docker engine runs and push it to ECR; prints its URI
     (the default image of `launch --backend sagemaker`)."""
-    from finetune import __version__
-    from finetune.aws.image import push as push_image
-    from finetune.aws.session import connect
-
     uri = push_image(connect(region), context, repository, tag or __version__, dockerfile)
     typer.echo(uri)

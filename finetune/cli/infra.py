@@ -3,7 +3,16 @@ policies, the boundary of per-run roles): print it or deploy it."""
 
 from __future__ import annotations
 
+import json
+
 import typer
+
+from finetune import settings
+from finetune.aws import infra, legacyroles, roletrust
+from finetune.aws.session import connect
+from finetune.cli._records import record_csv
+from finetune.cli._render import FORMATS, check_format, echo_json
+from finetune.errors import UsageError
 
 app = typer.Typer(
     help="The AWS stack for SageMaker runs: print or deploy it.", no_args_is_help=True
@@ -22,15 +31,9 @@ def print_template(
     bucket: str = typer.Option(None, help="Bucket to put in the policy (default FINETUNE_BUCKET)."),
 ) -> None:
     """Print the CloudFormation template, or one of its policies filled in."""
-    from finetune.aws import infra
-
     if not policy:
         typer.echo(infra.template_text(), nl=False)
         return
-    import json
-
-    from finetune import settings
-
     conf = settings.get()
     names = infra.Names(
         account=account or "ACCOUNT_ID",
@@ -61,10 +64,6 @@ def deploy(
     ),
 ) -> None:
     """Create or update the stack, wait for it, and print the settings to export."""
-    from finetune.aws import infra
-    from finetune.aws.session import connect
-    from finetune.cli._render import FORMATS, check_format, echo_json, record_csv
-
     fmt = check_format(fmt, FORMATS)  # before the stack is touched
     params = dict(_key_value(p) for p in parameter or ())
     aws = connect(region)
@@ -88,8 +87,6 @@ def deploy(
 
 
 def _key_value(text: str) -> tuple[str, str]:
-    from finetune.errors import UsageError
-
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
         raise UsageError(
@@ -109,9 +106,6 @@ def check(
     names anyone but their AWS service (another account, an OIDC or SAML provider) and how to
     fix it; exits 1 while any is left. Needs iam:ListRoles, iam:GetRole and the list calls of
     the roles' policies and profiles (an administrator)."""
-    from finetune.aws import legacyroles, roletrust
-    from finetune.aws.session import connect
-
     aws = connect(region)
     iam = aws.client("iam")
     found = legacyroles.find(iam)

@@ -6,8 +6,13 @@ from typing import Annotated
 
 import typer
 
+from finetune import service
+from finetune.cli._follow import follow_run, hooks, print_plan
 from finetune.cli._launch_request import LaunchFlags
 from finetune.cli._options import Json, takes_flag_sets
+from finetune.cli._records import record_csv
+from finetune.cli._render import output_format
+from finetune.runs.ledger import open_default
 
 OptionalRecipe = Annotated[
     str | None,
@@ -49,10 +54,6 @@ def launch(
     number of devices; the derived values are shown before anything runs. Each backend takes
     the options marked with its name; --dry-run runs every check a launch runs and creates
     nothing."""
-    from finetune import service
-    from finetune.cli._follow import hooks, print_plan
-    from finetune.cli._render import output_format, record_csv
-
     fmt = output_format(fmt, as_json)
     as_json = fmt == "json"
     if resume:
@@ -74,10 +75,6 @@ def launch(
 
 def _resume(run_id: str, detach: bool, as_json: bool) -> None:
     """Resume run ``run_id`` from its last checkpoint, then follow it."""
-    from finetune import service
-    from finetune.cli._follow import follow_run, hooks
-    from finetune.runs.ledger import open_default
-
     with open_default() as ledger:
         run, be = service.resume(ledger, run_id, hooks())
         typer.echo(f"Resumed {run.id} from its last checkpoint.", err=True)
@@ -86,10 +83,6 @@ def _resume(run_id: str, detach: bool, as_json: bool) -> None:
 
 def _start(planned, detach: bool, as_json: bool) -> None:
     """Record and start the planned run, then follow it (or return at once: --detach)."""
-    from finetune import service
-    from finetune.cli._follow import follow_run
-    from finetune.runs.ledger import open_default
-
     with open_default() as ledger:
         run = service.launch(planned.plan, planned.backend, ledger)
         be = planned.backend

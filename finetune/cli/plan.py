@@ -7,6 +7,13 @@ from pathlib import Path
 import typer
 
 from finetune.cli._options import Dataset, Recipe
+from finetune.cli._render import check_format
+from finetune.ranking.plot import plot_plan
+from finetune.ranking.rank import plan_recipe
+from finetune.ranking.render import FORMATS, render
+from finetune.report.plot import check_path
+from finetune.units.durations import parse_duration
+from finetune.units.eurocap import check_max_eur
 
 
 def plan(
@@ -47,20 +54,12 @@ def plan(
     the cheaper wins). The table shows the --top rows; JSON and CSV carry every row and field.
     Needs only the dataset's counts: Caltech-256 plans before it is downloaded. Estimates
     only: nothing is created and no AWS call is made."""
-    from finetune.cli._render import check_format
-    from finetune.ranking.rank import plan_recipe
-    from finetune.ranking.render import FORMATS, render
-    from finetune.units.durations import parse_duration
-    from finetune.units.eurocap import check_max_eur
-
     fmt = check_format(fmt, FORMATS)
     if (images is None) != (classes is None) or (images and dataset):
         raise typer.BadParameter(
             "give --images and --classes together, instead of --dataset", param_hint="--images"
         )
     if plot:
-        from finetune.report.plot import check_path
-
         check_path(plot)
     extra = [f"engine={engine}"] if engine else []
     extra += [f"schedule.epochs={epochs}"] if epochs else []
@@ -79,6 +78,4 @@ def plan(
     )
     typer.echo(render(result, fmt, top=None if all_rows else top, explain=explain), nl=False)
     if plot:
-        from finetune.ranking.plot import plot_plan
-
         typer.echo(f"Plot written to {plot_plan(result, plot)}", err=True)

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import typer
 
+from finetune.cli._progress import working
+from finetune.cli._render import check_format, echo_json, info, rich_table
 from finetune.data.imaging import MAX_PIXELS
+from finetune.inference.predict import export as run_export
+from finetune.inference.predict import predict as run_predict
+from finetune.report.text import csv_text, percent
+from finetune.service.logtext import printable
 
 _RUN = typer.Argument(
     ..., help="Run id (or a unique prefix), or the path of a model folder (e.g. an unpacked "
@@ -34,11 +41,6 @@ def predict(
     """Classify images with a run's model, applying exactly the validation preprocessing
     the run recorded (preprocessing.json), in batches, with the run's engine. Files that
     are not readable images are skipped and listed on stderr; the exit code is then 3."""
-    from finetune.cli._progress import working
-    from finetune.cli._render import check_format, echo_json, rich_table
-    from finetune.inference.predict import predict as run_predict
-    from finetune.service.logtext import printable
-
     fmt = check_format(fmt, ("table", "json", "csv"))
     with working(f"Classifying with {run}'s model (loading its engine takes a while)"):
         result = run_predict(run, images, top_k, max_pixels)
@@ -77,10 +79,6 @@ def export(
     """Export a run's model with its class map (classes.json) and preprocessing
     (preprocessing.json): ONNX (model.onnx, input "data" N x 3 x S x S) for the torch
     engine, the symbol + params pair for MXNet."""
-    from finetune.cli._progress import working
-    from finetune.cli._render import info
-    from finetune.inference.predict import export as run_export
-
     with working(f"Exporting {run}'s model (loading its engine takes a while)"):
         folder = run_export(run, out, overwrite)
     files = ", ".join(sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")))
@@ -91,11 +89,6 @@ def _table(predictions) -> tuple[str, list[list[str]]]:
     """(the images' common folder, or "" where there is none, and the table's rows: image
     relative to that folder on its first row, rank, class, probability as report.text's
     percent). Paths and class names arrive as the user's files named them: shown inert."""
-    import os
-
-    from finetune.report.text import percent
-    from finetune.service.logtext import printable
-
     names = [p.image for p in predictions]
     folder = os.path.commonpath([os.path.dirname(n) for n in names]) if names else ""
     rows = []
@@ -107,8 +100,6 @@ def _table(predictions) -> tuple[str, list[list[str]]]:
 
 
 def _csv(predictions) -> str:
-    from finetune.report.text import csv_text
-
     rows = [
         [p.image, rank, c, label, f"{q:.6g}"]
         for p in predictions

@@ -7,8 +7,14 @@ from typing import Annotated
 
 import typer
 
+from finetune import settings
 from finetune.cli._options import Json, flag_set, takes_flag_sets
+from finetune.cli._records import record_csv
+from finetune.cli._render import echo_json, output_format, progress_bars
+from finetune.data import datasets
 from finetune.data.imaging import MAX_PIXELS
+from finetune.data.sources import ExtractLimits
+from finetune.data.summary import summary_lines
 
 app = typer.Typer(
     help="Package images into MXNet RecordIO (.rec/.idx/.lst) with a seeded train/val split "
@@ -75,8 +81,6 @@ class PrepareFlags:
 
     def library_kwargs(self, name: str) -> dict:
         """These flags as keyword arguments of finetune.data.datasets for dataset ``name``."""
-        from finetune import settings
-
         return dict(
             out=self.out or settings.get().datasets_dir / name,
             name=name,
@@ -132,11 +136,6 @@ def caltech256(
 ) -> None:
     """Prepare Caltech-256 as in MXNet's caltech256.sh, but reproducible: N training images
     per class by seeded shuffle, all others for validation, one shared class map."""
-    from finetune import settings
-    from finetune.cli._render import output_format, progress_bars
-    from finetune.data import datasets
-    from finetune.data.sources import ExtractLimits
-
     fmt = output_format(fmt, as_json)  # before any work: a typo should not wait
     limits = ExtractLimits(int(max_extract_mb * 2**20), int(max_extract_gb * 2**30))
     kw = packing.library_kwargs("caltech256")
@@ -172,9 +171,6 @@ def folder(
     as_json: Json = False,
 ) -> None:
     """Prepare any folder-per-class image set (jpg, jpeg, png, bmp, webp)."""
-    from finetune.cli._render import output_format, progress_bars
-    from finetune.data import datasets
-
     fmt = output_format(fmt, as_json)  # before any work: a typo should not wait
     name = name or root.resolve().name
     if val_ratio is None and train_per_class is None:
@@ -189,9 +185,6 @@ def folder(
 
 
 def _report(result, fmt: str) -> None:
-    from finetune.cli._render import echo_json, record_csv
-    from finetune.data.summary import summary_lines
-
     if fmt == "json":
         echo_json(result.manifest.model_dump(mode="json"))
         return

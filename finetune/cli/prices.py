@@ -6,6 +6,14 @@ import json
 
 import typer
 
+from finetune import settings
+from finetune.catalog import prices
+from finetune.catalog.price_table import list_offers
+from finetune.catalog.refresh import refresh as do_refresh
+from finetune.catalog.spot import DEFAULT_SOURCE
+from finetune.cli._render import check_format, info
+from finetune.report.text import csv_text, header_of, table_text, wrap_text
+
 app = typer.Typer(
     help="GPU instances with their hourly price in EUR, on-demand and spot, like "
     "`sky gpus list`. EC2 prices come from a bundled catalog snapshot (2025 or later) and EUR "
@@ -36,10 +44,6 @@ def list_prices(
     """List GPU instances with on-demand and spot prices in EUR per hour."""
     if ctx.invoked_subcommand is not None:
         return
-    from finetune import settings
-    from finetune.catalog.price_table import list_offers
-    from finetune.cli._render import info
-
     fmt = _check_format(fmt)
     listing = list_offers(gpu, region or settings.get().region, backend, live_spot=spot)
     for warning in listing.warnings:
@@ -62,23 +66,15 @@ def refresh(
     ),
 ) -> None:
     """Fetch current prices (AWS Pricing API) and EUR rates (ECB) into the user cache."""
-    from finetune.catalog import prices
-    from finetune.catalog.refresh import refresh as do_refresh
-
     result = do_refresh(region or None, tuple(backend) or prices.BACKENDS, offline_ok=offline_ok)
     typer.echo(result.summary())
 
 
 def _check_format(fmt: str) -> str:
-    from finetune.cli._render import check_format
-
     return check_format(fmt, FORMATS)
 
 
 def _render(listing, fmt: str) -> str:
-    from finetune.catalog.spot import DEFAULT_SOURCE
-    from finetune.report.text import csv_text
-
     dicts = [o.as_dict() for o in listing.offers]
     missing = [u.as_dict() for u in listing.unpriced]
     if fmt == "json":
@@ -113,8 +109,6 @@ COLUMNS = [
 
 
 def _table(listing, spot_note: str) -> str:
-    from finetune.report.text import header_of, table_text, wrap_text
-
     sources = listing.sources()
     headers = [header_of(c) for c in COLUMNS]
     rows = []

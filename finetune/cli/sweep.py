@@ -5,6 +5,11 @@ from __future__ import annotations
 import typer
 
 from finetune.cli._options import Dataset, Json, Recipe
+from finetune.cli._render import echo_json, emit_table, output_format
+from finetune.errors import FinetuneError
+from finetune.runs.ledger import open_default
+from finetune.sweep import cells
+from finetune.sweep.execution import run_sweep
 
 
 def sweep(
@@ -42,22 +47,19 @@ def sweep(
     """Run RECIPE once per grid cell, with batch and learning rate derived per cell (linear
     scaling rule) and a euro estimate each; refuse above --max-eur. Running the same sweep
     again resumes it: finished cells are not run again. Report: cost-report --sweep ID."""
-    from finetune.cli._render import echo_json, emit_table, output_format
-    from finetune.sweep import cells as sp_plan
-
     fmt = output_format(fmt, as_json)
     as_json = fmt == "json"
-    sp = sp_plan.plan_sweep(
+    sp = cells.plan_sweep(
         recipe, dataset, backend, grid or [], overrides=overrides or (), instance=instance,
         region=region, spot=spot,
     )  # fmt: skip
     if as_json and dry_run:
-        echo_json(sp_plan.as_dict(sp))
+        echo_json(cells.as_dict(sp))
     elif fmt == "csv":
-        emit_table(fmt, sp_plan.HEADERS, sp_plan.table_rows(sp), sp_plan.as_dict(sp)["cells"])
+        emit_table(fmt, cells.HEADERS, cells.table_rows(sp), cells.as_dict(sp)["cells"])
     elif not as_json:
         typer.echo(f"Sweep {sp.sweep_id}: {len(sp.cells)} run(s) of {sp.recipe} on {backend}")
-        emit_table(fmt, sp_plan.HEADERS, sp_plan.table_rows(sp), [])
+        emit_table(fmt, cells.HEADERS, cells.table_rows(sp), [])
         total = (
             "unknown (a cell has no estimate)" if sp.total_eur is None else f"{sp.total_eur:.2f}"
         )
@@ -69,11 +71,6 @@ def sweep(
 
 
 def _run(sp, parallel: int, retry_failed: bool, as_json: bool) -> None:
-    from finetune.cli._render import echo_json
-    from finetune.errors import FinetuneError
-    from finetune.runs.ledger import open_default
-    from finetune.sweep.execution import run_sweep
-
     def on_event(what, cell, detail):
         shown = getattr(detail, "id", detail)
         status = f" {detail.status}" if what == "finished" else ""

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import typer
 
+from finetune import settings
 from finetune.cli._options import Json
+from finetune.cli._records import record_csv
+from finetune.cli._render import echo_json, info, output_format
+from finetune.data.readspeed import measure
 
 
 def test_io(
@@ -25,12 +31,6 @@ def test_io(
 ) -> None:
     """Read and decode a prepared .rec the way training does and print images/s
     (MXNet's --test-io as a command). Needs the MXNet engine."""
-    from dataclasses import asdict
-
-    from finetune import settings
-    from finetune.cli._render import echo_json, info, output_format, record_csv
-    from finetune.data.readspeed import measure
-
     fmt = output_format(fmt, as_json)
     folder, note = settings.resolve_dataset(dataset)
     if note:
