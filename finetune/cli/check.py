@@ -4,9 +4,11 @@ ok / missing / unknown, each not ok with its fix; exit 1 while anything is missi
 from __future__ import annotations
 
 import textwrap
+from typing import Annotated
 
 import typer
 
+from finetune.cli._options import Backend, Format, Help, Instance, Region, Spot, typed_flags
 from finetune.cli._render import check_format, echo_json
 from finetune.report.text import terminal_width
 from finetune.service import readiness
@@ -14,18 +16,19 @@ from finetune.service import readiness
 MARK = {"ok": "ok", "missing": "MISSING", "unknown": "unknown"}
 
 
+@typed_flags
 def check(
-    backend: str = typer.Option(
-        None, help="Check this backend only (default: every cloud backend, or --instance's)."
-    ),
-    instance: str = typer.Option(
-        None, help="The instance type whose GPU quota to check (default: g5.xlarge's family)."
-    ),
-    spot: bool = typer.Option(False, "--spot", help="Check the spot quota instead."),
-    region: str = typer.Option(
-        None, help="AWS region (default: FINETUNE_REGION, then your config)."
-    ),
-    fmt: str = typer.Option("table", "--format", help="table or json (any case)."),
+    backend: Annotated[
+        Backend[str | None],
+        Help("Check this backend only (default: every cloud backend, or --instance's)."),
+    ] = None,
+    instance: Annotated[
+        Instance,
+        Help("The instance type whose GPU quota to check (default: g5.xlarge's family)."),
+    ] = None,
+    spot: Annotated[Spot, Help("Check the spot quota instead.")] = False,
+    region: Region[str | None] = None,
+    fmt: Annotated[Format, Help("table or json (any case).")] = "table",
 ) -> None:
     """Check credentials, region, bucket, image, run role and GPU quota, with each fix.
 

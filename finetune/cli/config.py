@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from finetune import settings
-from finetune.cli._options import Format, Json
+from finetune.cli._options import Format, Help, Json, typed_flags
 from finetune.cli._render import echo_json, emit_table, info, output_format
 from finetune.settings import configfile as config
 
@@ -31,9 +33,14 @@ def show(fmt: Format = "table", as_json: Json = False):
     info(f"Config file: {config.path()}{exists}")
 
 
+# the setting both `config set` and `config unset` name
+Key = Annotated[str, typer.Argument()]
+
+
 @app.command("set")
+@typed_flags
 def set_(
-    key: str = typer.Argument(..., help="A setting, e.g. region, bucket, role_arn, data_dir."),
+    key: Annotated[Key, Help("A setting, e.g. region, bucket, role_arn, data_dir.")],
     value: str = typer.Argument(..., help="Its value (checked before the file is written)."),
 ) -> None:
     """Write KEY = VALUE into the config file (created if needed)."""
@@ -42,7 +49,8 @@ def set_(
 
 
 @app.command("unset")
-def unset(key: str = typer.Argument(..., help="The setting to remove from the config file.")):
+@typed_flags
+def unset(key: Annotated[Key, Help("The setting to remove from the config file.")]) -> None:
     """Remove KEY from the config file (its default, or the environment, applies again)."""
     file = settings.set_value(key, None)
     info(f"Removed {settings.check_key(key)} from {file}.")

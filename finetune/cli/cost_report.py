@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Annotated
 
 import typer
 
+from finetune.cli._options import Format, Help, Plot, RecipeFilter, typed_flags
 from finetune.cli.runs import note_read_only
 from finetune.report.plot import check_path, plot_report
 from finetune.report.render import check_format
@@ -13,17 +14,18 @@ from finetune.runs.ledger import open_default
 from finetune.service.report import cost_report as select
 
 
+@typed_flags
 def cost_report(
     runs: list[str] = typer.Argument(None, help="Run ids (default: every finished run)."),
-    recipe: str = typer.Option(None, help="Only runs of this recipe."),
+    recipe: RecipeFilter = None,
     since: str = typer.Option(None, help="Only runs created on or after this date (YYYY-MM-DD)."),
     sweep: str = typer.Option(
         None, help="The seeds' table of one `finetune sweep` (its id), with the physical limit."
     ),
-    fmt: str = typer.Option("table", "--format", help="table, json, csv or markdown (md)."),
-    plot: Path = typer.Option(
-        None, help="Also draw speedup vs ideal and cost vs time into this .png or .svg."
-    ),
+    fmt: Annotated[Format, Help("table, json, csv or markdown (md).")] = "table",
+    plot: Annotated[
+        Plot, Help("Also draw speedup vs ideal and cost vs time into this .png or .svg.")
+    ] = None,
     target_accuracy: float = typer.Option(
         None,
         help="Also show time and EUR to reach this validation accuracy (e.g. 0.85); with "

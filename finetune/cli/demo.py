@@ -2,23 +2,26 @@
 
 import sys
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from finetune.cli._follow import epoch_line
+from finetune.cli._options import Classes, Engine, Epochs, Help, typed_flags
 from finetune.cli._progress import EpochDisplay
 from finetune.cli._render import is_quiet, progress_bars
 from finetune.service import demo as service_demo
 
 
+@typed_flags
 def demo(
     workdir: Path = typer.Option(None, "--dir", help="Work folder. Default: <data dir>/demo."),
-    engine: str = typer.Option(
-        "torch", help="torch (PyTorch, today's GPUs) or mxnet (the studies' engine)."
-    ),
-    classes: int = typer.Option(6, min=2, help="Classes of the target task."),
+    engine: Annotated[
+        Engine[str], Help("torch (PyTorch, today's GPUs) or mxnet (the studies' engine).")
+    ] = "torch",
+    classes: Annotated[Classes[int], Help("Classes of the target task.")] = 6,
     per_class: int = typer.Option(60, min=8, help="Generated images per class."),
-    epochs: int = typer.Option(5, min=1, help="Epochs of each training run."),
+    epochs: Annotated[Epochs[int], Help("Epochs of each training run.")] = 5,
 ) -> None:
     """The whole product offline, no AWS, no GPU: two generated image sets prepared into
     RecordIO, ResNet-18 pre-trained on one, fine-tuned on the other (head replaced) and

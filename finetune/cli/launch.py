@@ -9,7 +9,7 @@ import typer
 from finetune import service
 from finetune.cli._follow import follow_run, hooks, print_plan
 from finetune.cli._launch_request import LaunchFlags
-from finetune.cli._options import Json, takes_flag_sets
+from finetune.cli._options import DryRun, Format, Help, Json, Overrides, typed_flags
 from finetune.cli._records import record_csv
 from finetune.cli._render import output_format
 from finetune.runs.ledger import open_default
@@ -18,13 +18,10 @@ OptionalRecipe = Annotated[
     str | None,
     typer.Argument(help="Recipe name (see `finetune recipes list`) or path to a recipe YAML."),
 ]
-Overrides = Annotated[
-    list[str] | None,
-    typer.Argument(
-        help="Recipe overrides as key=value, e.g. epochs=2 optimizer.lr_per_device=0.002."
-    ),
+LaunchOverrides = Annotated[
+    Overrides, Help("Recipe overrides as key=value, e.g. epochs=2 optimizer.lr_per_device=0.002.")
 ]
-DryRun = Annotated[bool, typer.Option("--dry-run", help="Show the plan and exit; run nothing.")]
+LaunchDryRun = Annotated[DryRun, Help("Show the plan and exit; run nothing.")]
 Verbose = Annotated[
     bool,
     typer.Option("--verbose", "-v", help="With the plan: the estimate's every figure and source."),
@@ -32,18 +29,17 @@ Verbose = Annotated[
 Detach = Annotated[bool, typer.Option("--detach", help="Start the run and return at once.")]
 Resume = Annotated[str | None, typer.Option(help="Resume this run (id) from its last checkpoint.")]
 LaunchFormat = Annotated[
-    str,
-    typer.Option("--format", help="table, json (the plan / final run) or csv (--dry-run's plan)."),
+    Format, Help("table, json (the plan / final run) or csv (--dry-run's plan).")
 ]
 
 
-@takes_flag_sets
+@typed_flags
 def launch(
     recipe: OptionalRecipe = None,
-    overrides: Overrides = None,
+    overrides: LaunchOverrides = None,
     *,
     flags: LaunchFlags,
-    dry_run: DryRun = False,
+    dry_run: LaunchDryRun = False,
     verbose: Verbose = False,
     detach: Detach = False,
     resume: Resume = None,

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from typing import Annotated
 
 import typer
 
+from finetune.cli._options import Format, Help, MaxPixels, Out, Overwrite, typed_flags
 from finetune.cli._progress import working
 from finetune.cli._render import check_format, echo_json, info, rich_table
 from finetune.data.imaging import MAX_PIXELS
@@ -21,22 +22,23 @@ _RUN = typer.Argument(
 )  # fmt: skip
 
 
+@typed_flags
 def predict(
     run: str = _RUN,
     images: list[str] = typer.Argument(
         ..., help="Image files, or folders whose images (searched recursively) are classified."
     ),
     top_k: int = typer.Option(5, "--top-k", min=1, help="Classes to show per image, best first."),
-    fmt: str = typer.Option(
-        "table", "--format", help="table, json or csv (any case). JSON and CSV go to stdout."
-    ),
-    max_pixels: int = typer.Option(
-        MAX_PIXELS,
-        "--max-pixels",
-        min=1,
-        help="Skip (and list) images with more pixels than this, before decoding them, as "
-        "`prepare` does: a small file can decode to gigabytes.",
-    ),
+    fmt: Annotated[
+        Format, Help("table, json or csv (any case). JSON and CSV go to stdout.")
+    ] = "table",
+    max_pixels: Annotated[
+        MaxPixels,
+        Help(
+            "Skip (and list) images with more pixels than this, before decoding them, as "
+            "`prepare` does: a small file can decode to gigabytes."
+        ),
+    ] = MAX_PIXELS,
 ) -> None:
     """Classify images with a run's model, applying exactly the validation preprocessing
     the run recorded (preprocessing.json), in batches, with the run's engine. Files that
@@ -64,17 +66,19 @@ def predict(
         raise error  # after the good ones were printed: stderr and a non-zero exit
 
 
+@typed_flags
 def export(
     run: str = _RUN,
-    out: Path = typer.Option(
-        None, "--out", help="Folder to create (default: ./RUN-export). It must not exist yet."
-    ),
-    overwrite: bool = typer.Option(
-        False,
-        "--overwrite",
-        help="Replace --out if an earlier `finetune export` wrote it and it holds nothing else "
-        "(never '/', the home or the current folder).",
-    ),
+    out: Annotated[
+        Out, Help("Folder to create (default: ./RUN-export). It must not exist yet.")
+    ] = None,
+    overwrite: Annotated[
+        Overwrite,
+        Help(
+            "Replace --out if an earlier `finetune export` wrote it and it holds nothing else "
+            "(never '/', the home or the current folder)."
+        ),
+    ] = False,
 ) -> None:
     """Export a run's model with its class map (classes.json) and preprocessing
     (preprocessing.json): ONNX (model.onnx, input "data" N x 3 x S x S) for the torch

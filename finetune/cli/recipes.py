@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
-from finetune.cli._options import Format, Json
+from finetune.cli._options import Format, Help, Json, Overrides, typed_flags
 from finetune.cli._records import record_csv
 from finetune.cli._render import echo_json, emit_table, output_format
 from finetune.errors import ConfigError
@@ -45,10 +45,11 @@ def list_recipes(fmt: Format = "table", as_json: Json = False) -> None:
 
 
 @app.command("show")
+@typed_flags
 def show(
     name: str = typer.Argument(..., help="Recipe name (see `recipes list`) or path to a YAML."),
-    overrides: list[str] = typer.Argument(None, help="KEY=VALUE overrides, e.g. epochs=2."),
-    fmt: str = typer.Option("table", "--format", help="table (YAML), json or csv (key,value)."),
+    overrides: Annotated[Overrides, Help("KEY=VALUE overrides, e.g. epochs=2.")] = None,
+    fmt: Annotated[Format, Help("table (YAML), json or csv (key,value).")] = "table",
     as_json: Json = False,
 ) -> None:
     """Print a recipe with every default spelled out (and overrides applied)."""

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import sys
+from typing import Annotated
 
 import typer
 
 from finetune import service
 from finetune.backends import get_backend
-from finetune.cli._options import Format, Json
+from finetune.cli._options import (
+    DryRun,
+    Format,
+    Help,
+    Json,
+    OlderThan,
+    RecipeFilter,
+    RunId,
+    typed_flags,
+)
 from finetune.cli._progress import EpochDisplay
 from finetune.cli._records import record_csv
 from finetune.cli._render import echo_json, emit_table, is_quiet, output_format
@@ -53,7 +63,7 @@ def render_run(run, ledger) -> None:
 
 @app.command("list")
 def list_runs(
-    recipe: str = typer.Option(None, help="Only runs of this recipe."),
+    recipe: RecipeFilter = None,
     refresh: bool = typer.Option(
         False, "--refresh", help="Ask the cloud where live cloud runs are (needs AWS)."
     ),
@@ -84,9 +94,10 @@ def list_runs(
 
 
 @app.command("show")
+@typed_flags
 def show(
-    run_id: str = typer.Argument(..., help="Run id (or a unique prefix)."),
-    fmt: str = typer.Option("table", "--format", help="table (text), json or csv (key,value)."),
+    run_id: RunId,
+    fmt: Annotated[Format, Help("table (text), json or csv (key,value).")] = "table",
     as_json: Json = False,
     tensorboard: bool = typer.Option(
         False,
@@ -125,7 +136,7 @@ def _show_tensorboard(run_id: str) -> None:
 
 @app.command("logs")
 def logs(
-    run_id: str = typer.Argument(..., help="Run id (or a unique prefix)."),
+    run_id: RunId,
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing until the run ends."),
     raw: bool = typer.Option(
         False,
@@ -188,7 +199,7 @@ def _follow_with_bars(run, backend, ledger) -> None:
 
 
 @app.command("stop")
-def stop(run_id: str = typer.Argument(..., help="Run id (or a unique prefix).")) -> None:
+def stop(run_id: RunId) -> None:
     """Stop a run: it checkpoints and ends; `finetune launch --resume RUN` continues it."""
     with open_default() as ledger:
         run = service.stop(ledger, run_id)
@@ -199,13 +210,14 @@ def stop(run_id: str = typer.Argument(..., help="Run id (or a unique prefix)."))
         typer.echo(f"{run.id} is {run.status}: {why}.")
 
 
-_DRY = typer.Option(False, "--dry-run", help="Say what would be removed; remove nothing.")
+RemovalDryRun = Annotated[DryRun, Help("Say what would be removed; remove nothing.")]
 
 
 @app.command("rm")
+@typed_flags
 def rm(
     run_ids: list[str] = typer.Argument(..., help="Run ids (or unique prefixes)."),
-    dry_run: bool = _DRY,
+    dry_run: RemovalDryRun = False,
 ) -> None:
     """Remove runs from this machine: their folder under the data directory and their
     ledger rows. Nothing in the cloud is touched; a run still running is refused."""
@@ -214,11 +226,12 @@ def rm(
 
 
 @app.command("prune")
+@typed_flags
 def prune(
-    older_than: str = typer.Option(
-        ..., "--older-than", help="Remove runs created longer ago than this, e.g. 30d, 12h."
-    ),
-    dry_run: bool = _DRY,
+    older_than: Annotated[
+        OlderThan, Help("Remove runs created longer ago than this, e.g. 30d, 12h.")
+    ],
+    dry_run: RemovalDryRun = False,
 ) -> None:
     """Remove every ended run older than --older-than from this machine (folders and
     ledger rows); runs still running are kept and listed. Nothing in the cloud is touched."""
