@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import sys
+from typing import Annotated
 
 import typer
 
+from finetune.cli._options import Format, Help, OlderThan, typed_flags
+from finetune.cli._render import FORMATS, check_format, emit_table
+from finetune.runs.ledger import open_default
+from finetune.service import cleanup as service_cleanup
+from finetune.units.durations import parse_duration
 
+
+@typed_flags
 def cleanup(
-    older_than: str = typer.Option(
-        "6h", "--older-than", help="Only what is older than this (e.g. 30m, 6h, 2d)."
-    ),
+    older_than: Annotated[
+        OlderThan, Help("Only what is older than this (e.g. 30m, 6h, 2d).")
+    ] = "6h",
     yes: bool = typer.Option(False, "--yes", help="Remove without asking."),
     owner: str = typer.Option(
         None, "--owner", help="Whose leftovers: this finetune:owner tag (default: your identity)."
@@ -20,20 +28,15 @@ def cleanup(
         "--all-owners",
         help="Everyone's leftovers, not only yours (shared accounts: careful).",
     ),
-    fmt: str = typer.Option(
-        "table", "--format", help="table, json or csv: what was found (messages go to stderr)."
-    ),
+    fmt: Annotated[
+        Format, Help("table, json or csv: what was found (messages go to stderr).")
+    ] = "table",
 ) -> None:
     """Find instances, open spot requests and instance roles tagged by finetune that no live
     run owns (a launch killed before its backend answered counts as dead after 15 minutes),
     and remove them (terminate, cancel, delete). Only yours: tagged with your identity (the
     finetune:owner tag) or runs of this machine's ledger; others are listed as skipped, with
     why. Without --yes it asks first."""
-    from finetune.cli._render import FORMATS, check_format, emit_table
-    from finetune.runs.ledger import open_default
-    from finetune.service import cleanup as service_cleanup
-    from finetune.units.durations import parse_duration
-
     fmt = check_format(fmt, FORMATS)
     say = typer.echo if fmt == "table" else lambda line: typer.echo(line, err=True)
     limit = parse_duration(older_than, "--older-than", minimum=0)  # 0s: whatever age

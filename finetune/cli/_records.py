@@ -1,0 +1,24 @@
+"""A record (a plan, a run, a manifest) as two-column CSV, its strings made inert. Kept out of
+_render, which the root group imports: printable comes with the finetune.service package."""
+
+from __future__ import annotations
+
+import json
+
+from finetune.report.text import csv_text
+from finetune.service.logtext import printable
+
+
+def record_csv(record: dict) -> str:
+    """A record as two-column CSV (key, value); nested keys joined by dots, lists as JSON."""
+
+    def flat(d: dict, prefix: str = ""):
+        for k, v in d.items():
+            if isinstance(v, dict):
+                yield from flat(v, f"{prefix}{k}.")
+            else:
+                text = json.dumps(v, default=str) if isinstance(v, list) else v
+                text = printable(text) if isinstance(text, str) else text  # remote strings
+                yield [f"{prefix}{k}", "" if text is None else text]
+
+    return csv_text(["key", "value"], list(flat(record)))
