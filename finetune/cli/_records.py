@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from finetune.report.text import csv_text
+from finetune.report.text import rows_to_csv
 from finetune.service.logtext import printable
 
 
@@ -21,4 +21,4 @@ def record_csv(record: dict) -> str:
                 text = printable(text) if isinstance(text, str) else text  # remote strings
                 yield [f"{prefix}{k}", "" if text is None else text]
 
-    return csv_text(["key", "value"], list(flat(record)))
+    return rows_to_csv(["key", "value"], list(flat(record)))

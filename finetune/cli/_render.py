@@ -11,7 +11,7 @@ from contextlib import contextmanager
 import typer
 
 from finetune.errors import UsageError, did_you_mean
-from finetune.report.text import csv_text, key_of, table_text
+from finetune.report.text import key_of, rows_to_csv, table_text
 
 _QUIET = {"on": False}  # `finetune --quiet`: no live progress, no per-epoch lines
 
@@ -130,6 +130,6 @@ def emit_table(
     elif fmt == "csv":
         keys = list(fields) if fields else [key_of(h) for h in headers]
         rows = [["" if r.get(k) is None else r.get(k) for k in keys] for r in records]
-        typer.echo(csv_text(keys, rows), nl=False)
+        typer.echo(rows_to_csv(keys, rows), nl=False)
     else:
         rich_table(headers, cells, text, wrap, cut)

@@ -13,7 +13,7 @@ from finetune.cli._render import check_format, echo_json, info, rich_table
 from finetune.data.imaging import MAX_PIXELS
 from finetune.inference.predict import export as run_export
 from finetune.inference.predict import predict as run_predict
-from finetune.report.text import csv_text, percent
+from finetune.report.text import percent, rows_to_csv
 from finetune.service.logtext import printable
 
 _RUN = typer.Argument(
@@ -111,4 +111,4 @@ def _csv(predictions) -> str:
             zip(p.classes, p.labels, p.probabilities, strict=True), start=1
         )
     ]
-    return csv_text(["image", "rank", "class", "label", "probability"], rows)
+    return rows_to_csv(["image", "rank", "class", "label", "probability"], rows)

@@ -14,7 +14,7 @@ from finetune.catalog.refresh import refresh as do_refresh
 from finetune.catalog.spot import DEFAULT_SOURCE
 from finetune.cli._options import Backend, Format, Help, Region, SpotOrOnDemand, typed_flags
 from finetune.cli._render import check_format, info
-from finetune.report.text import csv_text, header_of, table_text, wrap_text
+from finetune.report.text import header_of, rows_to_csv, table_text, wrap_text
 
 app = typer.Typer(
     help="GPU instances with their hourly price in EUR, on-demand and spot, like "
@@ -98,7 +98,7 @@ def _render(listing, fmt: str) -> str:
     if fmt == "csv":
         names = list(dict.fromkeys(k for d in dicts + missing for k in d))
         rows = [[d.get(n) for n in names] for d in dicts + missing]
-        return csv_text(names, [["" if v is None else v for v in r] for r in rows]).rstrip("\n")
+        return rows_to_csv(names, [["" if v is None else v for v in r] for r in rows]).rstrip("\n")
     return _table(listing, DEFAULT_SOURCE)
 
 

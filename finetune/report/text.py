@@ -25,9 +25,6 @@ __all__ = [
     "wrap_text",
 ]
 
-# the old name, for cli/ (prices.py, predict.py, _render.py) until it imports rows_to_csv
-csv_text = rows_to_csv
-
 NA = "-"
 
 # One vocabulary for tables and records: a column's header is its JSON/CSV key with "_" shown
