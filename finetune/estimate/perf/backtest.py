@@ -7,12 +7,19 @@ row itself; every row of its GPU (the error on a GPU never measured); every row 
 source (a suite never read); every row of its network family. bands.csv holds the 5th-95th
 percentile errors these give per level of evidence; benchmarks/estimate_backtest.py prints
 them all.
+
+    python -m finetune.estimate.perf.backtest ROWS.csv [--format json]
+
+predicts the rows of your own CSV (calibration.csv's columns), none of them learned from
+(a row whose Id is a bundled row's is left out of the fit), and prints each prediction, its
+band and error, then the median and worst absolute error and the share inside the band.
 """
 
 from __future__ import annotations
 
 import functools
 import statistics
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -133,3 +140,13 @@ def summary(results: Sequence[Result]) -> dict[str, Any]:
         "worst_abs_error": max(errors) if errors else None,
         "within_band": sum(1 for r in results if r.inside),
     }
+
+
+def main(argv: list[str] | None = None) -> int:
+    from finetune.estimate.perf import userrows
+
+    return userrows.main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
