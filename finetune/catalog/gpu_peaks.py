@@ -8,6 +8,10 @@ fp32 convolutions on by default), the architecture (for the performance model's 
 between GPUs, estimate/perf), and the datasheet each comes from. Datasheets quote Tensor Core
 figures "with sparsity"; the table holds half of those (dense). A figure the GPU lacks (bf16
 before Ampere) is empty. The trainer divides its achieved TFLOP/s by these.
+
+The performance model's roofline also reads each GPU's memory bandwidth (GB/s, datasheet)
+and its FP32 lanes per SM (architecture whitepaper: 64 or 128 since Volta), which with the
+fp32 peak give the rate its SMs issue instructions at (``SpecSource`` says where from).
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from finetune.catalog._files import bundled_text, read_rows
 FILE = "gpu_peaks.csv"
 HEADER = (
     "GpuModel", "DeviceNamePattern", "DenseBf16Tflops", "DenseFp16Tflops", "Fp32Tflops",
-    "Source", "Notes", "DenseTf32Tflops", "Architecture",
+    "Source", "Notes", "DenseTf32Tflops", "Architecture", "MemoryGBps", "Fp32PerSm",
+    "SpecSource",
 )  # fmt: skip
 _COLUMN = {
     "bf16": "DenseBf16Tflops", "fp16": "DenseFp16Tflops", "fp32": "Fp32Tflops",
@@ -41,6 +46,8 @@ class GpuPeak:
     source: str
     tf32: float | None = None
     architecture: str = ""  # e.g. "Ampere", as instances.csv's GpuArchitecture
+    memory_gbps: float | None = None  # DRAM bandwidth, GB/s
+    fp32_per_sm: int | None = None  # FP32 lanes per SM: 64 (Volta, Turing, GA100) or 128
 
     def tflops(self, precision: str) -> float | None:
         """The peak for a training precision (bf16, fp16, fp32; tf32 where the GPU has it)."""
@@ -58,6 +65,8 @@ def peaks() -> tuple[GpuPeak, ...]:
             **{p: _number(r[column]) for p, column in _COLUMN.items()},
             source=r["Source"],
             architecture=r["Architecture"],
+            memory_gbps=_number(r["MemoryGBps"]),
+            fp32_per_sm=int(r["Fp32PerSm"]) if r["Fp32PerSm"].strip() else None,
         )
         for r in rows
     )

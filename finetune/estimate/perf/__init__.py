@@ -1,20 +1,24 @@
 """The performance model: predicted training images/s before anything runs, with its basis.
 
-Data (CSV beside the code, each row sourced) and pure lookups:
+A roofline per layer class (roofline.py): what one image costs -- the FLOPs of its
+convolutions and matrix products, the bytes they and the normalisation/elementwise ops move,
+the elements those touch, the optimizer's update and the kernels per step (traffic.py,
+counted once from the network definition on the meta device: traffic_count.py) -- against
+what the GPU can do: its tensor peak, memory bandwidth and instruction issue rate
+(gpus.roofs, gpu_peaks.csv), each at an efficiency of the software stack (stacks.py), fitted
+to every published and measured figure (observations.py, fit.py) and never per GPU.
 
-- ``flops``: training FLOPs and parameters per (network, image size), counted once with the
-  engine's own counter (scripts/count_train_flops.py writes train_flops.csv);
-- ``calibration``: published and measured throughputs (catalog/calibration.csv), each with its
-  source and setup, and the achieved fraction of the GPU's peak (MFU) each implies;
-- ``mfu``: the levels an MFU is learned at from calibration rows (same GPU and network, same
-  GPU, architecture, generation); ``mfu_learned``: one setup's MFU, cached, with its basis;
-- ``measured``: gpu-check's own rows (catalog/measured.csv), preferred where they match;
+- ``calibration``: published throughputs (catalog/calibration.csv), each sourced;
+- ``measured``: gpu-check's own rows (catalog/measured.csv), which win on their own GPU;
 - ``setup``: ``Setup``, what a prediction is for;
-- ``gpus``: the GPU behind an instance or a calibration row: peak per precision, architecture;
 - ``multihost``: ring all-reduce over the instance's interconnect (interconnect.csv),
   overlapped with backward, and a straggler term fitted to the multi-GPU calibration rows;
 - ``pipeline``: the CPU decode cap (vCPUs x a per-core rate, pipeline.csv);
-- ``throughput``: ``predict``, which joins them into a ``Prediction`` (images/s, band, basis).
+- ``bands``: the band, from the backtest's errors per level of evidence (bands.csv);
+- ``throughput``: ``predict``, which joins them into a ``Prediction`` (images/s, band, basis);
+- ``backtest``: every row predicted without itself, its GPU, its source or its family; and
+  ``python -m finetune.estimate.perf.backtest ROWS.csv`` for your own rows (userrows.py).
 
-estimate/estimator.py turns a prediction into time and euros.
+``flops`` keeps the engine counter's FLOPs per image (train_flops.csv) for telemetry and
+reports. estimate/estimator.py turns a prediction into time and euros.
 """

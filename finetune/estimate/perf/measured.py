@@ -7,13 +7,11 @@ anything it would learn from published rows ("measured beats published beats mod
 A row is one setup: GPU, network, precision, batch, layout, compile (eager / inductor),
 ``Kind`` engine (a finetune.train job; ``DataPath`` resident or stream, with its input wait)
 or plain (a plain torchvision loop, no finetune code), torch and CUDA versions, date. The
-model predicts a torch engine job from the engine rows of the resident path (the stream
-path's loader is the pipeline cap's business), else from plain rows, at the setup's compile,
-layout and precision class (bf16 and fp16 autocast run the same tensor cores), the batch
-within a factor of 2. A GPU without rows of its own takes the rate of a
-GPU of its architecture x the ratio of the two GPUs' MLPerf record rows (same network,
-devices and batch: the same software on both), not their peak ratio (H100 SXM and H200 share
-a 989 TFLOP/s peak; the record ratio is 0.90).
+model takes a torch engine job on a measured GPU from the engine rows of the resident path
+(the stream path's loader is the pipeline cap's business), else from plain rows, at the
+setup's compile, layout and precision class (bf16 and fp16 autocast run the same tensor
+cores), the batch within a factor of 2. Another GPU takes the roofline (throughput.py),
+whose efficiencies for these stacks are fitted to these rows among the others.
 """
 
 from __future__ import annotations
@@ -42,8 +40,8 @@ HEADER = ("Id", "Network", "ImageSize", "GpuModel", "Precision", "BatchPerDevice
 # the framework every row ran (its version is the Torch column): rows predict an engine on it
 FRAMEWORK = "torch"
 # the same GPU: run-to-run noise (~1 %), torch versions and a batch up to 2x apart (b256 ->
-# b512 was +3 % compiled on the H200); carried to another GPU, the record ratio's own spread
-MARGIN_SAME_GPU, MARGIN_CARRIED = 0.10, 0.20
+# b512 was +3 % compiled on the H200)
+MARGIN_SAME_GPU = 0.10
 
 
 @dataclass(frozen=True)
@@ -93,8 +91,9 @@ def _parse(r: dict[str, str]) -> Row:
 def predict(
     setup: Setup, exclude: frozenset[str] = frozenset()
 ) -> tuple[float, float, float, list[str]] | None:
-    """(per-device images/s, low, high, basis lines) for a torch ``setup`` from measured
-    rows; None when none fits."""
+    """(per-device images/s, low, high, basis lines) for a torch ``setup`` measured on this
+    very GPU; None when no row fits (another GPU takes the roofline, fitted to these rows
+    too: throughput.py)."""
     from finetune.engines import registry
     from finetune.estimate.perf import flops, gpus
 
@@ -102,32 +101,19 @@ def predict(
     if described is None or FRAMEWORK not in described.frameworks:
         return None
     net, want = flops.network_key(setup.network), "inductor" if setup.compile else "eager"
+    mine = gpus.peak(setup.gpu_model)
     fit = [r for r in rows() if r.id not in exclude and flops.network_key(r.network) == net
            and gpus.precision_class(r.precision) == gpus.precision_class(setup.precision)
            and r.image_size == setup.image_size
            and r.layout == setup.layout and r.compile == want
            and r.kind in ("engine", "plain") and r.data_path in ("resident", "")
+           and mine is not None and gpus.peak(r.gpu_model) == mine
            and abs(math.log(r.batch / setup.batch_per_device)) <= math.log(2)]  # fmt: skip
-    mine = gpus.peak(setup.gpu_model)
-    same = [r for r in fit if mine and gpus.peak(r.gpu_model) == mine]
-    if same:
-        rate, used = _best(same)
-        basis = [f"measured: {used.cite()}"]
-        return rate, rate * (1 - MARGIN_SAME_GPU), rate * (1 + MARGIN_SAME_GPU), basis
-    arch = gpus.architecture(setup.gpu_model)
-    for row in sorted(fit, key=lambda r: r.date, reverse=True):
-        if gpus.architecture(row.gpu_model) != arch:
-            continue
-        ratio = record_ratio(setup.network, row.gpu_model, setup.gpu_model, exclude)
-        if ratio is None:
-            continue
-        rate, used = _best([r for r in fit if r.gpu_model == row.gpu_model])
-        rate *= ratio[0]
-        basis = [f"measured on {used.gpu_model}, carried to {setup.gpu_model} by the MLPerf "
-                 f"record ratio x {ratio[0]:.3f} ({ratio[1]}), not the peak ratio: "
-                 f"{used.cite()}"]  # fmt: skip
-        return rate, rate * (1 - MARGIN_CARRIED), rate * (1 + MARGIN_CARRIED), basis
-    return None
+    if not fit:
+        return None
+    rate, used = _best(fit)
+    basis = [f"measured: {used.cite()}"]
+    return rate, rate * (1 - MARGIN_SAME_GPU), rate * (1 + MARGIN_SAME_GPU), basis
 
 
 def _best(found: list[Row]) -> tuple[float, Row]:
@@ -136,31 +122,6 @@ def _best(found: list[Row]) -> tuple[float, Row]:
     newest = max(r.date for r in found if r.kind == kind)
     chosen = [r for r in found if r.kind == kind and r.date == newest]
     return statistics.median(r.images_per_sec for r in chosen), chosen[0]
-
-
-def record_ratio(network: str, source_gpu: str, target_gpu: str,
-                 exclude: frozenset[str] = frozenset()) -> tuple[float, str] | None:  # fmt: skip
-    """(target / source per-device rate, the row ids) over MLPerf record rows of ``network``
-    with the same devices and batch on both GPUs; None without such a pair."""
-    from finetune.estimate.perf import calibration, flops, gpus
-
-    net = flops.network_key(network)
-    records = [r for r in calibration.rows() if r.kind == "record" and r.id not in exclude
-               and flops.network_key(r.network) == net]  # fmt: skip
-    src, dst = gpus.peak(source_gpu), gpus.peak(target_gpu)
-    ratios, ids = [], []
-    for a in records:
-        for b in records:
-            if gpus.peak(a.gpu_model) != src or gpus.peak(b.gpu_model) != dst:
-                continue
-            if (a.gpus_per_host, a.hosts, a.batch_per_device) == (
-                b.gpus_per_host,
-                b.hosts,
-                b.batch_per_device,
-            ):
-                ratios.append(b.images_per_sec / a.images_per_sec)
-                ids.append(f"{b.id} / {a.id}")
-    return (statistics.median(ratios), "; ".join(ids[:2])) if ratios else None
 
 
 def from_check(report: dict[str, Any]) -> list[dict[str, Any]]:

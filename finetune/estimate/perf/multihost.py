@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import statistics
 from dataclasses import dataclass
+from typing import Protocol
 
 from finetune.catalog._files import read_rows
 from finetune.estimate.perf import calibration, flops, gpus
@@ -31,6 +32,17 @@ BACKWARD_SHARE = 2 / 3  # of a step's FLOPs: backward = 2 x forward
 BUCKET_BYTES = 25 * 2**20  # PyTorch DDP's default bucket (bucket_cap_mb=25)
 GRADIENT_BYTES = 4  # fp32 gradients
 DEFAULT_JITTER = 0.03  # only where no calibration pair is left to fit it from
+
+
+class Scaled(Protocol):
+    """What scaling over devices reads of a setup or a calibration row."""
+
+    @property
+    def gpu_model(self) -> str: ...
+    @property
+    def gpus_per_host(self) -> int: ...
+    @property
+    def hosts(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -157,3 +169,13 @@ def describe(
         f"{where} ({link.source}), overlapped with backward; straggler jitter {jitter:.3f}, "
         f"{fit})"
     )
+
+
+def at_rate(
+    per_device: float, parameters: int, s: Scaled, exclude: frozenset[str], batch: int
+) -> float:
+    """The scaling efficiency of setup or row ``s`` whose devices each train ``per_device``
+    images/s (one step: ``batch`` / ``per_device`` seconds)."""
+    jitter, _ = fitted_jitter(exclude)
+    link = link_for(getattr(s, "family", None), s.gpu_model)
+    return efficiency(batch / per_device, parameters, s.gpus_per_host, s.hosts, link, jitter)

@@ -28,6 +28,10 @@ class Setup:
     engine: str = "torch"  # finetune's engine the prediction is for (named in the basis)
     compile: bool = False  # torch.compile (inductor) or eager: +43 % on an H200 (RN50)
     layout: str = "channels_last"  # the torch engine's memory format (NCHW: "contiguous")
+    # a published row's software (the backtest): framework (pytorch, mxnet, tensorflow) and
+    # data pipeline (synthetic, dali, cpu); None: finetune's own engine (``engine``)
+    framework: str | None = None
+    pipeline_kind: str | None = None
 
     @property
     def devices(self) -> int:
