@@ -1,18 +1,8 @@
-"""Dense (not sparse) peak TFLOP/s of each GPU model, from the vendors' datasheets.
-
-``gpu_peaks.csv`` holds one row per GPU model: a regular expression matched (case
-insensitive, first row that matches wins, so specific rows come first) against the name
-``torch.cuda.get_device_name`` reports, the dense bf16 and fp16 Tensor Core peaks and the
-fp32 (non-Tensor) peak, the dense TF32 Tensor Core peak (Ampere and newer: what cuDNN runs
-fp32 convolutions on by default), the architecture (for the performance model's transfer
-between GPUs, estimate/perf), and the datasheet each comes from. Datasheets quote Tensor Core
-figures "with sparsity"; the table holds half of those (dense). A figure the GPU lacks (bf16
-before Ampere) is empty. The trainer divides its achieved TFLOP/s by these.
-
-The performance model's roofline also reads each GPU's memory bandwidth (GB/s, datasheet)
-and its FP32 lanes per SM (architecture whitepaper: 64 or 128 since Volta), which with the
-fp32 peak give the rate its SMs issue instructions at (``SpecSource`` says where from).
-"""
+"""Each GPU model's roofs, from the vendors' datasheets (gpu_peaks.csv, ``SpecSource``): the
+dense (not sparse) bf16/fp16/TF32 tensor peaks and the fp32 peak, the memory bandwidth, the
+FP32 lanes per SM, matched against ``torch.cuda.get_device_name`` by a regular expression
+(first match wins). The trainer divides its achieved TFLOP/s by these; the performance model's
+roofline reads them all."""
 
 from __future__ import annotations
 

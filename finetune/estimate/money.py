@@ -1,25 +1,9 @@
-"""Money, computed once: what AWS bills for the usage a backend reports, in euros.
-
-Backends report *charges* (``Charge``): how many instances of which type ran for how many
-seconds, on which market, at which hourly USD price, and where that price came from -- never
-euros. ``euros`` applies each charge's billing rule, converts at one dated ECB rate and returns
-``Money``: the euros with every line, price and rate that produced them. `runs show`,
-`cost-report`, launch estimates and the --max-eur guards all call it, so they cannot disagree.
-
-What AWS bills, one rule per ``Charge.rule`` (the names are the catalog's price books):
-
-``ec2``        Linux instances, on-demand or spot: per second with a 60-second minimum, for
-               every instance of the attempt ("Per Second Billing",
-               https://aws.amazon.com/ec2/pricing/on-demand/). Spot is billed at the spot price
-               recorded for the attempt. A spot instance that *EC2* interrupted follows
-               "Billing for interrupted Spot Instances" (see ``ec2_billed_seconds``).
-``sagemaker``  Training jobs: BillableTimeInSeconds for each of InstanceCount instances at the
-               ml.* on-demand price. With managed spot, BillableTimeInSeconds is already the
-               discounted time (saving = 1 - billable / TrainingTimeInSeconds).
-``free``       This machine: no charge.
-
-Not counted: EBS volumes, S3, data transfer and logs -- small next to GPU instance-hours.
-"""
+"""Money, computed once: what AWS bills for the usage a backend reports, in euros. Backends
+report charges (``Charge``: instances, seconds, market, hourly USD and its source, never
+euros); ``euros`` applies each charge's billing rule (``ec2``: per second, 60 s minimum, the
+interrupted-spot rules; ``sagemaker``: BillableTimeInSeconds x instances; ``free``) at one
+dated ECB rate. `runs show`, `cost-report`, estimates and the --max-eur guards all call it
+(docs/cost.md: what is billed and how)."""
 
 from __future__ import annotations
 

@@ -66,7 +66,7 @@ def render(
             "on the time-vs-euros front; gpus: hosts x GPUs each; basis: model = performance "
             "model, measured = your runs, (data) = data-bound (--explain)."]  # fmt: skip
     if explain:
-        tail += [f"#{r.rank} {r.hosts} x {r.instance}: {r.basis}" for r in shown]
+        tail += [f"#{r.rank} {r.hosts} x {r.instance}: {r.explain or r.basis}" for r in shown]
     if result.unestimated:
         tail.append(f"not estimated: {len(result.unestimated)} (--format json lists them)")
     if result.notes:

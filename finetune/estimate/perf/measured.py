@@ -1,18 +1,8 @@
 """Measured rows (finetune/catalog/measured.csv): what `bash scripts/gpu-check.sh` measured on
-a real GPU, imported from its JSON with one command, preferred by the performance model over
-anything it would learn from published rows ("measured beats published beats modelled").
-
-    python -m finetune.estimate.perf.measured CHECK.json [--csv PATH]
-
-A row is one setup: GPU, network, precision, batch, layout, compile (eager / inductor),
-``Kind`` engine (a finetune.train job; ``DataPath`` resident or stream, with its input wait)
-or plain (a plain torchvision loop, no finetune code), torch and CUDA versions, date. The
-model takes a torch engine job on a measured GPU from the engine rows of the resident path
-(the stream path's loader is the pipeline cap's business), else from plain rows, at the
-setup's compile, layout and precision class (bf16 and fp16 autocast run the same tensor
-cores), the batch within a factor of 2. Another GPU takes the roofline (throughput.py),
-whose efficiencies for these stacks are fitted to these rows among the others.
-"""
+a real GPU, preferred on that GPU over anything learned from published rows (the engine's
+job on the resident path, else the plain loop, at the setup's compile, layout and precision
+class, the batch within 2x). Imported with ``python -m finetune.estimate.perf.measured
+CHECK.json [--csv PATH]``."""
 
 from __future__ import annotations
 
@@ -29,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from finetune.catalog._files import bundled_text, read_rows
 from finetune.errors import DataError
+from finetune.estimate.perf import flops, gpus
 
 if TYPE_CHECKING:
     from finetune.estimate.perf.setup import Setup
@@ -94,11 +85,7 @@ def predict(
     """(per-device images/s, low, high, basis lines) for a torch ``setup`` measured on this
     very GPU; None when no row fits (another GPU takes the roofline, fitted to these rows
     too: throughput.py)."""
-    from finetune.engines import registry
-    from finetune.estimate.perf import flops, gpus
-
-    described = registry.get(setup.engine) if setup.engine in registry.ENGINES else None
-    if described is None or FRAMEWORK not in described.frameworks:
+    if FRAMEWORK not in setup.engine.frameworks:
         return None
     net, want = flops.network_key(setup.network), "inductor" if setup.compile else "eager"
     mine = gpus.peak(setup.gpu_model)
@@ -127,7 +114,7 @@ def _best(found: list[Row]) -> tuple[float, Row]:
 def from_check(report: dict[str, Any]) -> list[dict[str, Any]]:
     """A gpu-check JSON -> measured rows (as CSV dicts): its engine jobs and the plain
     torchvision loop of its throughput steps (the reference checked against it; a
-    throughput step without that check, as before 2026-11-27, is left out). A --cpu-dry
+    throughput step from before that check existed is left out). A --cpu-dry
     report has no GPU figures: DataError."""
     if report.get("mode") != "gpu":
         raise DataError("this gpu-check report ran without a GPU (--cpu-dry): nothing measured",

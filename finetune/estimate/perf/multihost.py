@@ -1,18 +1,7 @@
-"""Scaling efficiency from a communication model, not from one study's figure.
-
-Each step, data-parallel training all-reduces the gradient (fp32: 4 bytes per parameter, also
-under mixed precision) with a ring: 2 (n - 1) / n x bytes over each device's link -- inside a
-host over its PCIe or NVLink, between hosts over the network (interconnect.csv, per instance
-family, with sources), hierarchically. Links reach LINK_FRACTION of their nominal rate.
-The all-reduce overlaps with backward (2/3 of the step's compute: backward costs twice the
-forward), except the last gradient bucket, which is ready only when backward ends.
-
-Devices also wait for the slowest one each step: a straggler term, step x JITTER x the
-expected maximum of n standard normal draws. JITTER is the one fitted constant: the median of
-what every pair of calibration rows (the same setup measured on 1 and on n devices) implies
-after the communication term -- fitted to all such pairs, never to one study alone, and
-refitted without a row when the backtest predicts that row.
-"""
+"""Scaling efficiency from a communication model: a ring all-reduce of the fp32 gradient over
+each device's link (interconnect.csv), overlapped with backward but for the last bucket, plus
+a straggler term whose one constant (JITTER) is fitted to every pair of calibration rows that
+measured the same setup on 1 and on n devices (docs/cost.md)."""
 
 from __future__ import annotations
 

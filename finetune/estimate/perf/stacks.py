@@ -60,12 +60,9 @@ def of_setup(setup: Setup) -> Stack:
     if setup.framework is not None:
         return Stack(setup.framework, setup.pipeline_kind or "synthetic", setup.kind, layout,
                      compiled)  # fmt: skip
-    from finetune.engines import registry
-
-    described = registry.REGISTRY.get(setup.engine)
-    frameworks = described.frameworks if described else ()
-    framework = next((_FRAMEWORK[f] for f in frameworks if f in _FRAMEWORK), "pytorch")
-    if described is not None and not described.resident:
+    engine = setup.engine
+    framework = next((_FRAMEWORK[f] for f in engine.frameworks if f in _FRAMEWORK), "pytorch")
+    if not engine.resident:
         return Stack(framework, "cpu", "plain", "nchw", "eager")
     path = "stream" if setup.decoder is not None else "resident"
     kind = "engine" if setup.kind == "plain" else setup.kind

@@ -37,14 +37,6 @@ LEVEL = {
 }
 
 
-def _plain(engine: str) -> str:
-    """How the basis names finetune's engine: a plain training loop (its descriptor's)."""
-    from finetune.engines import registry
-
-    described = registry.get(engine) if engine in registry.ENGINES else None
-    return described.loop if described else "plain-loop"
-
-
 @dataclass(frozen=True)
 class Prediction:
     """Images/s of all devices together, its band, and how it was reached."""
@@ -93,7 +85,7 @@ def predict(setup: Setup, exclude: frozenset[str] = frozenset()) -> Prediction |
     unseen = _family_unseen(counted.network, exclude)
     band = bands.band(learned.level, unseen)
     low, high = band.around(rate)
-    level, loop = learned.level, _plain(setup.engine) if setup.framework is None else str(stack)
+    level, loop = learned.level, setup.engine.loop if setup.framework is None else str(stack)
     lines = [
         f"{loop} prediction: {rate:.0f} img/s per device = 1 / ("
         + " + ".join(f"{v * 1e6:.0f} us {k}" for k, v in parts.items())

@@ -21,13 +21,13 @@ from typing import Any
 from finetune.catalog import gpu_peaks
 from finetune.errors import DataError
 from finetune.estimate.perf import (
-    backtest,
     calibration,
     gpus,
     observations,
     throughput,
     traffic,
 )
+from finetune.estimate.perf.checked import Result, setup_of
 
 
 def read(path: Path) -> list[calibration.Row]:
@@ -57,19 +57,19 @@ def read(path: Path) -> list[calibration.Row]:
     return rows
 
 
-def check(rows: list[calibration.Row]) -> list[backtest.Result]:
+def check(rows: list[calibration.Row]) -> list[Result]:
     """Each row predicted without learning from any of them."""
     bundled = {o.id for o in observations.observations()}
     gone = frozenset(r.id for r in rows) & bundled
     out = []
     for row in rows:
-        p = throughput.predict(backtest.setup_of(row), exclude=gone)
-        out.append(backtest.Result(row, None) if p is None else
-                   backtest.Result(row, p.images_per_sec, p.low, p.high, p.level))  # fmt: skip
+        p = throughput.predict(setup_of(row), exclude=gone)
+        out.append(Result(row, None) if p is None else
+                   Result(row, p.images_per_sec, p.low, p.high, p.level))  # fmt: skip
     return out
 
 
-def report(results: list[backtest.Result]) -> dict[str, Any]:
+def report(results: list[Result]) -> dict[str, Any]:
     """The JSON the command prints with --format json."""
     errors = [abs(e) for r in results if (e := r.error) is not None]
     return {
