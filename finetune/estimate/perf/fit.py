@@ -4,7 +4,7 @@ and its seconds per kernel launched (roofline.Efficiency). Nothing is fitted per
 
 One least-squares fit of log(predicted / observed seconds) over all rows at once. A stack's
 four log-coefficients are the stacks' mean, plus its own scale (free, on the three roofs'),
-plus a split pulled towards 0 (weight ``PULL``): a stack seen on GPUs of different balance
+plus a split pulled towards 0 (weight ``solver.PULL``): a stack seen on GPUs of different balance
 (peak : bandwidth : issue) fixes all four; a stack seen on one GPU fixes its scale, and the
 pull splits it as the other stacks do. A stack with no row at all takes the median of its
 nearest stacks (stacks.GROUPS). On a GPU where the stack has rows, their residuals correct
@@ -19,24 +19,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-import numpy as np
-import numpy.typing as npt
-
 from finetune.estimate.perf import observations, roofline, stacks
-
-Array = npt.NDArray[np.float64]
-# a split of 1 (x e) from the mean costs a tenth of a row off by x e: chosen by leave-GPU-out
-PULL = 0.1
-# holds the stacks' mean where no stack says anything; the kernel cost's firmly at START's
-# 20 us (eager dispatch + launch), so that only rows at small batches move a stack's from it
-ANCHOR = np.array([1e-3, 1e-3, 1e-3, 10.0])
-# each coefficient is FLOOR + exp(theta): 1 / compute efficiency (no stack beats the tensor
-# peak on FLOPs counted exactly), 1 / memory efficiency and instructions per element (a fused
-# stack moves fewer bytes than the eager count), seconds per kernel
-FLOOR = np.array([1.0, 0.0, 0.0, 0.0])
-START = (math.log(1.0), math.log(1.0), math.log(30.0), math.log(20e-6))
-SCALED = np.array([1.0, 1.0, 1.0, 0.0])  # a stack's scale moves the three roofs' coefficients
-P = len(START)  # parameters per stack
 
 
 @dataclass(frozen=True)
@@ -142,78 +125,21 @@ def fitted(exclude: frozenset[str] = frozenset()) -> Fitted:
     obs = observations.observations(exclude)
     keys = sorted({o.stack for o in obs})
     index = {s: i for i, s in enumerate(keys)}
-    x = np.array([o.work.features for o in obs], dtype=float).reshape(-1, 5)
-    y = np.log(np.array([o.seconds for o in obs], dtype=float))
-    which = np.array([index[o.stack] for o in obs], dtype=int)
-    logs = _mix(len(keys)) @ _solve(x, y, which, len(keys))
+    from finetune.estimate.perf import solver  # deferred: numpy, when a prediction is made
+
+    which = [index[o.stack] for o in obs]
+    coefs = solver.coefficients([o.work.features for o in obs], [o.seconds for o in obs],
+                                which, len(keys))  # fmt: skip
     out = {}
     for s, i in index.items():
-        coef = FLOOR + np.exp(logs[P * i : P * i + P])
-        a, b, d, tau = (float(c) for c in coef)
+        a, b, d, tau = coefs[i]
         mine = [o for o in obs if o.stack == s]
         eff = roofline.Efficiency(1 / a, 1 / b, 1 / d, tau * 1e6)
         res = tuple(
             Residual(o.id, o.gpu, o.network, o.precision, o.batch,
-                     math.log(o.seconds / float(model(coef[None, :],
-                                                      np.array([o.work.features]))[0][0])))
+                     math.log(o.seconds / solver.seconds(coefs[i], o.work.features)))
             for o in mine
         )  # fmt: skip
         out[s] = StackFit(s, eff, frozenset(o.gpu for o in mine), tuple(o.id for o in mine),
                           res)  # fmt: skip
     return Fitted(out)
-
-
-def model(coef: Array, x: Array) -> tuple[Array, Array]:
-    """Seconds per image (roofline.seconds) for rows of coefficients (1 / compute, 1 /
-    memory, instructions per element, seconds per kernel) and of Work.features, and their
-    derivative by each coefficient (the features the coefficient multiplies)."""
-    grad = np.stack([x[:, 0], x[:, 1] + x[:, 2], x[:, 3], x[:, 4]], axis=1)
-    return (coef * grad).sum(axis=1), grad
-
-
-def _mix(n: int) -> Array:
-    """Parameters [mean (4), scale per stack (n), split per stack (4n)] -> each stack's four
-    log-coefficients: mean + scale (the three roofs', not the kernel cost) + split."""
-    m = np.zeros((P * n, P + (P + 1) * n))
-    for k in range(n):
-        rows = slice(P * k, P * k + P)
-        m[rows, :P] = np.eye(P)
-        m[rows, P + k] = SCALED
-        m[rows, P + n + P * k : P + n + P * k + P] = np.eye(P)
-    return m
-
-
-def _solve(x: Array, y: Array, which: npt.NDArray[np.int_], n: int) -> Array:
-    """Levenberg-Marquardt: residuals log(sum_j (FLOOR_j + exp(l_j)) x_j) - log(observed)
-    per row, then the pulls on the splits and weak anchors on the mean and the scales."""
-    mix = _mix(n)
-    size = P + (P + 1) * n
-    per_row = mix.reshape(n, P, size)[which]  # d log-coefficient / d parameter, per row
-    fixed = np.zeros(((P + 1) * n + P, size))  # splits pulled to 0, scales and mean anchored
-    fixed[: P * n, P + n :] = math.sqrt(PULL) * np.eye(P * n)
-    fixed[P * n : (P + 1) * n, P : P + n] = ANCHOR[0] * np.eye(n)
-    fixed[(P + 1) * n :, :P] = np.diag(ANCHOR)
-    offset = np.concatenate([np.zeros((P + 1) * n), ANCHOR * np.array(START)])
-    theta = np.concatenate([np.array(START), np.zeros((P + 1) * n)])
-
-    def residuals(t: Array) -> tuple[Array, Array]:
-        grow = np.exp((mix @ t).reshape(n, P)[which])
-        pred, grad = model(FLOOR + grow, x)
-        jac = np.einsum("ij,ijp->ip", grow * grad / pred[:, None], per_row)
-        r = np.concatenate([np.log(pred) - y, fixed @ t - offset])
-        return r, np.vstack([jac, fixed])
-
-    damping = 1e-3
-    r, jac = residuals(theta)
-    for _ in range(300):
-        step = np.linalg.solve(jac.T @ jac + damping * np.eye(size), -jac.T @ r)
-        r_new, jac_new = residuals(theta + step)
-        if r_new @ r_new < r @ r:
-            theta, r, jac, damping = theta + step, r_new, jac_new, damping / 3
-            if float(np.abs(step).max()) < 1e-7:
-                break
-        else:
-            damping *= 4
-            if damping > 1e8:
-                break
-    return np.asarray(theta, dtype=np.float64)
