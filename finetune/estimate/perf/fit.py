@@ -1,5 +1,5 @@
 """The efficiencies of each software stack, fitted to every observation (observations.py)
-not left out: per stack, its fraction of the tensor peak, of the bandwidth, of the issue rate,
+not left out: per stack, its fraction of the tensor peak, of the bandwidth, of the instruction issue rate,
 and its seconds per kernel launched (roofline.Efficiency). Nothing is fitted per GPU.
 
 One least-squares fit of log(predicted / observed seconds) over all rows at once. A stack's
