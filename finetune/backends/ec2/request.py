@@ -6,7 +6,8 @@ What every instance gets, and why:
 - InstanceInitiatedShutdownBehavior=terminate + a dead-man switch in the user data: the
   instance ends itself after --max-runtime plus a margin, whatever happens on it.
 - An encrypted gp3 root volume, deleted with the instance; tags on instance and volume (and
-  the spot request) naming project, run id, attempt and owner, so `finetune cleanup` finds all.
+  the spot request) naming project, run id, attempt and owner (and the launching session's
+  aws:userid, which the caller policy enforces), so `finetune cleanup` finds all.
 - A security group without inbound rules (Session Manager for access; a multi-host run's group
   allows TCP from itself only) and an instance profile limited to the run's own S3 prefixes.
 """
@@ -25,6 +26,9 @@ PROJECT_TAG = ("project", "finetune")
 RUN_TAG = "finetune:run-id"
 ATTEMPT_TAG = "finetune:attempt"
 OWNER_TAG = "finetune:owner"
+# who launched or made it (aws:userid): the caller policy denies any other value at creation,
+# and finetune adopts an instance or a cluster group only with its own run id and this id
+OWNER_ID_TAG = "finetune:owner-id"
 HOST_TAG = "finetune:host"  # algo-K, K = 1 + the instance's AmiLaunchIndex (multi-host runs)
 DEADMAN_MARGIN_S = 15 * 60  # start-up, image pull and the final upload on top of the runtime
 TEMPLATE = "userdata.sh.tmpl"  # values, dead-man switch, helpers; then the engine's body:
@@ -70,6 +74,7 @@ class LaunchSpec:
     plan_sha256: str = ""  # plan.json's digest as the launch wrote it (the agent checks it)
     python: str = ""  # torch: the AMI's PyTorch interpreter (finetune.backends.ec2.setup.ami)
     metrics_lock: str = ""  # torch, loggers named: the wheel's hashed list of their packages
+    owner_id: str = ""  # the launching session's aws:userid (OWNER_ID_TAG)
 
     @property
     def deadman_s(self) -> int:
@@ -116,7 +121,7 @@ def tags(spec: LaunchSpec) -> list[dict[str, str]]:
         (ATTEMPT_TAG, str(spec.attempt)),
         (OWNER_TAG, spec.owner),
         ("Name", f"finetune {spec.run_id} #{spec.attempt}"),
-    ]
+    ] + ([(OWNER_ID_TAG, spec.owner_id)] if spec.owner_id else [])
     return [{"Key": k, "Value": v[:256]} for k, v in pairs]
 
 
