@@ -35,8 +35,8 @@ TEMPLATE = "userdata.sh.tmpl"  # values, dead-man switch, helpers; then the engi
 DOCKER_BODY = "userdata-docker.sh.tmpl"  # our image (Dockerfile) on the Deep Learning Base AMI
 DLAMI_BODY = "userdata-dlami.sh.tmpl"  # our wheel into a framework Deep Learning AMI's env
 # IMDS response hop limit per body: a container on Docker's bridge network is one hop further
-# from IMDS than its host (2); with no container, 1 keeps the instance's credentials from
-# anything it forwards packets for (a container, a proxy).
+# from IMDS than its host (2); with no container, or a container on the host's network
+# (several hosts), 1 keeps the instance's credentials from anything it forwards packets for.
 HOP_LIMITS = {DOCKER_BODY: 2, DLAMI_BODY: 1}
 
 
@@ -95,7 +95,7 @@ def render_user_data(spec: LaunchSpec) -> str:
         "DEADMAN_SECONDS": str(spec.deadman_s),
         "HOSTS": str(spec.count),
         # several hosts: the parameter-server ports must be reachable from the other hosts
-        "NETWORK": "host" if spec.count > 1 else "bridge",
+        "NETWORK": network(spec),
         "WHEEL_URI": spec.wheel_uri,
         # the run's prefix is writable by the run itself: what the boot runs from there must
         # match what the launch wrote (user data: only RunInstances sets it)
@@ -112,6 +112,17 @@ def render_user_data(spec: LaunchSpec) -> str:
     if len(out.encode()) > 16 * 1024:  # EC2's limit for user data (before base64)
         raise ValueError("the rendered user data exceeds EC2's 16 KiB limit")
     return out
+
+
+def network(spec: LaunchSpec) -> str:
+    """The container's network: the host's where several hosts reach each other's ports."""
+    return "host" if spec.count > 1 else "bridge"
+
+
+def hop_limit(spec: LaunchSpec) -> int:
+    """IMDS's hop limit: 2 only for a container on Docker's bridge network."""
+    bridged = body(spec.engine) == DOCKER_BODY and network(spec) == "bridge"
+    return HOP_LIMITS[DOCKER_BODY] if bridged else HOP_LIMITS[DLAMI_BODY]
 
 
 def tags(spec: LaunchSpec) -> list[dict[str, str]]:
@@ -140,7 +151,7 @@ def run_instances_kwargs(spec: LaunchSpec, token: str) -> dict:
         InstanceInitiatedShutdownBehavior="terminate",
         MetadataOptions={
             "HttpTokens": "required",
-            "HttpPutResponseHopLimit": HOP_LIMITS[body(spec.engine)],
+            "HttpPutResponseHopLimit": hop_limit(spec),
             "HttpEndpoint": "enabled",
         },
         BlockDeviceMappings=[
