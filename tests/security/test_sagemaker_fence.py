@@ -5,8 +5,9 @@ shipped policies (rendered as `finetune infra print` does) with the project's ev
   SageMakerSecurityGroups (default "none": no job in a VPC); a job without a VPC as before.
 - The SageMaker run boundary: network interfaces only in the stack's VpcId; no other VPC's
   interface shared or deleted.
-- A role minted under the boundary with any trust: its credentials work only as SageMaker's
-  session of it, never through a web-identity provider; the perimeter (an RCP) denies every
+- A role minted under the boundary with any trust: its credentials are refused unless the
+  session is named SageMaker (the assumer's choice: test_run_role_session_name.py) and came
+  through no web-identity provider; the perimeter (an RCP) denies every
   STS action that hands out a run role's credentials to anyone but an AWS service.
 """
 
