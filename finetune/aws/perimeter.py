@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from finetune.aws import retries
 from finetune.aws.infra import BOUNDARIES, Names, policy_document, render
@@ -108,7 +109,8 @@ def _targets(org, account: str) -> list[str]:
 
 def _rcps(org, target: str) -> list[str]:
     """The ids of the customer-managed RCPs attached to ``target``."""
-    out, kwargs = [], {"TargetId": target, "Filter": RCP}
+    out: list[str] = []
+    kwargs: dict[str, Any] = {"TargetId": target, "Filter": RCP}
     while True:
         page = retries.call(org.list_policies_for_target, **kwargs)
         out += [p["Id"] for p in page["Policies"] if not p.get("AwsManaged")]
