@@ -17,7 +17,11 @@ _SERVICE_BY_VERSION = {
     "2011-06-15": "sts",
     "2010-05-15": "cloudformation",
 }
-_SERVICE_BY_TARGET = {"AmazonSSM": "ssm", "AmazonEC2ContainerRegistry_V20150921": "ecr"}
+_SERVICE_BY_TARGET = {
+    "AmazonSSM": "ssm",
+    "AmazonEC2ContainerRegistry_V20150921": "ecr",
+    "ServiceQuotasV20190624": "servicequotas",
+}
 _NO_PERMISSION = {"sts:GetCallerIdentity"}  # IAM needs no grant for it
 _S3_IAM = {
     "PutObject": "s3:PutObject",
@@ -31,6 +35,7 @@ _S3_IAM = {
     "GetObject": "s3:GetObject",
     "ListObjectsV2": "s3:ListBucket",
     "GetBucketLocation": "s3:GetBucketLocation",
+    "HeadBucket": "s3:ListBucket",
 }
 
 
@@ -81,7 +86,7 @@ def _s3_operation(method: str, has_key: bool, q: dict) -> str:
     if method == "DELETE":
         return "AbortMultipartUpload" if "uploadId" in q else "DeleteObject"
     if method == "HEAD":
-        return "HeadObject"
+        return "HeadObject" if has_key else "HeadBucket"
     if has_key:
         return "GetObject"
     return "GetBucketLocation" if "location" in q else "ListObjectsV2"

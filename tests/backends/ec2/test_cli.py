@@ -328,11 +328,14 @@ def test_caller_policy_in_infra_grants_exactly_the_calls_we_make(ec2_aws, tiny_d
     res = _launch(tiny_dataset, "--instance", "g5.xlarge", "--count", "2", "--detach")
     CliRunner().invoke(app, ["runs", "stop", _run_id(res.output)])
     CliRunner().invoke(app, ["cleanup", "--older-than", "0s", "--yes"])
+    checked = CliRunner().invoke(app, ["check", "--backend", "ec2"])  # issue 49, S5-6
+    assert "could not be read" not in checked.output, checked.output
     names = infra.Names(account=ACCOUNT, region=REGION, bucket=BUCKET)
     policy = infra.render(infra.policy_document("ec2-caller"), names)
     s3 = s3_calls(ec2_aws.http[start:])
     sent = query_actions(ec2_aws.requests[start:]) | {action for action, _ in s3}
     assert {"ec2:RunInstances", "iam:CreateRole", "ec2:AuthorizeSecurityGroupIngress"} <= sent
+    assert {"iam:GetPolicy", "servicequotas:GetServiceQuota"} <= sent  # check and pre-flight
     # cleanup also asks the SageMaker backend for its run roles (iam:ListRoles): an EC2-only
     # caller is refused it, and that backend then has nothing to clean (issue 23, 13)
     assert "iam:ListRoles" in sent
