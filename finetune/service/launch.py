@@ -176,7 +176,7 @@ def resume(ledger: Ledger, run_id: str, hooks: Hooks | None = None):
     # the backend's word, not the ledger's: a run recorded as interrupted may still have a
     # live process (a trainer whose supervisor was killed, checkpointing on its way out)
     state = run.status
-    if run.backend_ref:
+    if run.backend_ref or state in ACTIVE:  # no ref: a launch killed before it heard back
         status = backend.status(run)
         keep(ledger, run, status)
         state = status.state
