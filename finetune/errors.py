@@ -9,6 +9,9 @@ class FinetuneError(Exception):
     """Base of every error the CLI turns into a message and a non-zero exit code."""
 
     exit_code = 1
+    # what a failed step may have left in the cloud (a launch whose undo failed too): the
+    # caller then keeps the run's record, so the user can see, stop and clean them
+    left: tuple[str, ...] = ()
 
     def __init__(self, what: str, fix: str | None = None) -> None:
         self.what = what

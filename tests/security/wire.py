@@ -1,9 +1,10 @@
 """IAM actions (and the S3 ARNs they act on) of the AWS requests a test recorded on the wire.
 
 An API call can need more than its own action: RunInstances with an instance profile needs
-iam:PassRole, tags given at creation need ec2:CreateTags (with ec2:CreateAction) or
-iam:TagRole, and HeadObject needs s3:ListBucket to tell a missing key (404) from a denied one. Those
-implied actions are added here, so "the policy grants exactly what the code needs" holds.
+iam:PassRole, tags given at creation need ec2:CreateTags (with ec2:CreateAction),
+iam:TagRole or iam:TagInstanceProfile, and HeadObject needs s3:ListBucket to tell a missing
+key (404) from a denied one. Those implied actions are added here, so "the policy grants
+exactly what the code needs" holds.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ def query_actions(requests: list[dict]) -> set[str]:
                 out.add("iam:PassRole")
             if r["Action"] == "CreateRole" and any(k.startswith("Tags.") for k in r):
                 out.add("iam:TagRole")
+            if r["Action"] == "CreateInstanceProfile" and any(k.startswith("Tags.") for k in r):
+                out.add("iam:TagInstanceProfile")
         elif r.get("Target", "").split(".")[0] in _SERVICE_BY_TARGET:
             service, _, action = r["Target"].partition(".")
             out.add(f"{_SERVICE_BY_TARGET[service]}:{action}")

@@ -110,10 +110,11 @@ def _role(clients, run_id: str, state: Ec2State) -> str:
     reads = read_prefixes(state.dataset_uri, state.bucket, state.options.read_prefix)
     partition = partition_of(state.region)
     policy = instance_policy(state.bucket, state.prefix, reads, state.image, partition)
-    account = ec2_infra.account(clients("sts", state.region))
-    boundary = boundary_arn(account, state.region, "ec2")
+    sts = clients("sts", state.region)
+    boundary = boundary_arn(ec2_infra.account(sts), state.region, "ec2")
+    owner = (state.owner, ec2_infra.owner_id(sts))
     return ec2_profile.ensure_instance_profile(
-        clients("iam", state.region), run_id, policy, boundary
+        clients("iam", state.region), run_id, policy, boundary, owner
     )
 
 
