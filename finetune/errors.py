@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import importlib
 from collections.abc import Iterable
 
 
@@ -62,16 +64,12 @@ class CloudError(FinetuneError):
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """Return ' Did you mean "x"?' for the closest choice, or an empty string."""
-    import difflib
-
     close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
     return f' Did you mean "{close[0]}"?' if close else ""
 
 
 def require_module(module: str, extra: str = "mxnet"):
     """Import an optional heavy dependency or raise a DependencyError that says how to get it."""
-    import importlib
-
     try:
         return importlib.import_module(module)
     except ImportError as exc:

@@ -6,6 +6,7 @@ file format follows the extension (.png or .svg).
 
 from __future__ import annotations
 
+import os
 from contextlib import suppress
 from pathlib import Path
 
@@ -65,8 +66,6 @@ _check_path = check_path
 
 def _save(fig, plt, path: Path, provenance: str) -> Path:
     """Write beside the target, then rename: a failed write leaves no half-made file."""
-    import os
-
     fig.text(0.01, 0.01, provenance, fontsize=6, color="0.4", wrap=True)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
