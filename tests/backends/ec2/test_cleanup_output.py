@@ -35,7 +35,10 @@ def _instance(ec2, run_id: str, who: str) -> str:
 
 
 def _cleanup(*args: str) -> tuple[str, str]:
-    res = subprocess.run([sys.executable, "-m", "finetune", "cleanup", "--older-than", "0s", *args],
+    # --owner: the run is in no ledger of this machine (cleanup's scope, S5-10); others skipped
+    me = owner(boto3.client("sts", region_name=REGION))
+    cmd = ["cleanup", "--older-than", "0s", "--owner", me, *args]
+    res = subprocess.run([sys.executable, "-m", "finetune", *cmd],
                          capture_output=True, env={**os.environ, "COLUMNS": "300"},
                          timeout=120)  # fmt: skip
     out, err = res.stdout.decode(), res.stderr.decode()
