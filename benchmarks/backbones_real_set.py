@@ -112,7 +112,7 @@ def train_one(model: str, recipe: str, dataset: Path, work: Path, args, pretrain
     from finetune.contracts.container import Layout
     from finetune.contracts.mltree import layout
     from finetune.plan import build_plan
-    from finetune.train.engines.torch import fit
+    from finetune.train.engines.torch import RUNTIME
     from finetune.train.engines.torch.network import construct
     from finetune.train.layout import load_job
 
@@ -120,7 +120,7 @@ def train_one(model: str, recipe: str, dataset: Path, work: Path, args, pretrain
     hp = plan.hyperparameters
     root = layout(work / f"ml-{model}-{'pre' if pretrained else 'rand'}", plan)
     start = time.perf_counter()
-    result = fit(load_job(Layout(root)))
+    result = RUNTIME.fit(load_job(Layout(root)))
     seconds = time.perf_counter() - start
     assert result.stopped_by is None, result.stopped_by
     out = root / "output" / "data"

@@ -61,11 +61,11 @@ def hyperparameters(args, train_count: int):
 
 def engine_rate(work: Path, dataset: Path, hp, run: int) -> float:
     from finetune.contracts.container import Layout
-    from finetune.train.engines.torch import fit
+    from finetune.train.engines.torch import RUNTIME
     from finetune.train.layout import load_job
 
     root = make_tree(work / f"ml-{run}", dataset, hp)
-    result = fit(load_job(Layout(root)))
+    result = RUNTIME.fit(load_job(Layout(root)))
     return result.progress.events[-1]["samples_per_sec"]
 
 

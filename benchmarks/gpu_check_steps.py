@@ -96,7 +96,7 @@ def dataset(ctx: Context) -> dict:
 def engine_run(ctx: Context, path: str, compiled: bool) -> dict:
     """A whole finetune.train job in-process: its metrics event and run record."""
     from finetune.contracts.container import Layout
-    from finetune.train.engines.torch import fit
+    from finetune.train.engines.torch import RUNTIME
     from finetune.train.layout import load_job
 
     # whole epochs on a GPU (engine_batches 0), a batch or two at toy sizes
@@ -106,7 +106,7 @@ def engine_run(ctx: Context, path: str, compiled: bool) -> dict:
                          data_path=path, compile=compiled)  # fmt: skip
     root = make_tree(ctx.work / f"ml-{path}-{int(compiled)}", ctx.dataset, hp)
     started = time.perf_counter()
-    fit(load_job(Layout(root)))
+    RUNTIME.fit(load_job(Layout(root)))
     wall = time.perf_counter() - started
     out = root / "output" / "data"
     event = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])

@@ -87,14 +87,14 @@ def reference(a, model: str, compiled: bool, classes: int = 8) -> dict:
 def engine(a, dataset: Path, work: Path, model: str, path: str, compiled: bool) -> dict:
     """A whole finetune.train job in-process; its first metrics event."""
     from finetune.contracts.container import Layout
-    from finetune.train.engines.torch import fit
+    from finetune.train.engines.torch import RUNTIME
     from finetune.train.layout import load_job
 
     manifest = json.loads((dataset / "manifest.json").read_text())
     hp = hyperparameters(a, model, manifest["splits"]["train"]["count"], 8,
                          data_path=path, compile=compiled)  # fmt: skip
     root = make_tree(work / f"ml-{model}-{path}-{int(compiled)}", dataset, hp)
-    fit(load_job(Layout(root)))
+    RUNTIME.fit(load_job(Layout(root)))
     event = json.loads((root / "output/data/metrics.jsonl").read_text().splitlines()[0])
     keep = ("samples_per_sec", "input_wait_fraction", "data_bound", "achieved_tflops",
             "peak_tflops", "pct_of_peak", "gpu_util_pct", "gpu_mem_gib")  # fmt: skip

@@ -261,7 +261,7 @@ def pytest_runtest_logfinish(nodeid, location):
 # it is marked `emulation` and left out of the quick tier (`scripts/test.sh --quick`). The
 # modules named in PURE build requests and policies without AWS and stay quick.
 EMULATION_DIRS = ("backends/ec2", "backends/sagemaker")
-PURE = ("test_request.py", "test_preflight.py", "test_policy.py", "test_sm_torch_image.py",
+PURE = ("test_request.py", "test_validate.py", "test_policy.py", "test_sm_torch_image.py",
         "test_ec2_torch_userdata.py", "test_boot_requirements.py")  # fmt: skip
 
 

@@ -7,19 +7,24 @@ import subprocess
 import sys
 
 import pytest
+import typer
 from typer.main import get_command
 from typer.testing import CliRunner
 
-from finetune.cli import app
+from finetune.cli import COMMANDS, app
 
-HEAVY = ("mxnet", "gluoncv", "boto3", "botocore", "sagemaker", "matplotlib", "moto")
+HEAVY = (
+    "boto3", "botocore", "sagemaker", "torch", "torchvision", "mxnet", "gluoncv", "matplotlib",
+    "moto", "numpy", "PIL", "rich",
+)  # fmt: skip
 
 
-def _commands(cmd, path=()):
+def _commands(cmd, path=(), parent=None):
     yield path, cmd
-    if hasattr(cmd, "commands"):  # a group (typer vendors its own click classes)
-        for name, sub in cmd.commands.items():
-            yield from _commands(sub, (*path, name))
+    if hasattr(cmd, "list_commands"):  # a group (typer vendors its own click classes)
+        ctx = typer.Context(cmd, info_name=path[-1] if path else "finetune", parent=parent)
+        for name in cmd.list_commands(ctx):  # the root loads each command as it is asked for
+            yield from _commands(cmd.get_command(ctx, name), (*path, name), ctx)
 
 
 def test_every_command_has_help_text():
@@ -36,10 +41,52 @@ def test_every_command_has_help_text():
     assert seen >= 4
 
 
-def test_cli_import_is_light():
-    code = f"import sys, finetune.cli; print([m for m in {HEAVY!r} if m in sys.modules])"
+def test_the_help_table_says_what_each_command_says():
+    root = get_command(app)
+    ctx = typer.Context(root, info_name="finetune")
+    for name, (_, short_help) in COMMANDS.items():
+        assert short_help == root.get_command(ctx, name).get_short_help_str(limit=10**6), name
+
+
+def test_root_help_imports_no_command():
+    code = (
+        "import sys\n"
+        "from finetune.cli import app\n"
+        "try:\n"
+        "    app(['--help'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('finetune.cli.')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    assert "Planning and prices:" in out.stdout  # the listing was printed
+    assert out.stdout.splitlines()[-1] == "['finetune.cli._render']"
+
+
+def test_an_unknown_command_is_refused_with_the_nearest_names():
+    res = CliRunner().invoke(app, ["lanch"])
+    assert res.exit_code == 2
+    assert "No such command 'lanch'. Did you mean 'launch', 'plan'?" in res.output
+
+
+def test_cli_import_is_light():
+    """Importing the command line, and then every module of it (each imports its own
+    dependencies at the top), imports none of the heavy packages: a command imports them when
+    it runs."""
+    code = (
+        "import importlib, json, pkgutil, sys\n"
+        "import finetune.cli\n"
+        f"heavy = {HEAVY!r}\n"
+        "root = [m for m in heavy if m in sys.modules]\n"
+        "names = [m.name for m in pkgutil.iter_modules(finetune.cli.__path__)]\n"
+        "for name in names:\n"
+        "    importlib.import_module(f'finetune.cli.{name}')\n"
+        "print(json.dumps([root, [m for m in heavy if m in sys.modules], names]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    root, every, names = json.loads(out.stdout)
+    assert root == [] and every == [], (root, every)
+    assert {"launch", "plan", "runs", "_follow", "_render"} <= set(names)
 
 
 def test_python_dash_m_and_version():
@@ -146,4 +193,6 @@ def test_help_lists_commands_in_the_order_of_the_work_in_named_groups():
     assert names.index("predict") < names.index("recipes") < names.index("demo"), out
     for panel in ("Data:", "Training:", "Planning and prices:", "Settings and AWS set-up:"):
         assert f"\n{panel}\n" in out
-    assert sorted(names) == sorted(get_command(app).commands), "a command is missing"
+    root = get_command(app)
+    listed = root.list_commands(typer.Context(root, info_name="finetune"))
+    assert sorted(names) == sorted(listed), "a command is missing"

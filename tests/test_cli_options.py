@@ -4,7 +4,8 @@ backend does not take is refused at once, naming the backends that take it."""
 
 from __future__ import annotations
 
-from typing import Annotated
+import typing
+from typing import Annotated, TypeVar
 
 import pytest
 import typer
@@ -14,7 +15,7 @@ from typer.testing import CliRunner
 from finetune.backends import NAMES, backend_class, flag
 from finetune.cli import app
 from finetune.cli._launch_request import TO_BACKEND, LaunchFlags
-from finetune.cli._options import fields_marked, flag_set, takes_flag_sets
+from finetune.cli._options import Help, fields_marked, flag_set, typed_flags
 
 
 def _options_fields() -> dict[str, set[str]]:
@@ -29,7 +30,9 @@ def _unknown(kind) -> set[str]:
 
 
 def _launch_params() -> dict[str, object]:
-    return {p.name: p for p in get_command(app).commands["launch"].params}
+    root = get_command(app)
+    launch = root.get_command(typer.Context(root, info_name="finetune"), "launch")
+    return {p.name: p for p in launch.params}
 
 
 def test_every_backend_flag_launch_hands_over_is_a_field_of_a_backends_options():
@@ -86,7 +89,7 @@ def test_a_flag_set_is_its_fields_for_typer_and_one_value_for_the_command():
     toy = typer.Typer(rich_markup_mode=None)
 
     @toy.command()
-    @takes_flag_sets
+    @typed_flags
     def run(
         name: Annotated[str, typer.Argument(help="Name.")],
         *,
@@ -107,4 +110,58 @@ def test_a_field_that_repeats_a_parameter_is_refused():
     def command(*, twice: Twice, loud: bool = False): ...
 
     with pytest.raises(TypeError, match="repeats a parameter"):
-        takes_flag_sets(command)
+        typed_flags(command)
+
+
+T = TypeVar("T")
+Zone = Annotated[T, typer.Option("--zone", help="Zone (default: the first).")]
+
+
+def test_a_flag_declared_once_takes_its_help_and_type_where_used():
+    toy = typer.Typer(rich_markup_mode=None)
+    got = []
+
+    @toy.command("one")
+    @typed_flags
+    def one(zone: Annotated[Zone[str | None], Help("The zone to price.")] = None):
+        got.append(zone)
+
+    @toy.command("many")
+    def many(zone: Zone[list[str] | None] = None):
+        got.append(zone)
+
+    runner = CliRunner()
+    assert "The zone to price." in runner.invoke(toy, ["one", "--help"]).output
+    assert "Zone (default: the first)." in runner.invoke(toy, ["many", "--help"]).output
+    assert runner.invoke(toy, ["one", "--zone", "a"]).exit_code == 0
+    assert runner.invoke(toy, ["many", "--zone", "a", "--zone", "b"]).exit_code == 0
+    assert got == ["a", ["a", "b"]]
+
+    def loose(zone: Annotated[str, Help("Nothing to put it in.")] = ""): ...
+
+    with pytest.raises(TypeError, match="needs one typer Option or Argument"):
+        typed_flags(loose)
+
+
+def _every_command(cmd, parent=None, name="finetune"):
+    yield name, cmd
+    if hasattr(cmd, "list_commands"):
+        ctx = typer.Context(cmd, info_name=name, parent=parent)
+        for sub in cmd.list_commands(ctx):
+            yield from _every_command(cmd.get_command(ctx, sub), ctx, sub)
+
+
+def test_every_help_reaches_its_flag():
+    """A command that gives a flag its own Help is decorated with typed_flags (else Typer
+    would show the alias's help, or none, and say nothing)."""
+    for name, cmd in _every_command(get_command(app)):
+        if cmd.callback is None:
+            continue
+        function = cmd.callback.__wrapped__  # the function typer was given
+        hints = typing.get_type_hints(function, include_extras=True)
+        left = [
+            p
+            for p, h in hints.items()
+            if any(isinstance(m, Help) for m in getattr(h, "__metadata__", ()))
+        ]
+        assert left == [], f"`{name}`: Help of {left} not applied (@typed_flags missing)"

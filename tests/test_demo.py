@@ -19,8 +19,9 @@ pytestmark = pytest.mark.slow
 @pytest.mark.parametrize(("engine", "weights"), [(None, "model.pt")])  # the default: PyTorch
 def test_demo_pretrains_finetunes_beats_scratch_and_reports(engine, weights, tmp_path):
     """At this worker's share of the cores (conftest: one intra-op thread on 2 cores), one of
-    the measured trajectories (demo_claim.py; the two-thread one, what `bash scripts/demo.sh`
-    trains on a 2-core machine, is recorded in tests/service/test_demo_claim.py). One thread:
+    the measured trajectories (docs/decisions/060-demo-transfer-claim.md; the two-thread one,
+    what `bash scripts/demo.sh` trains on a 2-core machine, is recorded in
+    tests/service/test_demo_claim.py). One thread:
     67 CPU-s and 69 s against 98 CPU-s and 76 s at two threads on 2 cores (2026-11-27: 32 px
     kernels too small to share, and two threads left the other workers one core). The real CLI on a
     terminal, so the same three trainings also show the live bar; a progress line every step

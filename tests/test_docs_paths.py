@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = [ROOT / "README.md", ROOT / "infra" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", ROOT / "infra" / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 _CODE = re.compile(r"`([^`\s]+)`")
 _LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)]*)?\)")
 _EXTENSIONS = (".py", ".md", ".json", ".yaml", ".yml", ".sh", ".tmpl", ".toml", ".txt", ".cfg")
@@ -59,3 +59,19 @@ def test_the_check_sees_the_paths_it_must_check():
     old = "`finetune/backends/ec2_userdata.sh.tmpl`"
     assert named_paths(old, infra) == ["finetune/backends/ec2_userdata.sh.tmpl"]
     assert not _exists("finetune/backends/ec2_userdata.sh.tmpl", infra)
+
+
+def test_the_readmes_layout_lists_every_top_level_package():
+    """README.md's Layout names every folder and module at the package's top, so a new room
+    cannot go unmentioned."""
+    text = (ROOT / "README.md").read_text()
+    layout = text[text.index("## Layout") : text.index("## Benchmarks")]
+    package = ROOT / "finetune"
+    rooms = [
+        p.name + ("/" if p.is_dir() else "")
+        for p in sorted(package.iterdir())
+        if not p.name.startswith(("_", ".")) and (p.is_dir() or p.suffix == ".py")
+    ]
+    assert len(rooms) > 20  # the walk found the package
+    missing = [r for r in rooms if f"finetune/{r}" not in layout]
+    assert missing == [], "add them to README.md's Layout"

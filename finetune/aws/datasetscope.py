@@ -1,17 +1,12 @@
 """What a run may read in S3: its dataset's own prefix, and the extra prefixes the user named.
 
-A run's role is scoped to the prefixes it reads. A dataset given as ``s3://BUCKET/`` would
-otherwise give the run every object of the bucket -- every other run's checkpoints, models
-and logs. So a dataset must lie under the tool's dataset prefix (``finetune/datasets/NAME/``,
-where finetune uploads), or inside a prefix the user named with ``--read-prefix``; such a
-prefix must be in the run's bucket, under ``shared/`` or ``finetune/`` (the permissions
-boundaries, infra/policies/*-run-boundary.json, let a run read those and no other), and must
-not cover the prefixes where runs keep their own data (their code included), nor be the
-dataset prefix itself (every dataset).
-
-Every prefix here ends up in an IAM policy's ARN, where ``*`` and ``?`` are wildcards and
-``${...}`` a policy variable: a key holding ``*``, ``?`` or ``$`` is refused, so
-``s3://BUCKET/*/`` cannot become read access to every run's data.
+A run's role is scoped to these prefixes (a dataset given as ``s3://BUCKET/`` would give it
+every run's checkpoints, models and logs). A dataset lies under the tool's dataset prefix
+(``finetune/datasets/NAME/``, where finetune uploads) or inside a ``--read-prefix``, which lies
+in the run's bucket under ``shared/`` or ``finetune/`` (all the permissions boundaries,
+infra/policies/*-run-boundary.json, let a run read), covers no prefix where runs keep their
+own data (code included) and is not the dataset prefix itself (every dataset). A prefix ends
+up in an IAM ARN, so a key holding ``*``, ``?`` or ``$`` (wildcards, ``${...}``) is refused.
 """
 
 from __future__ import annotations

@@ -1,23 +1,22 @@
 """Training images by digest: a tag is resolved once, at launch, and the run uses the digest.
 
-Tags can move (and before the stack made them immutable, anyone who could push could swap
-the code another run executes under its role); a digest names exactly one image. So every
-backend resolves ``REGISTRY/REPO:TAG`` to ``REGISTRY/REPO@sha256:...`` with ECR's
-DescribeImages before it starts anything, records that reference with the run, and every
-attempt -- spot relaunches and resumes included -- pulls the digest.
-
-Only images in the caller's own account and region are resolved: AWS's deep-learning images
-live in AWS's accounts, whose repositories do not answer DescribeImages to others; those are
-used as given (AWS publishes them; pass one @sha256:... to pin it too).
-
-``ECR_URI`` is the one pattern of an ECR image address in finetune: every backend parses an
-image with ``parse`` (its IAM statements name the repository by ``ImageRef.repository_arn``).
+A tag can move (before the stack made tags immutable, anyone who could push could swap the
+code another run executes under its role); a digest names one image. Every backend resolves
+``REGISTRY/REPO:TAG`` to ``REGISTRY/REPO@sha256:...`` with ECR's DescribeImages before it
+starts anything and records it with the run; every attempt (spot relaunches, resumes) pulls
+the digest. Only the caller's own account and region are resolved: AWS's deep-learning images
+(AWS's accounts answer no DescribeImages of others) are used as given (pass @sha256:... to pin
+one). ``ECR_URI`` is finetune's one pattern of an ECR address: every backend parses an image
+with ``parse``, and IAM statements name its repository by ``ImageRef.repository_arn``.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from finetune.aws import retries
+from finetune.aws.session import partition_of
 
 # ACCOUNT.dkr.ecr.REGION.amazonaws.com[.cn]/REPO, then :TAG or @sha256:DIGEST (parse decides
 # whether one of them may be missing)
@@ -43,8 +42,6 @@ class ImageRef:
     @property
     def repository_arn(self) -> str:
         """The repository's ARN, in its region's partition (what an IAM pull statement names)."""
-        from finetune.aws.session import partition_of
-
         return (
             f"arn:{partition_of(self.region)}:ecr:{self.region}:{self.account}"
             f":repository/{self.repository}"
@@ -72,8 +69,6 @@ def is_pinned(uri: str) -> bool:
 def pin(ecr, uri: str, account: str, region: str) -> str:
     """``uri`` by digest when it is a tag in this account's ECR in ``region`` (one
     DescribeImages); anything else unchanged. Raises ImageMissing for an unknown tag."""
-    from finetune.aws import retries
-
     ref = parse(uri)
     if ref is None or ref.digest or ref.account != account or ref.region != region:
         return uri

@@ -17,7 +17,9 @@ from typing import Any
 
 from finetune.aws import retries
 from finetune.aws.errors import aws_errors
+from finetune.aws.session import partition_of
 from finetune.errors import CloudError, DataError, UsageError
+from finetune.settings.names import check_bucket, check_region
 
 TEMPLATE = "cloudformation.yaml"
 POLICIES = {
@@ -46,8 +48,6 @@ FAILED = ("FAILED", "ROLLBACK")
 def boundary_arn(account: str, region: str, kind: str) -> str:
     """The ARN of the stack's permissions boundary for ``kind`` (ec2 or sagemaker) run roles:
     every such role must carry it (its caller policy allows CreateRole only with it)."""
-    from finetune.aws.session import partition_of
-
     if kind not in BOUNDARIES:
         raise ValueError(f"no boundary for {kind!r}")
     name = BOUNDARY_NAME.format(kind=kind, region=region)
@@ -115,16 +115,12 @@ class Names:
 
     def __post_init__(self) -> None:
         """A region or bucket given (not a placeholder) is checked as FINETUNE_* are."""
-        from finetune.settings.names import check_bucket, check_region
-
         if self.region != "REGION":
             check_region(self.region, "--region")
         if self.bucket != "BUCKET":
             check_bucket(self.bucket, "--bucket")
 
     def values(self) -> dict[str, str]:
-        from finetune.aws.session import partition_of
-
         partition = partition_of(self.region) if self.region != "REGION" else "aws"
         boundaries = {
             ref: f"arn:{partition}:iam::{self.account}:policy{BOUNDARY_PATH}"
@@ -154,7 +150,8 @@ class Names:
 
 
 def render(document, names: Names):
-    """``document`` with Fn::Sub, Fn::GetAtt and Ref replaced: a plain IAM policy."""
+    """``document`` with Fn::Sub, Fn::GetAtt, Ref, Fn::Join and Fn::Split replaced: a plain
+    IAM policy."""
     values = names.values()
     if isinstance(document, list):
         return [render(item, names) for item in document]
@@ -166,6 +163,12 @@ def render(document, names: Names):
         return values[".".join(document["Fn::GetAtt"])]
     if set(document) == {"Ref"}:
         return values[document["Ref"]]
+    if set(document) == {"Fn::Join"}:  # a list parameter's values inside ARNs
+        sep, items = document["Fn::Join"]
+        return sep.join(render(items, names))
+    if set(document) == {"Fn::Split"}:
+        sep, text = document["Fn::Split"]
+        return render(text, names).split(sep)
     return {k: render(v, names) for k, v in document.items()}
 
 

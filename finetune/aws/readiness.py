@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from finetune.aws import imageref, retries
+from finetune.aws.session import configured_region, connect
 from finetune.errors import FinetuneError
 
 OK, MISSING, UNKNOWN = "ok", "missing", "unknown"
@@ -30,14 +32,23 @@ class Item:
         return asdict(self)
 
 
+def permission_fix(code: str, need: str) -> str:
+    """The fix of an item AWS would not let us read: exactly the permission it takes (which
+    the stack's caller policies grant), or, for another failure, to look again."""
+    if "AccessDenied" in code or code in ("UnauthorizedOperation", "403"):
+        return (
+            f"this needs {need}; the stack's caller policies grant it since this version: "
+            "run `finetune infra deploy` again (or ask an administrator for it)."
+        )
+    return f"try again later, or look it up in the AWS console (reading it takes {need})."
+
+
 def _failed(name: str, exc: FinetuneError, status: str = MISSING) -> Item:
     return Item(name, status, exc.what, exc.fix or "")
 
 
 def region(given: str | None) -> Item:
     """The region a cloud command would use (--region, FINETUNE_REGION, the AWS config)."""
-    from finetune.aws.session import configured_region
-
     try:
         found = configured_region(given)
     except FinetuneError as exc:  # a --region that is no AWS region
@@ -54,8 +65,6 @@ def region(given: str | None) -> Item:
 
 def credentials(given_region: str | None) -> tuple[Item, Any]:
     """STS GetCallerIdentity (needs no permission): (the item, the session or None)."""
-    from finetune.aws.session import configured_region, connect
-
     try:
         aws = connect(configured_region(given_region) or "us-east-1")
         who = aws.identity()
@@ -66,8 +75,6 @@ def credentials(given_region: str | None) -> tuple[Item, Any]:
 
 def bucket(aws, name: str | None) -> Item:
     """The bucket is set, exists, this caller may use it, and it is in the session's region."""
-    from finetune.aws import retries
-
     if not name:
         return Item(
             "bucket",
@@ -102,8 +109,6 @@ def bucket(aws, name: str | None) -> Item:
 def image(aws, uri: str | None, needed: bool, why: str) -> Item:
     """Our training image: set and present in ECR. ``needed``: a launch of this backend
     cannot go without it (else its absence is ok, with ``why`` it is not needed)."""
-    from finetune.aws import imageref
-
     if not uri:
         if not needed:
             return Item("image", OK, f"not set: {why}")
@@ -121,8 +126,6 @@ def image(aws, uri: str | None, needed: bool, why: str) -> Item:
     except FinetuneError as exc:
         return _failed("image", exc, UNKNOWN)
     except Exception as exc:
-        from finetune.aws import retries
-
         code = retries.error_code(exc) or type(exc).__name__
         return Item("image", UNKNOWN, f"{uri}: could not be read ({code})", "try again.")
     return Item("image", OK, uri)
@@ -131,8 +134,6 @@ def image(aws, uri: str | None, needed: bool, why: str) -> Item:
 def run_role(aws, role_arn: str | None, boundary: str) -> Item:
     """The role runs get: ``role_arn`` when one is set (it must exist), else the one finetune
     creates for each run, which needs the stack's permissions ``boundary`` policy."""
-    from finetune.aws import retries
-
     iam = aws.client("iam")
     kwargs: dict[str, Any]  # the IAM call's arguments
     if role_arn:
@@ -149,8 +150,9 @@ def run_role(aws, role_arn: str | None, boundary: str) -> Item:
     except Exception as exc:
         code = retries.error_code(exc) or type(exc).__name__
         if code != "NoSuchEntity":
+            need = f"iam:GetRole on {role_arn}" if role_arn else f"iam:GetPolicy on {boundary}"
             return Item("run role", UNKNOWN, f"{what} could not be read ({code})",
-                        "ask an administrator for iam:GetRole and iam:GetPolicy.")  # fmt: skip
+                        permission_fix(code, need))  # fmt: skip
         fix = (
             "create it, or unset FINETUNE_ROLE_ARN (finetune then creates a role per run)."
             if role_arn
@@ -162,14 +164,14 @@ def run_role(aws, role_arn: str | None, boundary: str) -> Item:
     return Item("run role", OK, f"one per run, bounded by {boundary.rsplit('/', 1)[-1]}")
 
 
-def quota(name: str, value: float | None, needed: float, unit: str, why: str, fix: str) -> Item:
+def quota(
+    name: str, value: float | None, needed: float, unit: str, why: str, fix: str, need: str
+) -> Item:
     """A Service Quotas value against what one run of the chosen instance needs; ``value``
-    None: it could not be read (``why``)."""
+    None: it could not be read (``why``; ``need``: the permission that reads it)."""
     item = "GPU quota"
     if value is None:
-        return Item(item, UNKNOWN, f"{name}: not readable ({why})",
-                    "ask an administrator for servicequotas:GetServiceQuota, or check the "
-                    "Service Quotas console.")  # fmt: skip
+        return Item(item, UNKNOWN, f"{name}: not readable ({why})", permission_fix(why, need))
     detail = f"{name}: {value:g} {unit}; one instance needs {needed:g}"
     if value < needed:
         return Item(item, MISSING, detail, fix)

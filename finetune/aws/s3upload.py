@@ -25,6 +25,7 @@ from typing import Any
 
 from finetune.aws import retries
 from finetune.aws.errors import aws_errors
+from finetune.data import manifest as mf
 from finetune.data.channels import CHANNELS, channel_files
 from finetune.data.manifest import MANIFEST
 from finetune.errors import DataError, UsageError
@@ -95,8 +96,6 @@ def content_hash(manifest, files: dict[str, str]) -> str:
 
 def plan_upload(dataset_dir: str | Path, bucket: str) -> DatasetUpload:
     """The upload for a prepared dataset folder, from its manifest alone (no network)."""
-    from finetune.data import manifest as mf
-
     directory = Path(dataset_dir)
     m = mf.load(directory)
     data: dict[str, str] = {}

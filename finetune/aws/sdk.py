@@ -1,8 +1,9 @@
 """The SageMaker Python SDK v3 (``sagemaker-core``), loaded on first use and configured first.
 
 Why only sagemaker-core: the ``sagemaker`` meta-package drags in mlflow, pyarrow and friends
-(~700 MB) and its resolver lifts numpy past what MXNet needs; sagemaker-core alone gives the
-typed ``TrainingJob`` resource (create / get / stop with client-side pydantic validation).
+(docs/decisions/043-aws-sdk-start-up.md) and its resolver lifts numpy past what MXNet needs;
+sagemaker-core alone gives the typed ``TrainingJob`` resource (create / get / stop with
+client-side pydantic validation).
 
 Before the import we (1) opt out of the SDK's telemetry through the config file named by
 SAGEMAKER_USER_CONFIG_OVERRIDE, unless the user already points it somewhere, and (2) make
@@ -17,6 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from finetune import settings
 from finetune.errors import require_module
 
 _CONFIG = """\
@@ -29,8 +31,6 @@ SageMaker:
 
 
 def _prepare_environment() -> None:
-    from finetune import settings
-
     if not os.environ.get("SAGEMAKER_USER_CONFIG_OVERRIDE"):
         path = Path(settings.get().cache_dir) / "sagemaker-config.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -43,7 +43,8 @@ def _prepare_environment() -> None:
 
 @lru_cache(maxsize=1)
 def training_job_class() -> Any:
-    """``sagemaker.core.resources.TrainingJob`` (about 2 s to import the first time)."""
+    """``sagemaker.core.resources.TrainingJob``, imported on first use (seconds of CPU:
+    docs/decisions/043-aws-sdk-start-up.md)."""
     _prepare_environment()
     return require_module("sagemaker.core.resources", extra="aws").TrainingJob
 

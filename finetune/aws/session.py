@@ -10,8 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from finetune import __version__, settings
+from finetune.adaptors import boto3, botocore
+from finetune.aws import retries
 from finetune.aws.errors import aws_errors
-from finetune.errors import require_module
+from finetune.settings.names import check_region
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 
@@ -28,11 +31,7 @@ class Aws:
     def client(self, service: str):
         """A client for ``service`` in this region: one attempt per call, our timeouts."""
         if service not in self._clients:
-            from botocore.config import Config
-
-            from finetune import __version__
-
-            config = Config(
+            config = botocore.config.Config(
                 retries={"total_max_attempts": 1, "mode": "standard"},
                 connect_timeout=10,
                 read_timeout=120,
@@ -47,8 +46,6 @@ class Aws:
     def identity(self) -> dict:
         """STS GetCallerIdentity (needs no permission): proves the credentials work."""
         if self._identity is None:
-            from finetune.aws import retries
-
             with aws_errors("GetCallerIdentity", region=self.region):
                 self._identity = retries.call(self.client("sts").get_caller_identity)
         return self._identity
@@ -64,9 +61,6 @@ class Aws:
 
 def connect(region: str | None = None, profile: str | None = None) -> Aws:
     """A session for ``region`` (else FINETUNE_REGION, else the AWS config's region)."""
-    from finetune import settings
-
-    boto3 = require_module("boto3", extra="aws")
     _check_flag(region)
     conf = settings.get()
     with aws_errors("opening an AWS session"):
@@ -77,24 +71,18 @@ def connect(region: str | None = None, profile: str | None = None) -> Aws:
     paths[:] = list(dict.fromkeys(paths))
     chosen = region or conf.region or session.region_name
     if not chosen:
-        from botocore.exceptions import NoRegionError
-
         with aws_errors("choosing a region"):
-            raise NoRegionError()
+            raise botocore.exceptions.NoRegionError()
     return Aws(session=session, region=chosen)
 
 
 def configured_region(region: str | None = None) -> str | None:
     """The region a command would use, found without credentials or network (for --dry-run)."""
-    from finetune import settings
-
     _check_flag(region)
     conf = settings.get()
     if region or conf.region:
         return region or conf.region
     try:
-        import boto3
-
         return boto3.Session(profile_name=conf.profile or None).region_name
     except Exception:  # no boto3, unknown profile: a dry run just says it does not know
         return None
@@ -104,18 +92,12 @@ _LOADER: list = []  # the process's one botocore data loader, shared by its sess
 
 
 def _botocore_session():
-    """A new botocore session whose service models come from the process's one loader.
-
-    Each session otherwise reads and parses the JSON models again (endpoints.json and each
-    service's service-2.json: ~15 ms to ~0.5 s apiece), in every process that opens more than
-    one session -- a sync over many runs, the EC2 agent, the test suite's many commands. The
-    models are static files, keyed by service and API version; credentials, profile and
-    region stay per session."""
-    from botocore import loaders, session
-
+    """A new botocore session whose service models (static files) come from the process's one
+    loader, parsed once; credentials, profile and region stay per session. Why:
+    docs/decisions/043-aws-sdk-start-up.md."""
     if not _LOADER:
-        _LOADER.append(loaders.create_loader())
-    fresh = session.Session()
+        _LOADER.append(botocore.loaders.create_loader())
+    fresh = botocore.session.Session()
     fresh.register_component("data_loader", _LOADER[0])
     return fresh
 
@@ -123,8 +105,6 @@ def _botocore_session():
 def _check_flag(region: str | None) -> None:
     """A --region flag is checked like FINETUNE_REGION (finetune.settings.names)."""
     if region:
-        from finetune.settings.names import check_region
-
         check_region(region, "--region")
 
 

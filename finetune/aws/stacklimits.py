@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
+from finetune import settings
+from finetune.aws import retries
 from finetune.errors import UsageError
 
 
@@ -33,9 +35,6 @@ class Limits:
 
 def read(cfn, stack: str | None = None) -> Limits | None:
     """The stack's parameters, or None when the stack cannot be described."""
-    from finetune import settings
-    from finetune.aws import retries
-
     stack = stack or settings.get().stack
     try:
         (desc,) = retries.call(cfn.describe_stacks, StackName=stack)["Stacks"]

@@ -1,5 +1,7 @@
 """Backends: where a Plan runs. One folder each behind one Protocol (base.Backend); this
-registry is the only place that lists their names."""
+registry is the only place that lists their names. It imports base (pydantic) only inside the
+functions that need it: the local run's supervisor imports this package and needs none of it
+(docs/decisions/042-local-supervisor-import.md)."""
 
 from __future__ import annotations
 
@@ -10,10 +12,6 @@ from finetune.registry import Registry
 
 if TYPE_CHECKING:
     from finetune.backends.base import Backend, Capabilities, Hooks
-
-# base (and with it pydantic) is imported by the functions that need it, not by this package:
-# `python -m finetune.backends.local.runner`, the supervisor of every local run, imports the
-# package first and needs none of it (0.2 s of CPU less at each local run's start).
 
 # a backend's module (and its SDK) is imported only when asked for
 BACKENDS: Registry[type[Backend]] = Registry("backend", UsageError)
@@ -45,6 +43,7 @@ def backend_class(name: str | None) -> type[Backend]:
 def get_backend(name: str | None, options: Any = None, hooks: Hooks | None = None) -> Backend:
     """Backend ``name``, with its options (a dict of launch flags or its options model; None
     for a run already launched: the backend reads what it stored) and hooks."""
+    # deferred: the local supervisor imports this package and needs no pydantic (decision 042)
     from finetune.backends.base import Hooks
 
     cls = backend_class(name)
@@ -131,7 +130,7 @@ def launch_flags(name: str, region: str) -> tuple[str, ...]:
 def instance_resources(name: str, instance: str, count: int = 1, spot: bool = False):
     """Plan resources for ``count`` instances of ``instance`` on backend ``name``, as that
     backend turns a launch's --instance/--count/--spot into resources."""
-    from finetune.backends.base import ResourceRequest
+    from finetune.backends.base import ResourceRequest  # deferred: as in get_backend
 
     request = ResourceRequest(instance=instance, count=count, spot=spot)
     return default_backend(name).resources(request)

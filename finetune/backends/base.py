@@ -30,7 +30,6 @@ class Feature(enum.Enum):
 
     SPOT = "spot capacity"
     MULTI_NODE = "several hosts"
-    GPUS = "GPUs"
     STOP = "stopping a run"
 
 
@@ -68,6 +67,11 @@ class ResourceRequest(BaseModel):
     instance: str | None = None  # an instance type (cloud backends)
     count: int = 1  # hosts
     spot: bool = False
+
+    @classmethod
+    def of(cls, resources: Resources) -> ResourceRequest:
+        """The request a planned run's resources answer (a sweep's cell, a resumed run)."""
+        return cls(instance=resources.instance_type, count=resources.hosts, spot=resources.spot)
 
     def needs(self) -> set[Feature]:
         """The features this request asks for, whatever the backend."""
@@ -194,7 +198,7 @@ class Status:
 class Orphan:
     """Something a backend left in the cloud that no live run owns (for `finetune cleanup`)."""
 
-    kind: str  # instance | spot-request | instance-profile
+    kind: str  # instance | spot-request | instance-profile | security-group | training-job ...
     id: str
     run_id: str
     age_s: float
@@ -207,14 +211,16 @@ class Orphan:
 
 @dataclass(frozen=True)
 class CleanupScope:
-    """Whose leftovers `cleanup` may remove: those tagged with ``owner`` (None: the caller's
-    own identity) and those of runs in this machine's ledger (``known_runs``); everyone's
-    with ``all_owners``. A cloud account is shared: other users' and CI's runs are not in
-    this ledger, and are not this caller's to end."""
+    """Whose leftovers `cleanup` may remove: those of runs in this machine's ledger
+    (``known_runs``), of runs the caller names (``runs``), those tagged with ``owner`` when
+    the caller names one (None: nobody's by tag alone); everyone's with ``all_owners``. An
+    identity is not a machine: the caller's own runs launched elsewhere (a laptop, a CI box,
+    a colleague on the same IAM user) may be live there, and are not this ledger's to end."""
 
     known_runs: frozenset[str] = frozenset()
     owner: str | None = None
     all_owners: bool = False
+    runs: frozenset[str] = frozenset()  # named by the caller (--run): theirs to remove
 
 
 class Backend(Protocol):
@@ -243,6 +249,11 @@ class Backend(Protocol):
     @property
     def options(self) -> BackendOptions | None:
         """The launch flags it was given (None: a run's stored options are read)."""
+
+    @property
+    def max_eur(self) -> float | None:
+        """The launch's --max-eur, which the plan carries (None: none given, or a backend
+        that bills nothing and takes no such flag)."""
 
     def __init__(
         self, options: BackendOptions | None = None, hooks: Hooks | None = None, poll_seconds=None

@@ -15,11 +15,8 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 from finetune import files
+from finetune.contracts.container import check_model_folder
 from finetune.errors import DataError
-
-# What makes a folder a model folder (finetune.inference.artifact reads these; no import of it:
-# backends sit below models).
-DESCRIPTION = ("classes.json", "preprocessing.json", "hyperparameters.json")
 
 
 def into_place(dest: Path, fill: Callable[[Path], None]) -> Path:
@@ -28,13 +25,7 @@ def into_place(dest: Path, fill: Callable[[Path], None]) -> Path:
 
     def fill_and_check(tmp: Path) -> None:
         fill(tmp)
-        missing = [n for n in DESCRIPTION if not (tmp / n).is_file()]
-        if missing:
-            raise DataError(
-                f"the downloaded model of {dest.name} lacks {', '.join(missing)}",
-                "the run's output is not a finetune model: check that the run completed "
-                "with this version of finetune, or pass a model folder instead.",
-            )
+        check_model_folder(tmp, f"the downloaded model of {dest.name}")
 
     # dest is a copy in finetune's own cache (settings' cache_dir/models/RUN/JOB): an older
     # copy there is finetune's to replace

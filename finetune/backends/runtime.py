@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-# The runtime cap of a cloud run without --max-runtime, the same on every cloud backend: the
-# slow end of the plan's estimate (its band at the lower throughput, start-up included) x
-# RUNTIME_MARGIN, rounded up to a quarter hour and at least RUNTIME_FLOOR_S. Long enough that
-# a run going as the estimate says (or half as fast again) is never cut short; short enough
-# that a hung run stops within about twice its expected cost. A plan without an estimate
-# (throughput unknown) gets RUNTIME_FALLBACK_S.
+import math
+
+from finetune.report.text import duration
+
+# the estimate's slow end x RUNTIME_MARGIN: a run as estimated is never cut short, a hung one
+# stops within about twice its cost (docs/decisions/040-cloud-runtime-cap.md)
 RUNTIME_MARGIN = 1.5
 RUNTIME_FLOOR_S = 3600
 RUNTIME_FALLBACK_S = 6 * 3600
@@ -16,10 +16,6 @@ RUNTIME_FALLBACK_S = 6 * 3600
 
 def default_runtime(plan) -> tuple[int, str]:
     """(seconds, why) of the runtime cap a cloud run of ``plan`` gets without --max-runtime."""
-    import math
-
-    from finetune.report.text import duration
-
     est = getattr(plan, "estimate", None)
     slow = (est.seconds_high or est.seconds) if est is not None else None
     if not slow:

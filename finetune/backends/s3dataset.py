@@ -8,16 +8,15 @@ import hashlib
 from finetune.aws import retries
 from finetune.aws.errors import aws_errors
 from finetune.aws.s3upload import as_prefix, list_prefix, parse_s3_uri
+from finetune.aws.session import connect
+from finetune.data.channels import CHANNELS, channel_files
+from finetune.data.manifest import MANIFEST, parse
 from finetune.errors import DataError
+from finetune.plan import DatasetSummary
 
 
 def summarize(uri: str, region: str | None = None):
     """The DatasetSummary of the dataset under ``uri`` (path = the prefix, ending in '/')."""
-    from finetune.aws.session import connect
-    from finetune.data.channels import CHANNELS, channel_files
-    from finetune.data.manifest import MANIFEST, parse
-    from finetune.plan import DatasetSummary
-
     root = as_prefix(uri)
     bucket, prefix = parse_s3_uri(root)
     s3 = connect(region).client("s3")

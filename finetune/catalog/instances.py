@@ -12,6 +12,7 @@ from datetime import date
 from functools import lru_cache
 
 from finetune.catalog._files import bundled_text, read_rows
+from finetune.catalog.engines import build, engines_for
 from finetune.errors import UsageError, did_you_mean
 
 _HEADER = (
@@ -56,8 +57,6 @@ class InstanceType:
     @property
     def engines(self) -> tuple[str, ...]:
         """The training engines that run on these GPUs (finetune.catalog.engines decides)."""
-        from finetune.catalog.engines import engines_for
-
         return engines_for(self.compute_capability)
 
     def sagemaker_name(self) -> str:
@@ -161,8 +160,6 @@ def retirement_warning(instance: InstanceType | str, today: date | None = None) 
 def check_engine(engine: str, instance: InstanceType | str) -> None:
     """UsageError, before anything is created, when ``engine`` cannot run on the GPUs of
     ``instance`` (finetune.catalog.engines decides); says why and what to do instead."""
-    from finetune.catalog.engines import build, engines_for
-
     inst = get(instance) if isinstance(instance, str) else instance
     b = build(engine)
     if inst.gpu_count < 1 or b.runs_on(inst.compute_capability):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 
+from finetune import settings
 from finetune.catalog import instances, snapshot
 from finetune.catalog._files import read_rows, rows_to_csv
 from finetune.catalog.usercache import cache_dir
@@ -48,7 +49,7 @@ class Price:
 
     @property
     def age(self) -> str:
-        """How old the figure is: 'fetched 2026-03-02', or the snapshot's label."""
+        """How old the figure is: 'fetched YYYY-MM-DD', or the snapshot's label."""
         if self.as_of is not None:
             return f"fetched {self.as_of.isoformat()}"
         return snapshot.provenance().label
@@ -200,8 +201,6 @@ class PriceBook:
 
 def sagemaker_markup() -> float:
     """The SageMaker-over-EC2 markup estimates use (setting FINETUNE_SAGEMAKER_MARKUP)."""
-    from finetune import settings
-
     return settings.get().sagemaker_markup
 
 

@@ -21,6 +21,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from finetune import settings
+from finetune.adaptors import botocore
+from finetune.aws.errors import translate
+from finetune.aws.session import connect
 from finetune.catalog import fx, instances, prices
 from finetune.catalog.cache import cache_age, stamp, write_prices, write_rates
 from finetune.catalog.usercache import cache_dir
@@ -141,8 +145,6 @@ def fetch_ecb(url: str | None = None, timeout: float = 15.0):
 
 def pricing_client():
     """A Pricing API client in us-east-1 (AWS_ENDPOINT_URL_PRICING redirects it)."""
-    from finetune.aws.session import connect
-
     return connect(region="us-east-1").client("pricing")
 
 
@@ -196,8 +198,6 @@ def refresh(
     Whatever a source returned is written even when the other failed; a failed source leaves
     its cache file untouched.
     """
-    from finetune import settings
-
     regions = check_regions(
         regions or ([settings.get().region] if settings.get().region else DEFAULT_REGIONS)
     )
@@ -220,13 +220,9 @@ def refresh(
 
 def _refresh_prices(result: RefreshResult, directory: Path, client, regions, backends, now) -> None:
     client = client or pricing_client()  # DependencyError when boto3 is missing
-    from botocore.exceptions import BotoCoreError, ClientError
-
     try:
         fetched = fetch_prices(client, regions, backends, now.date())
-    except (BotoCoreError, ClientError) as exc:
-        from finetune.aws.errors import translate
-
+    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
         why = str(translate(exc, "GetProducts", region="us-east-1")).replace("\n", " ")
         result.problems.append(f"AWS Pricing API: {why}")
         return

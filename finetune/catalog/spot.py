@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 
+from finetune.aws.errors import aws_errors
+from finetune.aws.session import connect
 from finetune.catalog import snapshot
 from finetune.catalog.prices import EC2, Price
 
@@ -84,9 +86,7 @@ def zone_prices(
     Uses EC2 DescribeSpotPriceHistory with StartTime=now, which returns the price in force in
     each zone; types EC2 does not price (retired ones) are simply absent from the result.
     """
-    from finetune.aws.errors import aws_errors
-
-    client = client or _ec2_client(region)
+    client = client or connect(region=region).client("ec2")
     latest: dict[tuple[str, str], dict] = {}
     with aws_errors("DescribeSpotPriceHistory", region=region):  # a CloudError with a fix
         for item in _history(client, instance_types, zone):
@@ -139,12 +139,6 @@ def _history(client, instance_types: list[str], zone: str = ""):
         kwargs["NextToken"] = page["NextToken"]
 
 
-def _ec2_client(region: str):
-    from finetune.aws.session import connect
-
-    return connect(region=region).client("ec2")
-
-
 def spot_prices(
     on_demand: list[Price], live: bool = False, client_for=None
 ) -> dict[tuple[str, str, str], SpotPrice]:
@@ -170,11 +164,8 @@ def spot_prices(
 
 
 # -- expected interruptions (what a spot estimate adds to the run's time) -------------------
-# The assumption, stated: AWS's Spot Instance Advisor groups instance types by "frequency of
-# interruption" over the trailing month in buckets <5 %, 5-10 %, 10-15 %, 15-20 % and >20 %;
-# GPU types mostly sit in the top buckets, so the estimate takes the top bucket's bound, 20 %
-# of instances interrupted a month (730 h), as a per-instance-hour rate -- erring on the
-# expensive side. A measured figure for one region and type is on the Advisor page.
+# An assumption, stated: the top bucket of AWS's Spot Instance Advisor, erring on the expensive
+# side (docs/decisions/062-spot-interruption-rate.md)
 INTERRUPTIONS_PER_MONTH = 0.20
 HOURS_PER_MONTH = 730.0
 INTERRUPTION_SOURCE = (

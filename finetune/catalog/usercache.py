@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from finetune import settings
+
 
 def cache_dir() -> Path:
     """The user cache that overrides the bundled snapshot: <FINETUNE_CACHE_DIR>/prices."""
-    from finetune import settings
-
     return settings.get().cache_dir / "prices"

@@ -7,19 +7,24 @@ from contextlib import contextmanager
 
 import typer
 
+from finetune import service
+from finetune.backends.base import Feature, Hooks
+from finetune.cli._plan_view import aligned, summary_lines, warnings
+from finetune.cli._progress import EpochDisplay
+from finetune.cli._render import echo_json, is_quiet
+from finetune.cli.runs import render_run
+from finetune.contracts.metrics import LOG_PREFIX
+from finetune.report.text import terminal_width, wrap_text
+from finetune.runs.views import run_dict, spent
+from finetune.service.logtext import epoch_text, for_people, remote
+
 
 def print_plan(preflight, as_json: bool = False, verbose: bool = False) -> None:
     """What to read first (warnings), the plan, then what the backend will do with it (where,
     how long, at what cost); ``verbose``: the estimate's every figure and source."""
-    from finetune.cli._plan_view import aligned, summary_lines, warnings
-
     if as_json:
-        from finetune.cli._render import echo_json
-
         echo_json(preflight.plan.model_dump(mode="json"))
         return
-    from finetune.report.text import terminal_width, wrap_text
-
     room = terminal_width() - 2  # the rows are indented by two
     for warning in warnings(preflight.plan):
         typer.echo(wrap_text(f"Warning: {warning}"))
@@ -33,8 +38,6 @@ def print_plan(preflight, as_json: bool = False, verbose: bool = False) -> None:
 
 def hooks():
     """Backend hooks for a terminal: messages on stderr, a progress bar for uploads there."""
-    from finetune.backends.base import Hooks
-
     return Hooks(
         notify=lambda message: typer.echo(message, err=True),
         progress=_progress if sys.stderr.isatty() else None,
@@ -69,28 +72,18 @@ def _progress(label: str, total: int):
 
 
 def epoch_line(e) -> str:
-    from finetune.service.logtext import epoch_text
-
     return f"  {epoch_text(e)}"
 
 
 def follow_run(run, backend, ledger, detach: bool, as_json: bool) -> None:
     """Follow until the run ends (or return at once with --detach), then summarise: a live
     bar per epoch on a terminal, plain lines otherwise, none with `finetune --quiet`."""
-    from finetune import service
-    from finetune.backends.base import Feature
-    from finetune.cli._progress import EpochDisplay
-    from finetune.cli._render import is_quiet
-    from finetune.runs.views import spent
-
     if detach:
         typer.echo(f"Detached. Follow with: finetune runs show {run.id}", err=True)
         return
     shown = {"epochs": 0}
     total = run.plan["hyperparameters"]["epochs"]
     display = EpochDisplay(total, quiet=is_quiet())
-
-    from finetune.service.logtext import remote
 
     def on_update(run, status, epochs, text):
         rest = display.feed(text or "")
@@ -132,9 +125,6 @@ def follow_run(run, backend, ledger, detach: bool, as_json: bool) -> None:
 def _echo_log(lines: list[str], echo) -> None:
     """The trainer's log lines, indented; its metric lines are shown as epoch lines instead
     (and its progress lines as the bar)."""
-    from finetune.contracts.metrics import LOG_PREFIX
-    from finetune.service.logtext import for_people
-
     for line in lines:
         shown = for_people(line) if LOG_PREFIX not in line else None
         if shown is not None:  # its other machine lines count epochs from 1, as people do
@@ -161,12 +151,7 @@ def _ask_stop(run) -> bool:
 
 
 def _finish(run, ledger, as_json: bool) -> None:
-    from finetune.cli.runs import render_run
-
     if as_json:
-        from finetune.cli._render import echo_json
-        from finetune.runs.views import run_dict
-
         echo_json(run_dict(run, ledger.epochs(run.id)))
     else:
         render_run(run, ledger)

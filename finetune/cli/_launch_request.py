@@ -16,10 +16,24 @@ from typing import Annotated
 
 import typer
 
-from finetune.cli._options import fields_marked, flag_set
-
-if typing.TYPE_CHECKING:
-    from finetune.service import LaunchRequest
+from finetune import service
+from finetune.backends.base import ResourceRequest
+from finetune.cli._options import (
+    Backend,
+    Budget,
+    Dataset,
+    Deadline,
+    Help,
+    Instance,
+    MaxEur,
+    Region,
+    Spot,
+    fields_marked,
+    flag_set,
+)
+from finetune.ranking import choose as pick
+from finetune.units.durations import parse_duration
+from finetune.units.eurocap import check_max_eur
 
 
 class _ToBackend:
@@ -34,37 +48,33 @@ Option = typer.Option
 
 # -- what to run, and where -------------------------------------------------------------------
 LaunchDataset = Annotated[
-    str | None,
-    Option(
-        help="Prepared dataset: folder or name under the data dir (default: the recipe's); for "
+    Dataset,
+    Help(
+        "Prepared dataset: folder or name under the data dir (default: the recipe's); for "
         "sagemaker and ec2 also the s3:// prefix an earlier launch uploaded it to."
     ),
 ]
-Backend = Annotated[
-    str | None, Option(help="Where to run: local (the default: this machine), sagemaker or ec2.")
+LaunchBackend = Annotated[
+    Backend[str | None], Help("Where to run: local (the default: this machine), sagemaker or ec2.")
 ]
-Instance = Annotated[
-    str | None,
-    Option(
-        help="EC2/SageMaker: instance type, e.g. g5.xlarge, p3.8xlarge or ml.p3.8xlarge; or "
+LaunchInstance = Annotated[
+    Instance,
+    Help(
+        "EC2/SageMaker: instance type, e.g. g5.xlarge, p3.8xlarge or ml.p3.8xlarge; or "
         "cheapest / fastest: picked (with the backend and --count) from `finetune plan`."
     ),
 ]
-Deadline = Annotated[
-    str | None,
-    Option(help="With --instance cheapest: the cheapest that finishes within this, e.g. 3h."),
+LaunchDeadline = Annotated[
+    Deadline, Help("With --instance cheapest: the cheapest that finishes within this, e.g. 3h.")
 ]
-Budget = Annotated[
-    float | None,
-    Option(help="With --instance fastest: the fastest that costs at most this many euros."),
+LaunchBudget = Annotated[
+    Budget, Help("With --instance fastest: the fastest that costs at most this many euros.")
 ]
 Count = Annotated[
     int,
     Option(min=1, help="EC2: instances (one per run); SageMaker: hosts of one job (lr scales)."),
 ]
-Spot = Annotated[
-    bool, Option("--spot", help="EC2/SageMaker: spot capacity (cheaper, interruptible).")
-]
+LaunchSpot = Annotated[Spot, Help("EC2/SageMaker: spot capacity (cheaper, interruptible).")]
 SkipChecksums = Annotated[
     bool,
     Option(
@@ -100,17 +110,17 @@ MaxWait = Annotated[
     ),
     TO_BACKEND,
 ]
-MaxEur = Annotated[
-    float | None, Option(help="EC2/SageMaker: never spend more than this many euros."), TO_BACKEND
+LaunchMaxEur = Annotated[
+    MaxEur, Help("EC2/SageMaker: never spend more than this many euros."), TO_BACKEND
 ]
 Image = Annotated[
     str | None,
     Option(help="SageMaker: training image URI (default: the one `finetune image push` pushed)."),
     TO_BACKEND,
 ]
-Region = Annotated[
-    str | None,
-    Option(help="EC2/SageMaker: AWS region (default: FINETUNE_REGION, then your AWS config)."),
+LaunchRegion = Annotated[
+    Region[str | None],
+    Help("EC2/SageMaker: AWS region (default: FINETUNE_REGION, then your AWS config)."),
     TO_BACKEND,
 ]
 SecurityGroup = Annotated[
@@ -163,19 +173,19 @@ class LaunchFlags:
     """The flags of `finetune launch` that say what to run and where, in --help's order."""
 
     dataset: LaunchDataset = None
-    backend: Backend = None
+    backend: LaunchBackend = None
     gpus: Gpus = None
     cpus: Cpus = None
-    instance: Instance = None
-    deadline: Deadline = None
-    budget: Budget = None
+    instance: LaunchInstance = None
+    deadline: LaunchDeadline = None
+    budget: LaunchBudget = None
     count: Count = 1
-    spot: Spot = False
+    spot: LaunchSpot = False
     max_runtime: MaxRuntime = None
     max_wait: MaxWait = None
-    max_eur: MaxEur = None
+    max_eur: LaunchMaxEur = None
     image: Image = None
-    region: Region = None
+    region: LaunchRegion = None
     security_group: SecurityGroup = None
     kms_key: KmsKey = None
     ami: Ami = None
@@ -203,13 +213,10 @@ class LaunchFlags:
             out[name] = tuple(value or ()) if repeatable else value
         return out
 
-    def request(self, recipe: str, overrides) -> LaunchRequest:
+    def request(self, recipe: str, overrides) -> service.LaunchRequest:
         """The service.LaunchRequest these flags ask for. --instance cheapest|fastest is
         replaced by the plan's pick (backend, instance, count, market, region; said on
         stderr); --deadline/--budget without a pick are refused (finetune.ranking.choose)."""
-        from finetune import service
-        from finetune.backends.base import ResourceRequest
-
         overrides = tuple(overrides or ())
         flags = self._picked(recipe, overrides)
         return service.LaunchRequest(
@@ -223,14 +230,9 @@ class LaunchFlags:
         )
 
     def _picked(self, recipe: str, overrides: tuple[str, ...]) -> LaunchFlags:
-        from finetune.ranking import choose as pick
-
         pick.check_flags(self.instance, self.deadline, self.budget)
         if self.instance is None or not pick.is_pick(self.instance):
             return self
-        from finetune.units.durations import parse_duration
-        from finetune.units.eurocap import check_max_eur
-
         deadline_s = parse_duration(self.deadline, "--deadline") if self.deadline else None
         choice = pick.choose(
             self.instance, recipe, self.dataset, overrides, backend=self.backend,

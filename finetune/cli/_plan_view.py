@@ -3,7 +3,14 @@ nothing of this module: the summary reads the plan, never the other way round.)"
 
 from __future__ import annotations
 
+import re
+import shutil
+import textwrap
 from typing import TYPE_CHECKING
+
+from finetune.plan.known import note
+from finetune.recipes.features import summary
+from finetune.report.text import duration as format_duration
 
 if TYPE_CHECKING:
     from finetune.plan import Plan
@@ -25,9 +32,6 @@ def aligned(rows: list[tuple[str, str]], width: int | None = None) -> list[str]:
     """(label, value) rows as ``label  value`` lines, the values in one column, wrapped at
     spaces to ``width`` columns (default: the terminal's; COLUMNS wins); a path longer than
     a line stays whole, so it can be copied."""
-    import shutil
-    import textwrap
-
     pad = max((len(label) for label, _ in rows), default=0) + 2
     room = max((width or shutil.get_terminal_size((80, 24)).columns) - pad, 20)
     out = []
@@ -65,8 +69,6 @@ def summary_rows(plan: Plan, verbose: bool = False) -> list[tuple[str, str]]:
         ),
         ("preprocessing", _preprocessing(plan)),
     ]
-    from finetune.recipes.features import summary
-
     if summary(r):
         rows.append(("features", summary(r)))
     estimate = _estimate_rows(plan.estimate) if verbose else _short_estimate(plan.estimate)
@@ -133,8 +135,6 @@ def _estimate_rows(estimate) -> list[tuple[str, str]]:
 
 
 def _dataset(ds) -> str:
-    from finetune.plan.known import note
-
     return note(ds) if ds.counts_only else f"{ds.name} at {ds.path}"
 
 
@@ -145,8 +145,6 @@ def _short_estimate(est) -> list[tuple[str, str]]:
         return []
     if not est.known:  # no estimate: its summary says why (one or two lines)
         return [("estimate" if i == 0 else "", line) for i, line in enumerate(est.summary)]
-    from finetune.report.text import duration as format_duration
-
     time = "~" + format_duration(est.seconds) if est.seconds is not None else "time unknown"
     band = ""
     if (
@@ -156,8 +154,6 @@ def _short_estimate(est) -> list[tuple[str, str]]:
     ):
         low, high = format_duration(est.seconds_low), format_duration(est.seconds_high)
         band = f" (likely {low} to {high}, {est.eur_low:.2f} to {est.eur_high:.2f} EUR)"
-    import re
-
     basis = "your own measured runs" if est.throughput_measured else "finetune's performance model"
     # the first summary line is "13.69 EUR/h for 4x V100[ (spot, ...)]"
     found = re.search(r" for (\d+x \S+)", est.summary[0]) if est.summary else None

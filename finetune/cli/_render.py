@@ -1,4 +1,5 @@
-"""Shared rendering helpers for the CLI: progress bars, JSON output, messages."""
+"""Shared rendering helpers for the CLI: progress bars, JSON output, messages. The root group
+imports this module for --quiet: it stays light (rich is imported when a bar is shown)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import typer
+
+from finetune.errors import UsageError, did_you_mean
+from finetune.report.text import key_of, rows_to_csv, table_text
 
 _QUIET = {"on": False}  # `finetune --quiet`: no live progress, no per-epoch lines
 
@@ -83,15 +87,11 @@ def rich_table(
     columns headed in ``text`` are text (left, wrapping at spaces) even where their cells
     start with a digit ('16 gpu ml.p4d.24xlarge', '028.camel'); ``wrap`` and ``cut``: as
     report.text.table_text takes them."""
-    from finetune.report.text import table_text
-
     typer.echo(table_text(headers, rows, text=text, wrap=wrap, cut=cut))
 
 
 def check_format(fmt: str, choices: tuple[str, ...]) -> str:
     """``fmt`` in lower case if it is one of ``choices``, else a UsageError."""
-    from finetune.errors import UsageError, did_you_mean
-
     low = fmt.strip().lower()
     if low not in choices:
         raise UsageError(
@@ -105,13 +105,6 @@ def check_format(fmt: str, choices: tuple[str, ...]) -> str:
 # --format table|json|csv; JSON keys are the table's headers in snake_case (report.text's
 # key_of and header_of: one rule for every table).
 FORMATS = ("table", "json", "csv")
-
-
-def key_of(header: str) -> str:
-    """The JSON/CSV field name of a table header (report.text.key_of, the one rule)."""
-    from finetune.report.text import key_of as rule
-
-    return rule(header)
 
 
 def output_format(fmt: str, as_json: bool = False, choices: tuple[str, ...] = FORMATS) -> str:
@@ -135,27 +128,8 @@ def emit_table(
     if fmt == "json":
         echo_json(records)
     elif fmt == "csv":
-        from finetune.report.text import csv_text
-
         keys = list(fields) if fields else [key_of(h) for h in headers]
         rows = [["" if r.get(k) is None else r.get(k) for k in keys] for r in records]
-        typer.echo(csv_text(keys, rows), nl=False)
+        typer.echo(rows_to_csv(keys, rows), nl=False)
     else:
         rich_table(headers, cells, text, wrap, cut)
-
-
-def record_csv(record: dict) -> str:
-    """A record as two-column CSV (key, value); nested keys joined by dots, lists as JSON."""
-    from finetune.report.text import csv_text
-    from finetune.service.logtext import printable
-
-    def flat(d: dict, prefix: str = ""):
-        for k, v in d.items():
-            if isinstance(v, dict):
-                yield from flat(v, f"{prefix}{k}.")
-            else:
-                text = json.dumps(v, default=str) if isinstance(v, list) else v
-                text = printable(text) if isinstance(text, str) else text  # remote strings
-                yield [f"{prefix}{k}", "" if text is None else text]
-
-    return csv_text(["key", "value"], list(flat(record)))

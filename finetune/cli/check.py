@@ -1,33 +1,40 @@
 """`finetune check`: is this machine and account ready for a cloud run? One line per item,
-ok / missing / unknown, each not ok with its fix; exit 1 while anything is missing."""
+ok / missing / unknown, each not ok with its fix; exit 1 while anything is missing, and
+"Ready" only when nothing is missing or unknown."""
 
 from __future__ import annotations
 
+import textwrap
+from typing import Annotated
+
 import typer
+
+from finetune.cli._options import Backend, Format, Help, Instance, Region, Spot, typed_flags
+from finetune.cli._render import check_format, echo_json
+from finetune.report.text import terminal_width
+from finetune.service import readiness
 
 MARK = {"ok": "ok", "missing": "MISSING", "unknown": "unknown"}
 
 
+@typed_flags
 def check(
-    backend: str = typer.Option(
-        None, help="Check this backend only (default: every cloud backend, or --instance's)."
-    ),
-    instance: str = typer.Option(
-        None, help="The instance type whose GPU quota to check (default: g5.xlarge's family)."
-    ),
-    spot: bool = typer.Option(False, "--spot", help="Check the spot quota instead."),
-    region: str = typer.Option(
-        None, help="AWS region (default: FINETUNE_REGION, then your config)."
-    ),
-    fmt: str = typer.Option("table", "--format", help="table or json (any case)."),
+    backend: Annotated[
+        Backend[str | None],
+        Help("Check this backend only (default: every cloud backend, or --instance's)."),
+    ] = None,
+    instance: Annotated[
+        Instance,
+        Help("The instance type whose GPU quota to check (default: g5.xlarge's family)."),
+    ] = None,
+    spot: Annotated[Spot, Help("Check the spot quota instead.")] = False,
+    region: Region[str | None] = None,
+    fmt: Annotated[Format, Help("table or json (any case).")] = "table",
 ) -> None:
     """Check credentials, region, bucket, image, run role and GPU quota, with each fix.
 
     Read-only, like `sky check`: nothing is created. Exits 1 while an item is missing.
     `finetune infra check` audits the account's run roles (an administrator's check)."""
-    from finetune.cli._render import check_format, echo_json
-    from finetune.service import readiness
-
     fmt = check_format(fmt, ("table", "json"))
     report = readiness.check(backend, region, instance, spot)
     if fmt == "json":
@@ -35,13 +42,11 @@ def check(
     else:
         for line in _lines(report):
             typer.echo(line)
-    if not report.ready:
+    if report.blocked:
         raise typer.Exit(1)
 
 
 def _lines(report) -> list[str]:
-    from finetune.report.text import terminal_width
-
     width = max(terminal_width(), 60)
     out = []
     for section, items in report.sections.items():
@@ -52,17 +57,22 @@ def _lines(report) -> list[str]:
             out += _wrap(item.detail, width, head, pad)
             if item.status != "ok" and item.fix:
                 out += _wrap(item.fix, width, pad + "fix: ", pad + "     ")
-    missing = sum(i.status == "missing" for items in report.sections.values() for i in items)
-    ready = "Ready for cloud runs." if "account" in report.sections else "Ready."  # local only
-    out.append(ready if not missing
-               else f"Not ready: {missing} missing (each with its fix above).")  # fmt: skip
+    out.append(_verdict(report))
     return out
+
+
+def _verdict(report) -> str:
+    missing, unknown = report.count("missing"), report.count("unknown")
+    if missing:
+        also = f", {unknown} unknown" if unknown else ""
+        return f"Not ready: {missing} missing{also} (each with its fix above)."
+    if unknown:
+        return f"Not confirmed: {unknown} unknown, nothing missing (each with its fix above)."
+    return "Ready for cloud runs." if "account" in report.sections else "Ready."  # local only
 
 
 def _wrap(text: str, width: int, first: str, rest: str) -> list[str]:
     """``text`` in lines of ``width``, broken at spaces only (ARNs and URIs stay whole where
     they fit)."""
-    import textwrap
-
     return textwrap.wrap(text, width, initial_indent=first, subsequent_indent=rest,
                          break_on_hyphens=False)  # fmt: skip

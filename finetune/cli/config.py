@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
-from finetune.cli._options import Format, Json
+from finetune import settings
+from finetune.cli._options import Format, Help, Json, typed_flags
+from finetune.cli._render import echo_json, emit_table, info, output_format
+from finetune.settings import configfile as config
 
 app = typer.Typer(
     help="Settings (region, bucket, role_arn, profile, data_dir, cache_dir): show where each "
@@ -17,10 +22,6 @@ app = typer.Typer(
 @app.command("show")
 def show(fmt: Format = "table", as_json: Json = False):
     """Every setting, its value and where it came from (environment, config file, default)."""
-    from finetune import settings
-    from finetune.cli._render import echo_json, emit_table, info, output_format
-    from finetune.settings import configfile as config
-
     fmt = output_format(fmt, as_json)
     entries = settings.show()
     if fmt == "json":  # the records, and which file they were read from
@@ -32,24 +33,24 @@ def show(fmt: Format = "table", as_json: Json = False):
     info(f"Config file: {config.path()}{exists}")
 
 
+# the setting both `config set` and `config unset` name
+Key = Annotated[str, typer.Argument()]
+
+
 @app.command("set")
+@typed_flags
 def set_(
-    key: str = typer.Argument(..., help="A setting, e.g. region, bucket, role_arn, data_dir."),
+    key: Annotated[Key, Help("A setting, e.g. region, bucket, role_arn, data_dir.")],
     value: str = typer.Argument(..., help="Its value (checked before the file is written)."),
 ) -> None:
     """Write KEY = VALUE into the config file (created if needed)."""
-    from finetune import settings
-    from finetune.cli._render import info
-
     file = settings.set_value(key, value)
     info(f"Set {settings.check_key(key)} in {file}.")
 
 
 @app.command("unset")
-def unset(key: str = typer.Argument(..., help="The setting to remove from the config file.")):
+@typed_flags
+def unset(key: Annotated[Key, Help("The setting to remove from the config file.")]) -> None:
     """Remove KEY from the config file (its default, or the environment, applies again)."""
-    from finetune import settings
-    from finetune.cli._render import info
-
     file = settings.set_value(key, None)
     info(f"Removed {settings.check_key(key)} from {file}.")

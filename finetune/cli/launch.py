@@ -6,20 +6,22 @@ from typing import Annotated
 
 import typer
 
+from finetune import service
+from finetune.cli._follow import follow_run, hooks, print_plan
 from finetune.cli._launch_request import LaunchFlags
-from finetune.cli._options import Json, takes_flag_sets
+from finetune.cli._options import DryRun, Format, Help, Json, Overrides, typed_flags
+from finetune.cli._records import record_csv
+from finetune.cli._render import output_format
+from finetune.runs.ledger import open_default
 
 OptionalRecipe = Annotated[
     str | None,
     typer.Argument(help="Recipe name (see `finetune recipes list`) or path to a recipe YAML."),
 ]
-Overrides = Annotated[
-    list[str] | None,
-    typer.Argument(
-        help="Recipe overrides as key=value, e.g. epochs=2 optimizer.lr_per_device=0.002."
-    ),
+LaunchOverrides = Annotated[
+    Overrides, Help("Recipe overrides as key=value, e.g. epochs=2 optimizer.lr_per_device=0.002.")
 ]
-DryRun = Annotated[bool, typer.Option("--dry-run", help="Show the plan and exit; run nothing.")]
+LaunchDryRun = Annotated[DryRun, Help("Show the plan and exit; run nothing.")]
 Verbose = Annotated[
     bool,
     typer.Option("--verbose", "-v", help="With the plan: the estimate's every figure and source."),
@@ -27,18 +29,17 @@ Verbose = Annotated[
 Detach = Annotated[bool, typer.Option("--detach", help="Start the run and return at once.")]
 Resume = Annotated[str | None, typer.Option(help="Resume this run (id) from its last checkpoint.")]
 LaunchFormat = Annotated[
-    str,
-    typer.Option("--format", help="table, json (the plan / final run) or csv (--dry-run's plan)."),
+    Format, Help("table, json (the plan / final run) or csv (--dry-run's plan).")
 ]
 
 
-@takes_flag_sets
+@typed_flags
 def launch(
     recipe: OptionalRecipe = None,
-    overrides: Overrides = None,
+    overrides: LaunchOverrides = None,
     *,
     flags: LaunchFlags,
-    dry_run: DryRun = False,
+    dry_run: LaunchDryRun = False,
     verbose: Verbose = False,
     detach: Detach = False,
     resume: Resume = None,
@@ -49,10 +50,6 @@ def launch(
     number of devices; the derived values are shown before anything runs. Each backend takes
     the options marked with its name; --dry-run runs every check a launch runs and creates
     nothing."""
-    from finetune import service
-    from finetune.cli._follow import hooks, print_plan
-    from finetune.cli._render import output_format, record_csv
-
     fmt = output_format(fmt, as_json)
     as_json = fmt == "json"
     if resume:
@@ -74,10 +71,6 @@ def launch(
 
 def _resume(run_id: str, detach: bool, as_json: bool) -> None:
     """Resume run ``run_id`` from its last checkpoint, then follow it."""
-    from finetune import service
-    from finetune.cli._follow import follow_run, hooks
-    from finetune.runs.ledger import open_default
-
     with open_default() as ledger:
         run, be = service.resume(ledger, run_id, hooks())
         typer.echo(f"Resumed {run.id} from its last checkpoint.", err=True)
@@ -86,10 +79,6 @@ def _resume(run_id: str, detach: bool, as_json: bool) -> None:
 
 def _start(planned, detach: bool, as_json: bool) -> None:
     """Record and start the planned run, then follow it (or return at once: --detach)."""
-    from finetune import service
-    from finetune.cli._follow import follow_run
-    from finetune.runs.ledger import open_default
-
     with open_default() as ledger:
         run = service.launch(planned.plan, planned.backend, ledger)
         be = planned.backend

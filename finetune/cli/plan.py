@@ -2,43 +2,118 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import Annotated
 
 import typer
 
-from finetune.cli._options import Dataset, Recipe
+from finetune.cli._options import (
+    Backend,
+    Budget,
+    Classes,
+    Dataset,
+    Deadline,
+    Engine,
+    Epochs,
+    Format,
+    Help,
+    Option,
+    Overrides,
+    Plot,
+    Recipe,
+    Region,
+    SpotOrOnDemand,
+    flag_set,
+    typed_flags,
+)
+from finetune.cli._render import check_format
+from finetune.ranking.plot import plot_plan
+from finetune.ranking.rank import plan_recipe
+from finetune.ranking.render import FORMATS, render
+from finetune.report.plot import check_path
+from finetune.units.durations import parse_duration
+from finetune.units.eurocap import check_max_eur
 
 
+@flag_set
+class Workload:
+    """What is planned: the dataset (or its counts alone) and the epochs."""
+
+    dataset: Dataset = None
+    epochs: Annotated[Epochs[int | None], Help("Epochs to plan for (default: the recipe's).")] = (
+        None
+    )
+    images: Annotated[
+        int | None,
+        Option(min=1, help="Plan from counts alone: training images an epoch (with --classes)."),
+    ] = None
+    classes: Annotated[Classes[int | None], Help("With --images: the dataset's classes.")] = None
+
+    def counts(self) -> tuple[int, int] | None:
+        """(images, classes) to plan from counts alone; refused unless both or neither."""
+        if (self.images is None) != (self.classes is None) or (self.images and self.dataset):
+            raise typer.BadParameter(
+                "give --images and --classes together, instead of --dataset", param_hint="--images"
+            )
+        return (self.images, self.classes) if self.images and self.classes else None
+
+
+@flag_set
+class Picks:
+    """The two runs named on top: the cheapest within a time, the fastest within euros."""
+
+    deadline: Annotated[Deadline, Help("Pick the cheapest done within this, e.g. 3h.")] = None
+    budget: Annotated[Budget, Help("Pick the fastest that costs at most this (EUR).")] = None
+
+
+@flag_set
+class Offers:
+    """Which ways to run the recipe are weighed."""
+
+    spot: Annotated[
+        SpotOrOnDemand[bool | None], Help("Only spot, or only on-demand (default: both).")
+    ] = None
+    region: Annotated[
+        Region[list[str] | None],
+        Help("Region to price (repeat; default: FINETUNE_REGION, else us-east-1)."),
+    ] = None
+    backend: Annotated[
+        Backend[str | None], Help("Only this cloud backend (default: every one).")
+    ] = None
+    engine: Annotated[
+        Engine[str | None], Help("torch or mxnet (default: the recipe's engine).")
+    ] = None
+    max_hosts: Annotated[
+        int, Option(min=1, max=64, help="Instances per run to consider (1..N).")
+    ] = 4
+    live_spot: Annotated[
+        bool,
+        Option("--live-spot", help="Spot rows at EC2's current spot prices (needs credentials)."),
+    ] = False
+
+
+@flag_set
+class Shown:
+    """What is printed, and drawn."""
+
+    fmt: Annotated[Format, Help("table, json or csv.")] = "table"
+    top: Annotated[int, Option(min=1, help="Table: show the N cheapest rows (and the picks).")] = 10
+    all_rows: Annotated[bool, Option("--all", help="Table: show every row.")] = False
+    explain: Annotated[
+        bool,
+        Option("--explain", help="Table: each shown row's throughput, its band and its source."),
+    ] = False
+    plot: Annotated[Plot, Help("Also draw time vs euros into this .png or .svg.")] = None
+
+
+@typed_flags
 def plan(
     recipe: Recipe,
-    overrides: list[str] = typer.Argument(None, help="Recipe overrides as key=value."),
-    dataset: Dataset = None,
-    epochs: int = typer.Option(None, min=1, help="Epochs to plan for (default: the recipe's)."),
-    images: int = typer.Option(
-        None, min=1, help="Plan from counts alone: training images an epoch (with --classes)."
-    ),
-    classes: int = typer.Option(None, min=2, help="With --images: the dataset's classes."),
-    deadline: str = typer.Option(None, help="Pick the cheapest done within this, e.g. 3h."),
-    budget: float = typer.Option(None, help="Pick the fastest that costs at most this (EUR)."),
-    spot: bool = typer.Option(
-        None, "--spot/--no-spot", help="Only spot, or only on-demand (default: both)."
-    ),
-    region: list[str] = typer.Option(
-        None, help="Region to price (repeat; default: FINETUNE_REGION, else us-east-1)."
-    ),
-    backend: str = typer.Option(None, help="Only this cloud backend (default: every one)."),
-    engine: str = typer.Option(None, help="torch or mxnet (default: the recipe's engine)."),
-    max_hosts: int = typer.Option(4, min=1, max=64, help="Instances per run to consider (1..N)."),
-    live_spot: bool = typer.Option(
-        False, "--live-spot", help="Spot rows at EC2's current spot prices (needs credentials)."
-    ),
-    fmt: str = typer.Option("table", "--format", help="table, json or csv."),
-    top: int = typer.Option(10, min=1, help="Table: show the N cheapest rows (and the picks)."),
-    all_rows: bool = typer.Option(False, "--all", help="Table: show every row."),
-    explain: bool = typer.Option(
-        False, "--explain", help="Table: each shown row's throughput, its band and its source."
-    ),
-    plot: Path = typer.Option(None, help="Also draw time vs euros into this .png or .svg."),
+    overrides: Overrides = None,
+    *,
+    work: Workload,
+    picks: Picks,
+    offers: Offers,
+    shown: Shown,
 ) -> None:
     """Every instance type x GPUs x hosts x region x market x backend that can run RECIPE's
     engine: predicted time and euros, ranked by euros with the Pareto front marked; the
@@ -47,38 +122,26 @@ def plan(
     the cheaper wins). The table shows the --top rows; JSON and CSV carry every row and field.
     Needs only the dataset's counts: Caltech-256 plans before it is downloaded. Estimates
     only: nothing is created and no AWS call is made."""
-    from finetune.cli._render import check_format
-    from finetune.ranking.rank import plan_recipe
-    from finetune.ranking.render import FORMATS, render
-    from finetune.units.durations import parse_duration
-    from finetune.units.eurocap import check_max_eur
-
-    fmt = check_format(fmt, FORMATS)
-    if (images is None) != (classes is None) or (images and dataset):
-        raise typer.BadParameter(
-            "give --images and --classes together, instead of --dataset", param_hint="--images"
-        )
-    if plot:
-        from finetune.report.plot import check_path
-
-        check_path(plot)
-    extra = [f"engine={engine}"] if engine else []
-    extra += [f"schedule.epochs={epochs}"] if epochs else []
+    fmt = check_format(shown.fmt, FORMATS)
+    counts = work.counts()
+    if shown.plot:
+        check_path(shown.plot)
+    extra = [f"engine={offers.engine}"] if offers.engine else []
+    extra += [f"schedule.epochs={work.epochs}"] if work.epochs else []
     result = plan_recipe(
         recipe,
-        dataset,
+        work.dataset,
         [*(overrides or ()), *extra],
-        regions=tuple(region or ()),
-        backend=backend,
-        spot=spot,
-        deadline_s=parse_duration(deadline, "--deadline") if deadline else None,
-        budget_eur=check_max_eur(budget, "--budget"),
-        max_hosts=max_hosts,
-        live_spot=live_spot,
-        counts=(images, classes) if images else None,
+        regions=tuple(offers.region or ()),
+        backend=offers.backend,
+        spot=offers.spot,
+        deadline_s=parse_duration(picks.deadline, "--deadline") if picks.deadline else None,
+        budget_eur=check_max_eur(picks.budget, "--budget"),
+        max_hosts=offers.max_hosts,
+        live_spot=offers.live_spot,
+        counts=counts,
     )
-    typer.echo(render(result, fmt, top=None if all_rows else top, explain=explain), nl=False)
-    if plot:
-        from finetune.ranking.plot import plot_plan
-
-        typer.echo(f"Plot written to {plot_plan(result, plot)}", err=True)
+    top = None if shown.all_rows else shown.top
+    typer.echo(render(result, fmt, top=top, explain=shown.explain), nl=False)
+    if shown.plot:
+        typer.echo(f"Plot written to {plot_plan(result, shown.plot)}", err=True)

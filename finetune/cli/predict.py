@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
+from typing import Annotated
 
 import typer
 
+from finetune.cli._options import Format, Help, MaxPixels, Out, Overwrite, typed_flags
+from finetune.cli._progress import working
+from finetune.cli._render import check_format, echo_json, info, rich_table
 from finetune.data.imaging import MAX_PIXELS
+from finetune.inference.predict import export as run_export
+from finetune.inference.predict import predict as run_predict
+from finetune.report.text import percent, rows_to_csv
+from finetune.textsafe import printable
 
 _RUN = typer.Argument(
     ..., help="Run id (or a unique prefix), or the path of a model folder (e.g. an unpacked "
@@ -14,31 +22,27 @@ _RUN = typer.Argument(
 )  # fmt: skip
 
 
+@typed_flags
 def predict(
     run: str = _RUN,
     images: list[str] = typer.Argument(
         ..., help="Image files, or folders whose images (searched recursively) are classified."
     ),
     top_k: int = typer.Option(5, "--top-k", min=1, help="Classes to show per image, best first."),
-    fmt: str = typer.Option(
-        "table", "--format", help="table, json or csv (any case). JSON and CSV go to stdout."
-    ),
-    max_pixels: int = typer.Option(
-        MAX_PIXELS,
-        "--max-pixels",
-        min=1,
-        help="Skip (and list) images with more pixels than this, before decoding them, as "
-        "`prepare` does: a small file can decode to gigabytes.",
-    ),
+    fmt: Annotated[
+        Format, Help("table, json or csv (any case). JSON and CSV go to stdout.")
+    ] = "table",
+    max_pixels: Annotated[
+        MaxPixels,
+        Help(
+            "Skip (and list) images with more pixels than this, before decoding them, as "
+            "`prepare` does: a small file can decode to gigabytes."
+        ),
+    ] = MAX_PIXELS,
 ) -> None:
     """Classify images with a run's model, applying exactly the validation preprocessing
     the run recorded (preprocessing.json), in batches, with the run's engine. Files that
     are not readable images are skipped and listed on stderr; the exit code is then 3."""
-    from finetune.cli._progress import working
-    from finetune.cli._render import check_format, echo_json, rich_table
-    from finetune.inference.predict import predict as run_predict
-    from finetune.service.logtext import printable
-
     fmt = check_format(fmt, ("table", "json", "csv"))
     with working(f"Classifying with {run}'s model (loading its engine takes a while)"):
         result = run_predict(run, images, top_k, max_pixels)
@@ -62,25 +66,23 @@ def predict(
         raise error  # after the good ones were printed: stderr and a non-zero exit
 
 
+@typed_flags
 def export(
     run: str = _RUN,
-    out: Path = typer.Option(
-        None, "--out", help="Folder to create (default: ./RUN-export). It must not exist yet."
-    ),
-    overwrite: bool = typer.Option(
-        False,
-        "--overwrite",
-        help="Replace --out if an earlier `finetune export` wrote it and it holds nothing else "
-        "(never '/', the home or the current folder).",
-    ),
+    out: Annotated[
+        Out, Help("Folder to create (default: ./RUN-export). It must not exist yet.")
+    ] = None,
+    overwrite: Annotated[
+        Overwrite,
+        Help(
+            "Replace --out if an earlier `finetune export` wrote it and it holds nothing else "
+            "(never '/', the home or the current folder)."
+        ),
+    ] = False,
 ) -> None:
     """Export a run's model with its class map (classes.json) and preprocessing
     (preprocessing.json): ONNX (model.onnx, input "data" N x 3 x S x S) for the torch
     engine, the symbol + params pair for MXNet."""
-    from finetune.cli._progress import working
-    from finetune.cli._render import info
-    from finetune.inference.predict import export as run_export
-
     with working(f"Exporting {run}'s model (loading its engine takes a while)"):
         folder = run_export(run, out, overwrite)
     files = ", ".join(sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")))
@@ -91,11 +93,6 @@ def _table(predictions) -> tuple[str, list[list[str]]]:
     """(the images' common folder, or "" where there is none, and the table's rows: image
     relative to that folder on its first row, rank, class, probability as report.text's
     percent). Paths and class names arrive as the user's files named them: shown inert."""
-    import os
-
-    from finetune.report.text import percent
-    from finetune.service.logtext import printable
-
     names = [p.image for p in predictions]
     folder = os.path.commonpath([os.path.dirname(n) for n in names]) if names else ""
     rows = []
@@ -107,8 +104,6 @@ def _table(predictions) -> tuple[str, list[list[str]]]:
 
 
 def _csv(predictions) -> str:
-    from finetune.report.text import csv_text
-
     rows = [
         [p.image, rank, c, label, f"{q:.6g}"]
         for p in predictions
@@ -116,4 +111,4 @@ def _csv(predictions) -> str:
             zip(p.classes, p.labels, p.probabilities, strict=True), start=1
         )
     ]
-    return csv_text(["image", "rank", "class", "label", "probability"], rows)
+    return rows_to_csv(["image", "rank", "class", "label", "probability"], rows)

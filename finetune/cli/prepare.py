@@ -3,12 +3,28 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 
-from finetune.cli._options import Json, flag_set, takes_flag_sets
+from finetune import settings
+from finetune.cli._options import (
+    Format,
+    Help,
+    Json,
+    MaxPixels,
+    Option,
+    Out,
+    Overwrite,
+    flag_set,
+    typed_flags,
+)
+from finetune.cli._records import record_csv
+from finetune.cli._render import echo_json, output_format, progress_bars
+from finetune.data import datasets
 from finetune.data.imaging import MAX_PIXELS
+from finetune.data.sources import ExtractLimits
+from finetune.data.summary import summary_lines
 
 app = typer.Typer(
     help="Package images into MXNet RecordIO (.rec/.idx/.lst) with a seeded train/val split "
@@ -16,15 +32,22 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 
-OUT_HELP = "Output folder. Default: <data dir>/datasets/NAME (FINETUNE_DATA_DIR sets the data dir)."
-Option = typer.Option
+T = TypeVar("T")
+# both sources take it: caltech256 with a default, folder instead of --val-ratio
+TrainPerClass = Annotated[T, Option("--train-per-class", min=1)]
 
 
 @flag_set
 class PrepareFlags:
     """The flags both sources share: where the dataset goes and how its images are packed."""
 
-    out: Annotated[Path | None, Option("--out", help=OUT_HELP)] = None
+    out: Annotated[
+        Out,
+        Help(
+            "Output folder. Default: <data dir>/datasets/NAME (FINETUNE_DATA_DIR sets the data "
+            "dir)."
+        ),
+    ] = None
     seed: Annotated[
         int, Option(help="Seed of the per-class shuffle that picks the training images.")
     ] = 0
@@ -49,9 +72,7 @@ class PrepareFlags:
             "below it they are skipped and listed in the manifest.",
         ),
     ] = 0.05
-    overwrite: Annotated[
-        bool, Option("--overwrite", help="Replace a different dataset already in --out.")
-    ] = False
+    overwrite: Annotated[Overwrite, Help("Replace a different dataset already in --out.")] = False
     test_ratio: Annotated[
         float | None,
         Option(
@@ -64,19 +85,15 @@ class PrepareFlags:
         Option(min=1, help="Instead of --test-ratio: hold out this many test images per class."),
     ] = None
     max_pixels: Annotated[
-        int,
-        Option(
-            "--max-pixels",
-            min=1,
-            help="Skip (and list) images with more pixels than this, before decoding them: "
-            "a small file can decode to gigabytes.",
+        MaxPixels,
+        Help(
+            "Skip (and list) images with more pixels than this, before decoding them: "
+            "a small file can decode to gigabytes."
         ),
     ] = MAX_PIXELS
 
     def library_kwargs(self, name: str) -> dict:
         """These flags as keyword arguments of finetune.data.datasets for dataset ``name``."""
-        from finetune import settings
-
         return dict(
             out=self.out or settings.get().datasets_dir / name,
             name=name,
@@ -96,12 +113,12 @@ class PrepareFlags:
 
 
 ManifestFormat = Annotated[
-    str, Option("--format", help="table (a summary), json or csv (key,value): the manifest.")
+    Format, Help("table (a summary), json or csv (key,value): the manifest.")
 ]
 
 
 @app.command("caltech256")
-@takes_flag_sets
+@typed_flags
 def caltech256(
     source: str = typer.Option(
         None,
@@ -111,7 +128,7 @@ def caltech256(
     sha256: str = typer.Option(
         None, help="Expected sha256 of the archive (default: check the published MD5/SHA-512)."
     ),
-    train_per_class: int = typer.Option(60, min=1, help="Training images per class."),
+    train_per_class: Annotated[TrainPerClass[int], Help("Training images per class.")] = 60,
     exclude_clutter: bool = typer.Option(
         False, "--exclude-clutter", help="Leave out 257.clutter (256 classes instead of 257)."
     ),
@@ -132,11 +149,6 @@ def caltech256(
 ) -> None:
     """Prepare Caltech-256 as in MXNet's caltech256.sh, but reproducible: N training images
     per class by seeded shuffle, all others for validation, one shared class map."""
-    from finetune import settings
-    from finetune.cli._render import output_format, progress_bars
-    from finetune.data import datasets
-    from finetune.data.sources import ExtractLimits
-
     fmt = output_format(fmt, as_json)  # before any work: a typo should not wait
     limits = ExtractLimits(int(max_extract_mb * 2**20), int(max_extract_gb * 2**30))
     kw = packing.library_kwargs("caltech256")
@@ -155,16 +167,17 @@ def caltech256(
 
 
 @app.command("folder")
-@takes_flag_sets
+@typed_flags
 def folder(
     root: Path = typer.Argument(..., help="Folder with one sub-folder of images per class."),
     name: str = typer.Option(None, help="Dataset name (file prefix). Default: the folder name."),
     val_ratio: float = typer.Option(
         None, help="Fraction of each class for validation (default 0.2 unless --train-per-class)."
     ),
-    train_per_class: int = typer.Option(
-        None, min=1, help="Instead of --val-ratio: this many training images per class."
-    ),
+    train_per_class: Annotated[
+        TrainPerClass[int | None],
+        Help("Instead of --val-ratio: this many training images per class."),
+    ] = None,
     exclude: list[str] = typer.Option([], help="Class folder to leave out (repeatable)."),
     *,
     packing: PrepareFlags,
@@ -172,9 +185,6 @@ def folder(
     as_json: Json = False,
 ) -> None:
     """Prepare any folder-per-class image set (jpg, jpeg, png, bmp, webp)."""
-    from finetune.cli._render import output_format, progress_bars
-    from finetune.data import datasets
-
     fmt = output_format(fmt, as_json)  # before any work: a typo should not wait
     name = name or root.resolve().name
     if val_ratio is None and train_per_class is None:
@@ -189,9 +199,6 @@ def folder(
 
 
 def _report(result, fmt: str) -> None:
-    from finetune.cli._render import echo_json, record_csv
-    from finetune.data.summary import summary_lines
-
     if fmt == "json":
         echo_json(result.manifest.model_dump(mode="json"))
         return

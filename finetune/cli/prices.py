@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 import json
+from typing import Annotated
 
 import typer
+
+from finetune import settings
+from finetune.catalog import prices
+from finetune.catalog.refresh import refresh as do_refresh
+from finetune.catalog.spot import DEFAULT_SOURCE
+from finetune.cli._options import Backend, Format, Help, Region, SpotOrOnDemand, typed_flags
+from finetune.cli._render import check_format, info
+from finetune.estimate.price_table import list_offers
+from finetune.report.text import header_of, rows_to_csv, table_text, wrap_text
 
 app = typer.Typer(
     help="GPU instances with their hourly price in EUR, on-demand and spot, like "
@@ -18,28 +28,29 @@ FORMATS = ("table", "json", "csv")
 
 
 @app.callback()
+@typed_flags
 def list_prices(
     ctx: typer.Context,
     gpu: str = typer.Option(None, help="Only instances with this GPU model, e.g. V100, A10G, L4."),
-    region: str = typer.Option(
-        None, help="Only this region, e.g. eu-west-1. Default: FINETUNE_REGION, else all."
-    ),
-    backend: str = typer.Option(None, help="Only this backend: ec2 or sagemaker (ml.* types)."),
-    spot: bool = typer.Option(
-        False,
-        "--spot/--no-spot",
-        help="Ask EC2 for current spot prices (needs AWS credentials). Without it, spot prices "
-        "are the catalog snapshot's regional median (else a default discount), marked '~'.",
-    ),
-    fmt: str = typer.Option("table", "--format", help="table, json or csv."),
+    region: Annotated[
+        Region[str | None],
+        Help("Only this region, e.g. eu-west-1. Default: FINETUNE_REGION, else all."),
+    ] = None,
+    backend: Annotated[
+        Backend[str | None], Help("Only this backend: ec2 or sagemaker (ml.* types).")
+    ] = None,
+    spot: Annotated[
+        SpotOrOnDemand[bool],
+        Help(
+            "Ask EC2 for current spot prices (needs AWS credentials). Without it, spot prices "
+            "are the catalog snapshot's regional median (else a default discount), marked '~'."
+        ),
+    ] = False,
+    fmt: Annotated[Format, Help("table, json or csv.")] = "table",
 ) -> None:
     """List GPU instances with on-demand and spot prices in EUR per hour."""
     if ctx.invoked_subcommand is not None:
         return
-    from finetune import settings
-    from finetune.catalog.price_table import list_offers
-    from finetune.cli._render import info
-
     fmt = _check_format(fmt)
     listing = list_offers(gpu, region or settings.get().region, backend, live_spot=spot)
     for warning in listing.warnings:
@@ -48,13 +59,18 @@ def list_prices(
 
 
 @app.command("refresh")
+@typed_flags
 def refresh(
-    region: list[str] = typer.Option(
-        [],
-        help="Region to price (repeatable). Default: FINETUNE_REGION, else "
-        "us-east-1, eu-west-1 and eu-central-1.",
-    ),
-    backend: list[str] = typer.Option([], help="ec2 and/or sagemaker (repeatable). Default: both."),
+    region: Annotated[
+        Region[list[str]],
+        Help(
+            "Region to price (repeatable). Default: FINETUNE_REGION, else "
+            "us-east-1, eu-west-1 and eu-central-1."
+        ),
+    ] = [],  # noqa: B006  # only read, never changed
+    backend: Annotated[
+        Backend[list[str]], Help("ec2 and/or sagemaker (repeatable). Default: both.")
+    ] = [],  # noqa: B006
     offline_ok: bool = typer.Option(
         False,
         "--offline-ok",
@@ -62,23 +78,15 @@ def refresh(
     ),
 ) -> None:
     """Fetch current prices (AWS Pricing API) and EUR rates (ECB) into the user cache."""
-    from finetune.catalog import prices
-    from finetune.catalog.refresh import refresh as do_refresh
-
     result = do_refresh(region or None, tuple(backend) or prices.BACKENDS, offline_ok=offline_ok)
     typer.echo(result.summary())
 
 
 def _check_format(fmt: str) -> str:
-    from finetune.cli._render import check_format
-
     return check_format(fmt, FORMATS)
 
 
 def _render(listing, fmt: str) -> str:
-    from finetune.catalog.spot import DEFAULT_SOURCE
-    from finetune.report.text import csv_text
-
     dicts = [o.as_dict() for o in listing.offers]
     missing = [u.as_dict() for u in listing.unpriced]
     if fmt == "json":
@@ -90,11 +98,11 @@ def _render(listing, fmt: str) -> str:
     if fmt == "csv":
         names = list(dict.fromkeys(k for d in dicts + missing for k in d))
         rows = [[d.get(n) for n in names] for d in dicts + missing]
-        return csv_text(names, [["" if v is None else v for v in r] for r in rows]).rstrip("\n")
+        return rows_to_csv(names, [["" if v is None else v for v in r] for r in rows]).rstrip("\n")
     return _table(listing, DEFAULT_SOURCE)
 
 
-# the table's columns: the JSON/CSV keys (catalog.price_table's as_dict), shown as
+# the table's columns: the JSON/CSV keys (estimate.price_table's as_dict), shown as
 # report.text.header_of names them
 COLUMNS = [
     "instance_type",
@@ -113,8 +121,6 @@ COLUMNS = [
 
 
 def _table(listing, spot_note: str) -> str:
-    from finetune.report.text import header_of, table_text, wrap_text
-
     sources = listing.sources()
     headers = [header_of(c) for c in COLUMNS]
     rows = []

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
-from finetune.cli._options import Format, Json
+from finetune.cli._options import Format, Help, Json, Overrides, typed_flags
+from finetune.cli._records import record_csv
+from finetune.cli._render import echo_json, emit_table, output_format
+from finetune.errors import ConfigError
+from finetune.recipes.loading import available, dump_yaml, load_recipe, validate_many
 
 app = typer.Typer(
     help="Training recipes (YAML): what to train and how, per device. "
@@ -19,9 +23,6 @@ app = typer.Typer(
 @app.command("list")
 def list_recipes(fmt: Format = "table", as_json: Json = False) -> None:
     """List the recipes reachable by name (./recipes first, then the bundled ones)."""
-    from finetune.cli._render import emit_table, output_format
-    from finetune.recipes.loading import available, validate_many
-
     fmt = output_format(fmt, as_json)
     found = available()
     loaded = dict(validate_many(found))
@@ -44,16 +45,14 @@ def list_recipes(fmt: Format = "table", as_json: Json = False) -> None:
 
 
 @app.command("show")
+@typed_flags
 def show(
     name: str = typer.Argument(..., help="Recipe name (see `recipes list`) or path to a YAML."),
-    overrides: list[str] = typer.Argument(None, help="KEY=VALUE overrides, e.g. epochs=2."),
-    fmt: str = typer.Option("table", "--format", help="table (YAML), json or csv (key,value)."),
+    overrides: Annotated[Overrides, Help("KEY=VALUE overrides, e.g. epochs=2.")] = None,
+    fmt: Annotated[Format, Help("table (YAML), json or csv (key,value).")] = "table",
     as_json: Json = False,
 ) -> None:
     """Print a recipe with every default spelled out (and overrides applied)."""
-    from finetune.cli._render import echo_json, output_format, record_csv
-    from finetune.recipes.loading import dump_yaml, load_recipe
-
     fmt = output_format(fmt, as_json)
     recipe = load_recipe(name, overrides or ())
     if fmt == "json":
@@ -71,9 +70,6 @@ def validate(
     ),
 ) -> None:
     """Check recipes without running anything; exit non-zero if any is invalid."""
-    from finetune.errors import ConfigError
-    from finetune.recipes.loading import available, validate_many
-
     targets = [str(p) for p in paths] if paths else list(available())
     if not targets:
         typer.echo("No recipes found.", err=True)

@@ -2,9 +2,42 @@
 
 from __future__ import annotations
 
+import sys
+from typing import Annotated
+
 import typer
 
-from finetune.cli._options import Format, Json
+from finetune import service
+from finetune.backends import get_backend
+from finetune.cli._options import (
+    DryRun,
+    Format,
+    Help,
+    Json,
+    OlderThan,
+    RecipeFilter,
+    RunId,
+    typed_flags,
+)
+from finetune.cli._progress import EpochDisplay
+from finetune.cli._records import record_csv
+from finetune.cli._render import echo_json, emit_table, is_quiet, output_format
+from finetune.runs.ledger import open_default
+from finetune.runs.views import (
+    LIST_FIELDS,
+    SPEND_HEADER,
+    final_facts,
+    list_rows,
+    remarks,
+    run_dict,
+    show_lines,
+    spend_cell,
+)
+from finetune.service.logtext import for_people, log_for_people, printable, remote
+from finetune.service.removal import prune as prune_runs
+from finetune.service.removal import remove
+from finetune.service.tensorboard import locate
+from finetune.units.durations import parse_duration
 
 app = typer.Typer(
     help="Runs recorded in the ledger: list, show, logs, stop, rm, prune.", no_args_is_help=True
@@ -22,11 +55,7 @@ def note_read_only(ledger) -> None:
 
 
 def render_run(run, ledger) -> None:
-    from finetune.runs.views import final_facts, show_lines
-
     epochs = ledger.epochs(run.id, run.problems)  # a damaged epoch is named, not fatal
-    from finetune.service.logtext import printable
-
     # a ledger may hold remote strings stored raw by older versions: shown inert all the same
     for line in show_lines(run, epochs, final_facts(ledger.events(run.id))):
         typer.echo(printable(line))
@@ -34,7 +63,7 @@ def render_run(run, ledger) -> None:
 
 @app.command("list")
 def list_runs(
-    recipe: str = typer.Option(None, help="Only runs of this recipe."),
+    recipe: RecipeFilter = None,
     refresh: bool = typer.Option(
         False, "--refresh", help="Ask the cloud where live cloud runs are (needs AWS)."
     ),
@@ -43,19 +72,6 @@ def list_runs(
 ) -> None:
     """List runs, oldest first, as the ledger has them (local runs are checked; cloud runs
     only with --refresh, so a listing works offline)."""
-    from finetune import service
-    from finetune.cli._render import emit_table, output_format
-    from finetune.runs.ledger import open_default
-    from finetune.runs.views import (
-        LIST_FIELDS,
-        SPEND_HEADER,
-        list_rows,
-        remarks,
-        run_dict,
-        spend_cell,
-    )
-    from finetune.service.logtext import printable
-
     fmt = output_format(fmt, as_json)
     with open_default(read_only_ok=not refresh) as ledger:
         note_read_only(ledger)
@@ -78,9 +94,10 @@ def list_runs(
 
 
 @app.command("show")
+@typed_flags
 def show(
-    run_id: str = typer.Argument(..., help="Run id (or a unique prefix)."),
-    fmt: str = typer.Option("table", "--format", help="table (text), json or csv (key,value)."),
+    run_id: RunId,
+    fmt: Annotated[Format, Help("table (text), json or csv (key,value).")] = "table",
     as_json: Json = False,
     tensorboard: bool = typer.Option(
         False,
@@ -90,11 +107,6 @@ def show(
 ) -> None:
     """Show one run: plan, status, throughput, per-epoch metrics, which epoch the model
     comes from, test accuracy and the weakest classes."""
-    from finetune import service
-    from finetune.cli._render import echo_json, output_format, record_csv
-    from finetune.runs.ledger import open_default
-    from finetune.runs.views import final_facts, run_dict
-
     if tensorboard:
         _show_tensorboard(run_id)
         return
@@ -114,10 +126,6 @@ def show(
 
 
 def _show_tensorboard(run_id: str) -> None:
-    from finetune.backends import get_backend
-    from finetune.runs.ledger import open_default
-    from finetune.service.tensorboard import locate
-
     with open_default(read_only_ok=True) as ledger:
         run = ledger.get(run_id)
     place = locate(run, get_backend(run.backend))
@@ -128,7 +136,7 @@ def _show_tensorboard(run_id: str) -> None:
 
 @app.command("logs")
 def logs(
-    run_id: str = typer.Argument(..., help="Run id (or a unique prefix)."),
+    run_id: RunId,
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing until the run ends."),
     raw: bool = typer.Option(
         False,
@@ -141,13 +149,6 @@ def logs(
     each epoch's metrics line as one readable line, no progress lines (--raw: all of it, as
     written). With --follow on a terminal, the progress lines become a live bar per epoch
     (steps, images/s, loss, time left)."""
-    import sys
-
-    from finetune import service
-    from finetune.backends import get_backend
-    from finetune.runs.ledger import open_default
-    from finetune.service.logtext import log_for_people
-
     shown = (lambda text: text) if raw else log_for_people
     with open_default() as ledger:
         run = ledger.get(run_id)
@@ -180,13 +181,7 @@ def _whole_lines(shown):
 
 
 def _follow_with_bars(run, backend, ledger) -> None:
-    from finetune import service
-    from finetune.cli._progress import EpochDisplay
-    from finetune.cli._render import is_quiet
-
     display = EpochDisplay(run.plan.get("hyperparameters", {}).get("epochs"), quiet=is_quiet())
-
-    from finetune.service.logtext import for_people
 
     def on_update(r, status, epochs, text):
         for e in epochs:
@@ -204,52 +199,42 @@ def _follow_with_bars(run, backend, ledger) -> None:
 
 
 @app.command("stop")
-def stop(run_id: str = typer.Argument(..., help="Run id (or a unique prefix).")) -> None:
+def stop(run_id: RunId) -> None:
     """Stop a run: it checkpoints and ends; `finetune launch --resume RUN` continues it."""
-    from finetune import service
-    from finetune.runs.ledger import open_default
-
     with open_default() as ledger:
         run = service.stop(ledger, run_id)
     if run.status == "stopping":
         typer.echo(f"Asked {run.id} to stop; it saves a checkpoint first.")
     else:
-        from finetune.service.logtext import remote
-
         why = remote(run.exit_reason) or "nothing was running"
         typer.echo(f"{run.id} is {run.status}: {why}.")
 
 
-_DRY = typer.Option(False, "--dry-run", help="Say what would be removed; remove nothing.")
+RemovalDryRun = Annotated[DryRun, Help("Say what would be removed; remove nothing.")]
 
 
 @app.command("rm")
+@typed_flags
 def rm(
     run_ids: list[str] = typer.Argument(..., help="Run ids (or unique prefixes)."),
-    dry_run: bool = _DRY,
+    dry_run: RemovalDryRun = False,
 ) -> None:
     """Remove runs from this machine: their folder under the data directory and their
     ledger rows. Nothing in the cloud is touched; a run still running is refused."""
-    from finetune.runs.ledger import open_default
-    from finetune.service.removal import remove
-
     with open_default() as ledger:
         _say_removed(remove(ledger, run_ids, dry_run), dry_run)
 
 
 @app.command("prune")
+@typed_flags
 def prune(
-    older_than: str = typer.Option(
-        ..., "--older-than", help="Remove runs created longer ago than this, e.g. 30d, 12h."
-    ),
-    dry_run: bool = _DRY,
+    older_than: Annotated[
+        OlderThan, Help("Remove runs created longer ago than this, e.g. 30d, 12h.")
+    ],
+    dry_run: RemovalDryRun = False,
 ) -> None:
     """Remove every ended run older than --older-than from this machine (folders and
     ledger rows); runs still running are kept and listed. Nothing in the cloud is touched."""
-    from finetune.runs.ledger import open_default
-    from finetune.service.removal import prune as prune_runs
-    from finetune.units.durations import parse_duration
-
     age = parse_duration(older_than, "--older-than")
     with open_default() as ledger:
         _say_removed(prune_runs(ledger, age, dry_run), dry_run)

@@ -2,78 +2,124 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
-from finetune.cli._options import Dataset, Json, Recipe
+from finetune.cli._options import (
+    Backend,
+    Dataset,
+    DryRun,
+    Format,
+    Help,
+    Instance,
+    Json,
+    MaxEur,
+    Option,
+    Overrides,
+    Recipe,
+    Region,
+    Spot,
+    flag_set,
+    typed_flags,
+)
+from finetune.cli._render import echo_json, emit_table, output_format
+from finetune.errors import FinetuneError
+from finetune.runs.ledger import open_default
+from finetune.sweep.cells import HEADERS, as_dict, plan_sweep, table_rows
+from finetune.sweep.execution import run_sweep
 
 
+@flag_set
+class Cells:
+    """The dataset every cell trains on, and the grid of its cells."""
+
+    dataset: Dataset = None
+    grid: Annotated[
+        list[str] | None,
+        Option(
+            help="KEY=V1,V2 (repeat): instance, count, cpus (local), batch_per_device, engine, "
+            "or any recipe key. Every combination is one run."
+        ),
+    ] = None
+
+
+@flag_set
+class Where:
+    """Where every cell runs, and the most the sweep may cost."""
+
+    backend: Annotated[Backend[str], Help("Where every cell runs: local, sagemaker or ec2.")] = (
+        "local"
+    )
+    instance: Annotated[Instance, Help("Cloud: the instance type when the grid has none.")] = None
+    region: Annotated[
+        Region[str | None], Help("Cloud: the region to price (default: us-east-1).")
+    ] = None
+    spot: Annotated[Spot, Help("Cloud: spot capacity for every cell.")] = False
+    max_eur: Annotated[
+        MaxEur, Help("Refuse to start when the total estimate exceeds this many euros.")
+    ] = None
+
+
+@flag_set
+class Running:
+    """How the cells run: how many at once, which again, or none."""
+
+    parallel: Annotated[
+        int, Option(min=1, help="Runs at a time on the cloud (always 1 on the local backend).")
+    ] = 1
+    retry_failed: Annotated[
+        bool, Option("--retry-failed", help="Run failed, stopped or interrupted cells again.")
+    ] = False
+    dry_run: Annotated[DryRun, Help("Show the cells and estimates; run nothing.")] = False
+
+
+SweepFormat = Annotated[
+    Format, Help("table, json (the plan with --dry-run, else the result) or csv.")
+]
+
+
+@typed_flags
 def sweep(
     recipe: Recipe,
-    overrides: list[str] = typer.Argument(
-        None, help="Recipe overrides for every cell, as key=value (e.g. epochs=2)."
-    ),
-    dataset: Dataset = None,
-    grid: list[str] = typer.Option(
-        None,
-        help="KEY=V1,V2 (repeat): instance, count, cpus (local), batch_per_device, engine, or any "
-        "recipe key. Every combination is one run.",
-    ),
-    backend: str = typer.Option("local", help="Where every cell runs: local, sagemaker or ec2."),
-    instance: str = typer.Option(None, help="Cloud: the instance type when the grid has none."),
-    region: str = typer.Option(None, help="Cloud: the region to price (default: us-east-1)."),
-    spot: bool = typer.Option(False, "--spot", help="Cloud: spot capacity for every cell."),
-    max_eur: float = typer.Option(
-        None, help="Refuse to start when the total estimate exceeds this many euros."
-    ),
-    parallel: int = typer.Option(
-        1, min=1, help="Runs at a time on the cloud (always 1 on the local backend)."
-    ),
-    retry_failed: bool = typer.Option(
-        False, "--retry-failed", help="Run failed, stopped or interrupted cells again."
-    ),
-    dry_run: bool = typer.Option(
-        False, "--dry-run", help="Show the cells and estimates; run nothing."
-    ),
-    fmt: str = typer.Option(
-        "table", "--format", help="table, json (the plan with --dry-run, else the result) or csv."
-    ),
+    overrides: Annotated[
+        Overrides, Help("Recipe overrides for every cell, as key=value (e.g. epochs=2).")
+    ] = None,
+    *,
+    cells: Cells,
+    where: Where,
+    running: Running,
+    fmt: SweepFormat = "table",
     as_json: Json = False,
 ) -> None:
     """Run RECIPE once per grid cell, with batch and learning rate derived per cell (linear
     scaling rule) and a euro estimate each; refuse above --max-eur. Running the same sweep
     again resumes it: finished cells are not run again. Report: cost-report --sweep ID."""
-    from finetune.cli._render import echo_json, emit_table, output_format
-    from finetune.sweep import cells as sp_plan
-
     fmt = output_format(fmt, as_json)
     as_json = fmt == "json"
-    sp = sp_plan.plan_sweep(
-        recipe, dataset, backend, grid or [], overrides=overrides or (), instance=instance,
-        region=region, spot=spot,
+    sp = plan_sweep(
+        recipe, cells.dataset, where.backend, cells.grid or [], overrides=overrides or (),
+        instance=where.instance, region=where.region, spot=where.spot,
     )  # fmt: skip
-    if as_json and dry_run:
-        echo_json(sp_plan.as_dict(sp))
+    if as_json and running.dry_run:
+        echo_json(as_dict(sp))
     elif fmt == "csv":
-        emit_table(fmt, sp_plan.HEADERS, sp_plan.table_rows(sp), sp_plan.as_dict(sp)["cells"])
+        emit_table(fmt, HEADERS, table_rows(sp), as_dict(sp)["cells"])
     elif not as_json:
-        typer.echo(f"Sweep {sp.sweep_id}: {len(sp.cells)} run(s) of {sp.recipe} on {backend}")
-        emit_table(fmt, sp_plan.HEADERS, sp_plan.table_rows(sp), [])
+        on = where.backend
+        typer.echo(f"Sweep {sp.sweep_id}: {len(sp.cells)} run(s) of {sp.recipe} on {on}")
+        emit_table(fmt, HEADERS, table_rows(sp), [])
         total = (
             "unknown (a cell has no estimate)" if sp.total_eur is None else f"{sp.total_eur:.2f}"
         )
         typer.echo(f"Total estimate: {total} EUR")
-    sp.check_budget(max_eur)
-    if dry_run:
+    sp.check_budget(where.max_eur)
+    if running.dry_run:
         return
-    _run(sp, parallel, retry_failed, as_json)
+    _run(sp, running.parallel, running.retry_failed, as_json)
 
 
 def _run(sp, parallel: int, retry_failed: bool, as_json: bool) -> None:
-    from finetune.cli._render import echo_json
-    from finetune.errors import FinetuneError
-    from finetune.runs.ledger import open_default
-    from finetune.sweep.execution import run_sweep
-
     def on_event(what, cell, detail):
         shown = getattr(detail, "id", detail)
         status = f" {detail.status}" if what == "finished" else ""

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+from typing import Annotated
+
 import typer
 
-from finetune.cli._options import Json
+from finetune import settings
+from finetune.cli._options import Format, Help, Json, typed_flags
+from finetune.cli._records import record_csv
+from finetune.cli._render import echo_json, info, output_format
+from finetune.data.readspeed import measure
 
 
+@typed_flags
 def test_io(
     dataset: str = typer.Argument(
         ..., help="Prepared dataset: a folder, or a name under the data dir."
@@ -20,17 +28,11 @@ def test_io(
     ),
     data_shape: int = typer.Option(224, min=16, help="Crop size in pixels."),
     max_images: int = typer.Option(0, min=0, help="Stop after this many images (0: one pass)."),
-    fmt: str = typer.Option("table", "--format", help="table (a sentence), json or csv."),
+    fmt: Annotated[Format, Help("table (a sentence), json or csv.")] = "table",
     as_json: Json = False,
 ) -> None:
     """Read and decode a prepared .rec the way training does and print images/s
     (MXNet's --test-io as a command). Needs the MXNet engine."""
-    from dataclasses import asdict
-
-    from finetune import settings
-    from finetune.cli._render import echo_json, info, output_format, record_csv
-    from finetune.data.readspeed import measure
-
     fmt = output_format(fmt, as_json)
     folder, note = settings.resolve_dataset(dataset)
     if note:

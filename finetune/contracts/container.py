@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from finetune.contracts.hparams import TrainHyperparameters
+from finetune.errors import DataError
 from finetune.files import write_atomic
 
 ROOT_ENV = "FINETUNE_ML_ROOT"
@@ -150,6 +151,24 @@ def read_stopped(ml_root: Path) -> dict | None:
     return doc if isinstance(doc, dict) else None
 
 
+def missing_model_files(model_dir: Path) -> list[str]:
+    """The MODEL_FILES a model folder lacks (none: it is complete)."""
+    return [name for name in MODEL_FILES if not (Path(model_dir) / name).is_file()]
+
+
 def model_written(model_dir: Path) -> bool:
     """Whether a model folder is complete: a run is "completed" only with one."""
-    return all((Path(model_dir) / name).is_file() for name in MODEL_FILES)
+    return not missing_model_files(model_dir)
+
+
+def check_model_folder(model_dir: Path, what: str | None = None) -> None:
+    """A DataError when ``model_dir`` lacks any of MODEL_FILES, the one message for it
+    everywhere; ``what`` names the folder there (default: its path)."""
+    missing = missing_model_files(model_dir)
+    if missing:
+        *first, last = MODEL_FILES
+        raise DataError(
+            f"{what or model_dir} is not a finetune model folder: it lacks {', '.join(missing)}",
+            "give the id of a completed run, or the model folder of one (it holds "
+            f"{', '.join(first)} and {last}).",
+        )

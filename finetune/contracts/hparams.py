@@ -22,7 +22,9 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SerializerFunctionWrapHandler,
     ValidationError,
+    model_serializer,
     model_validator,
 )
 
@@ -165,6 +167,14 @@ class TrainHyperparameters(BaseModel):
         """The engine that trains this run (its options' discriminator)."""
         return self.options.engine
 
+    @model_serializer(mode="wrap")
+    def _flat(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Stored and sent flat, as before the options had a model of their own: a stored
+        plan's JSON and hyperparameters.json keep their shape."""
+        data = handler(self)
+        options = data.pop("options")
+        return {"engine": options.pop("engine"), **data, **options}
+
     # torch engine, the recipe features (finetune.recipes.features; each default is "off")
     auto_augment: Literal["none", "trivial_augment_wide", "rand_augment"] = "none"
     rand_augment_ops: int = Field(2, ge=1)
@@ -203,9 +213,8 @@ class TrainHyperparameters(BaseModel):
 
     def to_strings(self) -> dict[str, str]:
         """The SageMaker hyperparameters map: every value a string (JSON for non-strings),
-        the engine's options flat beside the shared values."""
+        the engine's options flat beside the shared values (as model_dump writes them)."""
         values = self.model_dump(mode="json")
-        values.update(values.pop("options"))
         return {k: v if isinstance(v, str) else json.dumps(v) for k, v in values.items()}
 
     @classmethod

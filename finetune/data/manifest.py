@@ -202,13 +202,11 @@ def describe_errors(exc: ValidationError, limit: int = 5) -> str:
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
-def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
-    """sha256 of a regular file (DataError for a FIFO, a device, a folder)."""
-    h = hashlib.sha256()
+def sha256_file(path: str | Path) -> str:
+    """sha256 of a regular file, as hex (DataError for a FIFO, a device, a folder): the one
+    file digest of the package."""
     with open_regular(path) as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def verify(directory: str | Path, manifest: DatasetManifest, checksums: bool = True) -> list[str]:

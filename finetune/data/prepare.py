@@ -22,6 +22,7 @@ from finetune.data import lst, outfolder
 from finetune.data import manifest as mf
 from finetune.data.imaging import ImageOptions
 from finetune.data.listing import Listing, list_images
+from finetune.data.lock import Busy, exclusive
 from finetune.data.pack import Slot, default_workers, encode_to_scratch
 from finetune.data.recordio import IRHeader, RecordWriter, pack_header
 from finetune.data.split import SplitSpec, check_class_sizes, shuffled, split_parts, validate_spec
@@ -74,8 +75,6 @@ def prepare(req: PrepareRequest, progress: Progress | None = None) -> PrepareRes
     source["fingerprint"] = listing.fingerprint()
     splits = ["train", "val"] + (["test"] if spec.has_test else [])
     outfolder.check_replaceable(req.out, outfolder.dataset_files(req.name, splits))
-    from finetune.data.lock import Busy, exclusive
-
     existing = _existing(req, source)
     if existing is not None:
         _sweep_staging(req.out)
@@ -154,8 +153,6 @@ def _check_image_params(p: mf.PrepareParams) -> None:
 def _sweep_staging(out: Path) -> None:
     """Remove a staging folder left by a run killed after it published (its files moved out,
     its scratch file still there), unless another prepare holds the folder's lock now."""
-    from finetune.data.lock import Busy, exclusive
-
     if not (out / STAGING).exists():
         return
     try:

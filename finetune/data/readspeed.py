@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import io
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from finetune.data import manifest as mf
+from finetune.data.imaging import _own_pixel_limit
+from finetune.data.recordio import RecordReader, unpack_header
+from finetune.data.verify import check_dataset
 from finetune.errors import DataError, require_module
 
 
@@ -52,8 +56,6 @@ def measure(
 ) -> ReadSpeed:
     """Read one pass of ``split`` with mx.io.ImageRecordIter (random crop + mirror, as in
     training) and time it after ``warmup_batches`` batches."""
-    from finetune.data.verify import check_dataset
-
     m = mf.load(dataset)
     if split not in m.splits:
         raise DataError(f"split {split!r} is not in {dataset}", f"use one of {sorted(m.splits)}.")
@@ -124,12 +126,7 @@ def _decode_failure(dataset: Path, m: mf.DatasetManifest, split: str, exc) -> Da
 def first_undecodable(rec: Path, idx: Path) -> str | None:
     """'record N (key K, id I) does not decode: REASON' for the first record in .idx order
     whose image Pillow cannot decode; None when every one decodes."""
-    import io
-
     from PIL import Image, UnidentifiedImageError
-
-    from finetune.data.imaging import _own_pixel_limit  # (truncated images refused)
-    from finetune.data.recordio import RecordReader, unpack_header
 
     with RecordReader(rec, idx) as reader, _own_pixel_limit():
         for number, key in enumerate(reader.keys):

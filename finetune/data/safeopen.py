@@ -10,11 +10,11 @@ Symbolic links to regular files are followed: a SageMaker-style channel links to
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import stat
 from pathlib import Path
-from typing import BinaryIO
 
 from finetune.errors import DataError
 
@@ -53,7 +53,7 @@ def not_regular(path: str | Path, mode: int) -> DataError:
     )
 
 
-def open_regular(path: str | Path) -> BinaryIO:
+def open_regular(path: str | Path) -> io.BufferedReader:
     """Open ``path`` for reading in binary, refusing anything but a regular file. The open
     itself does not block (O_NONBLOCK: a FIFO swapped in after a stat cannot hang it)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))

@@ -14,6 +14,7 @@ folder (198.spider/RENAME2) and an empty nested folder (056.dog/greg/vision309).
 from __future__ import annotations
 
 import colorsys
+import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,8 +145,6 @@ def _rect(x0: float, y0: float, x1: float, y1: float) -> list[tuple[float, float
 
 
 def _regular(n: int, r: float = 1.0, turn: float = 0.0, inner: float = 0.0):
-    import math
-
     points = []
     for k in range(n * (2 if inner else 1)):
         radius = inner if inner and k % 2 else r

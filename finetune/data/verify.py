@@ -13,6 +13,7 @@ from contextlib import suppress
 from pathlib import Path
 
 from finetune.data import manifest as mf
+from finetune.data.recordcheck import check_splits
 from finetune.data.safeopen import open_regular
 from finetune.errors import DataError
 from finetune.files import write_atomic
@@ -24,8 +25,6 @@ def check_dataset(directory: str | Path, manifest: mf.DatasetManifest, checksums
     """Refuse a dataset whose files do not match ``manifest`` (sizes always, sha256 unless
     ``checksums`` is False), or whose records are malformed or carry a label outside the
     classes (finetune.data.recordcheck: what would crash or silently mislead a trainer)."""
-    from finetune.data.recordcheck import check_splits
-
     if checksums:
         problems = verify_checksums(directory, manifest)
     else:

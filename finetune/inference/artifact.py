@@ -7,17 +7,19 @@ outputs), ``preprocessing.json`` (the validation transform the run was measured 
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from finetune import settings
+from finetune.backends import get_backend
+from finetune.contracts.container import MODEL_FILES, check_model_folder, model_written
 from finetune.engines import registry
 from finetune.errors import DataError
+from finetune.runs.ledger import open_default
 
-CLASSES = "classes.json"
-PREPROCESSING = "preprocessing.json"
-HYPERPARAMETERS = "hyperparameters.json"
-DESCRIPTION = (CLASSES, PREPROCESSING, HYPERPARAMETERS)
+CLASSES, PREPROCESSING, HYPERPARAMETERS = MODEL_FILES
 
 
 @dataclass(frozen=True)
@@ -34,13 +36,7 @@ class ModelFolder:
     @classmethod
     def open(cls, path: Path, run_id: str | None = None) -> ModelFolder:
         """Read a model folder; a DataError names what is missing."""
-        missing = [n for n in DESCRIPTION if not (path / n).is_file()]
-        if missing:
-            raise DataError(
-                f"{path} is not a finetune model folder: {', '.join(missing)} missing",
-                "give the id of a completed run, or the model folder of one (it holds "
-                "classes.json, preprocessing.json and hyperparameters.json).",
-            )
+        check_model_folder(path)
         try:
             classes = json.loads((path / CLASSES).read_text("utf-8"))
             hp = json.loads((path / HYPERPARAMETERS).read_text("utf-8"))
@@ -66,8 +62,6 @@ def locate(run_or_folder: str) -> ModelFolder:
     path = Path(run_or_folder).expanduser()
     if path.is_dir():
         return ModelFolder.open(path)
-    from finetune.runs.ledger import open_default
-
     with open_default() as ledger:
         run = ledger.get(run_or_folder)
     return ModelFolder.open(run_model_dir(run), run.id)
@@ -88,14 +82,8 @@ def run_model_dir(run) -> Path:
         )
     # one copy per job (the backend's reference): a run resumed and completed again by a
     # new job (SageMaker JOB-r1, a new EC2 attempt) gets its new model, not the old copy
-    import hashlib
-
-    from finetune import settings
-
     job = hashlib.sha256((run.backend_ref or "").encode()).hexdigest()[:12]
     cached = settings.get().cache_dir / "models" / run.id / job
-    if all((cached / n).is_file() for n in DESCRIPTION):
+    if model_written(cached):
         return cached  # downloaded before (folders are renamed into place only when whole)
-    from finetune.backends import get_backend
-
     return get_backend(run.backend).fetch_model(run, cached)

@@ -7,11 +7,14 @@ validation; the scores become top-k classes with softmax probabilities.
 
 from __future__ import annotations
 
+import errno
 import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from finetune import files
+from finetune.contracts.container import MODEL_FILES
 from finetune.contracts.engine import runtime
 from finetune.data.imaging import MAX_PIXELS
 from finetune.errors import DataError, UsageError
@@ -118,8 +121,6 @@ def export(run_or_folder: str, out: Path | None = None, overwrite: bool = False)
     preprocessing and a marker listing them. Written to a temporary folder, then renamed into
     place; ``overwrite`` replaces only a folder an earlier export wrote, never '/', the home
     or the current folder, and a failed export leaves the old one as it was."""
-    from finetune import files
-
     model = artifact.locate(run_or_folder)
     out = Path(out).expanduser() if out else Path(f"{model.run_id or model.path.name}-export")
     if overwrite:
@@ -127,7 +128,7 @@ def export(run_or_folder: str, out: Path | None = None, overwrite: bool = False)
 
     def fill(tmp: Path) -> None:
         runtime(model.engine).export(model.path, tmp)
-        for name in artifact.DESCRIPTION:
+        for name in MODEL_FILES:
             shutil.copyfile(model.path / name, tmp / name)
         exportdir.seal(tmp, model.run_id)
 
@@ -143,8 +144,6 @@ def export(run_or_folder: str, out: Path | None = None, overwrite: bool = False)
 
 def _write_error(out: Path, exc: OSError) -> DataError:
     """What a failed write of an export means (nothing was published, an old one is kept)."""
-    import errno
-
     why = f"{exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else "")
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         fix = "free some space there, or choose an --out on another disk."

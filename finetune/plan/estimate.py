@@ -8,17 +8,17 @@ all call it, so they cannot disagree.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
+from finetune.catalog.fx import Rate
+from finetune.catalog.spot import SpotPrice
+from finetune.engines import registry
 from finetune.errors import FinetuneError, UsageError
-
-if TYPE_CHECKING:  # the plan imports estimate.planned; the estimator loads the catalogs
-    from finetune.catalog.fx import Rate
-    from finetune.catalog.spot import SpotPrice
-    from finetune.estimate.planned import Estimate
-    from finetune.estimate.run_history import Measurement
-    from finetune.plan import DatasetSummary, Plan, Resources
-    from finetune.recipes.schema import Recipe
+from finetune.estimate.estimator import estimate
+from finetune.estimate.planned import Estimate
+from finetune.estimate.request import EstimateRequest, Workload
+from finetune.estimate.run_history import Measurement
+from finetune.plan.plan import DatasetSummary, Plan, Resources
+from finetune.recipes.schema import Recipe
 
 
 def estimate_for(
@@ -35,35 +35,30 @@ def estimate_for(
     ``price_book``'s prices in ``region`` (``history``: measured runs; ``rate``: the EUR rate,
     default today's; ``spot_quote``: a current spot price to use). Raises the catalog's
     errors for an unknown instance or price."""
-    from finetune.estimate.estimator import Workload, estimate_run
-
     if resources.instance_type is None:
         raise UsageError(f"no instance type to price on {price_book}",
                          "name one with --instance.")  # fmt: skip
     work = Workload(
         model=recipe.model.name,
-        engine=recipe.engine,
+        engine=registry.get(recipe.engine),  # resolved here, once: the estimate asks the spec
         precision=recipe.train.precision,
         batch_per_device=recipe.train.batch_per_device,
         image_size=recipe.data.image_size,
-        compile=getattr(recipe.train, "compile", False),
+        compile=recipe.train.compile,
     )
-    return estimate_run(
-        model=recipe.model.name,
+    request = EstimateRequest(
+        work=work,
         instance_type=resources.instance_type,
         region=region,
         images_per_epoch=dataset.train_count,
         epochs=recipe.schedule.epochs,
         hosts=resources.hosts,
-        backend=price_book,
-        use_spot=resources.spot,
-        history=history,
-        work=work,
+        price_book=price_book,
+        spot=resources.spot,
         other_images=dataset.val_count + dataset.test_count,
         checkpoint_interval_s=recipe.train.checkpoint_interval_s,
-        rate=rate,
-        spot_quote=spot_quote,
     )
+    return estimate(request, history, rate, spot_quote)
 
 
 def with_estimate(
@@ -76,8 +71,6 @@ def with_estimate(
     image size; the estimate then says so)."""
     if not region:
         return plan
-    from finetune.estimate.planned import Estimate
-
     try:
         estimate = estimate_for(
             plan.recipe, plan.dataset, plan.resources, region, price_book, history

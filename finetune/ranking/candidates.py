@@ -11,14 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from finetune import backends
+from finetune.backends.base import Feature
+from finetune.catalog import fx, instances, prices
 from finetune.errors import ConfigError, FinetuneError
-
-if TYPE_CHECKING:  # imported where used: the plan and the estimator load the catalogs
-    from finetune.estimate.planned import Estimate
-    from finetune.plan import DatasetSummary
-    from finetune.recipes.schema import Recipe
+from finetune.estimate.planned import Estimate
+from finetune.plan import DatasetSummary, Resources, derive
+from finetune.plan.estimate import estimate_for
+from finetune.recipes.schema import Recipe
 
 DEFAULT_MAX_HOSTS = 4  # instances of one run to consider; --max-hosts changes it
 
@@ -56,10 +57,6 @@ class Candidate:
 
 def candidates(query: Query, history: Sequence = ()) -> tuple[list[Candidate], list[str]]:
     """(every runnable candidate with its estimate, notes on what was left out and why)."""
-    from finetune import backends
-    from finetune.backends.base import Feature
-    from finetune.catalog import fx, instances, prices
-
     rate = fx.eur_rate()  # read once: every candidate is billed at the same dated rate
     book = prices.load()
     engine = query.recipe.engine
@@ -98,8 +95,6 @@ def candidates(query: Query, history: Sequence = ()) -> tuple[list[Candidate], l
 def _live(query: Query, backend: str, runnable: list) -> dict:
     """{(region, instance type): current spot price} from ``backend`` when asked for
     (--live-spot): one request per region, through the backend (it owns the cloud calls)."""
-    from finetune import backends
-
     if not query.live_spot:
         return {}
     names = sorted(i.name for i in runnable)
@@ -113,8 +108,6 @@ def _live(query: Query, backend: str, runnable: list) -> dict:
 def _resources(query: Query, backend: str, inst, hosts: int):
     """Plan resources for ``hosts`` x ``inst``; None where the global batch would exceed the
     training images (the plan refuses that launch, so it is no candidate)."""
-    from finetune.plan import Resources, derive
-
     res = Resources(
         backend=backend,
         instance_type=inst.name,
@@ -130,8 +123,6 @@ def _resources(query: Query, backend: str, inst, hosts: int):
 
 
 def _estimated(query, backend, price_book, inst, res, region, history, rate, quote) -> Candidate:
-    from finetune.plan.estimate import estimate_for
-
     est = estimate_for(query.recipe, query.dataset, res, region, price_book, history, rate, quote)
     return Candidate(
         backend=backend,

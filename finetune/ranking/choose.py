@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from finetune.backends import launch_flags
 from finetune.errors import UsageError
+from finetune.ranking.rank import pick_cheapest, pick_fastest, plan_recipe
 
 KINDS = ("cheapest", "fastest")
 
@@ -55,9 +57,6 @@ def choose(
     """The ``kind`` pick (cheapest within ``deadline_s``, fastest within ``budget_eur``) of
     `finetune plan` for this recipe, on the market asked for (--spot: spot; else on-demand);
     a UsageError naming the nearest miss when nothing qualifies."""
-    from finetune.backends import launch_flags
-    from finetune.ranking.rank import pick_cheapest, pick_fastest, plan_recipe
-
     kind = kind.strip().lower()
     result = plan_recipe(
         recipe, dataset, overrides, regions=(region,) if region else (), backend=backend,

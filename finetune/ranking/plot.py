@@ -7,13 +7,12 @@ from pathlib import Path
 
 from finetune.errors import UsageError
 from finetune.ranking.rank import PlanResult
+from finetune.report.plot import _pyplot, _save, check_path
 
 
 def plot_plan(result: PlanResult, path: str | Path) -> Path:
     """Minutes against euros, one point per candidate (squares: spot); the front drawn as a
     line with its points named; written beside ``path`` then renamed."""
-    from finetune.report.plot import _pyplot, _save, check_path
-
     path = check_path(path)
     if not result.rows:
         raise UsageError(

@@ -6,22 +6,22 @@ from __future__ import annotations
 import shlex
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING
 
+from finetune import backends
+from finetune.aws.session import configured_region
+from finetune.backends import launch_flags
 from finetune.errors import UsageError
+from finetune.estimate.planned import Estimate
+from finetune.plan import build_plan
+from finetune.plan.known import given_counts, note
 from finetune.ranking import pareto
 from finetune.ranking.candidates import DEFAULT_MAX_HOSTS, Candidate, Query, candidates
-
-if TYPE_CHECKING:
-    from finetune.estimate.planned import Estimate
+from finetune.runs.facts import measured_history
+from finetune.settings.names import check_region
 
 DEFAULT_REGION = "us-east-1"  # where nothing else names one (as `finetune sweep` prices)
-# The performance model cannot tell two predicted times apart closer than this: every
-# prediction carries the same fixed start-up guess (~300 s of provisioning, image pull and
-# data copy, which vary by about a minute from one launch to the next), and its throughput
-# band spans well over +-10 % (e.g. 611-1077 img/s around 1008). So "the fastest" is the
-# cheapest row within max(TIE_S, TIE_FRACTION x the quickest time) of the quickest: 4 x
-# p6-b200 at 5.72 EUR and 3 x p4d at 2.48 EUR, both ~5.0 min, are a tie the cheaper wins.
+# predicted times this close are a tie the cheaper row wins: the model cannot tell them apart
+# (docs/decisions/061-plan-fastest-tie.md)
 TIE_S = 60.0
 TIE_FRACTION = 0.10
 
@@ -49,12 +49,13 @@ class Row:
     data_bound: bool
     pareto: bool
     basis: str
+    explain: str = field(default="", compare=False)  # --explain's words; not a column
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if k in COLUMNS}
 
 
-COLUMNS = tuple(Row.__dataclass_fields__)
+COLUMNS = tuple(f for f in Row.__dataclass_fields__ if f != "explain")
 
 
 @dataclass(frozen=True)
@@ -102,12 +103,6 @@ def plan_recipe(
     ``budget_eur`` picked (without them: the cheapest and the fastest). ``live_spot``: spot
     rows at the backends' current spot prices (EC2's, per zone; needs credentials).
     ``counts``: (training images, classes) instead of a dataset's files."""
-    from finetune import backends
-    from finetune.aws.session import configured_region
-    from finetune.plan import build_plan
-    from finetune.runs.facts import measured_history
-    from finetune.settings.names import check_region
-
     if backend is not None and backend not in [name for name, _, _ in backends.priced()]:
         backends.check_name(backend)  # an unknown name: UsageError with a suggestion
         raise UsageError(
@@ -117,8 +112,6 @@ def plan_recipe(
             + ".",
         )
     if counts is not None:
-        from finetune.plan.known import given_counts
-
         base = build_plan(recipe, given_counts(*counts), overrides=tuple(overrides))
     else:
         base = build_plan(recipe, dataset, overrides=tuple(overrides))
@@ -138,8 +131,6 @@ def plan_recipe(
     unestimated = [f"{_label(c)}: {c.estimate.summary[1]}" for c in found if not c.estimate.known]
     rows = _rows(known, base.recipe.schedule.epochs)
     launch = (recipe, dataset, tuple(overrides))
-    from finetune.plan.known import note
-
     ds = base.dataset
     title = (f"{base.recipe.name}: {base.recipe.schedule.epochs} epochs x {ds.train_count:,} "
              f"images, {ds.num_classes} classes ({ds.name})")  # fmt: skip
@@ -184,6 +175,7 @@ def _rows(found: list[Candidate], epochs: int) -> list[Row]:
             data_bound=c.estimate.data_bound,
             pareto=n in front,
             basis=_basis(c.estimate),
+            explain=explain(c.estimate),
         )
         for n, (c, k) in enumerate(known)
     ]
@@ -212,6 +204,21 @@ def _basis(est: Estimate) -> str:
     extra = "; wider band" if est.wider_band else ""
     return f"{kind}: {est.images_per_sec:.0f} img/s (band {est.images_per_sec_low:.0f}-" \
         f"{est.images_per_sec_high:.0f}){extra}"  # fmt: skip
+
+
+def explain(est: Estimate) -> str:
+    """Why the throughput is what it is: the basis, and for the model what bounds the step
+    (each layer class's share of its time), the stack's fitted efficiencies and the rows
+    they were fitted to."""
+    words = _basis(est)
+    if est.throughput_measured or not est.terms:
+        return f"{words}; {est.throughput_source}" if est.throughput_source else words
+    total = sum(seconds for _, seconds in est.terms) or 1.0
+    shares = ", ".join(f"{name} {seconds / total:.0%}" for name, seconds in est.terms)
+    effs = ", ".join(f"{name} {value:.3g}" for name, value in est.efficiencies)
+    rows = ", ".join(est.taught_by[:3]) + (", ..." if len(est.taught_by) > 3 else "")
+    return (f"{words}; {est.bound}-bound ({shares}); stack {est.stack}: {effs}; fitted to "
+            f"{len(est.taught_by)} row(s): {rows}")  # fmt: skip
 
 
 def pick_cheapest(rows: list[Row], deadline_s: float | None, launch) -> Pick | None:
@@ -248,8 +255,6 @@ def pick_fastest(rows: list[Row], budget_eur: float | None, launch) -> Pick | No
 
 def command(row: Row, recipe: str, dataset: str | None, overrides: Sequence[str]) -> str:
     """The exact `finetune launch` command for ``row``."""
-    from finetune.backends import launch_flags
-
     region = launch_flags(row.backend, row.region)
     env = [a for a in region if "=" in a and not a.startswith("-")]
     args = ["finetune", "launch", recipe, *overrides]

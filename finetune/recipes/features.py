@@ -13,6 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from finetune.errors import ConfigError, did_you_mean
+
 Policy = Literal["none", "trivial_augment_wide", "rand_augment"]
 
 
@@ -45,8 +47,6 @@ class LossSection(_Feature):
     @classmethod
     def _word(cls, value):
         if isinstance(value, str) and value not in ("none", "balanced"):
-            from finetune.errors import did_you_mean
-
             hint = did_you_mean(value, ["none", "balanced"])
             raise ValueError(f"use none, balanced or a list of weights.{hint}")
         return value
@@ -111,8 +111,6 @@ def summary(recipe) -> str:
 def hparams_fields(recipe, num_classes: int) -> dict:
     """The trainer's hyperparameters of these features (finetune.contracts.hparams), checked
     against the dataset's class count."""
-    from finetune.errors import ConfigError
-
     a, loss, ema, opt = recipe.augment, recipe.loss, recipe.ema, recipe.optimizer
     weights = loss.class_weights
     if isinstance(weights, tuple) and len(weights) != num_classes:

@@ -9,11 +9,13 @@ first, so a project can add its own recipes or shadow a bundled one by name.
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from finetune.errors import ConfigError, did_you_mean
+from finetune.recipes import yamltext
 from finetune.recipes.overrides import apply_overrides
 from finetune.recipes.renamed import upgrade
 from finetune.recipes.schema import Recipe, validate_recipe
@@ -94,8 +96,6 @@ def read_mapping(path: Path) -> dict:
     """The YAML mapping in ``path``; ConfigError for unreadable or non-mapping files."""
     import yaml
 
-    from finetune.recipes import yamltext
-
     try:
         data = yamltext.load(_text(path))
     except OSError as exc:
@@ -122,8 +122,6 @@ def read_mapping(path: Path) -> dict:
 def _text(path: Path) -> str:
     """The file's text: UTF-8 (a BOM is dropped), or UTF-16/32 with a BOM as YAML allows; a
     ConfigError for anything else (a binary file, another encoding)."""
-    import codecs
-
     raw = path.read_bytes()
     boms = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
             (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))  # fmt: skip

@@ -19,8 +19,12 @@ import math
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from finetune.errors import ConfigError
+
+if TYPE_CHECKING:  # the trainer imports this module: it stays standard library at run time
+    from finetune.contracts.hparams import TrainHyperparameters
 
 KINDS = ("constant", "step", "cosine")
 
@@ -159,8 +163,8 @@ class LrSchedule:
         return self.lr
 
     @classmethod
-    def from_hparams(cls, hp, steps_per_epoch: int) -> LrSchedule:
-        """The schedule a TrainHyperparameters (or anything with its fields) describes."""
+    def from_hparams(cls, hp: TrainHyperparameters, steps_per_epoch: int) -> LrSchedule:
+        """The schedule a TrainHyperparameters describes."""
         return cls(
             lr=hp.lr,
             steps_per_epoch=steps_per_epoch,
@@ -170,7 +174,6 @@ class LrSchedule:
             factor=hp.lr_factor,
             # a warmup given in steps is used as given; one in epochs is converted here, once,
             # with the steps per epoch of the devices found
-            warmup_steps=getattr(hp, "warmup_steps", 0)
-            or warmup_steps(hp.warmup_epochs, steps_per_epoch),
+            warmup_steps=hp.warmup_steps or warmup_steps(hp.warmup_epochs, steps_per_epoch),
             warmup_begin_lr=hp.lr_per_device,
         )

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from finetune.errors import ConfigError, did_you_mean
-from finetune.recipes import renamed
+from finetune.recipes import renamed, yamltext
+from finetune.recipes.schema import Recipe, field_paths, section_type
 
 # Short names people type from other tools' habits; each is one recipe key.
 ALIASES = {
@@ -107,8 +108,6 @@ def _typed(path: str, raw: str) -> object:
     """YAML scalar typing, but text fields keep the text (YAML would make 'yes' a bool)."""
     import yaml
 
-    from finetune.recipes import yamltext
-
     kind = _text_fields().get(path)
     if kind == "text" or (kind == "optional-text" and raw not in ("", "null", "~")):
         return raw
@@ -130,8 +129,6 @@ def _typed(path: str, raw: str) -> object:
 
 @lru_cache(maxsize=1)
 def _paths() -> tuple[str, ...]:
-    from finetune.recipes.schema import field_paths
-
     return tuple(field_paths())
 
 
@@ -146,8 +143,6 @@ def _choices() -> tuple[str, ...]:
 @lru_cache(maxsize=1)
 def _text_fields() -> dict[str, str]:
     """Dotted path -> 'text' (str) or 'optional-text' (str | None), for the str-typed leaves."""
-    from finetune.recipes.schema import Recipe, section_type
-
     kinds: dict[str, str] = {}
     for section, field in Recipe.model_fields.items():
         sub = section_type(field.annotation)

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import sys
 
+from finetune.errors import ConfigError
+
 # old dotted path -> new dotted path (the section stays the same)
 RENAMED = {
     "train.batch_per_gpu": "train.batch_per_device",
@@ -43,8 +45,6 @@ def renamed_in_section(section: str, values: object) -> object:
 def upgrade(data: dict, source: str) -> dict:
     """A recipe mapping read from ``source`` with old keys renamed, a note for each; a key
     given under both names is a ConfigError (which one was meant?)."""
-    from finetune.errors import ConfigError
-
     out = dict(data)
     for old, new in RENAMED.items():
         section, old_leaf = old.split(".")

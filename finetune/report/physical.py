@@ -18,6 +18,9 @@ import re
 import statistics
 from functools import lru_cache
 
+from finetune.catalog import gpu_peaks
+from finetune.estimate.perf import flops
+
 FORWARD_GMACS_224 = {18: 1.81, 34: 3.66, 50: 4.09, 101: 7.80, 152: 11.51}
 
 
@@ -26,8 +29,6 @@ def train_gflop_per_image(model: str, image_size: int | None) -> float | None:
     m = re.search(r"(?<![a-z_])resnet[-_]?(\d+)", model.lower())  # not wide_resnet50_2
     gmacs = FORWARD_GMACS_224.get(int(m.group(1))) if m else None
     if gmacs is None:  # the torch engine's other networks: the catalog's counted table
-        from finetune.estimate.perf import flops
-
         count = flops.lookup(model, image_size or 224)
         return count.gflops if count is not None else None
     return 6.0 * gmacs * ((image_size or 224) / 224.0) ** 2
@@ -39,8 +40,6 @@ def _peak(gpu_model: str | None) -> tuple[float, str] | None:
     else fp16, else fp32 (K80 and M60 have no fast half precision). The catalog names AWS's
     GPUs by family (V100, A100, H100); the table names the part AWS fits (V100 SXM2,
     A100 40GB, H100 SXM): a family takes its first row."""
-    from finetune.catalog import gpu_peaks
-
     if not gpu_model:
         return None
     rows = gpu_peaks.peaks()

@@ -15,13 +15,13 @@ from finetune.estimate import cost
 from finetune.report import speedup
 from finetune.report.runfacts import RunFacts
 from finetune.report.text import (
-    csv_text,
     duration,
     euros,
     header_of,
     markdown_text,
     number,
     percent,
+    rows_to_csv,
     table_text,
     wrap_text,
 )
@@ -189,7 +189,7 @@ def render(report: Report, fmt: str = "table", width: int | None = None) -> str:
         )
     if fmt == "csv":
         names = list(ReportRow.__dataclass_fields__)
-        return csv_text(names, [[_csv_value(getattr(r, n)) for n in names] for r in report.rows])
+        return rows_to_csv(names, [[_csv_value(getattr(r, n)) for n in names] for r in report.rows])
     headers, rows = _human(report)
     footer = [_totals_line(report), *_status_line(report), *target_line(report.target_acc),
               *report.notes]  # fmt: skip
@@ -203,12 +203,8 @@ def render(report: Report, fmt: str = "table", width: int | None = None) -> str:
     return table + "\n\n" + "\n".join(footer) + "\n"
 
 
-# The table's columns: ReportRow fields, shown as report.text.header_of names them (the JSON
-# and CSV keys are the same words); durations and shares are formatted for people.
-# One table within 120 columns: what ran where (devices and instance type in one cell, as
-# `runs list` shows them), the clock, the scaling, the result, the money; recipe, dataset,
-# engine, hosts, billable time and the per-device and per-epoch figures are in --format
-# json/csv (every ReportRow field).
+# The table's ReportRow fields, within 120 columns; JSON and CSV carry every field
+# (docs/decisions/063-cost-report-table-columns.md).
 COLUMNS = ["run_id", "status", "devices", "spot", "wall_seconds",
            "images_per_sec", "speedup", "wall_speedup", "efficiency", "best_val_acc",
            "eur"]  # fmt: skip

@@ -6,7 +6,9 @@ import statistics
 from dataclasses import dataclass
 from datetime import datetime
 
+from finetune.catalog import instances
 from finetune.contracts.metrics import EpochMetrics
+from finetune.errors import UsageError
 from finetune.estimate.money import Money
 
 
@@ -78,9 +80,6 @@ class RunFacts:
 
 
 def _gpu_model(instance_type: str) -> str:
-    from finetune.catalog import instances
-    from finetune.errors import UsageError
-
     try:
         return instances.get(instance_type).gpu_model
     except UsageError:

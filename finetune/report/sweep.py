@@ -15,13 +15,13 @@ from dataclasses import asdict, dataclass
 from finetune.report import physical, render
 from finetune.report.runfacts import RunFacts
 from finetune.report.text import (
-    csv_text,
     duration,
     euros,
     header_of,
     markdown_text,
     number,
     percent,
+    rows_to_csv,
     table_text,
     wrap_text,
 )
@@ -103,7 +103,7 @@ def render_sweep(report, rows: list[CellRow], fmt: str = "table") -> str:
     if fmt == "csv":
         flat = [c.record() for c in rows]
         names = list(flat[0]) if flat else []
-        return csv_text(names, [[_plain(d[n]) for n in names] for d in flat])
+        return rows_to_csv(names, [[_plain(d[n]) for n in names] for d in flat])
     headers = list(HEADERS)
     if report.target_acc is not None:
         headers += [header_of(c) for c in render.TARGET_COLUMNS]

@@ -11,14 +11,15 @@ from __future__ import annotations
 import time
 from datetime import UTC, date, datetime
 
+from finetune.catalog import fx, prices
+from finetune.errors import DataError, FinetuneError
 from finetune.estimate import money
+from finetune.estimate.planned import Estimate
 from finetune.runs.run import Run
 
 
 def run_money(run: Run) -> money.Money:
     """What ``run`` cost: its charges billed by estimate.money at the rate of the day they ended."""
-    from finetune.errors import DataError
-
     charges = charges_of(run)
     try:
         rate = rate_for(_end_day(run, charges))
@@ -36,8 +37,6 @@ DAMAGED = (ValueError, TypeError, KeyError, AttributeError, OverflowError)
 def money_or_problem(run: Run) -> tuple[money.Money | None, str | None]:
     """(run_money(run), None), or (None, why it cannot be costed): a reader of the whole
     ledger shows the problem on that row and goes on with the others."""
-    from finetune.errors import FinetuneError
-
     try:
         return run_money(run), None
     except FinetuneError as exc:
@@ -48,8 +47,6 @@ def money_or_problem(run: Run) -> tuple[money.Money | None, str | None]:
 
 def rate_for(day: date):
     """The ECB rate that applies on ``day`` (the latest published on or before it)."""
-    from finetune.catalog import fx
-
     return fx.eur_rate(on=day)
 
 
@@ -106,9 +103,6 @@ def _legacy_job(run: Run) -> money.Charge:
 def _legacy_estimate(run: Run) -> money.Charge:
     """A cloud run without a cost record: its billable seconds (else wall time) per instance,
     at the price recorded in its plan at launch, else the catalog's on-demand price."""
-    from finetune.catalog import prices
-    from finetune.estimate.planned import Estimate
-
     rule = run.backend if run.backend in prices.BACKENDS else money.SAGEMAKER
     est = Estimate.model_validate(run.plan.get("estimate") or {})  # the plan as stored
     usd: float | None
@@ -136,9 +130,6 @@ def _legacy_estimate(run: Run) -> money.Charge:
 
 
 def _catalog_price(run: Run, rule: str) -> tuple[float | None, str, str | None]:
-    from finetune.catalog import prices
-    from finetune.errors import FinetuneError
-
     if not run.instance_type:
         return None, "no price: the run records no instance type", None
     try:

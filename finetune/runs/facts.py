@@ -12,17 +12,18 @@ from datetime import UTC, datetime
 
 from finetune.contracts.hparams import renamed
 from finetune.contracts.metrics import EpochMetrics
+from finetune.errors import FinetuneError
+from finetune.estimate.money import elapsed
 from finetune.estimate.run_history import Measurement
 from finetune.report.runfacts import RunFacts
 from finetune.runs.charges import DAMAGED, run_money
+from finetune.runs.ledger import open_default
 from finetune.runs.run import Run
 
 
 def clock_note(run: Run) -> str:
     """'clock skew of 0.011 s clamped ...' when the run ends a little before it starts (its end
     from AWS's clock, its start from ours), else ''; a DataError when it ends far before."""
-    from finetune.estimate.money import elapsed
-
     if run.started_at is None or run.ended_at is None:
         return ""
     return elapsed(run.started_at, run.ended_at, f"run {run.id}")[1]
@@ -66,8 +67,6 @@ def finished_facts(
     """RunFacts of the runs asked for (or all ended runs matching the filters). With a
     ``skipped`` list, a run that cannot be reported is skipped and its reason appended there
     (one bad row must not hide the rest); without one it raises."""
-    from finetune.errors import FinetuneError
-
     if run_ids:
         runs = [ledger.get(r) for r in run_ids]
     else:
@@ -114,9 +113,6 @@ def measurements(runs: Iterable[RunFacts]) -> list[Measurement]:
 def measured_history() -> list:
     """The ledger's finished runs with throughput, as estimate.estimator history (estimates learn
     from what was measured here). An unreadable ledger is no history, never a failed plan."""
-    from finetune.errors import FinetuneError
-    from finetune.runs.ledger import open_default
-
     try:
         with open_default(read_only_ok=True) as ledger:
             runs = [r for r in ledger.list() if r.status == "completed"]
@@ -126,8 +122,6 @@ def measured_history() -> list:
 
 
 def _facts_or_skip(ledger, runs) -> list[RunFacts]:
-    from finetune.errors import FinetuneError
-
     out = []
     for r in runs:
         try:

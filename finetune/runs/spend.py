@@ -18,7 +18,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 
+from finetune.catalog import fx
 from finetune.estimate import money
+from finetune.runs.charges import charges_of
 from finetune.runs.run import Run
 
 FINAL = ("completed", "failed", "stopped", "interrupted")
@@ -43,8 +45,6 @@ class Spend:
 def live_charges(run: Run, now: float | None = None) -> list[money.Charge]:
     """The run's charges, an attempt still open (started, not ended, the run not final)
     running on to ``now``: a backend records its seconds when it reports, not every second."""
-    from finetune.runs.charges import charges_of
-
     now = time.time() if now is None else now
     out = []
     for c in charges_of(run):
@@ -60,8 +60,6 @@ def live_charges(run: Run, now: float | None = None) -> list[money.Charge]:
 def spend(run: Run, now: float | None = None, done: float | None = None) -> Spend | None:
     """Euros so far and projected for ``run`` (``done``: the share of training finished,
     0-1); None for a run nothing bills (this machine)."""
-    from finetune.catalog import fx
-
     charges = live_charges(run, now)
     if not charges or all(c.rule == money.FREE for c in charges):
         return None

@@ -1,16 +1,21 @@
 """The disk under the run ledger: a read-only or full disk said as such (never "the ledger may
 be corrupt", whose advice -- move the file aside -- would lose it), a read-only connection for
-commands that only read, and rows read back whatever a damaged column holds."""
+commands that only read, rows read back whatever a damaged column holds, and the file kept
+private (0600, its new folder 0700)."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import sqlite3
+import stat
 from pathlib import Path
 from urllib.parse import quote
 
-from finetune.errors import DataError
+from finetune import settings
+from finetune.errors import ConfigError, DataError
+from finetune.runs.ledger_schema import SCHEMA_VERSION, migrate
 
 # How long a command waits for another process's lock on the ledger (a backup, a DB browser,
 # another finetune writing) before it says so: finetune's own transactions take milliseconds.
@@ -84,12 +89,11 @@ def _no_room(path: Path) -> bool:
 def open_read_write(path: Path) -> sqlite3.Connection:
     """A read-write connection to the ledger at ``path`` (created or migrated); a DataError
     that says what is wrong (a read-only or full disk, a file that is no database)."""
-    from finetune.runs.ledger_schema import migrate
-
     check_ledger_path(path)
     conn = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if str(path) != ":memory:":
+            _private(path)
         conn = sqlite3.connect(path, timeout=LOCK_WAIT_S, isolation_level=None)
         conn.row_factory = sqlite3.Row
         conn.execute("PRAGMA journal_mode=WAL")
@@ -111,11 +115,27 @@ def open_read_write(path: Path) -> sqlite3.Connection:
         raise
 
 
+def _private(path: Path) -> None:
+    """The ledger readable by its owner only: its folder made 0700 when finetune makes it,
+    the file created 0600 (SQLite gives its -wal and -shm files the database's mode), and an
+    older ledger of ours (0644 under the usual umask) narrowed to 0600 when opened. A folder
+    that exists is left as it is: it may be the user's own, shared on purpose."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    for file in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        try:
+            st = os.lstat(file)
+        except FileNotFoundError:
+            continue
+        mine = stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid()
+        if mine and st.st_mode & 0o077:
+            os.chmod(file, stat.S_IMODE(st.st_mode) & 0o700)
+
+
 def check_ledger_path(path: Path) -> None:
     """The ledger's path can hold a SQLite file: not a device (FINETUNE_LEDGER=/dev/null),
     not under a regular file (a folder that is a file)."""
-    from finetune.errors import ConfigError
-
     fix = (
         "set FINETUNE_LEDGER (or FINETUNE_DATA_DIR) to a file path in a folder of yours, e.g. "
         "~/finetune/ledger.sqlite, or unset it to use the data directory's."
@@ -160,9 +180,6 @@ def decode_json_columns(row: dict, columns: dict[str, str]) -> list[str]:
 
 def default_path(file_name: str) -> Path:
     """FINETUNE_LEDGER (a file), else ``file_name`` in the data directory."""
-    from finetune import settings
-    from finetune.errors import ConfigError
-
     named = os.environ.get("FINETUNE_LEDGER")
     if named is not None and (not named.strip() or Path(named).expanduser().is_dir()):
         raise ConfigError(
@@ -179,8 +196,6 @@ def open_read_only(path: Path, refused: StorageError) -> sqlite3.Connection:
     cannot write). SQLite reads a WAL database read-only when it can make its shared-memory
     file; where it cannot (a read-only file system), the file is read as immutable -- safe,
     as nothing can write to it there. ``refused`` is raised if neither works."""
-    from finetune.runs.ledger_schema import SCHEMA_VERSION
-
     uri = "file:" + quote(str(path.resolve()))
     for mode in ("?mode=ro", "?mode=ro&immutable=1"):
         conn = None

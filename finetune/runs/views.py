@@ -5,9 +5,15 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from finetune.contracts.metrics import EpochMetrics
-from finetune.report.text import fit
+from finetune.errors import FinetuneError
+from finetune.estimate.cost import spot_savings
+from finetune.report.text import duration as one_format
+from finetune.report.text import fit, percent
+from finetune.runs.charges import DAMAGED, money_or_problem
 from finetune.runs.evaluation_view import evaluation_lines
+from finetune.runs.facts import clock_note
 from finetune.runs.run import Run
+from finetune.runs.spend import done_share, spend
 
 
 def _when(ts: float | None) -> str:
@@ -18,15 +24,11 @@ def _when(ts: float | None) -> str:
 
 def _pct(fraction: float | None) -> str:
     """One format for a fraction shown to people (report.text.percent: '59.2 %')."""
-    from finetune.report.text import percent
-
     return percent(fraction)
 
 
 def duration(seconds: float | None) -> str:
     """One format for a duration everywhere (report.text.duration: '7m 42s', '1h 02m')."""
-    from finetune.report.text import duration as one_format
-
     return one_format(seconds)
 
 
@@ -55,7 +57,7 @@ def final_facts(events: list[tuple[float, str, str]]) -> dict:
 
 
 def iso_time(ts: float | None) -> str | None:
-    """A unix time as ISO 8601 with its zone (UTC): '2025-06-15T15:06:40+00:00'."""
+    """A unix time as ISO 8601 with its zone (UTC): 'YYYY-MM-DDTHH:MM:SS+00:00'."""
     return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat()
 
 
@@ -99,18 +101,12 @@ def run_dict(run: Run, epochs: list[EpochMetrics], final: dict | None = None) ->
 
 def _money(run: Run):
     """(estimate.money's Money for the run, None) or (None, why it cannot be costed)."""
-    from finetune.runs.charges import money_or_problem
-
     return money_or_problem(run)
 
 
 def spent(run: Run, epochs: list[EpochMetrics]):
     """runs.spend's Spend for ``run`` (the share done from its epochs), None where nothing is
     billed or its record cannot be costed (the money's problem says why)."""
-    from finetune.errors import FinetuneError
-    from finetune.runs.charges import DAMAGED
-    from finetune.runs.spend import done_share, spend
-
     total = int((run.plan.get("hyperparameters") or {}).get("epochs") or 0)
     try:
         return spend(run, done=done_share(len(epochs), total) if epochs else None)
@@ -130,9 +126,6 @@ def spend_cell(data: dict) -> str:
 
 def notes(run: Run) -> list[str]:
     """What a reader should know about the row's figures (a clock skew clamped)."""
-    from finetune.errors import FinetuneError
-    from finetune.runs.facts import clock_note
-
     try:
         note = clock_note(run)
     except FinetuneError:
@@ -230,8 +223,6 @@ def show_lines(run: Run, epochs: list[EpochMetrics], final: dict | None = None) 
 def _billing_lines(run: Run) -> list[str]:
     """What the cloud measured and charged: training, billable and interrupted time, then the
     euros (estimate.money through runs.charges, as `cost-report` computes them) line by line."""
-    from finetune.estimate.cost import spot_savings
-
     m, problem = _money(run)
     if m is None:
         return [f"  cost       {problem}"]

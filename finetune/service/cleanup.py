@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from finetune.backends import NAMES, get_backend
 from finetune.backends.base import CleanupScope, Orphan
 from finetune.runs.ledger import Ledger
+from finetune.runs.processes import alive
 from finetune.runs.run import ACTIVE, Run
 
 GRACE_S = 15 * 60  # a launch that has not heard back from its backend in this long is dead
@@ -38,14 +39,16 @@ def find(
     grace_s: float = GRACE_S,
     owner: str | None = None,
     all_owners: bool = False,
+    runs: frozenset[str] = frozenset(),
 ) -> Found:
-    """Orphans older than ``older_than_s`` of every backend, and the abandoned launches.
-    Only the caller's (tagged with ``owner``, by default the caller's identity, or runs of
-    this ledger) are orphans; the others are listed as skipped, unless ``all_owners``."""
-    runs = ledger.list()
-    abandoned = [r for r in runs if is_abandoned(ledger, r, grace_s)]
-    live = {r.id for r in runs if r.status in ACTIVE} - {r.id for r in abandoned}
-    scope = CleanupScope(frozenset(r.id for r in runs), owner, all_owners)
+    """Orphans older than ``older_than_s`` of every backend (of a run this ledger knows
+    ended: at any age), and the abandoned launches. Only this machine's (runs of this
+    ledger) or named ones (``runs``, or tagged with ``owner``) are orphans; the others are
+    listed as skipped, unless ``all_owners``."""
+    known = ledger.list()
+    abandoned = [r for r in known if is_abandoned(ledger, r, grace_s)]
+    live = {r.id for r in known if r.status in ACTIVE} - {r.id for r in abandoned}
+    scope = CleanupScope(frozenset(r.id for r in known), owner, all_owners, runs)
     found = Found(abandoned=abandoned)
     for name in NAMES:
         listed = get_backend(name).orphans(live, older_than_s, scope)
@@ -83,8 +86,6 @@ def is_abandoned(ledger: Ledger, run: Run, grace_s: float = GRACE_S, now=None) -
     launcher = _launcher(ledger, run)
     if not launcher or launcher.get("host") != socket.gethostname():
         return False  # launched elsewhere (or before launches were recorded): cannot tell
-    from finetune.runs.processes import alive
-
     try:
         pid = int(launcher.get("pid", 0))
     except (TypeError, ValueError):

@@ -20,7 +20,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from finetune import service, settings
+from finetune import settings
 from finetune.data.summary import summary_lines
 from finetune.engines import registry
 from finetune.errors import FinetuneError, UsageError
@@ -31,6 +31,8 @@ from finetune.runs.ledger import open_default
 from finetune.runs.run import Run
 from finetune.service.demo_claim import Transfer, transfer
 from finetune.service.demo_data import prepare_step
+from finetune.service.launch import LaunchRequest, start
+from finetune.service.sync import follow
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,7 @@ def train_step(
     ``live``: a display shown while it trains (``start()``, ``feed(log_text)`` of the
     trainer's log as it comes, ``epoch_done(epoch)``, ``stop()``: cli._progress.EpochDisplay)."""
     recipe = registry.get(spec.engine).smoke_recipe
-    request = service.LaunchRequest(recipe=recipe, dataset=str(dataset), overrides=overrides)
+    request = LaunchRequest(recipe=recipe, dataset=str(dataset), overrides=overrides)
     seen = {"n": 0}
 
     def update(run, status, epochs, text):
@@ -77,12 +79,12 @@ def train_step(
                 on_epoch(e)
         seen["n"] = max(seen["n"], len(epochs))
 
-    run, backend = service.start(request, ledger)
+    run, backend = start(request, ledger)
     if live is None:
-        return service.follow(run, backend, ledger, update)
+        return follow(run, backend, ledger, update)
     live.start()
     try:
-        return service.follow(run, backend, ledger, update)
+        return follow(run, backend, ledger, update)
     finally:
         live.stop()
 

@@ -19,9 +19,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from finetune.backends import get_backend
+from finetune import settings
+from finetune.backends import get_backend, implied
 from finetune.backends.base import Backend, Feature, Hooks, Preflight, ResourceRequest
+from finetune.contracts.record import launch_record
 from finetune.errors import BusyError, DataError, FinetuneError, UsageError
+from finetune.plan import Plan, build_plan, summarize_dataset
+from finetune.runs.facts import measured_history
 from finetune.runs.ledger import Ledger
 from finetune.runs.run import ACTIVE, Run, new_run_id
 from finetune.service.sync import journal, keep
@@ -66,24 +70,19 @@ def check_features(backend: Backend, needed: set[Feature]) -> None:
 def plan_launch(request: LaunchRequest, hooks: Hooks | None = None) -> Planned:
     """Every check a launch runs that writes nothing: backend name and options, capabilities,
     resources, dataset, recipe, and the backend's pre-flight. What `--dry-run` shows."""
-    from finetune.backends import implied
-    from finetune.plan import build_plan
-    from finetune.runs.facts import measured_history
-
     name, note = implied(request.backend, request.resources.instance)
     if note and hooks is not None:
         hooks.notify(note)
     backend = get_backend(name, request.options, hooks)
-    check_features(backend, request.resources.needs())
+    check_features(backend, request.resources.needs())  # before the backend places anything
     resources = backend.resources(request.resources)
-    check_features(backend, _needs(resources))
     dataset: Any = request.dataset
     if dataset and dataset.startswith(REMOTE_SCHEMES):
         dataset = backend.dataset_summary(dataset)
     plan = build_plan(
         request.recipe, dataset, resources, request.overrides, request.verify_checksums
     )
-    cap = getattr(backend.options, "max_eur", None)  # checked by the backend's options model
+    cap = backend.max_eur  # checked by the backend's options model
     if cap is not None:
         plan = plan.model_copy(update={"max_eur": cap})
     weights = check_weights(plan, backend)  # before the pre-flight: a missing file stops here
@@ -113,15 +112,11 @@ def start(request: LaunchRequest, ledger: Ledger, hooks: Hooks | None = None):
 
 
 def runs_dir() -> Path:
-    from finetune import settings
-
     return settings.get().data_dir / "runs"
 
 
 def new_run(plan, backend_name: str, run_id: str, run_dir: Path) -> Run:
     """The ledger row for a new run of ``plan`` (not yet stored)."""
-    from finetune.contracts.record import launch_record
-
     r = plan.resources
     return Run(
         id=run_id,
@@ -144,11 +139,11 @@ def new_run(plan, backend_name: str, run_id: str, run_dir: Path) -> Run:
 def launch(plan, backend: Backend, ledger: Ledger, columns: dict | None = None) -> Run:
     """Record a new run and submit it. The row exists while the backend works (so a launch
     killed half-way is found again: see service.cleanup), but a submit the backend refused
-    takes it away again: the ledger holds only runs a backend accepted or may have.
+    and fully undid takes it away again: the ledger holds only runs a backend accepted or
+    may have. One whose undo left something (FinetuneError.left) stays, failed, saying what:
+    `cleanup` removes what a run of this ledger left, and nothing of another machine's.
     ``columns``: more Run fields recorded from the start (a sweep's id and cell)."""
-    from dataclasses import replace
-
-    check_features(backend, _needs(plan.resources))
+    check_features(backend, ResourceRequest.of(plan.resources).needs())  # a sweep's cell too
     run_id = new_run_id()
     run_dir = runs_dir() / run_id
     run_dir.mkdir(parents=True)
@@ -156,7 +151,12 @@ def launch(plan, backend: Backend, ledger: Ledger, columns: dict | None = None) 
     ledger.add_event(run.id, "submitting", json.dumps(launcher()))
     try:
         ref = backend.submit(plan, run, journal(ledger, run.id))
-    except FinetuneError:
+    except FinetuneError as exc:
+        if exc.left:
+            why = f"launch failed: {exc.what}; AWS may still hold {'; '.join(exc.left)}"
+            why += "; `finetune cleanup` removes what is left"
+            ledger.update(run.id, status="failed", exit_reason=why, ended_at=time.time())
+            raise
         ledger.delete(run.id)
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
@@ -171,8 +171,6 @@ def launcher() -> dict:
 def resume(ledger: Ledger, run_id: str, hooks: Hooks | None = None):
     """Start a stopped, failed or interrupted run again from its last checkpoint, on the
     backend it ran on (with the options stored then); returns (run, backend)."""
-    from finetune.plan import Plan
-
     run = ledger.get(run_id)
     if run.problems:
         raise DataError(
@@ -185,7 +183,7 @@ def resume(ledger: Ledger, run_id: str, hooks: Hooks | None = None):
     # the backend's word, not the ledger's: a run recorded as interrupted may still have a
     # live process (a trainer whose supervisor was killed, checkpointing on its way out)
     state = run.status
-    if run.backend_ref:
+    if run.backend_ref or state in ACTIVE:  # no ref: a launch killed before it heard back
         status = backend.status(run)
         keep(ledger, run, status)
         state = status.state
@@ -194,7 +192,7 @@ def resume(ledger: Ledger, run_id: str, hooks: Hooks | None = None):
     if run.status == "completed":
         raise UsageError(f"run {run.id} already completed", "launch a new run instead.")
     plan = Plan.model_validate(run.plan)
-    check_features(backend, _needs(plan.resources))
+    check_features(backend, ResourceRequest.of(plan.resources).needs())
     plan = check_same_dataset(run.id, plan, backend)
     ledger.add_event(run.id, "resume", f"resumed after status {run.status}")
     ledger.update(run.id, status="submitted", exit_reason=None, ended_at=None)
@@ -208,8 +206,6 @@ def check_same_dataset(run_id: str, plan, backend: Backend):
     (a prepare run again with the same options rewrites only the manifest's date). Returns
     the plan to resume with: the same, or carrying the new manifest's sha256 (the trainer
     checks the channel's manifest against it) when only the manifest changed."""
-    from finetune.plan import summarize_dataset
-
     was = plan.dataset
     try:
         if was.path.startswith(REMOTE_SCHEMES):
@@ -255,9 +251,3 @@ def submit(plan, backend: Backend, ledger: Ledger, run: Run) -> Run:
         raise
     started = run.started_at or time.time()
     return ledger.update(run.id, backend_ref=ref, started_at=started)
-
-
-def _needs(resources) -> set[Feature]:
-    needed = {Feature.GPUS} if resources.device == "gpu" else set()
-    needed |= {Feature.SPOT} if resources.spot else set()
-    return needed | ({Feature.MULTI_NODE} if resources.hosts > 1 else set())

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from finetune import backends, settings
 from finetune.aws import readiness as r
 
 
@@ -16,13 +17,24 @@ class Report:
 
     sections: dict[str, list[r.Item]] = field(default_factory=dict)
 
+    def count(self, status: str) -> int:
+        return sum(i.status == status for items in self.sections.values() for i in items)
+
+    @property
+    def blocked(self) -> bool:
+        """Something is missing: a launch would fail (the command exits 1)."""
+        return self.count(r.MISSING) > 0
+
     @property
     def ready(self) -> bool:
-        return not any(i.status == r.MISSING for items in self.sections.values() for i in items)
+        """Nothing missing and nothing unknown: only then is the account called ready."""
+        return not self.blocked and self.count(r.UNKNOWN) == 0
 
     def to_dict(self) -> dict:
         return {
             "ready": self.ready,
+            "missing": self.count(r.MISSING),
+            "unknown": self.count(r.UNKNOWN),
             "sections": {k: [i.to_dict() for i in v] for k, v in self.sections.items()},
         }
 
@@ -35,8 +47,6 @@ def check(
 ) -> Report:
     """Every item for ``backend`` (None: each cloud backend, or the one an ``instance``
     implies); a backend's items need credentials and a region, else they are not asked."""
-    from finetune import backends, settings
-
     named, _ = backends.implied(backend, instance)
     if named:
         backends.check_name(named)

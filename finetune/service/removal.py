@@ -14,9 +14,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from finetune.backends import get_backend
 from finetune.errors import FinetuneError, UsageError
 from finetune.runs.ledger import Ledger
 from finetune.runs.run import ACTIVE, Run
+from finetune.service.launch import runs_dir
+from finetune.service.sync import sync
 
 
 @dataclass
@@ -66,11 +69,8 @@ def _live(run: Run, ledger: Ledger) -> str | None:
     """Why ``run`` may still be running (its backend's answer), or None once it ended."""
     if run.status not in ACTIVE:
         return None
-    from finetune import service
-    from finetune.backends import get_backend
-
     try:
-        run, _, _ = service.sync(run, get_backend(run.backend), ledger)
+        run, _, _ = sync(run, get_backend(run.backend), ledger)
     except FinetuneError as exc:
         return f"{run.status} as far as the ledger knows, and its backend cannot say ({exc.what})"
     return run.status if run.status in ACTIVE else None
@@ -101,8 +101,6 @@ def _remove_one(ledger: Ledger, run: Run, out: Removal, dry_run: bool) -> None:
 def _own_folder(run: Run) -> Path | None:
     """The run's folder when it is finetune's own (under the runs folder), else None:
     a path recorded in the ledger is never reason enough to delete a folder."""
-    from finetune.service.launch import runs_dir
-
     if not run.run_dir:
         return None
     folder = Path(run.run_dir)

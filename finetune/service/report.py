@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from finetune.errors import UsageError
-
-if TYPE_CHECKING:  # the report modules are imported when a report is made
-    from finetune.report.render import Report
-    from finetune.report.sweep import CellRow
+from finetune.report import sweep as sweep_view
+from finetune.report.render import Report, build_report, render
+from finetune.report.sweep import CellRow
+from finetune.runs.facts import finished_facts
 
 
 @dataclass(frozen=True)
@@ -25,11 +24,7 @@ class CostReport:
     def text(self, fmt: str) -> str:
         """The report rendered in ``fmt`` (checked by report.render.check_format)."""
         if self.sweep_rows is not None:
-            from finetune.report import sweep as sweep_view
-
             return sweep_view.render_sweep(self.report, self.sweep_rows, fmt)
-        from finetune.report.render import render
-
         return render(self.report, fmt)
 
 
@@ -55,9 +50,6 @@ def cost_report(
     reported are skipped with a note. Runs named by id keep their speedup: their 1-device
     baseline is looked for over every ended run in the ledger. With ``sweep``, the seeds'
     table of that sweep (target accuracy by default the best every cell reached)."""
-    from finetune.report.render import build_report
-    from finetune.runs.facts import finished_facts
-
     since_ts = parse_since(since)
     skipped: list[str] = []
     facts = finished_facts(ledger, runs or (), recipe, since_ts, sweep, skipped)
@@ -67,8 +59,6 @@ def cost_report(
         what = f"no finished runs of sweep {sweep}" if sweep else "no finished runs match"
         raise UsageError(what, "launch one with `finetune launch`, or widen the filters.")
     if sweep:
-        from finetune.report import sweep as sweep_view
-
         report, rows = sweep_view.build(facts, target_accuracy, skipped)
         return CostReport(report, rows)
     return CostReport(build_report(facts, target_accuracy, pool, skipped))

@@ -11,11 +11,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from finetune.backends import get_backend
+from finetune.backends import backend_class, get_backend
 from finetune.backends.base import Backend, Event, Feature, Journal, Status
 from finetune.contracts.metrics import EpochMetrics
+from finetune.errors import FinetuneError
+from finetune.runs.charges import DAMAGED
 from finetune.runs.ledger import Ledger
 from finetune.runs.run import ACTIVE, Run
+from finetune.runs.spend import done_share, over_budget, spend
 from finetune.service.logtext import read_logs, remote
 
 
@@ -126,8 +129,6 @@ def guard_budget(
     """Stop a run with a checkpoint once its projected total (runs.spend, from the epochs
     done) would pass the plan's --max-eur; the ledger says why. Before the first epoch there
     is no progress to project from: the backend's own budget runtime holds until then."""
-    from finetune.runs.spend import done_share, over_budget, spend
-
     cap = (run.plan or {}).get("max_eur")
     if cap is None or not epochs or run.status not in ("submitted", "running"):
         return run
@@ -154,9 +155,6 @@ def refreshed(ledger: Ledger, run_id: str) -> Run:
 def listing(ledger: Ledger, recipe: str | None = None, refresh: bool = False) -> list[Run]:
     """Runs, oldest first. Live runs are synced where that needs no network, all of them
     with ``refresh`` (`runs list --refresh`): a listing works with the cloud unreachable."""
-    from finetune.errors import FinetuneError
-    from finetune.runs.charges import DAMAGED
-
     runs = []
     for run in ledger.list(recipe=recipe):
         if run.status in ACTIVE:
@@ -174,8 +172,6 @@ def listing(ledger: Ledger, recipe: str | None = None, refresh: bool = False) ->
 
 
 def _listed(ledger: Ledger, run: Run, refresh: bool) -> Run:
-    from finetune.backends import backend_class
-
     if refresh or backend_class(run.backend).capabilities.offline_status:
         return refreshed(ledger, run.id)
     return run

@@ -10,11 +10,14 @@ import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from finetune.errors import ConfigError, did_you_mean
+from finetune.settings import configfile as config
+from finetune.settings import names
 
 
 def _user_dir(kind: str) -> Path:
@@ -31,8 +34,6 @@ class _ConfigFile(PydanticBaseSettingsSource):
         return None, field_name, False
 
     def __call__(self) -> dict:
-        from finetune.settings import configfile as config
-
         return {k: v for k, v in config.read().items() if k in self.settings_cls.model_fields}
 
 
@@ -63,8 +64,6 @@ class Settings(BaseSettings):
     def _aws_name(cls, value, info):
         """A region or bucket from the environment or the config file (finetune.settings.names);
         an empty one is unset, as it always was (`FINETUNE_REGION= finetune ...`)."""
-        from finetune.settings import names
-
         if value == "":
             return None
         return names.check_setting(info.field_name, value, _origin(info.field_name))
@@ -127,8 +126,6 @@ def load() -> Settings:
 
 
 def _invalid(exc: ValidationError) -> ConfigError:
-    from finetune.settings import configfile as config
-
     err = exc.errors()[0]
     name = str(err["loc"][0]) if err.get("loc") else "?"
     value = str(err.get("input"))
@@ -203,15 +200,11 @@ def set_value(key: str, value: str | None) -> Path:
     the file's path."""
     from pydantic import ValidationError
 
-    from finetune.settings import configfile as config
-
     name = check_key(key)
     data = config.read()
     if value is None:
         data.pop(name, None)
     else:
-        from finetune.settings import names
-
         names.check_setting(name, value, f"`config set {name}`")
         try:  # the value must be one the settings accept (a path for data_dir, ...)
             _one_field(name).validate_python(value)  # not Settings(): no other source
@@ -248,8 +241,6 @@ def _stored_folder(name: str, value: str) -> None:
 def _one_field(name: str):
     """A validator of setting ``name`` alone (type and constraints), reading no environment
     or config file: a bad value elsewhere must not block fixing this one."""
-    from typing import Annotated
-
     from pydantic import TypeAdapter
 
     f = Settings.model_fields[name]
@@ -269,8 +260,6 @@ class Entry:
 
 def show() -> list[Entry]:
     """Every setting's value in effect and its source."""
-    from finetune.settings import configfile as config
-
     current = load()
     from_file = config.read()
     out = []

@@ -5,13 +5,17 @@ total, and the --max-eur refusal -- all before anything runs."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from finetune.backends import get_backend, instance_resources, on_this_machine
+from finetune.backends.base import ResourceRequest
 from finetune.errors import UsageError
+from finetune.plan import Plan, build_plan
+from finetune.plan.estimate import with_estimate
+from finetune.recipes.loading import load_recipe
+from finetune.runs.facts import measured_history
+from finetune.settings.names import check_region
 from finetune.sweep import grid as g
-
-if TYPE_CHECKING:  # the plan is built when a sweep is planned
-    from finetune.plan import Plan
+from finetune.units.eurocap import check_max_eur
 
 
 @dataclass(frozen=True)
@@ -46,8 +50,6 @@ class SweepPlan:
     def check_budget(self, max_eur: float | None) -> None:
         """UsageError when the total estimate exceeds ``max_eur`` (or cannot be known), or
         when ``max_eur`` is no usable cap (zero, negative: finetune.units.eurocap)."""
-        from finetune.units.eurocap import check_max_eur
-
         cap = check_max_eur(max_eur)
         if cap is None:
             return
@@ -81,18 +83,14 @@ def plan_sweep(
 ) -> SweepPlan:
     """Expand the grid and plan every cell (UsageError/ConfigError for a bad cell, before
     anything runs)."""
-    from finetune.backends import on_this_machine
-
     if region:  # priced per cell: a typo must not price every cell as "no price"
-        from finetune.settings.names import check_region
-
         check_region(region, "--region")
     grid = g.parse_grid(grid_specs)
     local = on_this_machine(backend)
     _check_keys(grid, local, instance)
     cells: list[PlannedCell] = []
     sweep_id = ""
-    history = None if local else _history()
+    history = None if local else measured_history()
     for values in g.expand(grid) or [()]:
         plan = _cell_plan(recipe, dataset, backend, values, overrides, instance, spot, local)
         if not sweep_id:
@@ -124,12 +122,6 @@ def _check_keys(grid, local: bool, instance: str | None) -> None:
         )
 
 
-def _history():
-    from finetune.runs.facts import measured_history
-
-    return measured_history()
-
-
 def _count(cell: dict, key: str) -> int | None:
     if key not in cell:
         return None
@@ -143,10 +135,6 @@ def _count(cell: dict, key: str) -> int | None:
 
 
 def _cell_plan(recipe, dataset, backend, values, overrides, instance, spot, local):
-    from finetune.backends import instance_resources
-    from finetune.plan import build_plan
-    from finetune.recipes.loading import load_recipe
-
     base = load_recipe(recipe, overrides)
     cell = dict(values)
     if local:
@@ -163,8 +151,6 @@ def _estimate(plan, backend: str, region: str | None, history):
     (``history`` None), else estimate.estimator's figures, learning from ``history``."""
     if history is None:
         return plan, 0.0, "this machine: no charge"
-    from finetune.plan.estimate import with_estimate
-
     plan = with_estimate(plan, region or "us-east-1", backend, history)
     est = plan.estimate
     lines = (est.summary if est is not None else ()) or ("no estimate",)
@@ -222,7 +208,4 @@ def as_dict(sp: SweepPlan) -> dict:
 def _local_resources(backend: str, cpus: int | None):
     """This machine's resources as the local backend gives them (``cpus``: that many CPU
     devices, else its default: every GPU, or the CPU)."""
-    from finetune.backends import get_backend
-    from finetune.backends.base import ResourceRequest
-
     return get_backend(backend, options={"cpus": cpus}).resources(ResourceRequest())

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from finetune.backends import on_this_machine
 from finetune.errors import FinetuneError
 from finetune.runs.run import ACTIVE, Run
 from finetune.sweep import launcher
@@ -59,8 +60,6 @@ def run_sweep(
 ) -> SweepResult:
     """Launch the cells that need it, at most ``parallel`` at a time, and follow every run
     until it ends; returns what each cell has."""
-    from finetune.backends import on_this_machine
-
     say = on_event or (lambda what, cell, detail: None)
     limit = 1 if on_this_machine(sp.backend) else max(1, parallel)
     backend = launcher.backend_for(sp.backend)

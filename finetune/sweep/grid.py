@@ -15,6 +15,7 @@ import json
 import re
 from dataclasses import dataclass
 
+from finetune.engines import registry
 from finetune.errors import UsageError
 
 RESOURCE_KEYS = ("instance", "count", "cpus")
@@ -104,6 +105,4 @@ def model_for_engine(model: str, engine: str) -> str:
     m = re.fullmatch(r"resnet(\d+)(_v1b?|_v1[cd])?", model)
     if not m:
         return model  # not a ResNet we can rename: check_model explains what the engine has
-    from finetune.engines import registry
-
     return registry.get(engine).resnet.format(depth=m.group(1))

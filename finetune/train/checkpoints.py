@@ -14,7 +14,6 @@ to S3, deletions included, and the model artifact is made from the best checkpoi
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import logging
 import os
@@ -24,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from finetune.data.manifest import sha256_file
 from finetune.errors import DataError
 from finetune.files import fsync_dir
 
@@ -108,7 +108,7 @@ class CheckpointDir:
             for path in sorted(tmp.iterdir()):
                 _fsync_file(path)
                 sizes[path.name] = path.stat().st_size
-                digests[path.name] = _sha256(path)
+                digests[path.name] = sha256_file(path)
             record = {"files": sizes, "sha256": digests}
             (tmp / COMPLETE).write_text(json.dumps(record), encoding="utf-8")
             _fsync_file(tmp / COMPLETE)
@@ -164,17 +164,9 @@ def _is_complete(folder: Path, contents: bool = False) -> bool:
         if not all((folder / n).stat().st_size == size for n, size in record["files"].items()):
             return False
         digests = (record.get("sha256") or {}) if contents else {}
-        return all(_sha256(folder / n) == d for n, d in digests.items())
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return all(sha256_file(folder / n) == d for n, d in digests.items())
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, DataError):
         return False
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _fsync_file(path: Path) -> None:

@@ -23,10 +23,10 @@ def main() -> int:
         sys.path.insert(0, root)
     paths = [root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    from finetune.train import startup
+    from finetune.train import startup  # deferred: sys.path is set above
 
     startup.defer()  # before the engine's imports (finetune.train.startup)
-    from finetune.train.entrypoint import main as train
+    from finetune.train.entrypoint import main as train  # deferred: after startup.defer()
 
     return train([])
 

@@ -8,7 +8,7 @@ import pytest
 
 from finetune.aws import imageref
 from finetune.backends.ec2.request import instance_policy
-from finetune.backends.sagemaker import preflight, runrole
+from finetune.backends.sagemaker import runrole, validate
 
 ACCOUNT = "123456789012"
 REPO = f"{ACCOUNT}.dkr.ecr.eu-west-1.amazonaws.com/finetune"
@@ -89,5 +89,5 @@ def _pull(policy: dict) -> list[str] | None:
 
 
 def _sagemaker_problems(image: str) -> str:
-    problems = preflight.check_request({"AlgorithmSpecification": {"TrainingImage": image}}, None)
+    problems = validate.check_request({"AlgorithmSpecification": {"TrainingImage": image}}, None)
     return " | ".join(p.what for p in problems)

@@ -12,7 +12,7 @@ import pytest
 
 from finetune.aws import s3upload as up
 from finetune.aws.errors import AccessError, ThrottledError
-from finetune.backends.sagemaker.preflight import check_inputs
+from finetune.backends.sagemaker.validate import check_inputs
 from finetune.errors import DataError
 
 from .conftest import BUCKET, REGION

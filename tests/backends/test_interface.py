@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from finetune.backends import NAMES, backend_class, on_this_machine
+from finetune.backends import NAMES, backend_class, get_backend, on_this_machine
 
 BACKENDS = Path(__file__).resolve().parents[2] / "finetune" / "backends"
 
@@ -77,9 +77,20 @@ def test_constructors_agree(name):
     assert backend_class(name)().poll_seconds > 0  # its own default
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_every_backend_says_its_euro_cap(name):
+    """The plan carries the launch's --max-eur, asked of the backend by one typed property."""
+    takes = "max_eur" in backend_class(name).Options.model_fields
+    assert takes is (backend_class(name).price_book is not None)  # what bills, can be capped
+    capped = get_backend(name, {"max_eur": "12.5"} if takes else {})
+    assert capped.max_eur == (12.5 if takes else None)
+    assert get_backend(name, {}).max_eur is None
+    assert backend_class(name)().max_eur is None  # a run's stored options: nothing given
+
+
 def test_the_local_supervisor_starts_light():
     """`python -m finetune.backends.local.runner` starts at every local run and resume: the
-    backends package no longer imports base (pydantic) on its way, 0.2 s of CPU each."""
+    backends package imports no base (pydantic) on its way (docs/decisions/042)."""
     import subprocess
     import sys
 

@@ -8,7 +8,7 @@ import boto3
 import pytest
 
 from finetune.backends import secretscan
-from finetune.backends.sagemaker import preflight
+from finetune.backends.sagemaker import validate
 
 # Shapes of real credentials, made up (AWS's documented example secret key among them).
 SECRETS = {
@@ -72,7 +72,7 @@ def test_messages_name_the_field_and_never_the_value():
 
 def test_sagemaker_preflight_uses_the_screen():
     req = {"HyperParameters": {"note": SECRETS["an AWS secret access key"][0]}, "Environment": {}}
-    problems = preflight.check_request(req, "eu-west-1")
+    problems = validate.check_request(req, "eu-west-1")
     assert any(
         "hyperparameter note looks like an AWS secret access key" in p.what for p in problems
     )

@@ -43,10 +43,10 @@ def test_declared_capabilities_are_what_a_launch_checks(tiny_dataset):
     text = str(err.value)
     assert "spot capacity: it runs on this machine" in text and "several hosts" in text
     assert "To fix:" in text
-    caps = Capabilities(missing={Feature.GPUS: "no accelerator here"})
+    caps = Capabilities(missing={Feature.STOP: "it cannot stop a run"})
     caps.check("x", {Feature.SPOT})  # not missing: nothing to say
-    with pytest.raises(UsageError, match="cannot provide GPUs: no accelerator here"):
-        caps.check("x", {Feature.GPUS, Feature.SPOT})
+    with pytest.raises(UsageError, match="cannot provide stopping a run: it cannot stop a run"):
+        caps.check("x", {Feature.STOP, Feature.SPOT})
 
 
 def test_gpus_that_are_not_here_fail_the_dry_run(tiny_dataset, gpus_here):

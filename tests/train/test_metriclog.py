@@ -18,7 +18,7 @@ pytest.importorskip("torch")
 from finetune.contracts.container import Layout
 from finetune.errors import ConfigError
 from finetune.recipes.loading import load_recipe
-from finetune.train.engines.torch import fit
+from finetune.train.engines.torch import RUNTIME
 from finetune.train.layout import load_job
 from finetune.train.metriclog.mlflowlog import RUN_ID_FILE, MlflowLogger
 
@@ -62,7 +62,7 @@ def test_a_run_logs_to_tensorboard_and_mlflow_what_its_metrics_file_says(
         max_batches_per_epoch=4,
     )
     root = make_tree(tmp_path / "ml", tiny_dataset, hp)
-    result = fit(load_job(Layout(root)))
+    result = RUNTIME.fit(load_job(Layout(root)))
     assert result.stopped_by is None
     out = root / "output" / "data"
     assert Layout(root).tensorboard_dir == root / "output" / "tensorboard"  # SageMaker's path
@@ -111,7 +111,7 @@ def test_a_logger_that_cannot_start_is_dropped_and_the_run_completes(
         mlflow_tracking_uri="nosuchscheme://nowhere",
     )
     root = make_tree(tmp_path / "ml", tiny_dataset, hp)
-    result = fit(load_job(Layout(root)))
+    result = RUNTIME.fit(load_job(Layout(root)))
     assert result.stopped_by is None
     assert (root / "model" / "hyperparameters.json").is_file()
     said = capsys.readouterr().out

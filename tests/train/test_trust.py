@@ -18,7 +18,7 @@ from finetune.contracts.metrics import read as read_metrics  # noqa: E402
 from finetune.data.datasets import prepare_folder  # noqa: E402
 from finetune.data.lst import read as read_lst  # noqa: E402
 from finetune.data.recordio import RecordReader, unpack_header  # noqa: E402
-from finetune.train.engines.mxnet import fit  # noqa: E402
+from finetune.train.engines.mxnet import RUNTIME  # noqa: E402
 from finetune.train.engines.mxnet.data import record_iter  # noqa: E402
 from finetune.train.layout import load_job  # noqa: E402
 from finetune.train.preprocess import Preprocessing  # noqa: E402
@@ -133,7 +133,7 @@ def _scale_run(tmp_path, scale_images, stored: int, image_size: int, per_class: 
     n = (per_class - per_class // 4) * 3
     hp = hparams(num_classes=3, num_training_samples=n, image_size=image_size, **hp_args)
     root = make_tree(tmp_path / "ml", ds, hp)
-    fit(load_job(Layout(root)))
+    RUNTIME.fit(load_job(Layout(root)))
     return [e.val_acc for e in read_metrics(root / "output" / "data" / "metrics.jsonl")]
 
 
@@ -169,7 +169,7 @@ SEEDED = dict(epochs=2, batch_per_device=5, global_batch=5, max_batches_per_epoc
 @pytest.fixture(scope="module")
 def seeded_run(tmp_path_factory, tiny_dataset):
     root = make_tree(tmp_path_factory.mktemp("seeded") / "ml", tiny_dataset, hparams(**SEEDED))
-    fit(load_job(Layout(root)))
+    RUNTIME.fit(load_job(Layout(root)))
     return root
 
 
@@ -187,7 +187,7 @@ def test_validation_accuracy_equals_an_independent_count_over_two_epochs(seeded_
 @pytest.mark.slow
 def test_the_same_seed_twice_gives_bit_identical_weights(seeded_run, tmp_path, tiny_dataset):
     again = make_tree(tmp_path / "ml", tiny_dataset, hparams(**SEEDED))
-    fit(load_job(Layout(again)))
+    RUNTIME.fit(load_job(Layout(again)))
     params, accs = [], []
     for root in (seeded_run, again):
         params.append((root / "model" / "gluon.params").read_bytes())
@@ -207,7 +207,7 @@ def test_a_frozen_backbone_keeps_its_weights_and_batchnorm_statistics(tmp_path, 
         lr_per_device=0.5,
     )  # fmt: skip
     root = make_tree(tmp_path / "ml", tiny_dataset, hp)
-    fit(load_job(Layout(root)))
+    RUNTIME.fit(load_job(Layout(root)))
     trained = mx.nd.load(str(root / "model" / "gluon.params"))
     backbone = [k for k in saved if not k.startswith("output.")]
     assert any("running_mean" in k for k in backbone) and any("running_var" in k for k in backbone)
@@ -236,7 +236,7 @@ def test_a_job_planned_for_two_hosts_on_one_trains_and_records_the_one_host_rate
         epochs=1, max_batches_per_epoch=2,
     )  # fmt: skip
     root = make_tree(tmp_path / "ml", tiny_dataset, hp)
-    fit(load_job(Layout(root)))
+    RUNTIME.fit(load_job(Layout(root)))
     (event,) = read_metrics(root / "output" / "data" / "metrics.jsonl")
     assert event.lr == pytest.approx(0.001) and event.hosts == 1
     record = json.loads((root / "output" / "data" / "run-record.json").read_text())
@@ -250,7 +250,7 @@ def test_the_model_is_the_best_validation_epoch_and_the_record_says_how_it_was_m
 ):
     hp = hparams(epochs=4, max_batches_per_epoch=3, optimizer="sgd", lr=0.05, lr_per_device=0.05)
     root = make_tree(tmp_path / "ml", tiny_dataset, hp)
-    fit(load_job(Layout(root)))
+    RUNTIME.fit(load_job(Layout(root)))
     events = read_metrics(root / "output" / "data" / "metrics.jsonl")
     accs = [e.val_acc for e in events]
     best = accs.index(max(accs))  # the first epoch reaching the best accuracy
@@ -285,7 +285,7 @@ def test_the_held_out_test_split_is_scored_once_with_the_best_model(image_folder
     prepare_folder(image_folder, ds, "shapes", params, workers=1)
     hp = hparams(num_training_samples=64, epochs=3, max_batches_per_epoch=3)
     root = make_tree(tmp_path / "ml", ds, hp)
-    result = fit(load_job(Layout(root)))
+    result = RUNTIME.fit(load_job(Layout(root)))
     events = read_metrics(root / "output" / "data" / "metrics.jsonl")
     assert [e.test_acc is None for e in events] == [True, True, False]
     truth = [int(label) for _, label, _ in read_lst(ds / "shapes_test.lst")]

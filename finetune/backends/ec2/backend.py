@@ -1,17 +1,14 @@
 """The EC2 backend: self-terminating GPU instances (one per host) per attempt, spot-resilient.
 
 This class is the Protocol surface; the work lives in two groups, as in SkyPilot's
-provision/aws (config.py set-up, instance.py lifecycle):
-  setup/      what attempts share: clients, subnets and groups, roles (infra), AMIs, the vCPU
-              quota, and cleanup of what no run owns;
-  instances/  one launch attempt step by step (attempt, run_instances: RunInstances with
-              capacity fallback), its hosts and intent, observing it, and the lifecycle:
-              settle, relaunch, adopt, release.
-options.py is the launch flags, resources and the dry run's pre-flight; checks.py the checks
-that cost nothing and the run's S3 prefix; state.py what RUN_DIR/ec2.json keeps; cost.py the
-prices (asked once per launch) and the charges. The backend never opens the ledger: what it
-should keep goes into a Journal (submit) or comes back in the Status (events, facts), and
-service/ writes it.
+provision/aws (config.py set-up, instance.py lifecycle): setup/ what attempts share (clients,
+subnets and groups, roles, AMIs, the vCPU quota, cleanup of what no run owns); instances/ one
+launch attempt step by step (RunInstances with capacity fallback), its hosts and intent,
+observing it, and the lifecycle (settle, relaunch, adopt, release). options.py holds the launch
+flags and resources, preflight.py the checks that cost nothing (the dry run's too) and the
+run's S3 prefix, state.py what RUN_DIR/ec2.json keeps, cost.py the prices (asked once per
+launch) and charges. The backend never opens the ledger: what it should keep goes into a
+Journal (submit) or comes back in the Status (events, facts), and service/ writes it.
 """
 
 from __future__ import annotations
@@ -23,12 +20,16 @@ from finetune.backends import base, modelfiles
 from finetune.backends.base import Capabilities, Hooks, Journal, Status
 from finetune.backends.ec2 import options as ec2_options
 from finetune.backends.ec2 import preflight as ec2_checks
+from finetune.backends.ec2 import readiness
+from finetune.backends.ec2.agent import protocol
 from finetune.backends.ec2.instances import lifecycle
 from finetune.backends.ec2.instances import status as ec2_observe
 from finetune.backends.ec2.instances import submit as ec2_attempt
 from finetune.backends.ec2.options import Ec2Options
+from finetune.backends.ec2.setup import cleanup as ec2_cleanup
 from finetune.backends.ec2.setup import infra as ec2_infra
 from finetune.backends.ec2.state import Candidate, Ec2State
+from finetune.catalog import spot
 from finetune.contracts.metrics import EpochMetrics
 from finetune.errors import FinetuneError, UsageError
 
@@ -50,17 +51,17 @@ class Ec2Backend:
     def current_spot_prices(self, instance_types: list[str], region: str) -> dict:
         """EC2's current spot price of each type in ``region`` (its lowest zone, named in the
         source), as launch records them: DescribeSpotPriceHistory (`finetune plan --live-spot`)."""
-        from finetune.catalog import spot
-
         return spot.current(instance_types, region, self._clients("ec2", region))
 
     def readiness(self, aws, instance: str | None = None, spot: bool = False) -> list:
         """`finetune check`'s items of this backend (finetune.aws.readiness.Item)."""
-        from finetune.backends.ec2 import readiness
-
         return readiness.items(aws, instance, spot)
 
     # -- launch ---------------------------------------------------------------------------
+    @property
+    def max_eur(self) -> float | None:
+        return self.options.max_eur if self.options else None
+
     def resources(self, request: base.ResourceRequest):
         return ec2_options.resources(request)
 
@@ -75,13 +76,9 @@ class Ec2Backend:
     def orphans(
         self, live_runs: set[str], older_than_s: float, scope=base.CleanupScope()
     ) -> list[base.Orphan]:
-        from finetune.backends.ec2.setup import cleanup as ec2_cleanup
-
         return ec2_cleanup.find_orphans(self._clients, live_runs, older_than_s, scope)
 
     def remove(self, orphans: list[base.Orphan]) -> list[str]:
-        from finetune.backends.ec2.setup import cleanup as ec2_cleanup
-
         return ec2_cleanup.remove(self._clients, orphans)
 
     # -- submit ---------------------------------------------------------------------------
@@ -161,8 +158,6 @@ class Ec2Backend:
 
     def tensorboard_location(self, run) -> str | None:
         """The agent mirrors /opt/ml/output/tensorboard to the run's prefix (protocol.py)."""
-        from finetune.backends.ec2.agent import protocol
-
         state = Ec2State.load(run.run_dir) if run.run_dir else None
         if state is None:
             return None

@@ -14,10 +14,11 @@ import time
 from dataclasses import dataclass, field
 
 from finetune.backends.ec2.state import AttemptRecord, Candidate, Ec2State
-from finetune.catalog import prices
+from finetune.catalog import fx, prices
 from finetune.catalog import spot as spot_prices
 from finetune.errors import FinetuneError, UsageError
 from finetune.estimate import money
+from finetune.runs.spend import budget_seconds
 
 
 @dataclass(frozen=True)
@@ -128,8 +129,6 @@ def ledger_fields(state: Ec2State, now: float | None = None) -> dict:
 
 def eur_spent(state: Ec2State, now: float | None = None) -> float | None:
     """Euros spent so far (estimate.money at today's rate); None when a price is unknown."""
-    from finetune.catalog import fx
-
     return money.euros([charge(a, now) for a in state.attempts], fx.eur_rate()).eur
 
 
@@ -155,15 +154,12 @@ def runtime_cap(state: Ec2State, planned: money.Charge | None) -> int:
     """--max-runtime, shortened so that --max-eur cannot be exceeded by ``planned`` (the dearest
     choice, all its hosts): the user data's dead-man switch then ends the instances before the
     money runs out."""
-    from finetune.catalog import fx
-
     opts = state.options
     cap = opts.max_runtime
     if cap is None:  # preflight.with_runtime fills it before any launch or --dry-run
         raise ValueError("runtime_cap: --max-runtime was never filled in (with_runtime)")
     if opts.max_eur is None or planned is None:
         return int(cap)
-    from finetune.runs.spend import budget_seconds
 
     rate = fx.eur_rate()
     spent = eur_spent(state) or 0.0

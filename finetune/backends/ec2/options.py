@@ -8,8 +8,12 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from finetune.backends import base
+from finetune.aws.session import configured_region
+from finetune.backends import base, s3dataset
+from finetune.catalog import instances
 from finetune.errors import UsageError
+from finetune.plan import Resources
+from finetune.settings.names import check_region
 from finetune.units.durations import Duration
 from finetune.units.eurocap import EuroCap
 
@@ -42,8 +46,6 @@ class Ec2Options(base.Options):
     @field_validator("region")
     @classmethod
     def _known_region(cls, value: str | None) -> str | None:
-        from finetune.settings.names import check_region
-
         return check_region(value, "--region") if value else value
 
     @classmethod
@@ -55,9 +57,6 @@ class Ec2Options(base.Options):
 
 def resources(request: base.ResourceRequest):
     """All GPUs of ``count`` instances of one type from the catalog (CPU-only types: cpu)."""
-    from finetune.catalog import instances
-    from finetune.plan import Resources
-
     if not request.instance:
         raise UsageError(
             "--backend ec2 needs an instance type",
@@ -75,7 +74,4 @@ def resources(request: base.ResourceRequest):
 
 
 def dataset_summary(uri: str, region: str | None = None):
-    from finetune.aws.session import configured_region
-    from finetune.backends import s3dataset
-
     return s3dataset.summarize(uri, configured_region(region))

@@ -9,16 +9,27 @@ next to the run's other objects, where the on-instance agent reads them.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 
-from finetune.backends import base, runtime
+from finetune import settings
+from finetune.aws import imageref
+from finetune.aws.datasetscope import read_prefixes
+from finetune.aws.errors import aws_errors
+from finetune.aws.s3upload import as_prefix, plan_upload, upload_dataset
+from finetune.aws.session import configured_region
+from finetune.backends import base, runtime, secretscan
+from finetune.backends.ec2 import cost as ec2_cost
 from finetune.backends.ec2.agent import protocol as p
 from finetune.backends.ec2.options import Ec2Options
+from finetune.backends.ec2.setup import ami as ec2_ami
 from finetune.backends.ec2.setup import infra as ec2_infra
 from finetune.backends.ec2.setup import quota as ec2_quota
 from finetune.backends.ec2.state import Candidate, Ec2State
+from finetune.catalog import instances
 from finetune.engines import registry
 from finetune.errors import CloudError, ConfigError, FinetuneError, UsageError
+from finetune.plan.estimate import with_estimate
 
 IMAGE_ENVS = ("FINETUNE_EC2_IMAGE", "FINETUNE_IMAGE")
 
@@ -26,9 +37,6 @@ IMAGE_ENVS = ("FINETUNE_EC2_IMAGE", "FINETUNE_IMAGE")
 def missing_settings(plan, options: Ec2Options) -> list[base.Problem]:
     """Every setting the launch needs and does not have (region, bucket, our image where the
     engine needs it), each with its fix: a dry-run names them all at once."""
-    from finetune import settings
-    from finetune.aws.session import configured_region
-
     problems = []
     if not configured_region(options.region):
         problems.append(base.Problem(
@@ -57,8 +65,6 @@ def preflight(plan, options: Ec2Options, settings_checked: bool = True) -> str:
     """Refuse impossible runs; returns the instance's CPU architecture (for the AMI).
     ``settings_checked=False``: leave missing settings to the caller (a dry-run lists them
     all, missing_settings)."""
-    from finetune.catalog import instances
-
     res = plan.resources
     inst = instances.get(res.instance_type)
     instances.check_engine(
@@ -77,13 +83,9 @@ def preflight(plan, options: Ec2Options, settings_checked: bool = True) -> str:
         if registry.get(plan.hyperparameters.engine).needs_our_image:  # else AWS's framework AMI
             image()
     else:
-        from finetune import settings
-
         name = settings.get().bucket
     screen(plan)
     if name and plan.dataset.path.startswith("s3://"):  # a run reads its dataset's prefix
-        from finetune.aws.datasetscope import read_prefixes
-
         read_prefixes(plan.dataset.path, name, options.read_prefix)
     return inst.cpu_architecture or "x86_64"
 
@@ -91,18 +93,12 @@ def preflight(plan, options: Ec2Options, settings_checked: bool = True) -> str:
 def screen(plan) -> None:
     """Refuse a plan carrying secrets (backends/secretscan.py): plan.json goes to the run's S3
     prefix and the hyperparameters into the instance; checked before anything is sent."""
-    import json
-
-    from finetune.backends import secretscan
-
     found = secretscan.scan_map("hyperparameter", plan.hyperparameters.to_strings())
     found += secretscan.scan_document("plan.json", json.loads(plan.to_json()))
     secretscan.refuse(list(dict.fromkeys(found)), "the run's plan.json in S3")
 
 
 def bucket() -> str:
-    from finetune import settings
-
     name = settings.get().bucket
     if not name:
         raise ConfigError(
@@ -113,8 +109,6 @@ def bucket() -> str:
 
 
 def configured_image() -> str | None:
-    from finetune import settings
-
     found = next((os.environ[e] for e in IMAGE_ENVS if os.environ.get(e)), None)
     return found or settings.get().image
 
@@ -136,8 +130,6 @@ def image() -> str:
 def pin_image(clients, uri: str, region: str) -> str:
     """The training image by digest (finetune.aws.imageref), resolved before anything of the
     run is created: a tag pushed again later cannot change what this run executes."""
-    from finetune.aws import imageref
-
     try:
         account = ec2_infra.account(clients("sts", region))
         return imageref.pin(clients("ecr", region), uri, account, region)
@@ -178,9 +170,6 @@ def with_runtime(options: Ec2Options, plan) -> Ec2Options:
 
 def new_state(plan, run, options: Ec2Options, clients) -> Ec2State:
     """The run's S3 prefix filled (dataset, plan) and its state record started."""
-    from finetune.aws.errors import aws_errors
-    from finetune.aws.s3upload import as_prefix, plan_upload, upload_dataset
-
     region = ec2_infra.region_name(options.region)
     s3 = clients("s3", region)
     name = bucket()
@@ -217,13 +206,6 @@ def dry_run(plan, options: Ec2Options, clients, history=()):
     affords at the price the launch would pay, and the family's vCPU quota; returns the
     base.Preflight and the prices asked (ec2.cost.Quotes: the launch right after uses them).
     ``history``: measured runs, given by the caller (the estimate prefers them)."""
-    from finetune import settings
-    from finetune.aws.session import configured_region
-    from finetune.backends.ec2 import cost as ec2_cost
-    from finetune.backends.ec2.setup import ami as ec2_ami
-    from finetune.catalog import instances
-    from finetune.plan.estimate import with_estimate
-
     arch = preflight(plan, options, settings_checked=False)  # engine on these GPUs, fallbacks
     engine = plan.hyperparameters.engine
     plan = plan.with_runtime(ec2_ami.runtime(engine, arch, options.ami))

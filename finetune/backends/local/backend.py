@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -14,6 +15,7 @@ from pydantic import Field
 
 from finetune.backends import base
 from finetune.backends.base import Capabilities, Feature, Hooks, Preflight, Status
+from finetune.backends.local.devices import local_resources
 from finetune.backends.local.runner import LOCK_FILE, lock_held, take_lock
 from finetune.contracts import container, mltree
 from finetune.contracts import metrics as mt
@@ -45,6 +47,7 @@ class LocalBackend:
     price_book = None  # this machine: nothing billed, nothing to plan
     poll_seconds = 1.0
     stream_logs = False  # the epoch lines say it all; train.log is one `runs logs` away
+    max_eur = None  # nothing billed here: no --max-eur
 
     def __init__(
         self, options: LocalOptions | None = None, hooks: Hooks | None = None, poll_seconds=None
@@ -55,8 +58,6 @@ class LocalBackend:
 
     def resources(self, request: base.ResourceRequest):
         """This machine's devices: --gpus (present here), --cpus, else all GPUs or one CPU."""
-        from finetune.backends.local.devices import local_resources
-
         if request.instance:
             raise UsageError(
                 f"--instance {request.instance}: the local backend runs on this machine",
@@ -245,8 +246,6 @@ def _final(run_dir: Path, info: dict) -> Status:
 def _take_lock_soon(run_dir: Path, wait_s: float = 10.0):
     """The run's lock; when the last attempt has ended (exit.json) its supervisor may still
     hold it for a moment on its way out, so wait for that, not for a live one."""
-    import time
-
     deadline = time.monotonic() + wait_s
     while (lock := take_lock(run_dir)) is None and (run_dir / "exit.json").exists():
         if time.monotonic() > deadline:
@@ -272,8 +271,6 @@ def _read_json(path: Path) -> dict:
 def _reap(pid: int, wait_s: float = 5.0) -> None:
     """Collect the exit status of a runner this process started (it writes exit.json just
     before it exits, so give it a moment); nothing for another process's runner."""
-    import time
-
     deadline = time.monotonic() + wait_s
     while pid > 0:
         try:

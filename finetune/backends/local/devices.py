@@ -6,6 +6,7 @@ import shutil
 import subprocess
 
 from finetune.errors import UsageError
+from finetune.plan import Resources
 
 
 def local_gpus() -> list[int]:
@@ -37,8 +38,6 @@ def parse_gpus(text: str) -> tuple[int, ...]:
 def local_resources(gpus: str | None, cpus: int | None):
     """Resources for the local backend and the GPU ids to expose (CUDA_VISIBLE_DEVICES).
     GPUs asked for must be here: a plan for devices this machine lacks would fail later."""
-    from finetune.plan import Resources
-
     if gpus and cpus:
         raise UsageError("--gpus and --cpus exclude each other", "pass one of them.")
     found = tuple(local_gpus())

@@ -2,17 +2,12 @@
 
     python -m finetune.backends.local.runner RUN_DIR [LOCK_FD]
 
-Runs detached from the terminal (its own session), so a `launch --detach` or a closed
-terminal does not end the training. It writes RUN_DIR/runner.json when it starts and
-RUN_DIR/exit.json (atomically) when the trainer ends: exit code, times, and whether a stop
-was requested. The trainer's output goes to RUN_DIR/train.log.
-
-Nothing of a run outlives its supervisor: the trainer gets SIGTERM (it checkpoints and
-exits) the moment the supervisor dies, even by SIGKILL (Linux's parent-death signal), and
-both hold RUN_DIR/run.lock (one flock, shared through the inherited descriptor) for as long
-as either lives, so a resume cannot start a second trainer beside a live one. The backend
-takes that lock before it starts the supervisor and passes it on as LOCK_FD, so that of two
-resumes at once the loser is refused before it has started or changed anything.
+Runs detached from the terminal (its own session), so a `launch --detach` or a closed terminal
+does not end the training. It writes RUN_DIR/runner.json when it starts and RUN_DIR/exit.json
+(atomically) when the trainer ends: exit code, times, and whether a stop was requested; the
+trainer's output goes to RUN_DIR/train.log. Nothing of a run outlives its supervisor: the
+trainer gets SIGTERM (it checkpoints and exits) the moment the supervisor dies, even by SIGKILL
+(Linux's parent-death signal), and both hold the run's lock (take_lock) while either lives.
 """
 
 from __future__ import annotations
@@ -48,7 +43,12 @@ def lock_held(run_dir: Path) -> bool:
 
 
 def take_lock(run_dir: Path):
-    """The run's lock (an open file), or None when a process of the run still holds it."""
+    """The run's lock (an open file), or None when a process of the run still holds it.
+    Supervisor and trainer hold RUN_DIR/run.lock (one flock, shared through the inherited
+    descriptor) for as long as either lives, so a resume cannot start a second trainer beside
+    a live one. The backend takes it before it starts the supervisor and passes it on as
+    LOCK_FD, so that of two resumes at once the loser is refused before it has started or
+    changed anything."""
     lock = open(run_dir / LOCK_FILE, "a")  # noqa: SIM115 (held for the process's life)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -2,17 +2,12 @@
 directory, check it against the sha256 the launch computed, unpack it where AWS's training
 toolkit looks for it, then start the image's own entrypoint and the toolkit.
 
-Why here and not in the source directory: the tar.gz lies in S3 where other SageMaker callers
-may write, and whoever replaces it replaces every file in it -- a check inside it, and the
-requirements.txt the toolkit pip-installs first, would be theirs. This file's text travels in
-the CreateTrainingJob request instead (sourcedir.py cuts it into ContainerEntrypoint items),
-which only the launch writes, with the expected sha256 in its last line. The toolkit finds
-/opt/ml/code already filled and does not download the tar.gz again, so what runs is what was
-checked. Standard library and boto3 only: that is what the image has before our code is in.
-
-A run whose recipe names metric loggers gets their packages here too (``lock``: the hashed list
-inside the checked source directory), from PyPI over the job's network, once per host before
-the toolkit; without a route there (a VPC without NAT) the run goes on without the loggers.
+Not inside the source directory: whoever replaces the tar.gz in S3 replaces every file in it
+(a check there, and the requirements.txt the toolkit pip-installs first, would be theirs).
+This file's text travels in the CreateTrainingJob request, which only the launch writes
+(sourcedir.py cuts it into ContainerEntrypoint items, the expected sha256 in its last line);
+the toolkit finds /opt/ml/code filled and does not download the tar.gz again, so what runs is
+what was checked. Standard library and boto3 only: what the image has before our code is in.
 """
 
 import hashlib
@@ -56,8 +51,10 @@ def main(uri: str, expected: str, region: str, lock: str = "") -> int:
 
 
 def install(lock: str) -> bool:
-    """pip-install the hashed list ``lock`` (exact versions, no dependency resolution); a
-    failure is one warning line, never the job's end: the metric loggers are optional."""
+    """pip-install the hashed list ``lock`` (exact versions, no dependency resolution): the
+    packages of the metric loggers a recipe names, from PyPI over the job's network, once per
+    host before the toolkit. A failure (a VPC without NAT: no route there) is one warning
+    line, never the job's end: the metric loggers are optional."""
     pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-input", "--no-deps"]
     pip += ["--require-hashes", "--timeout", "20", "--retries", "1", "--requirement", lock]
     code: int | Exception

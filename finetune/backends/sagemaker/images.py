@@ -13,6 +13,10 @@ our image (mxnet today)
 
 from __future__ import annotations
 
+from finetune import __version__
+from finetune.aws.image import default_image as our_image
+from finetune.backends.sagemaker.request import sagemaker_instance
+from finetune.catalog import engines
 from finetune.engines import registry
 from finetune.errors import ConfigError
 
@@ -22,8 +26,6 @@ IMAGE_SCOPE = "training"
 def framework_image(engine: str, region: str, instance_type: str) -> str:
     """AWS's training image of ``engine``'s framework for ``instance_type`` (ml.* or EC2
     name) in ``region``."""
-    from finetune.backends.sagemaker.request import sagemaker_instance
-
     described = registry.get(engine)
     aws, version = described.aws, described.build.version
     if aws is None:  # the engine runs our image (needs_our_image): AWS has none for it
@@ -57,9 +59,6 @@ def framework_image(engine: str, region: str, instance_type: str) -> str:
 
 def default_image(engine: str, region: str, instance_type: str, account: str) -> str:
     """The image a job of ``engine`` runs when no --image is given."""
-    from finetune import __version__
-    from finetune.aws.image import default_image as our_image
-
     if registry.get(engine).aws:
         return framework_image(engine, region, instance_type)
     return our_image(account, region, __version__)
@@ -67,8 +66,6 @@ def default_image(engine: str, region: str, instance_type: str, account: str) ->
 
 def runtime(engine: str, image: str) -> dict[str, str]:
     """What runs the engine, as recorded in the plan and shown by --dry-run."""
-    from finetune.catalog import engines
-
     aws = registry.get(engine).aws
     source = (
         f"AWS {aws.title} training image (sagemaker-core image_uris, {aws.image_python})"

@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import re
 
+from finetune.aws.session import partition_of
+
 ENI_ACTIONS = [
     "ec2:CreateNetworkInterface",
     "ec2:CreateNetworkInterfacePermission",
     "ec2:DeleteNetworkInterface",
+    "ec2:DeleteNetworkInterfacePermission",  # authorized on the interface (ec2:Subnet, ec2:Vpc)
 ]
-# No resource-level permissions (describe calls; a permission is named by its own id).
+# No resource-level permissions (describe calls).
 DESCRIBE_ACTIONS = [
-    "ec2:DeleteNetworkInterfacePermission",
     "ec2:DescribeDhcpOptions",
     "ec2:DescribeNetworkInterfaces",
     "ec2:DescribeSecurityGroups",
@@ -32,13 +34,12 @@ KEY_ACTIONS = ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"]
 
 
 def vpc_statements(subnets, groups, region: str, account: str) -> list[dict]:
-    """Network interfaces in ``subnets`` with ``groups`` only; nothing without a VPC. Sharing
-    and deleting are held to interfaces in the run's own subnets (``ec2:Subnet``), never
-    another workload's interface elsewhere in the account (the boundary holds them to the
-    stack's VPC as well)."""
+    """Network interfaces in ``subnets`` with ``groups`` only; nothing without a VPC. Sharing,
+    deleting and unsharing are held to interfaces in the run's own subnets (``ec2:Subnet``),
+    never another workload's interface elsewhere in the account (the boundary holds them to
+    the stack's subnets and VPC as well)."""
     if not subnets and not groups:
         return []
-    from finetune.aws.session import partition_of
 
     ec2 = f"arn:{partition_of(region)}:ec2:{region}:{account}"
     interfaces = f"{ec2}:network-interface/*"
@@ -71,8 +72,6 @@ def kms_statements(key: str | None, region: str, account: str) -> list[dict]:
 def key_resource(key: str, region: str, account: str) -> tuple[str, dict]:
     """The key ARN IAM authorizes for ``key``; an alias is matched by kms:ResourceAliases on
     any key of its account (IAM never sees the alias as the resource)."""
-    from finetune.aws.session import partition_of
-
     m = re.fullmatch(r"arn:([a-z-]+):kms:([a-z0-9-]+):(\d{12}):(key|alias)/(.+)", key)
     if m and m[4] == "key":
         return key, {}

@@ -1,25 +1,20 @@
 """`launch --backend sagemaker` as library calls: the options model (the launch flags this
-backend takes), resources from the catalog, a dataset already in S3, and the pre-flight that
---dry-run shows: the job request as submit would send it, with the runtime --max-eur affords
-and the engine's image -- all without credentials except where the dataset lives in S3."""
+backend takes), resources from the catalog and a dataset already in S3. The pre-flight that
+--dry-run shows is preflight.py."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from pydantic import Field
 
-from finetune.backends import base
-from finetune.backends.sagemaker import preflight
+from finetune.aws.session import configured_region
+from finetune.backends import base, s3dataset
 from finetune.backends.sagemaker import request as rq
-from finetune.backends.sagemaker import submit as sub
+from finetune.catalog import instances
 from finetune.errors import UsageError
+from finetune.plan import Resources
 from finetune.settings.names import Region
 from finetune.units.durations import Duration
 from finetune.units.eurocap import EuroCap
-
-ROLE_PLACEHOLDER = "arn:aws:iam::000000000000:role/unset"  # valid shape, for the offline checks
-SAMPLE_RUN_ID = "ft-YYYYMMDD-HHMMSS-xxxx"
 
 
 class SageMakerOptions(base.Options):
@@ -40,16 +35,8 @@ class SageMakerOptions(base.Options):
         return rq.JobOptions(**self.model_dump())  # the same names: nothing renamed
 
 
-# AWS's PyTorch training image starts the toolkit from a bash PID 1 without exec
-# (ENTRYPOINT ["bash", "-m", "start_with_right_hostname.sh"], which runs `train` as a job of
-# its own), and the toolkit (sagemaker-training 5.1.4) neither handles nor forwards signals:
-# the SIGTERM of a stop or a spot interruption most likely never reaches the trainer, which is
-# SIGKILLed. What survives is the last periodic checkpoint (SageMaker syncs /opt/ml/checkpoints
-# to S3 as it is written), so a spot job checkpoints at least every 5 minutes: at most that
-# much work lost per interruption (2.5 on average), for a checkpoint write of about a second
-# (ResNet-152: ~0.5 GB of weights and momentum). Read from aws/deep-learning-containers
-# pytorch/training/docker/2.10/py3/cu130/Dockerfile.gpu (commit 0bffd28) and
-# pytorch/training/docker/build_artifacts/start_with_right_hostname.sh (commit eed9365).
+# a stop's SIGTERM most likely never reaches the trainer in AWS's image, so the last periodic
+# checkpoint is what survives (docs/decisions/041-sagemaker-spot-checkpoints.md)
 SPOT_CHECKPOINTS = {
     "checkpoint_max_s": 300.0,
     "checkpoint_note": "at most 300 s on SageMaker spot: a stop's SIGTERM may never reach the "
@@ -60,9 +47,6 @@ SPOT_CHECKPOINTS = {
 def resources(request: base.ResourceRequest, opts: rq.JobOptions):
     """Every GPU of ``count`` instances of ``instance``: hosts = count, so the learning rate
     scales with the total GPU count."""
-    from finetune.catalog import instances
-    from finetune.plan import Resources
-
     if not request.instance:
         raise UsageError(
             "--backend sagemaker needs an instance type",
@@ -86,96 +70,4 @@ def resources(request: base.ResourceRequest, opts: rq.JobOptions):
 
 def dataset_summary(uri: str, opts: rq.JobOptions):
     """The summary of a dataset finetune uploaded to ``uri`` (its manifest is read there)."""
-    from finetune.aws.session import configured_region
-    from finetune.backends import s3dataset
-
     return s3dataset.summarize(uri, configured_region(opts.region))
-
-
-def check(plan, opts: rq.JobOptions, history=()) -> base.Preflight:
-    """The job request as submit would send it, every offline check run on it; the plan
-    carries its estimate (``history``: measured runs, given by the caller). Raises a
-    PreflightError for what would stop the real launch."""
-    from finetune.aws.session import configured_region
-    from finetune.backends.sagemaker import images
-    from finetune.catalog import instances
-    from finetune.plan.estimate import with_estimate
-
-    engine = plan.hyperparameters.engine  # MXNet on Hopper: refused before anything else
-    instances.check_engine(engine, plan.resources.instance_type)
-    opts = _with_settings(opts)
-    region = opts.region
-    if not region:  # nothing can be priced: every missing setting, before the plan
-        raise preflight.PreflightError([_NO_REGION, *sub.missing_settings(opts)])
-    plan = with_estimate(plan, region, "sagemaker", history)
-    given = opts.max_runtime
-    opts = sub.with_runtime(opts, plan, region)  # the runtime the real submit would use
-    image = opts.image or sub.engine_image(plan, "ACCOUNT", region)
-    plan = plan.with_runtime(images.runtime(engine, image))
-    bucket = opts.bucket or "FINETUNE_BUCKET"
-    checked = replace(
-        opts,
-        bucket=bucket,
-        role_arn=opts.role_arn or ROLE_PLACEHOLDER,  # no role of the user's: the run's own
-        image=image.replace("ACCOUNT", "000000000000", 1) if not opts.image else image,
-    )
-    channels, size = _channels(plan, bucket)
-    code = sub.source_dir(plan, checked, SAMPLE_RUN_ID)  # the torch engine ships our source
-    toolkit = code.hyperparameters(region, plan.resources.hosts) if code else None
-    entry = code.entrypoint(region) if code else None
-    name = rq.job_name(SAMPLE_RUN_ID)
-    req = rq.training_request(plan, SAMPLE_RUN_ID, name, channels, checked, size, toolkit, entry)
-    problems = sub.missing_settings(opts) + preflight.check_request(req, region)
-    own_role = "finetune-run-RUN_ID: this run's own role, created at launch"
-    shown = {**req, "RoleArn": opts.role_arn or own_role}
-    shown["AlgorithmSpecification"] = {**req["AlgorithmSpecification"], "TrainingImage": image}
-    rows = rq.summary_rows(shown, first=(("region", configured_region(region) or "not set"),))
-    rows.append(("runtime cap", _runtime_note(opts, given, plan)))
-    if opts.max_eur is not None:
-        rows.append(("budget", f"EUR {opts.max_eur:g}: runtime capped to fit"))
-    error = preflight.PreflightError(problems) if problems else None
-    return base.Preflight(plan, rows, title="SageMaker job", error=error)
-
-
-def _runtime_note(opts, given, plan) -> str:
-    """Where the max runtime above comes from (the same words as the EC2 dry-run's)."""
-    from finetune.backends.runtime import default_runtime
-
-    if given is not None:
-        return "--max-runtime"
-    seconds, why = default_runtime(plan)
-    if opts.max_runtime is not None and opts.max_runtime < seconds:
-        return f"what --max-eur {opts.max_eur:g} pays for"
-    return why
-
-
-_NO_REGION = preflight.Problem(
-    "no AWS region is set for the job",
-    "pass --region REGION, or set FINETUNE_REGION (or a region in your AWS config).",
-)
-
-
-def _with_settings(opts: rq.JobOptions) -> rq.JobOptions:
-    from finetune import settings
-    from finetune.aws.session import configured_region
-
-    conf = settings.get()
-    return replace(
-        opts,
-        region=configured_region(opts.region),
-        bucket=opts.bucket or conf.bucket,
-        role_arn=opts.role_arn or conf.role_arn,
-    )
-
-
-def _channels(plan, bucket: str) -> tuple[dict[str, str], int]:
-    from finetune.aws.s3upload import as_prefix, plan_upload
-
-    if plan.dataset.path.startswith("s3://"):
-        root = as_prefix(plan.dataset.path)
-        return {c: f"{root}{c}/" for c in ("train", "validation")}, 0
-    if plan.dataset.counts_only:  # not prepared yet: its prefix follows from its files
-        root = f"s3://{bucket or 'BUCKET'}/finetune/datasets/{plan.dataset.name}-(once prepared)/"
-        return {c: f"{root}{c}/" for c in ("train", "validation")}, 0
-    upload = plan_upload(plan.dataset.path, bucket)
-    return upload.channels, upload.total_bytes

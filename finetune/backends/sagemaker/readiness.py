@@ -5,16 +5,16 @@ training instances per type, by name: "ml.g5.xlarge for training job usage")."""
 
 from __future__ import annotations
 
+from finetune import settings
 from finetune.aws import readiness as r
+from finetune.aws import retries
+from finetune.aws.infra import boundary_arn
+from finetune.catalog import instances
 
 INSTANCE = "ml.g5.xlarge"  # the type checked without --instance
 
 
 def items(aws, instance: str | None, spot: bool = False) -> list[r.Item]:
-    from finetune import settings
-    from finetune.aws.infra import boundary_arn
-    from finetune.catalog import instances
-
     name = "ml." + instances.get(instance or INSTANCE).name
     conf = settings.get()
     why = "the PyTorch engine runs in AWS's PyTorch image; MXNet recipes need it"
@@ -27,8 +27,6 @@ def items(aws, instance: str | None, spot: bool = False) -> list[r.Item]:
 
 
 def _quota(aws, instance: str, spot: bool) -> r.Item:
-    from finetune.aws import retries
-
     label = f"{instance} for {'spot ' if spot else ''}training job usage"
     value, why, code = None, "", ""
     try:
@@ -45,4 +43,5 @@ def _quota(aws, instance: str, spot: bool) -> r.Item:
         f"sagemaker --quota-code {code or 'CODE'} --desired-value 1 --region {aws.region}` (or "
         "the Service Quotas console); new accounts start at 0 for most GPU types."
     )
-    return r.quota(f"'{label}'", value, 1, "instances", why, fix)
+    need = "servicequotas:ListServiceQuotas (no resource-level permissions: Resource *)"
+    return r.quota(f"'{label}'", value, 1, "instances", why, fix, need)

@@ -16,10 +16,14 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from finetune.aws import imageref
+from finetune.aws import imageref, retries
+from finetune.aws.datasetscope import read_prefixes
 from finetune.aws.errors import aws_errors
-from finetune.aws.session import Aws
+from finetune.aws.infra import boundary_arn
+from finetune.aws.session import Aws, partition_of
+from finetune.backends.sagemaker import jobaccess
 from finetune.backends.sagemaker import request as rq
+from finetune.backends.sagemaker.sourcedir import CODE_ROOT
 
 ROLE_PATH = "/finetune-bounded/sagemaker/"  # finetune.aws.infra.run_role_path("sagemaker")
 POLICY_NAME = "run-access"
@@ -62,10 +66,6 @@ def policy(
     """The run's permissions: ``reads`` are key prefixes of the dataset (and --read-prefix);
     ``network`` (subnets, security groups) and ``kms_key`` add what a job in a VPC or an
     encrypted job needs, only when given (finetune.backends.sagemaker.jobaccess)."""
-    from finetune.aws.session import partition_of
-    from finetune.backends.sagemaker import jobaccess
-    from finetune.backends.sagemaker.sourcedir import CODE_ROOT
-
     partition = partition_of(region)
     obj = f"arn:{partition}:s3:::{bucket}/"
     job = rq.job_name(run_id)  # resumed jobs are JOB-r1, JOB-r2, ...
@@ -128,8 +128,6 @@ def _repository_arn(image: str) -> str | None:
 
 def ensure(iam, run_id: str, account: str, doc: dict, boundary: str) -> None:
     """Create the run's role (idempotent: a resumed run finds it) and set its policy."""
-    from finetune.aws import retries
-
     tags = [{"Key": "project", "Value": "finetune"}, {"Key": "finetune:run-id", "Value": run_id}]
     try:
         retries.call(
@@ -154,8 +152,6 @@ def ensure(iam, run_id: str, account: str, doc: dict, boundary: str) -> None:
 
 def delete(iam, run_id: str) -> None:
     """Remove the run's role once its job ended; what is already gone is fine."""
-    from finetune.aws import retries
-
     steps: tuple[tuple[Any, dict[str, Any]], ...] = (
         (iam.delete_role_policy, {"PolicyName": POLICY_NAME}),
         (iam.delete_role, {}),
@@ -170,8 +166,6 @@ def delete(iam, run_id: str) -> None:
 
 def with_run_role(opts, aws: Aws, run_id: str):
     """Without a role of the user's own: this run's role (created by ``ensure_run_role``)."""
-    from finetune.aws.session import partition_of
-
     if opts.role_arn and not opts.run_role:
         return opts
     arn = role_arn(aws.account_id, run_id, partition_of(aws.region))
@@ -180,9 +174,6 @@ def with_run_role(opts, aws: Aws, run_id: str):
 
 def ensure_run_role(aws: Aws, opts, run_id: str, dataset_root: str) -> None:
     """Create (or refresh) the run's role: its reads, its outputs, its checkpoints."""
-    from finetune.aws.datasetscope import read_prefixes
-    from finetune.aws.infra import boundary_arn
-
     reads = read_prefixes(dataset_root, opts.bucket, opts.read_prefix)
     network = (tuple(opts.subnet), tuple(opts.security_group))
     doc = policy(

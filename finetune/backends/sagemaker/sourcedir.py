@@ -1,29 +1,11 @@
 """Our package as the source directory of a job on AWS's PyTorch training image.
 
-SageMaker's training toolkit (in that image) reads these hyperparameters (sagemaker_training's
-params.py; values JSON-encoded, as the SageMaker Python SDK sends them):
-
-    sagemaker_program                   the script to run, relative to the unpacked directory
-    sagemaker_submit_directory          s3:// URI of a tar.gz it unpacks into /opt/ml/code, then
-                                        `pip install -r requirements.txt` there when present
-    sagemaker_region                    the region it downloads that tar.gz from
-    sagemaker_container_log_level       the toolkit's own log level (20: INFO)
-    sagemaker_torch_distributed_enabled several instances: run the program under torchrun on
-                                        every host (one process per GPU, node rank by host order)
-
-Our tar.gz holds the finetune package, requirements.txt and finetune_entry.py
-(finetune/train/sagemaker_entry.py). No setup.py: with one the toolkit would treat the
-directory as a package, which torchrun cannot run. It goes to s3://BUCKET/finetune/code/RUN/,
-named by its content.
-
-The job does not take the tar.gz on trust (it lies where other SageMaker callers may write):
-its ContainerEntrypoint is codecheck.py, carried in the request with the tar.gz's sha256; it
-checks and unpacks the tar.gz before the toolkit starts (``entrypoint``). requirements.txt
-installs nothing from an index (``--no-index``): it names only what the trainer imports
-beyond torch (pydantic, Pillow), which AWS's PyTorch training images carry; an image without
-them fails at the install, naming the package, instead of resolving open ranges from PyPI.
-A run whose recipe names metric loggers: codecheck.py pip-installs their hashed list
-(shipping.METRICS_LOCK, inside the checked tar.gz) from PyPI first; they are never required.
+The tar.gz holds the finetune package, requirements.txt and finetune_entry.py
+(finetune/train/sagemaker_entry.py); no setup.py, with which the toolkit would treat the
+directory as a package that torchrun cannot run. It goes to s3://BUCKET/finetune/code/RUN/,
+named by its content. The job does not take it on trust (it lies where other SageMaker
+callers may write): its ContainerEntrypoint is codecheck.py, carried in the request with the
+tar.gz's sha256, which checks and unpacks it before the toolkit starts (``entrypoint``).
 """
 
 from __future__ import annotations
@@ -33,6 +15,8 @@ import json
 from dataclasses import dataclass
 from importlib import resources
 
+from finetune.aws import retries
+from finetune.aws.errors import aws_errors
 from finetune.backends import shipping
 
 CODE_ROOT = "finetune/code/"  # the run's own role may read its prefix (runrole.py)
@@ -58,7 +42,20 @@ class SourceDir:
         return f"s3://{self.bucket}/{self.key}"
 
     def hyperparameters(self, region: str, hosts: int) -> dict[str, str]:
-        """The toolkit's sagemaker_* hyperparameters for this source directory."""
+        """The toolkit's sagemaker_* hyperparameters for this source directory, as AWS's
+        training toolkit in the image reads them (sagemaker_training's params.py; values
+        JSON-encoded, as the SageMaker Python SDK sends them)::
+
+            sagemaker_program                   the script to run, relative to the directory
+            sagemaker_submit_directory          s3:// URI of a tar.gz it unpacks into
+                                                /opt/ml/code, then `pip install -r
+                                                requirements.txt` there when present
+            sagemaker_region                    the region it downloads that tar.gz from
+            sagemaker_container_log_level       the toolkit's own log level (20: INFO)
+            sagemaker_torch_distributed_enabled several instances: the program under torchrun
+                                                on every host (one process per GPU, node rank
+                                                by host order)
+        """
         values: dict[str, object] = {
             "sagemaker_program": PROGRAM,
             "sagemaker_submit_directory": self.uri,
@@ -84,9 +81,6 @@ class SourceDir:
 
     def upload(self, s3) -> None:
         """Put the tar.gz in S3 (after the pre-flight checks: nothing is written before)."""
-        from finetune.aws import retries
-        from finetune.aws.errors import aws_errors
-
         with aws_errors("PutObject", resource=self.uri):
             retries.call(
                 s3.put_object,
@@ -109,7 +103,11 @@ def build(bucket: str, run_id: str, loggers: bool = False) -> SourceDir:
 
 def job_requirements() -> str:
     """requirements.txt for the toolkit's ``pip install -r``: no index, only what the trainer
-    imports beyond the image's torch, in the ranges our metadata gives."""
+    imports beyond the image's torch (JOB_NEEDS: AWS's PyTorch training images carry them), in
+    the ranges our metadata gives. An image without them fails at the install, naming the
+    package, instead of resolving open ranges from PyPI. The metric loggers a recipe names
+    are codecheck.py's to install (their hashed list, shipping.METRICS_LOCK, inside the
+    checked tar.gz), from PyPI, first; they are never required."""
     needed = [r for r in shipping.runtime_requirements() if shipping.name_of(r) in JOB_NEEDS]
     head = [
         "# installed from nothing but the image (no index): finetune's trainer needs these",

@@ -1,21 +1,4 @@
-"""A DescribeTrainingJob response -> the ledger's view: state, reason, times, billed usage.
-
-SageMaker's documented statuses (TrainingJobStatus / SecondaryStatus):
-
-    InProgress  Starting, Pending, Downloading, Training, Interrupted, Restarting, Uploading
-    Completed   Completed
-    Failed      Failed (FailureReason says why)
-    Stopping    Stopping
-    Stopped     Stopped, MaxRuntimeExceeded, MaxWaitTimeExceeded
-
-A spot interruption is not the end of a job: SageMaker waits for capacity and restarts it
-from the last checkpoint, so "Interrupted" maps to running. Time limits end it for good and
-map to the ledger's "interrupted" (resumable from the checkpoints); a user's stop to "stopped".
-A trainer stopped by a signal from elsewhere checkpoints and exits with 75 (EXIT_STOPPED)
-after writing a failure reason that starts with "finetune-stopped", so SageMaker says
-"Failed": that job is "interrupted" and resumable, never "completed" (a trainer exits 0 only
-with its model written) nor a failure.
-"""
+"""A DescribeTrainingJob response -> the ledger's view: state, reason, times, billed usage."""
 
 from __future__ import annotations
 
@@ -24,8 +7,10 @@ import time
 from datetime import datetime
 
 from finetune.backends.base import Status
+from finetune.catalog import prices
 from finetune.contracts.container import EXIT_STOPPED, STARTING, STOPPED_MARK
-from finetune.errors import UsageError
+from finetune.errors import FinetuneError, UsageError
+from finetune.estimate import money
 
 _IN_PROGRESS = {
     "Starting": "submitted",
@@ -49,7 +34,22 @@ def stopped_by_signal(job: dict) -> bool:
 
 
 def state_of(job: dict) -> str:
-    """The ledger state for a job's TrainingJobStatus and SecondaryStatus."""
+    """The ledger state for a job's TrainingJobStatus and SecondaryStatus, as SageMaker
+    documents them::
+
+        InProgress  Starting, Pending, Downloading, Training, Interrupted, Restarting, Uploading
+        Completed   Completed
+        Failed      Failed (FailureReason says why)
+        Stopping    Stopping
+        Stopped     Stopped, MaxRuntimeExceeded, MaxWaitTimeExceeded
+
+    A spot interruption is not the end of a job: SageMaker waits for capacity and restarts it
+    from the last checkpoint, so "Interrupted" maps to running. Time limits end it for good and
+    map to "interrupted" (resumable from the checkpoints); a user's stop to "stopped". A
+    trainer stopped by a signal from elsewhere checkpoints and exits with 75 (EXIT_STOPPED)
+    after writing a failure reason that starts with "finetune-stopped", so SageMaker says
+    "Failed": that job is "interrupted" and resumable, never "completed" (a trainer exits 0
+    only with its model written) nor a failure (stopped_by_signal)."""
     primary = str(job.get("TrainingJobStatus") or "")
     secondary = str(job.get("SecondaryStatus") or "")
     if primary == "InProgress":
@@ -181,10 +181,6 @@ def charge_facts(job: dict, region: str, spot: bool) -> dict:
     billable = _num(job.get("BillableTimeInSeconds"))
     if billable is None:
         return {}
-    from finetune.catalog import prices
-    from finetune.errors import FinetuneError
-    from finetune.estimate import money
-
     rc = job.get("ResourceConfig", {})
     try:
         price = prices.price(rc.get("InstanceType", ""), region, "sagemaker")

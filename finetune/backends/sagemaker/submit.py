@@ -9,23 +9,29 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from finetune.aws import retries, sdk
+from finetune import settings
+from finetune.aws import imageref, retries, sdk, stacklimits
+from finetune.aws.datasetscope import read_prefixes as allowed_reads
 from finetune.aws.errors import aws_errors
+from finetune.aws.s3upload import as_prefix, plan_upload
 from finetune.aws.session import Aws
-from finetune.backends.sagemaker import preflight
+from finetune.backends.runtime import default_runtime
+from finetune.backends.sagemaker import images, sourcedir, validate
 from finetune.backends.sagemaker import request as rq
-from finetune.backends.sagemaker.preflight import Problem
+from finetune.backends.sagemaker.findjob import RECORD_DIR
+from finetune.backends.sagemaker.validate import Problem
+from finetune.catalog import fx, prices
+from finetune.data.channels import CHANNELS, channel_files
 from finetune.engines import registry
-
-RECORD_DIR = "sagemaker"  # in the run dir: options.json, one request per job, metrics
+from finetune.errors import FinetuneError
+from finetune.estimate import money
+from finetune.runs.spend import budget_seconds
 
 
 def options_for(given, run):
     """The options stored by an earlier attempt of this run (resume), else the given ones
     completed from the settings (FINETUNE_REGION, FINETUNE_BUCKET, FINETUNE_ROLE_ARN: a
     role of the user's own instead of the run's)."""
-    from finetune import settings
-
     stored = Path(run.run_dir or ".") / RECORD_DIR / "options.json"
     if run.run_dir and stored.is_file():
         return rq.JobOptions.from_dict(json.loads(stored.read_text()))
@@ -72,8 +78,6 @@ def with_defaults(opts, plan, aws: Aws):
 def with_runtime(opts, plan, region: str):
     """--max-runtime as given, else the cap every cloud backend gives a run of ``plan``
     (backends/runtime.py), shortened to what --max-eur pays for."""
-    from finetune.backends.runtime import default_runtime
-
     if opts.max_eur is not None:
         return fit_budget(opts, plan, region)
     if opts.max_runtime is None:
@@ -85,9 +89,6 @@ def engine_image(plan, account: str, region: str) -> str:
     """The training image for ``plan`` when --image is not given: AWS's PyTorch training
     image for the torch engine, else where `finetune image push` puts ours in ``account``'s
     ECR. Submit and --dry-run both ask here, so they agree."""
-    from finetune import settings
-    from finetune.backends.sagemaker import images
-
     engine, instance = plan.hyperparameters.engine, plan.resources.instance_type
     ours = settings.get().image  # `config set image`: our image, where the engine needs ours
     if ours and registry.get(engine).needs_our_image:
@@ -99,8 +100,6 @@ def check_stack_limits(aws: Aws, request: dict) -> None:
     """Refuse what the stack's parameters (the caller policy's conditions) would deny:
     instance type, instance count, runtime, the job's subnets and security groups
     (finetune.aws.stacklimits)."""
-    from finetune.aws import stacklimits
-
     limits = stacklimits.read(aws.client("cloudformation"))
     rc = request["ResourceConfig"]
     stacklimits.check_types(limits, "SageMakerInstanceTypes", [rc["InstanceType"]])
@@ -116,14 +115,10 @@ def fit_budget(opts, plan, region: str):
     """Without --max-runtime, the longest runtime --max-eur pays for (at most the default);
     with it, a refusal when the worst case costs more than --max-eur. Both priced by
     estimate.money, as the finished job will be."""
-    from finetune.catalog import fx, prices
-    from finetune.errors import FinetuneError
-    from finetune.estimate import money
-
     try:
         price = prices.price(plan.resources.instance_type, region, "sagemaker")
     except FinetuneError as exc:
-        raise preflight.PreflightError(
+        raise validate.PreflightError(
             [Problem(f"--max-eur needs a price: {exc.what}", exc.fix or "")]
         ) from None
     charge = money.Charge(
@@ -135,18 +130,15 @@ def fit_budget(opts, plan, region: str):
         price_source=price.source,
         price_as_of=price.as_of_iso,
     )
-    from finetune.backends.runtime import default_runtime
-    from finetune.runs.spend import budget_seconds
-
     rate = fx.eur_rate()
     if opts.max_runtime is None:
         affordable = budget_seconds(opts.max_eur, 0.0, charge, rate)  # the one budget rule
         cap = default_runtime(plan)[0]  # the same default as every cloud backend's
         if affordable is not None:  # None: no price (the charge above always has one)
             cap = min(cap, affordable)
-        runtime = max(preflight.MIN_RUNTIME_S, cap)
+        runtime = max(validate.MIN_RUNTIME_S, cap)
         opts = replace(opts, max_runtime=runtime)
-    preflight.raise_if(preflight.check_budget(charge, rate, opts.runtime_seconds(), opts.max_eur))
+    validate.raise_if(validate.check_budget(charge, rate, opts.runtime_seconds(), opts.max_eur))
     return opts
 
 
@@ -162,9 +154,6 @@ def next_attempt(backend_ref: str | None) -> int:
 def dataset_location(plan, bucket: str, read_prefixes: tuple[str, ...] = ()):
     """(upload or None, channel URIs, bytes): a local dataset is uploaded, an S3 one used --
     if it lies where a run may read (finetune.aws.datasetscope)."""
-    from finetune.aws.datasetscope import read_prefixes as allowed_reads
-    from finetune.aws.s3upload import as_prefix, plan_upload
-
     path = plan.dataset.path
     if path.startswith("s3://"):
         root = as_prefix(path)
@@ -176,16 +165,12 @@ def dataset_location(plan, bucket: str, read_prefixes: tuple[str, ...] = ()):
 
 def expected_files(plan, channel: str) -> list[str]:
     """The files the trainer opens in ``channel`` (train or validation)."""
-    from finetune.data.channels import CHANNELS, channel_files
-
     return channel_files(plan.dataset.name, CHANNELS[channel], plan.dataset.test_count > 0)
 
 
 def pin_image(aws: Aws, image: str) -> tuple[str, list[Problem]]:
     """(the image by digest, problems): a tag in this account's ECR is resolved once, so the
     job -- and a resumed one, through the stored options -- runs exactly that image."""
-    from finetune.aws import imageref
-
     with aws_errors("DescribeImages", resource=image, region=aws.region):
         try:
             return imageref.pin(aws.client("ecr"), image, aws.account_id, aws.region), []
@@ -209,7 +194,6 @@ def source_dir(plan, opts, run_id: str):
     that runs our image, which holds our package)."""
     if registry.get(plan.hyperparameters.engine).needs_our_image:
         return None
-    from finetune.backends.sagemaker import sourcedir
 
     return sourcedir.build(opts.bucket, run_id, bool(plan.hyperparameters.metric_loggers))
 

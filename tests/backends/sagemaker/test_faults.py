@@ -9,8 +9,8 @@ import pytest
 from finetune import service, settings
 from finetune.aws.errors import AccessError, CredentialsError, QuotaError, ThrottledError
 from finetune.backends.sagemaker.backend import SageMakerBackend
-from finetune.backends.sagemaker.preflight import PreflightError
 from finetune.backends.sagemaker.request import JobOptions, job_name
+from finetune.backends.sagemaker.validate import PreflightError
 from finetune.errors import CloudError
 from tests.aws import helpers as h
 from tests.aws.conftest import BUCKET, REGION

@@ -78,12 +78,12 @@ def test_torch_request_is_valid_for_the_api(tiny_dataset, hosts):
     import botocore.session
     from botocore.validate import validate_parameters
 
-    from finetune.backends.sagemaker import preflight
+    from finetune.backends.sagemaker import validate
 
     req = _torch_request(tiny_dataset, hosts)
     model = botocore.session.get_session().get_service_model("sagemaker")
     validate_parameters(req, model.operation_model("CreateTrainingJob").input_shape)
-    assert preflight.check_request(req, "eu-west-1") == []
+    assert validate.check_request(req, "eu-west-1") == []
 
 
 def test_toolkit_hyperparameters_and_the_multi_instance_launcher(tiny_dataset):
@@ -125,29 +125,29 @@ def _plan(dataset, recipe, instance):
 
 
 def test_dry_run_shows_the_image_and_the_source_dir_and_refuses_mxnet_on_hopper(tiny_dataset):
-    from finetune.backends.sagemaker.options import check
+    from finetune.backends.sagemaker.preflight import dry_run
     from finetune.errors import UsageError
 
     opts = rq.JobOptions(region="eu-west-1")
-    checked = check(_plan(tiny_dataset, "smoke-resnet18-torch", "p5.4xlarge"), opts)
+    checked = dry_run(_plan(tiny_dataset, "smoke-resnet18-torch", "p5.4xlarge"), opts)
     text = "\n".join(f"{label} {value}" for label, value in checked.rows)
     assert "eu-west-1.amazonaws.com/pytorch-training:2.10.0-gpu-py313" in text
     assert "finetune_entry.py" in text and "one process" in text
     with pytest.raises(UsageError, match=r"mxnet engine cannot run on p5\.4xlarge"):
-        check(_plan(tiny_dataset, "smoke-resnet18", "p5.4xlarge"), opts)
+        dry_run(_plan(tiny_dataset, "smoke-resnet18", "p5.4xlarge"), opts)
 
 
 def test_the_plan_records_the_image_and_what_it_needs(tiny_dataset):
-    from finetune.backends.sagemaker.options import check
+    from finetune.backends.sagemaker.preflight import dry_run
     from finetune.cli._plan_view import summary_lines
 
     opts = rq.JobOptions(region="eu-west-1")
-    torch = check(_plan(tiny_dataset, "smoke-resnet18-torch", "g6.xlarge"), opts).plan
+    torch = dry_run(_plan(tiny_dataset, "smoke-resnet18-torch", "g6.xlarge"), opts).plan
     assert torch.runtime["image"].endswith("/pytorch-training:2.10.0-gpu-py313")
     [shown] = [line for line in summary_lines(torch, 250) if line.startswith("runtime ")]
     assert shown.endswith("torch on " + torch.runtime["image"])
     mine = rq.JobOptions(region="eu-west-1", image="my/img:1")
-    mxnet = check(_plan(tiny_dataset, "smoke-resnet18", "g6.xlarge"), mine).plan
+    mxnet = dry_run(_plan(tiny_dataset, "smoke-resnet18", "g6.xlarge"), mine).plan
     assert mxnet.runtime["image"] == "my/img:1"
     assert "finetune image push" in mxnet.runtime["needs"]
 

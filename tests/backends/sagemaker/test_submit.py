@@ -110,7 +110,7 @@ def test_order_nothing_is_spent_before_the_checks(cloud, tiny_dataset, tmp_path,
     """An invalid role stops everything before upload or job creation."""
     monkeypatch.setenv("FINETUNE_ROLE_ARN", "finetune-sagemaker")
     from finetune import settings
-    from finetune.backends.sagemaker.preflight import PreflightError
+    from finetune.backends.sagemaker.validate import PreflightError
 
     settings.get.cache_clear()
     plan = sm_plan(tiny_dataset)

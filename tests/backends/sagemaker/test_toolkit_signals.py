@@ -1,9 +1,9 @@
 """SIGTERM to the process group of AWS's training toolkit, with our trainer running under it.
 
 AWS's PyTorch training image runs ``bash -m start_with_right_hostname.sh`` as PID 1, which
-starts ``train`` without exec, and the toolkit installs no signal handler (see
-finetune/backends/sagemaker/options.py): a stop's SIGTERM to PID 1 most likely never arrives,
-hence the spot default of a checkpoint every 300 s, which the request carries. Where a
+starts ``train`` without exec, and the toolkit installs no signal handler
+(docs/decisions/041-sagemaker-spot-checkpoints.md): a stop's SIGTERM to PID 1 most likely never
+arrives, hence the spot default of a checkpoint every 300 s, which the request carries. Where a
 SIGTERM does reach the whole group (``kill -TERM -PGID``), the toolkit dies at once and its
 pipe with it; the trainer still finishes its batch, writes a checkpoint and records a stop
 (output/stopped.json, a FailureReason that says so), not a crash, and the job's next start

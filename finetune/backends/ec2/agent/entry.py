@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from finetune.backends.ec2.agent import hosts
 from finetune.backends.ec2.agent import protocol as p
 from finetune.backends.ec2.agent.environment import AgentConfig
 from finetune.backends.ec2.agent.imds import Imds, ImdsUnavailable
@@ -39,6 +41,7 @@ def main(env=None, s3=None) -> int:
 def prepare(run: Attempt) -> None:
     """plan.json, dataset and checkpoints from S3 into an mltree layout; the log so far.
     Every host restores the checkpoints (all must resume from the same epoch)."""
+    # deferred: a failure to import the plan's stack is caught by main (recorded, shut down)
     from finetune.contracts import mltree
     from finetune.plan import Plan
 
@@ -58,8 +61,6 @@ def prepare(run: Attempt) -> None:
     dataset = plan.dataset.model_copy(update={"path": str(files)})
     mltree.layout(cfg.ml_root, plan.model_copy(update={"dataset": dataset}))
     if cfg.hosts > 1:
-        from finetune.backends.ec2.agent import hosts
-
         hosts.join(run, hosts.wait_for_hosts(run))
     count = store.download_tree(p.CHECKPOINTS, cfg.ml_root / "checkpoints")
     run.prior_metrics = store.read_text(p.METRICS) or ""
@@ -68,8 +69,6 @@ def prepare(run: Attempt) -> None:
 
 def _check_digest(cfg: AgentConfig, text: str) -> None:
     """plan.json as the launch wrote it, or nothing runs (its prefix is writable by runs)."""
-    import hashlib
-
     found = hashlib.sha256(text.encode("utf-8")).hexdigest()
     if cfg.plan_sha256 and found != cfg.plan_sha256:
         raise AgentError(
@@ -80,7 +79,7 @@ def _check_digest(cfg: AgentConfig, text: str) -> None:
 
 def _download_dataset(run: Attempt, plan, dest: Path) -> Path:
     """The channel files the plan names, from PREFIX/CHANNEL/NAME in S3, into one folder."""
-    from finetune.contracts import mltree
+    from finetune.contracts import mltree  # deferred: as in prepare
 
     bucket, prefix = p.split_s3_uri(run.cfg.dataset_uri)
     prefix = prefix if not prefix or prefix.endswith("/") else prefix + "/"

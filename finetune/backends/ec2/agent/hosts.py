@@ -13,6 +13,7 @@ import json
 import time
 
 from finetune.backends.ec2.agent import protocol as p
+from finetune.backends.ec2.agent.imds import ImdsUnavailable
 from finetune.backends.ec2.agent.supervisor import AgentError, Attempt
 from finetune.contracts.container import ADDRESSES_ENV
 from finetune.files import write_atomic
@@ -59,8 +60,6 @@ def join(run: Attempt, doc: dict) -> None:
 def vpc_cidrs(imds) -> list | None:
     """This instance's VPC IPv4 CIDR blocks (IMDS network/interfaces/macs/MAC/
     vpc-ipv4-cidr-blocks), or None where IMDS cannot say."""
-    from finetune.backends.ec2.agent.imds import ImdsUnavailable
-
     if imds is None:
         return None
     try:

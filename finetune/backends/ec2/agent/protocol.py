@@ -1,18 +1,5 @@
 """What the on-instance agent and the control side agree on: S3 keys, states, exit codes.
-
-Everything of one EC2 run lives under ``s3://BUCKET/finetune/runs/RUN_ID/``::
-
-    plan.json        the Plan (written by `launch`; the agent lays out /opt/ml from it)
-    status.json      the agent's view: state, attempt, instance, times, progress, reason
-    metrics.jsonl    epoch events of every attempt, merged by epoch
-    train.log        the trainer's output, attempts appended one after another
-    failure          the trainer's failure reason, when it wrote one
-    checkpoints/     a mirror of the checkpoint folder (deletions included, as SageMaker does)
-    model/           the final model, uploaded once the trainer succeeded
-    tensorboard/     a mirror of /opt/ml/output/tensorboard (the tensorboard metric logger)
-    hosts.json       multi-host runs: every host's name and private IP (written by `launch`)
-    hosts/NAME/      multi-host runs: the other hosts' status.json and train.log
-
+Everything of one EC2 run lives under ``s3://BUCKET/finetune/runs/RUN_ID/`` (the keys below).
 Stdlib only: the control side imports this without boto3.
 """
 
@@ -21,15 +8,18 @@ from __future__ import annotations
 RUNS_PREFIX = "finetune/runs/"
 DATASETS_PREFIX = "finetune/datasets/"
 
-PLAN = "plan.json"
-STATUS = "status.json"
-METRICS = "metrics.jsonl"
-LOG = "train.log"
-FAILURE = "failure"
-CHECKPOINTS = "checkpoints/"
-MODEL = "model/"
-TENSORBOARD = "tensorboard/"
-HOSTS = "hosts.json"  # multi-host runs: {"attempt", "hosts": {name: ip}, "instances": {id: name}}
+# the objects of a run, under its prefix (run_prefix)
+PLAN = "plan.json"  # the Plan (written by `launch`; the agent lays out /opt/ml from it)
+STATUS = "status.json"  # the agent's view: state, attempt, instance, times, progress, reason
+METRICS = "metrics.jsonl"  # epoch events of every attempt, merged by epoch
+LOG = "train.log"  # the trainer's output, attempts appended one after another
+FAILURE = "failure"  # the trainer's failure reason, when it wrote one
+CHECKPOINTS = "checkpoints/"  # the checkpoint folder mirrored (deletions too, as SageMaker does)
+MODEL = "model/"  # the final model, uploaded once the trainer succeeded
+TENSORBOARD = "tensorboard/"  # /opt/ml/output/tensorboard mirrored (the tensorboard logger)
+# multi-host runs, written by `launch`: {"attempt", "hosts": {name: ip}, "instances": {id: name}};
+# the other hosts' status.json and train.log are kept under hosts/NAME/
+HOSTS = "hosts.json"
 
 # status.json "state" values; the ledger's names where they mean the same
 STARTING, RUNNING = "starting", "running"

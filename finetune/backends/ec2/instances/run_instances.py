@@ -6,8 +6,9 @@
 - A multi-host attempt is ONE RunInstances with MinCount = MaxCount = hosts (all or nothing),
   so the tag lookup below covers every host of the attempt.
 - A launch never starts a second instance for the same attempt: before each RunInstances we
-  look for an instance tagged with this run and attempt (moto and a lost reply both defeat
-  ClientToken alone), and the ClientToken makes EC2 itself return the same instance on retry.
+  look for an instance tagged with this run, attempt and our own aws:userid (moto and a lost
+  reply both defeat ClientToken alone; another caller's instance bearing our run's tags is
+  never taken), and the ClientToken makes EC2 itself return the same instance on retry.
 - A freshly created instance profile takes seconds to be usable: that error is retried.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from finetune.aws import retries
 from finetune.backends.ec2.request import LaunchSpec, run_instances_kwargs
 from finetune.backends.ec2.setup import infra as ec2_infra
 from finetune.backends.ec2.state import Candidate
@@ -54,9 +56,17 @@ class _NoCapacity(Exception):
 
 
 def base_spec(
-    run_id: str, state, first: Candidate, ami: str, root: str, max_runtime_s: int, count: int = 1
+    run_id: str,
+    state,
+    first: Candidate,
+    ami: str,
+    root: str,
+    max_runtime_s: int,
+    count: int = 1,
+    owner_id: str = "",
 ):
-    """The LaunchSpec of the next attempt of ``state`` (subnet and group chosen by launch)."""
+    """The LaunchSpec of the next attempt of ``state`` (subnet and group chosen by launch);
+    ``owner_id``: this session's aws:userid, the instances' finetune:owner-id tag."""
     return LaunchSpec(
         count=count,
         run_id=run_id,
@@ -76,6 +86,7 @@ def base_spec(
         dataset_uri=state.dataset_uri,
         max_runtime_s=max_runtime_s,
         plan_sha256=state.plan_sha256,
+        owner_id=owner_id,
     )
 
 
@@ -112,36 +123,35 @@ def launch(
 def _run_one(ec2, spec: LaunchSpec, token: str) -> list[dict]:
     kwargs = run_instances_kwargs(spec, token[:64])
     for n in range(1, RETRIES + 1):
-        existing = ec2_infra.find_instances(ec2, spec.run_id, spec.attempt)
+        existing = _ours(ec2, spec)
         if existing:  # a launch of this attempt already happened (lost reply, retried command)
             return existing  # one RunInstances per attempt: all its hosts, or none
         try:
             return ec2.run_instances(**kwargs)["Instances"]  # one attempt: retries are here
         except Exception as exc:
             if not _retryable(exc, spec) or n == RETRIES:
-                from finetune.aws.retries import note_attempts
-
-                note_attempts(exc, n)  # the message says how often we tried
+                retries.note_attempts(exc, n)  # the message says how often we tried
                 raise _classified(exc, spec) from None
-            _sleep(PROFILE_PROPAGATION_SLEEP * n if _profile_not_ready(exc) else n)
+            # tests replace retries.sleep to count instead of waiting
+            retries.sleep(PROFILE_PROPAGATION_SLEEP * n if _profile_not_ready(exc) else n)
     raise AssertionError("unreachable")
 
 
-def _sleep(seconds: float) -> None:
-    from finetune.aws import retries
-
-    retries.sleep(seconds)  # tests replace retries.sleep to count instead of waiting
+def _ours(ec2, spec: LaunchSpec) -> list[dict]:
+    """Live instances of this attempt that this session launched: run id, attempt and
+    finetune:owner-id all match (anyone may tag an instance with our run and attempt)."""
+    if not spec.owner_id:  # without our id nothing can be told ours
+        return []
+    return ec2_infra.find_instances(ec2, spec.run_id, spec.attempt, owner_id=spec.owner_id)
 
 
 def _retryable(exc: Exception, spec: LaunchSpec) -> bool:
     """Throttling, 5xx and broken connections (the reply may be lost: the next round looks
     for the instance first), and a profile that is not usable yet; never capacity or quota."""
-    from finetune.aws.retries import is_retryable
-
     code = ec2_infra.error_code(exc)
     if code in CAPACITY_CODES or code in QUOTA_CODES:
         return False
-    return is_retryable(exc) or _profile_not_ready(exc)
+    return retries.is_retryable(exc) or _profile_not_ready(exc)
 
 
 def _profile_not_ready(exc: Exception) -> bool:

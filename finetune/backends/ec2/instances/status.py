@@ -8,6 +8,7 @@ from pathlib import Path
 
 from finetune.backends.base import Status
 from finetune.backends.ec2.agent import protocol as p
+from finetune.backends.ec2.agent.s3sync import RunStore, UnsafeKey
 from finetune.backends.ec2.setup import infra as ec2_infra
 from finetune.backends.ec2.state import Ec2State
 from finetune.contracts.metrics import EpochMetrics
@@ -112,8 +113,6 @@ def _read(clients, state: Ec2State, name: str) -> str | None:
 def download_model(clients, state: Ec2State, folder: Path) -> None:
     """The model/ files the agent uploaded once training succeeded, into ``folder`` (every
     key checked to stay inside it before anything is written)."""
-    from finetune.backends.ec2.agent.s3sync import RunStore, UnsafeKey
-
     where = f"s3://{state.bucket}/{state.prefix}{p.MODEL}"
     store = RunStore(clients("s3", state.region), state.bucket, state.prefix)
     try:

@@ -1,24 +1,23 @@
 """The machine image of an EC2 run, per engine (its descriptor's ``aws``: see
 finetune.engines.registry), and the wheel such an engine installs on it.
 
-AWS keeps the engine's framework (torch today)
-       AWS's Deep Learning AMI of that framework for the version of the engine's build
-       (2.10), current build: its public SSM parameter
-           /aws/service/deeplearning/ami/ARCH/oss-nvidia-driver-gpu-pytorch-2.10-ubuntu-24.04/latest/ami-id
-       (AWS's rule: the AMI's name without "Deep Learning" and "AMI", lower case, hyphenated),
-       else, where that parameter cannot be read, the newest Amazon-owned image named
-           Deep Learning OSS Nvidia Driver AMI GPU PyTorch 2.10 (Ubuntu 24.04) *
-       Our wheel goes into the framework's environment there (AwsFramework.python).
-our image (mxnet today)
-       the Deep Learning Base GPU AMI (driver + Docker) running our image (infra.resolve_ami).
---ami  replaces either.
+An engine whose framework AWS keeps (torch today) runs on AWS's Deep Learning AMI of that
+framework at the engine's build version (2.10): the current build, from its public SSM parameter
+/aws/service/deeplearning/ami/ARCH/oss-nvidia-driver-gpu-pytorch-2.10-ubuntu-24.04/latest/ami-id
+(AWS's rule: the AMI's name without "Deep Learning" and "AMI", lower case, hyphenated), else the
+newest Amazon-owned image named "Deep Learning OSS Nvidia Driver AMI GPU PyTorch 2.10 (Ubuntu
+24.04) *"; our wheel goes into the framework's environment there (AwsFramework.python). An
+engine on our image (mxnet today) runs it on the Deep Learning Base GPU AMI (driver + Docker,
+infra.resolve_ami). --ami replaces either.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from finetune.backends import shipping
 from finetune.backends.ec2.setup import infra as ec2_infra
+from finetune.catalog import engines
 from finetune.engines import registry
 from finetune.errors import ConfigError
 
@@ -121,8 +120,6 @@ def _name(ec2, ami: str) -> str:
 
 def runtime(engine: str, arch: str = "x86_64", override: str | None = None) -> dict[str, str]:
     """What will run the engine, for the plan (the AMI id itself is looked up at launch)."""
-    from finetune.catalog import engines
-
     aws = _aws(engine)
     if override:
         ami = override
@@ -137,8 +134,6 @@ def runtime(engine: str, arch: str = "x86_64", override: str | None = None) -> d
 def upload_wheel(s3, bucket: str, run_prefix: str) -> tuple[str, str]:
     """Our package as a wheel in the run's prefix; returns its s3:// URI and sha256 (the user
     data checks the download against it: the run's own role may write its prefix)."""
-    from finetune.backends import shipping
-
     name, data = shipping.wheel()
     key = f"{run_prefix}{WHEELS}{name}"
     try:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from finetune.aws import retries
+
 # family letter(s) -> (quota class, on-demand code, spot code)
 _CLASSES = {
     "g": ("G and VT", "L-DB2E81BA", "L-3819A6DF"),
@@ -40,8 +42,6 @@ def quota_class(instance_type: str, spot: bool) -> tuple[str, str]:
 
 def read(client, instance_type: str, spot: bool) -> Quota:
     """The applied quota (vCPUs) for ``instance_type``'s class; unknown when it cannot be read."""
-    from finetune.aws import retries
-
     name, code = quota_class(instance_type, spot)
     try:
         got = retries.call(client.get_service_quota, ServiceCode="ec2", QuotaCode=code)
@@ -49,6 +49,17 @@ def read(client, instance_type: str, spot: bool) -> Quota:
         why = retries.error_code(exc) or type(exc).__name__
         return Quota(name, code, None, why)
     return Quota(name, code, float(got["Quota"]["Value"]))
+
+
+def quota_codes() -> list[str]:
+    """Every quota code the pre-flight may read (the caller policy grants exactly these)."""
+    rows = [*_CLASSES.values(), _STANDARD]
+    return sorted({code for _, *codes in rows for code in codes})
+
+
+def quota_arn(code: str, aws) -> str:
+    """The Service Quotas ARN IAM authorizes GetServiceQuota on."""
+    return f"arn:{aws.partition}:servicequotas:{aws.region}:{aws.account_id}:ec2/{code}"
 
 
 def problem(quota: Quota, needed_vcpus: int, region: str) -> str | None:

@@ -23,7 +23,7 @@ from mxnet import autograd, gluon  # noqa: E402
 from finetune.contracts.container import Layout  # noqa: E402
 from finetune.errors import DataError  # noqa: E402
 from finetune.train.checkpoints import COMPLETE  # noqa: E402
-from finetune.train.engines.mxnet import fit, optstate  # noqa: E402
+from finetune.train.engines.mxnet import RUNTIME, optstate  # noqa: E402
 from finetune.train.layout import load_job  # noqa: E402
 from tests.train.conftest import hparams, make_tree  # noqa: E402
 
@@ -163,7 +163,7 @@ def test_the_trainer_resumes_past_a_planted_pickle(tmp_path, tiny_dataset):
     the new files and the pickle is never opened. Three steps an epoch, not all 10: what is
     resumed is the point, not how much is trained (12.2 -> 9.8 CPU-s with pytest's start)."""
     root = make_tree(tmp_path / "ml", tiny_dataset, _hp(epochs=1))
-    fit(load_job(Layout(root)))
+    RUNTIME.fit(load_job(Layout(root)))
     ckpt = max((root / "checkpoints").glob("ckpt-*"))
     assert {optstate.ARRAYS, optstate.SCALARS} <= {p.name for p in ckpt.iterdir()}
     assert not (ckpt / "trainer.states").exists()  # nothing pickled is written
@@ -174,7 +174,7 @@ def test_the_trainer_resumes_past_a_planted_pickle(tmp_path, tiny_dataset):
     (ckpt / COMPLETE).write_text(json.dumps(record))
     hp = _hp(epochs=2).to_strings()
     (root / "input" / "config" / "hyperparameters.json").write_text(json.dumps(hp))
-    result = fit(load_job(Layout(root)))
+    result = RUNTIME.fit(load_job(Layout(root)))
     assert result.progress.step == 2 * 3 and result.stopped_by is None
     assert not marker.exists()
 

@@ -12,7 +12,7 @@ mx = pytest.importorskip("mxnet")
 
 from finetune.contracts.container import Layout  # noqa: E402
 from finetune.contracts.metrics import read as read_metrics  # noqa: E402
-from finetune.train.engines.mxnet import fit  # noqa: E402
+from finetune.train.engines.mxnet import RUNTIME  # noqa: E402
 from finetune.train.layout import load_job  # noqa: E402
 from tests.train.conftest import hparams, make_tree  # noqa: E402
 from tests.train.weightfiles import save_symbol_checkpoint, save_zoo_params  # noqa: E402
@@ -25,7 +25,7 @@ pytestmark = [
 
 
 def _train(root):
-    result = fit(load_job(Layout(root)))
+    result = RUNTIME.fit(load_job(Layout(root)))
     return result, read_metrics(root / "output" / "data" / "metrics.jsonl")
 
 

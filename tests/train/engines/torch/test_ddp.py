@@ -16,13 +16,11 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
-from finetune.contracts.container import Layout  # noqa: E402
+from finetune.contracts.container import ADDRESSES_ENV, EXIT_STOPPED, Layout  # noqa: E402
 from finetune.contracts.metrics import read as read_metrics  # noqa: E402
 from finetune.errors import ConfigError  # noqa: E402
-from finetune.train.engines.torch import ddp, fit, launch  # noqa: E402
-from finetune.train.hosts import ADDRESSES_ENV  # noqa: E402
+from finetune.train.engines.torch import RUNTIME, ddp, launch  # noqa: E402
 from finetune.train.layout import load_job  # noqa: E402
-from finetune.train.signals import EXIT_STOPPED  # noqa: E402
 
 from ...conftest import Output, hparams, make_tree, start_trainer  # noqa: E402
 
@@ -61,7 +59,7 @@ def test_two_processes_stopped_and_resumed_make_the_updates_of_one(tmp_path, tin
     mid-run, then started again: same weights (float tolerance: gloo sums the two halves'
     gradients in another order), same per-epoch loss, every validation record counted once."""
     one = make_tree(tmp_path / "one", tiny_dataset, ddp_hp(1, epochs=2))
-    fit(load_job(Layout(one)))
+    RUNTIME.fit(load_job(Layout(one)))
 
     root = make_tree(tmp_path / "two", tiny_dataset, ddp_hp(2, epochs=2))
     first = Output(start_trainer(root, FINETUNE_LOG_EVERY="1"))

@@ -24,7 +24,7 @@ from finetune.data.datasets import prepare_folder  # noqa: E402
 from finetune.data.recordio import RecordReader, unpack_header  # noqa: E402
 from finetune.engines.models import check_model  # noqa: E402
 from finetune.errors import ConfigError, DataError  # noqa: E402
-from finetune.train.engines.torch import fit, prefetch, validation  # noqa: E402
+from finetune.train.engines.torch import RUNTIME, prefetch, validation  # noqa: E402
 from finetune.train.engines.torch.resident import ImageStore  # noqa: E402
 from finetune.train.engines.torch.streaming import RecordDataset  # noqa: E402
 from finetune.train.layout import load_job  # noqa: E402
@@ -59,7 +59,7 @@ def test_learns_the_scale_classes_through_both_data_paths(tmp_path, path):
     # .917 .958 .917 (.917); ~2.5 CPU-s less each
     hp = thp(num_classes=3, num_training_samples=72, epochs=5, data_path=path, loader_workers=1)
     root = make_tree(tmp_path / "ml", ds, hp)
-    result = fit(load_job(Layout(root)))
+    result = RUNTIME.fit(load_job(Layout(root)))
     events = metrics_of(root)
     assert result.stopped_by is None and len(events) == 5
     assert max(e.val_acc for e in events[-2:]) >= 0.7, [e.val_acc for e in events]  # chance 1/3
@@ -211,7 +211,7 @@ def test_sigkill_loses_at_most_one_interval(tmp_path, tiny_dataset, capsys):
     # trainer left on disk (the kill is the point; a resume in a fresh process is
     # test_signal_stop.py's); a trainer's start-up less: 25.7 -> 20.6 CPU-s (whole pytest)
     capsys.readouterr()
-    assert fit(load_job(Layout(root))).stopped_by is None
+    assert RUNTIME.fit(load_job(Layout(root))).stopped_by is None
     assert (root / "model" / "model.pt").exists()  # what a trainer's exit 0 said
     (resumed_step,) = values(capsys.readouterr().out.splitlines(), "finetune-resume", "step")
     # a checkpoint every 0.5 s and every epoch: at most a few steps of ~0.2 s are lost
@@ -244,7 +244,7 @@ def test_torchvision_weights_from_the_pretrained_channel_with_a_frozen_backbone(
     channels = ("train", "validation", "pretrained")
     root = make_tree(tmp_path / "ml", tiny_dataset, hp, channels)
     path, saved, digest = _torchvision_file(root / "input" / "data" / "pretrained")
-    fit(load_job(Layout(root)))
+    RUNTIME.fit(load_job(Layout(root)))
     trained = torch.load(root / "model" / "model.pt", weights_only=True)
     assert trained["fc.weight"].shape == (8, 512)
     for key, value in saved.items():
@@ -262,10 +262,14 @@ def test_weights_from_torch_hubs_cache_are_found_and_checked(tmp_path, monkeypat
     name = url.rsplit("/", 1)[-1]
     (wt.hub_dir()).mkdir(parents=True)
     (wt.hub_dir() / name).write_bytes(b"not the published bytes")
-    found = wt.locate("resnet18", "", [wt.hub_dir()])
+    found = wt.find_cached("resnet18", "", [wt.hub_dir()])
     assert found.path.name == name and found.variant == "IMAGENET1K_V1"
-    with pytest.raises(DataError, match="damaged or not the published file"):
+    with pytest.raises(DataError, match=r"damaged or altered: its sha256 .* is not the f37072fd"):
         wt.verify(found)
+    # used, it is fetched again: here from conftest's closed local port, so it is refused
+    with pytest.raises(DataError, match="fetching it again failed") as exc:
+        wt.locate("resnet18", "", [wt.hub_dir()])
+    assert f"To fix: delete {wt.hub_dir() / name}" in str(exc.value)
 
 
 def test_bad_weight_files_get_clear_errors(tmp_path, tiny_dataset):
@@ -317,7 +321,7 @@ def test_a_checkpoint_of_another_class_count_is_refused(tmp_path, tiny_dataset):
     state = {"model": "resnet18", "num_classes": 5, "epoch": 1, "step": 10}
     CheckpointDir(root / "checkpoints").save(lambda d: (d / "model.pt").write_bytes(b"x"), state)
     with pytest.raises(DataError, match="written for resnet18 with 5 classes"):
-        fit(load_job(Layout(root)))
+        RUNTIME.fit(load_job(Layout(root)))
 
 
 def test_a_corrupt_record_fails_with_the_file_named(tmp_path, tiny_dataset):

@@ -12,11 +12,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
-from finetune.contracts.container import Layout  # noqa: E402
+from finetune.contracts.container import EXIT_STOPPED, Layout  # noqa: E402
 from finetune.contracts.metrics import read as read_metrics  # noqa: E402
-from finetune.train.engines.torch import fit  # noqa: E402
+from finetune.train.engines.torch import RUNTIME  # noqa: E402
 from finetune.train.layout import load_job  # noqa: E402
-from finetune.train.signals import EXIT_STOPPED  # noqa: E402
 
 from ...conftest import Output, hparams, make_tree, start_trainer  # noqa: E402
 from ...layouts import generate_brightness  # noqa: E402
@@ -115,7 +114,7 @@ def test_gpu_code_paths_learn_checkpoint_and_resume_on_a_cpu(
     # epoch in each variant (seeded runs: the same every time; at 32 px fp16's first had 8/16)
     hp = gpu_hp(precision=asked, compile=compiled, image_size=16)
     plain = make_tree(tmp_path / "plain", bright, hp)
-    fit(load_job(Layout(plain)))
+    RUNTIME.fit(load_job(Layout(plain)))
     # learns: accuracy recounted from the saved predictions and the .lst labels
     accuracies = [a for a, _ in recount(plain, bright, "bright")]
     assert accuracies[-1] >= LEARNED, accuracies
@@ -146,7 +145,7 @@ def test_gpu_code_paths_learn_checkpoint_and_resume_on_a_cpu(
         torch._dynamo.reset()
     graphs = counters["stats"]["unique_graphs"]
     capsys.readouterr()
-    assert fit(load_job(Layout(root))).stopped_by is None
+    assert RUNTIME.fit(load_job(Layout(root))).stopped_by is None
     resumed = capsys.readouterr().out
     assert (counters["stats"]["unique_graphs"] > graphs) == compiled
     assert "finetune-resume" in resumed

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
 from finetune.contracts.container import Layout  # noqa: E402
-from finetune.train.engines.torch import fit  # noqa: E402
+from finetune.train.engines.torch import RUNTIME  # noqa: E402
 from finetune.train.engines.torch.ema import EMA_FILE  # noqa: E402
 from finetune.train.layout import load_job  # noqa: E402
 from finetune.train.signals import StopRequest  # noqa: E402
@@ -77,7 +77,7 @@ def _same(a, b) -> None:
 def test_all_features_learn_and_a_stopped_run_resumes_to_the_same_weights(tmp_path, bright, path):
     hp = gpu_hp(data_path=path, **FEATURES)
     plain = make_tree(tmp_path / "plain", bright, hp)
-    assert fit(load_job(Layout(plain))).stopped_by is None
+    assert RUNTIME.fit(load_job(Layout(plain))).stopped_by is None
     accuracies = [a for a, _ in recount(plain, bright, "bright")]
     assert max(accuracies) >= LEARNED, accuracies  # chance: 1/2
 
@@ -104,11 +104,11 @@ def test_all_features_learn_and_a_stopped_run_resumes_to_the_same_weights(tmp_pa
 
     # stopped mid-epoch (in epoch 1), then resumed in a fresh session
     root = make_tree(tmp_path / "stopped", bright, hp)
-    assert fit(load_job(Layout(root)), StopAfter(7)).stopped_by == "SIGTERM"
+    assert RUNTIME.fit(load_job(Layout(root)), StopAfter(7)).stopped_by == "SIGTERM"
     state = json.loads((_newest(root) / "state.json").read_text())
     assert (state["epoch"], state["batch"]) == (1, 1), state  # mid-epoch
     assert json.loads((_newest(root) / "state.json").read_text())["reason"] == "SIGTERM"
-    assert fit(load_job(Layout(root))).stopped_by is None
+    assert RUNTIME.fit(load_job(Layout(root))).stopped_by is None
 
     # the trained weights, their average and the artifact: bit-identical
     _same(*(torch.load(_newest(r) / "model.pt", weights_only=True) for r in (plain, root)))

@@ -1,4 +1,4 @@
-"""Offline pre-flight checks and the status mapping: pure functions, no AWS."""
+"""Offline request validation and the status mapping: pure functions, no AWS."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from finetune.backends.sagemaker import preflight as pf
 from finetune.backends.sagemaker import status as st
+from finetune.backends.sagemaker import validate
 from finetune.backends.sagemaker.submit import next_attempt
 
 ROLE = "arn:aws:iam::123456789012:role/finetune-sagemaker"
@@ -35,7 +35,7 @@ def whats(problems) -> str:
 
 
 def test_a_good_request_passes():
-    assert pf.check_request(req(), "eu-west-1") == []
+    assert validate.check_request(req(), "eu-west-1") == []
 
 
 @pytest.mark.parametrize(
@@ -58,17 +58,19 @@ def test_a_good_request_passes():
     ],
 )
 def test_each_problem_is_found_with_a_fix(changes, expected):
-    problems = pf.check_request(req(**changes), "eu-west-1")
+    problems = validate.check_request(req(**changes), "eu-west-1")
     assert expected in whats(problems)
     assert all(p.fix for p in problems)
 
 
 def test_image_region_must_match_the_job():
-    assert "job runs in us-east-1" in whats(pf.check_request(req(), "us-east-1"))
+    assert "job runs in us-east-1" in whats(validate.check_request(req(), "us-east-1"))
 
 
 def test_errors_list_every_problem():
-    err = pf.PreflightError(pf.check_request(req(RoleArn="x", TrainingJobName="a_b"), "eu-west-1"))
+    err = validate.PreflightError(
+        validate.check_request(req(RoleArn="x", TrainingJobName="a_b"), "eu-west-1")
+    )
     assert len(err.problems) == 2 and "To fix:" in str(err)
 
 
@@ -81,8 +83,8 @@ def test_budget():
     # 2 hosts at USD 3.60/h, 1.2 USD per EUR: 3 EUR/h each, 6 EUR for one hour of both
     charge = Charge(SAGEMAKER, "ml.p3.2xlarge", 2, 0, 3.6)
     rate = Rate(1.2, date(2025, 6, 30), "test")
-    assert pf.check_budget(charge, rate, 3600, 6.0) == []
-    (problem,) = pf.check_budget(charge, rate, 3600, 5.0)
+    assert validate.check_budget(charge, rate, 3600, 6.0) == []
+    (problem,) = validate.check_budget(charge, rate, 3600, 5.0)
     assert "EUR 6.00" in problem.what and "50 minutes" in problem.fix  # 5 / 6 of an hour
 
 
