@@ -12,6 +12,8 @@ from finetune.cli._progress import EpochDisplay
 from finetune.cli._render import is_quiet, progress_bars
 from finetune.service import demo as service_demo
 
+_DEFAULT = service_demo.DemoSpec()
+
 
 @typed_flags
 def demo(
@@ -19,14 +21,16 @@ def demo(
     engine: Annotated[
         Engine[str], Help("torch (PyTorch, today's GPUs) or mxnet (the studies' engine).")
     ] = "torch",
-    classes: Annotated[Classes[int], Help("Classes (shapes) of the target task, at most 12.")] = 6,
+    classes: Annotated[
+        Classes[int], Help("Classes (shapes) of the target task, at most 12.")
+    ] = _DEFAULT.classes,
     per_class: int = typer.Option(
-        100,
+        _DEFAULT.per_class,
         min=8,
         help="Generated target images per class: 30 to train on, the rest to "
         "validate on (the source task: 1.5x as many per class).",
     ),
-    epochs: Annotated[Epochs[int], Help("Epochs of each training run.")] = 5,
+    epochs: Annotated[Epochs[int], Help("Epochs of each training run.")] = _DEFAULT.epochs,
     seed: int = typer.Option(0, min=0, help="Seed of the images, the splits and the runs."),
 ) -> None:
     """The whole product offline, no AWS, no GPU: two generated image sets prepared into

@@ -30,7 +30,7 @@ from finetune.runs.facts import finished_facts
 from finetune.runs.ledger import open_default
 from finetune.runs.run import Run
 from finetune.service.demo_claim import Transfer, transfer
-from finetune.service.demo_data import prepare_step
+from finetune.service.demo_data import check_sizes, prepare_step
 from finetune.service.launch import LaunchRequest, start
 from finetune.service.sync import follow
 
@@ -42,13 +42,13 @@ class DemoSpec:
     # studies' engine
     engine: str = "torch"
     classes: int = 6  # of the target task (demo_data.TARGET_FIGURES)
-    per_class: int = 100  # generated target images per class (the source: SOURCE_SCALE x)
+    per_class: int = 80  # generated target images per class (the source: SOURCE_SCALE x)
     train_per_class: int = 30  # of them to train on, the rest to validate on
     image_side: int = 64  # generated images: shorter side between this and 1.5x this
     # the network's input: at 32 px ResNet-18's stride-4 stem leaves a shape a few cells
     # wide, and pre-training did not learn the shapes in the time the demo has
     image_size: int = 48
-    epochs: int = 5
+    epochs: int = 4  # docs/decisions/180-demo-sizes.md
     seed: int = 0
 
     @property
@@ -173,6 +173,7 @@ def run_demo(
     each training (train_step). One ledger, opened once. A failed pre-training raises (there
     are no weights to fine-tune from)."""
     registry.get(spec.engine, UsageError)  # an unknown name: with a suggestion
+    check_sizes(spec)
     spec = replace(spec, workdir=spec.root)
     on_step(f"1/5 Generating and preparing images under {spec.workdir}")
     with (progress or nullcontext)() as bars:

@@ -16,7 +16,7 @@ from finetune.data.datasets import prepare_folder
 from finetune.data.prepare import PrepareResult, Progress
 from finetune.data.synth import SynthSpec, generate
 from finetune.engines import backbones
-from finetune.errors import DataError
+from finetune.errors import DataError, UsageError
 
 if TYPE_CHECKING:
     from finetune.service.demo import DemoSpec
@@ -28,6 +28,16 @@ TARGET_FIGURES = ("arrow", "crescent", "tee", "ell", "hourglass", "heart",
 SOURCE_SCALE = 1.5  # source images per class, times the target's
 SOURCE_VAL_RATIO = 0.25
 DONE = ".complete"  # written last into a generated set: the generator's spec
+
+
+def check_sizes(spec: DemoSpec) -> None:
+    """Refuse a target task of more classes than it has shapes of its own."""
+    if not 2 <= spec.classes <= len(TARGET_FIGURES):
+        raise UsageError(
+            f"--classes {spec.classes}: the demo's target task has {len(TARGET_FIGURES)} shapes "
+            "of its own (none of the source task's)",
+            f"give --classes between 2 and {len(TARGET_FIGURES)}.",
+        )
 
 
 def synth_spec(spec: DemoSpec, task: str) -> SynthSpec:
