@@ -5,7 +5,7 @@ What a user reads off the table and the plot, each checked: the fine-tuned model
 the one from scratch at every epoch and at the end by FINAL_MARGIN; the source model it
 started from learned its task (SOURCE_MIN); neither run's training loss jumped (MAX_LOSS_RATIO
 between consecutive epochs). The margins measured at the default sizes, three seeds and one and
-two threads: docs/decisions/090-demo-transfer.md.
+two threads: docs/decisions/180-demo-sizes.md.
 """
 
 from __future__ import annotations
