@@ -92,7 +92,7 @@ def train_step(
 # Adam: the old SGD with a head learning 5x faster drove both losses to 4-5x chance and back
 # up. The baseline from scratch gets exactly the fine-tuning settings (docs/decisions/180-*).
 _COMMON = ["batch_per_device=16", "kind=cosine", "steps=[]", "optimizer.name=adam"]
-PRETRAINING = [*_COMMON, "lr_per_device=0.001"]  # learns the source fastest
+PRETRAINING = [*_COMMON, "lr_per_device=0.001"]  # from random weights: a faster rate
 FINETUNING = [*_COMMON, "lr_per_device=0.0003"]  # gentler: the new head spares the features
 
 
@@ -202,8 +202,9 @@ def run_demo(
         )
         on_step("4/5 The same network on the target task from random weights (the baseline)")
         scratch = train_step(spec, target.out, scratch_overrides(spec), ledger, on_epoch, live)
-        epochs = [ledger.epochs(r.id) for r in (fine, scratch, pre)]
-        result = DemoResult(pre, fine, scratch, transfer(*epochs, judged=claim_applies(spec)))
+        fine_e, scratch_e, pre_e = (ledger.epochs(r.id) for r in (fine, scratch, pre))
+        compared = transfer(fine_e, scratch_e, pre_e, judged=claim_applies(spec))
+        result = DemoResult(pre, fine, scratch, compared)
         on_step("Validation accuracy, fine-tuned vs from scratch (same data, seed, schedule):")
         for line in result.transfer.lines():
             on_step(line)
