@@ -52,6 +52,9 @@ class ModelRules(Protocol):
     def known(self) -> str:
         """Every model name, as a hint lists them."""
 
+    def builds(self, model: str) -> bool:
+        """Whether ``model`` is one of its names beyond its fixed list (a zoo's, by form)."""
+
     def check(self, model: str, image_size: int, layer_decay: float) -> None:
         """ConfigError for what ``model`` cannot take (an image size, layer-wise decay)."""
 
@@ -137,6 +140,10 @@ class Engine:
     def needs_our_image(self) -> bool:
         """True when no AWS environment runs its framework: clouds run our image."""
         return self.aws is None
+
+    def builds_model(self, model: str) -> bool:
+        """Whether it builds ``model``: one of ``models``, or a name its rules take."""
+        return model in self.models or bool(self.rules and self.rules.builds(model))
 
     def listed(self) -> str:
         """Its models as a hint lists them."""
