@@ -78,8 +78,8 @@ def mean_std(model: str) -> dict[str, Any]:
 
 
 def _x255(values) -> tuple[float, float, float]:
-    first = [round(float(v) * 255, 4) for v in values]
-    return (first * 3)[:3] if len(first) == 1 else (first[0], first[1], first[2])
+    first = [round(float(v) * 255, 4) for v in values] * 3  # (a grey model's one value)
+    return first[0], first[1], first[2]
 
 
 def size_kwargs(model: str, image_size: int) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import logging
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 from finetune.contracts.engine import WeightsSource
 from finetune.data.manifest import sha256_file
@@ -140,6 +141,7 @@ def load_state(path: Path) -> dict:
     without running pickled code."""
     import torch
 
+    state: Any
     try:
         if path.suffix == ".safetensors":
             from safetensors.torch import load_file

@@ -5,6 +5,7 @@ without norms and biases, AdamW, gradient clipping (docs/trainer.md: parameter g
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import torch
 from torch import nn
@@ -34,7 +35,8 @@ def param_groups(net: nn.Module, hp) -> list[dict]:
     if hp.layer_decay == 1.0:
         groups = param_groups_weight_decay(net, hp.wd, no_weight_decay_list=keep)
     else:
-        groups = param_groups_layer_decay(_Matched(net), hp.wd, no_weight_decay_list=keep,
+        seen = cast(nn.Module, _Matched(net))  # (timm reads its parameters and matcher only)
+        groups = param_groups_layer_decay(seen, hp.wd, no_weight_decay_list=keep,
                                           weight_decay_exclude_1d=exclude,
                                           layer_decay=hp.layer_decay)  # fmt: skip
     paths, out = network.heads(hp.model), []
@@ -65,8 +67,9 @@ class _Matched:
 
 def matcher(net: nn.Module):
     """timm's group_matcher of ``net``: layer ordinals from the input up (the head last)."""
-    if hasattr(net, "group_matcher"):
-        return net.group_matcher(coarse=False)
+    own = getattr(net, "group_matcher", None)  # a timm model's
+    if own is not None:
+        return own(coarse=False)
     names = [n for n, _ in net.named_parameters()]
     if any(n.startswith("layer1.") for n in names):  # ResNet: by stage
         return RESNET
