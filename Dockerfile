@@ -8,9 +8,11 @@
 # tests/containers/ builds this file on a local Debian base (BASE) with the CPU mxnet in place
 # of mxnet-cu112 (LOCK, PIP_ARGS) and runs it under podman; docs/security.md says what is locked.
 
-# The base by tag. Pin it for a release by its digest too: BASE_DIGEST=@sha256:<64 hex>, as
-# `docker buildx imagetools inspect nvidia/cuda:11.2.2-cudnn8-runtime-ubuntu20.04` prints it (no
-# registry answered where this file was written, so no digest is recorded yet).
+# The base: libmxnet.so (mxnet-cu112 1.9.1) links CUDA 11's runtime libraries, cuDNN 8 and
+# NCCL 2 from the system; docs/decisions/101-mxnet-base-image.md says why this one is kept.
+# Tag: nvidia/cuda:11.2.2-cudnn8-runtime-ubuntu20.04. BASE_DIGEST pins it (@sha256:<64 hex>):
+# `finetune image push` builds only with one (--base-digest, else this default). None is
+# recorded: no registry or public source gave this tag's digest where this file was written.
 ARG BASE=nvidia/cuda:11.2.2-cudnn8-runtime-ubuntu20.04
 ARG BASE_DIGEST=
 FROM ${BASE}${BASE_DIGEST}
@@ -20,9 +22,10 @@ FROM ${BASE}${BASE_DIGEST}
 ARG LOCK=/tmp/image.lock
 ARG PIP_ARGS=
 
-# libmxnet.so takes libgomp and libquadmath from the system (it bundles the rest); the base's
-# python3 + pip only install uv. (apt checks the archive's signatures; a base that has them
-# all, like the tests' Debian one, skips this step and needs no mirror.)
+# libmxnet.so takes libgomp and libquadmath from the system (it bundles OpenBLAS and
+# libgfortran; CUDA, cuDNN and NCCL come from the base); the base's python3 + pip only
+# install uv. (apt checks the archive's signatures; a base that has them all, like the
+# tests' Debian one, skips this step and needs no mirror.)
 RUN pkgs="ca-certificates libgomp1 libquadmath0 python3-pip" \
  && if ! dpkg-query -W $pkgs >/dev/null 2>&1; then \
       apt-get update \

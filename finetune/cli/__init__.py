@@ -93,9 +93,9 @@ PANELS: dict[str, dict[str, tuple[str, str]]] = {
         "image": ("image.app", "The training image: build and push it to ECR."),
         "cleanup": (
             "cleanup.cleanup",
-            "Find instances, open spot requests and instance roles tagged by finetune that no "
-            "live run owns (a launch killed before its backend answered counts as dead after 15 "
-            "minutes), and remove them (terminate, cancel, delete).",
+            "Find instances, open spot requests, SageMaker jobs and run roles of finetune that "
+            "no live run owns (a launch killed before its backend answered counts as dead after "
+            "15 minutes), and remove them (terminate, cancel, stop, delete).",
         ),
     },
     "Try it": {

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from finetune.catalog.fx import Rate
@@ -220,8 +220,6 @@ def _price_text(c: Charge) -> str:
 def eur_per_hour(charge: Charge, rate: Rate) -> float | None:
     """Euros per hour of ``charge``'s instances running (all of them): the figure budget guards
     divide a --max-eur by. None when the charge has no price."""
-    from dataclasses import replace
-
     hour = replace(charge, seconds=FIRST_HOUR, interrupted_by_ec2=False)
     return euros([hour], rate).eur
 
@@ -238,7 +236,5 @@ def smallest_cap(charge: Charge, rate: Rate, seconds: float) -> float | None:
     """The smallest --max-eur, in whole cents (rounded up), that pays for ``seconds`` of
     ``charge``'s instances under its billing rule (None: no price). What a refusal of a cap
     too small to run at all offers instead."""
-    from dataclasses import replace
-
     eur = euros([replace(charge, seconds=seconds, interrupted_by_ec2=False)], rate).eur
     return None if eur is None else math.ceil(eur * 100 - 1e-9) / 100

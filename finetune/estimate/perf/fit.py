@@ -1,6 +1,6 @@
 """The efficiencies of each software stack, fitted to every observation (observations.py)
-not left out: per stack, its fraction of the tensor peak, of the bandwidth, of the issue rate,
-and its seconds per kernel launched (roofline.Efficiency). Nothing is fitted per GPU.
+not left out: per stack, its fraction of the tensor peak, of the bandwidth, of the
+instruction issue rate, and its seconds per kernel (roofline.Efficiency). None per GPU.
 
 One least-squares fit of log(predicted / observed seconds) over all rows at once. A stack's
 four log-coefficients are the stacks' mean, plus its own scale (free, on the three roofs'),

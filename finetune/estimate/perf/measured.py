@@ -6,6 +6,7 @@ CHECK.json [--csv PATH]``."""
 
 from __future__ import annotations
 
+import argparse
 import csv
 import functools
 import io
@@ -170,8 +171,6 @@ def import_check(check: Path, csv_path: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
     bundled = Path(__file__).resolve().parent.parent / FILE
     p = argparse.ArgumentParser(description="Import a gpu-check JSON as measured rows.")
     p.add_argument("check", type=Path, help="the JSON `bash scripts/gpu-check.sh` wrote")
