@@ -160,7 +160,7 @@ def test_hub_weights_launch_train_predict_and_export(hub_server, tiny_dataset, t
     _export_gives(model_dir, tmp_path, recorded)
 
     again = cli(*args, "--dry-run")  # the hub's cache now: nothing asked of the server
-    assert again.exit_code == 0 and "pretrained, from " in again.output
+    assert again.exit_code == 0 and "pretrained, from " in " ".join(again.output.split())
     assert len([r for r in hub_server.requests if r[0] == "GET"]) == 1
 
 
