@@ -15,6 +15,7 @@ import os
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from finetune.contracts.engine import WeightsSource
 from finetune.data.manifest import sha256_file
@@ -22,6 +23,8 @@ from finetune.engines import timmzoo
 from finetune.errors import DataError
 
 FILES = ("model.safetensors", "pytorch_model.bin")  # timm's order: safetensors first
+HUB = "https://huggingface.co"
+LOOPBACK = ("127.0.0.1", "localhost", "::1")  # a stand-in hub on this machine (the tests')
 SHA256, GIT_SHA1 = re.compile(r"[0-9a-f]{64}"), re.compile(r"[0-9a-f]{40}")
 
 log = logging.getLogger(__name__)
@@ -33,6 +36,20 @@ def cache_dir() -> Path:
         return Path(os.environ["HF_HUB_CACHE"])
     home = os.environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface"
     return Path(home) / "hub"
+
+
+def endpoint() -> str:
+    """The hub's address ($HF_ENDPOINT, else huggingface.co), read now; https only (the blob
+    name a file is checked against comes from the hub's reply), except on this machine."""
+    url = os.environ.get("HF_ENDPOINT") or HUB
+    parts = urlsplit(url)
+    if parts.scheme != "https" and not (parts.scheme == "http" and parts.hostname in LOOPBACK):
+        raise DataError(
+            f"HF_ENDPOINT={url} is not an https:// address: the weights' digest comes from "
+            "the hub's reply, so it must come over TLS",
+            f"unset HF_ENDPOINT (the hub: {HUB}) or give your mirror's https:// address.",
+        )
+    return url.rstrip("/")
 
 
 def repo_of(model: str) -> tuple[str, str | None, tuple[str, ...]]:
@@ -68,13 +85,13 @@ def download(model: str) -> Path:
     from huggingface_hub.errors import EntryNotFoundError
 
     repo, revision, names = repo_of(model)
-    endpoint = os.environ.get("HF_ENDPOINT") or None  # read now, not at huggingface_hub's import
+    address = endpoint()  # read now, not at huggingface_hub's import
     offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
     failure: Exception | None = None
     for name in names:
         try:
             path = hf_hub_download(repo, name, revision=revision, cache_dir=cache_dir(),
-                                   endpoint=endpoint, local_files_only=offline)  # fmt: skip
+                                   endpoint=address, local_files_only=offline)  # fmt: skip
         except EntryNotFoundError as exc:  # the next name (pytorch_model.bin)
             failure = exc
             continue
@@ -175,7 +192,7 @@ def source(model: str, weights: str, sha256: str = "", here: bool = True) -> Wei
     from huggingface_hub import hf_hub_url  # deferred: only timm models need it
 
     repo, revision, names = repo_of(model)
-    url = hf_hub_url(repo, names[0], revision=revision, endpoint=os.environ.get("HF_ENDPOINT"))
+    url = hf_hub_url(repo, names[0], revision=revision, endpoint=endpoint())
     dest = cache_dir() / ("models--" + repo.replace("/", "--")) / names[0]
     return WeightsSource(model, url=url, dest=dest, sha256=sha256, by_job=not here,
                          fetcher=lambda: download(model))  # fmt: skip

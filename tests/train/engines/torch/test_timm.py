@@ -113,6 +113,17 @@ def test_offline_the_dry_run_refuses_before_a_run_exists(tiny_dataset):
     assert _runs() == []
 
 
+def test_a_hub_over_plain_http_is_refused_before_a_run_exists(tiny_dataset, monkeypatch):
+    """The digest a hub file is checked against is the hub's reply: TLS only, except for a
+    stand-in on this machine (tests/hubserver.py)."""
+    monkeypatch.setenv("HF_ENDPOINT", "http://hub.example")
+    res = cli(*LAUNCH, "--dataset", str(tiny_dataset), "--dry-run")
+    assert res.exit_code == 3, res.output
+    out = " ".join(res.output.split())
+    assert "HF_ENDPOINT=http://hub.example is not an https:// address" in out
+    assert "To fix: unset HF_ENDPOINT" in out and _runs() == []
+
+
 def test_a_damaged_cache_file_is_refused(tmp_path):
     blob = tmp_path / "blobs" / hashlib.sha256(b"the hub's bytes").hexdigest()
     blob.parent.mkdir()
