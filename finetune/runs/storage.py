@@ -132,13 +132,13 @@ def check_ledger_path(path: Path) -> None:
             break
 
 
-def decode_json_columns(row: dict, columns: dict[str, str]) -> list[str]:
+def decode_json_columns(row: dict, columns: dict[str, str]) -> dict[str, str]:
     """Replace each JSON column of ``row`` ({attribute: column}) by its decoded value, in
     place; one that does not decode to its type (a hand edit, a damaged page) becomes empty,
-    and the returned problems name it: one damaged row must not hide the others."""
+    and the returned {column: problem} names it: one damaged row must not hide the others."""
     import json
 
-    problems = []
+    problems = {}
     for attr, col in columns.items():
         empty: list[object] | dict[str, object] = [] if attr == "charges" else {}
         text = row.pop(col, None)
@@ -151,7 +151,7 @@ def decode_json_columns(row: dict, columns: dict[str, str]) -> list[str]:
             why = None if isinstance(value, type(empty)) else f"a {type(value).__name__}"
             value = value if why is None else empty
         if why:
-            problems.append(f"its {col} column is damaged ({why}); read as empty")
+            problems[col] = f"its {col} column is damaged ({why}); read as empty"
         row[attr] = value
     return problems
 
