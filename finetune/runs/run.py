@@ -130,18 +130,18 @@ def from_row(row: sqlite3.Row) -> Run:
             d["plan"][part] = {}
             damaged.append("plan_json")
     for attr, value in list(d.items()):
-        kept, why = _checked(attr, value)
-        if why is None:
-            continue
-        col = RENAMED_COLUMNS.get(attr, attr)
-        d[attr] = kept
-        if attr == "created_at" and (kept := id_time(str(d["id"]))) is not None:
-            d[attr] = kept
-            why += f"; read from its run id as {datetime.fromtimestamp(kept, UTC):%Y-%m-%d %H:%M:%S} UTC"
-        else:
-            why += f"; read as {kept!r}" if kept not in (None, "") else "; read as unknown"
-        problems.append(f"its {col} column is damaged ({why})")
-        damaged.append(col)
+        d[attr], why = _checked(attr, value)
+        if why is not None:
+            recovered = id_time(str(d["id"])) if attr == "created_at" else None
+            if recovered is not None:
+                d[attr] = recovered
+                when = datetime.fromtimestamp(recovered, UTC).isoformat()
+                why += f"; read from its run id: {when}"
+            else:
+                why += "; read as unknown" if d[attr] in (None, "") else f"; read as {d[attr]!r}"
+            col = RENAMED_COLUMNS.get(attr, attr)
+            problems.append(f"its {col} column is damaged ({why})")
+            damaged.append(col)
     d["spot"] = bool(d["spot"])
     return Run(**d, problems=problems, damaged=damaged)
 
