@@ -12,6 +12,7 @@ from urllib.parse import quote
 
 from finetune import settings
 from finetune.errors import ConfigError, DataError
+from finetune.files import no_room
 from finetune.runs.ledger_schema import SCHEMA_VERSION, migrate
 
 # How long a command waits for another process's lock on the ledger (a backup, a DB browser,
@@ -53,7 +54,7 @@ def storage_error(path: Path, exc: BaseException) -> StorageError | None:
     # SQLite reports a full disk met while growing its shared-memory or WAL file as a plain
     # I/O error: ask the file system whether it has room left
     io_error = name.startswith("SQLITE_IOERR") or "disk i/o error" in text
-    if full or (io_error and _no_room(path)):
+    if full or (io_error and no_room(path)):
         return StorageError(
             f"the disk holding the run ledger {path} is full (ENOSPC; SQLite said: {exc}); "
             "nothing was half-written and the ledger itself is not damaged",
@@ -71,16 +72,6 @@ def storage_error(path: Path, exc: BaseException) -> StorageError | None:
             full=False,
         )
     return None
-
-
-def _no_room(path: Path) -> bool:
-    """Whether the file system holding ``path`` has (next to) no free blocks left."""
-    folder = path if path.is_dir() else path.parent
-    try:
-        st = os.statvfs(folder)
-    except OSError:
-        return False
-    return st.f_bavail * st.f_frsize < 64 * 1024
 
 
 def open_read_write(path: Path) -> sqlite3.Connection:
