@@ -230,3 +230,33 @@ def test_control_and_bidi_characters_in_class_names_are_refused(image_folder, tm
     (root / spoof).rename(root / "cat\x1b[31mred")
     res = _prepare(root, tmp_path / "o")
     assert "control or text-direction characters" in res.output and "\x1b" not in res.output
+
+
+def test_names_that_are_not_utf8_are_refused_by_name_and_the_fix_works(image_folder, tmp_path):
+    """Issue 49, item 7: a Latin-1 name on Linux (b'caf\\xe9') ended `prepare` in a
+    UnicodeEncodeError traceback. Refused before anything is written, the name shown
+    escaped, and the bash command the message gives renames it: then prepare works."""
+    root = _copy(image_folder, tmp_path / "imgs")
+    c1, c2, _ = _classes(root)
+    os.rename(root / c1, os.fsencode(root) + b"/caf\xe9")
+    photo = next((root / c2).glob("*.jpg"))
+    os.rename(photo, os.fsencode(root / c2) + b"/ph\xf6to.jpg")
+    out = tmp_path / "o"
+
+    def prepare():
+        cmd = [sys.executable, "-m", "finetune", "prepare", "folder", str(root), "--out",
+               str(out), "--resize", "32", "--workers", "1"]  # fmt: skip
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+    for shown, escaped in (("class folder", "caf\\xe9"), ("image file", f"{c2}/ph\\xf6to.jpg")):
+        res = prepare()
+        assert res.returncode == 3 and "Traceback" not in res.stderr, res.stderr
+        said = " ".join(res.stderr.split())
+        assert f"1 {shown} name(s) are not valid UTF-8" in said and f" {escaped} " in said
+        assert not out.exists()  # refused before any work
+        rename = said.split("in the image folder: ")[1].split(" (convmv")[0]
+        assert rename.startswith(f"mv $'{escaped}' $'"), rename
+        subprocess.run(["bash", "-c", rename], cwd=root, check=True)
+    res = prepare()
+    assert res.returncode == 0, res.stderr
+    assert "NEWNAME" in mf.load(out).classes

@@ -20,8 +20,8 @@ from finetune.contracts.metrics import read as read_metrics
 from ...conftest import REPO, hparams, make_tree, trainer_env
 
 # The trainer twice in one mount namespace: on a tmpfs that holds one checkpoint of
-# resnet18 (8 classes: weights and SGD momentum, 86 MiB by du) but not a second, then
-# on the same tmpfs remounted larger, which keeps its files. Between the two: the exit code,
+# resnet18 (8 classes: 11.2 M float32 weights and as many SGD momenta, 86 MiB) but not two,
+# then on the same tmpfs remounted larger, which keeps its files. Between the two: the exit code,
 # the failure file and the checkpoint folder's names (the tmpfs goes with the namespace).
 SCRIPT = """
 mount -t tmpfs -o size=$ONE none "$D" || exit 99
