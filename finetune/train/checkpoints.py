@@ -70,17 +70,20 @@ class CheckpointDir:
     def __init__(self, directory: Path, keep: int = 2) -> None:
         self.directory = Path(directory)
         self.keep = keep
+        self.skipped: list[str] = []  # the damaged or torn checkpoints latest() passed over
         self.directory.mkdir(parents=True, exist_ok=True)
         self._remove_stale_temporaries()
 
     def latest(self) -> Checkpoint | None:
         """The newest complete checkpoint whose files are what was written (sizes and
         sha256), or None: a damaged newest one is skipped for an older one."""
+        self.skipped = []
         for seq in sorted(self._sequence_numbers(), reverse=True):
             folder = self.directory / f"ckpt-{seq:06d}"
             if _is_complete(folder, contents=True):
                 return Checkpoint(folder, json.loads((folder / STATE).read_text("utf-8")))
             log.warning("skipping incomplete checkpoint %s", folder)
+            self.skipped.append(folder.name)
         return None
 
     def best(self) -> Checkpoint | None:

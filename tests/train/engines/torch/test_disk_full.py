@@ -13,11 +13,12 @@ import sys
 
 import pytest
 
-pytest.importorskip("torch")
-
 from finetune.contracts.metrics import read as read_metrics
 
 from ...conftest import REPO, hparams, make_tree, trainer_env
+
+pytest.importorskip("torch")
+pytestmark = pytest.mark.slow  # two real trainings
 
 # The trainer twice in one mount namespace: on a tmpfs that holds one checkpoint of
 # resnet18 (8 classes: 11.2 M float32 weights and as many SGD momenta, 86 MiB) but not two,
