@@ -8,6 +8,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import time
 import zlib
 from pathlib import Path
 
@@ -260,3 +261,28 @@ def test_names_that_are_not_utf8_are_refused_by_name_and_the_fix_works(image_fol
     res = prepare()
     assert res.returncode == 0, res.stderr
     assert "NEWNAME" in mf.load(out).classes
+
+
+def test_more_workers_than_cpus_are_capped_with_a_note(image_folder, tmp_path):
+    """Issue 49, item 7: `--workers 64` on a small machine forked 64 encoders without a word.
+    Here the process may use one CPU: it says so and encodes in itself (one worker forks
+    none), which its children under /proc, watched while it runs, show."""
+    cpu = min(os.sched_getaffinity(0))
+    cmd = [sys.executable, "-m", "finetune", "prepare", "folder", str(image_folder), "--out",
+           str(tmp_path / "o"), "--resize", "32", "--workers", "64"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))  # fmt: skip
+    most = 0
+    while proc.poll() is None:
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+        try:
+            most = max(most, len(children.read_text().split()))
+        except OSError:
+            break
+        time.sleep(0.005)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    said = " ".join(err.split())
+    assert "--workers 64 is more than the 1 CPU(s) this process may use: 1 encode" in said
+    assert most == 0, most
+    assert mf.load(tmp_path / "o").classes == _classes(image_folder)

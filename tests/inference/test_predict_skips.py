@@ -9,6 +9,7 @@ them (a skipped file must not shift the records of the ones after it).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -126,8 +127,6 @@ def test_the_top_k_table_fits_120_columns_as_one_table(model_dir, folder, tmp_pa
 
 def test_a_fifo_a_device_or_a_dangling_link_is_named_as_such(model_dir, tmp_path):
     """Issue 49, item 7: a FIFO or a device was reported as "does not exist"."""
-    import os
-
     fifo = tmp_path / "pipe.jpg"
     os.mkfifo(fifo)
     (tmp_path / "gone.jpg").symlink_to(tmp_path / "nowhere.jpg")
