@@ -124,7 +124,8 @@ def from_row(row: sqlite3.Row) -> Run:
     json_problems = decode_json_columns(d, JSON_COLUMNS)
     problems, damaged = list(json_problems.values()), list(json_problems)
     for part in _PLAN_PARTS:  # readers take each part of the plan for a mapping
-        if not isinstance(d["plan"].get(part, {}), dict):
+        value = d["plan"].get(part, {})
+        if not isinstance(value, dict) and not (part == "estimate" and value is None):
             problems.append(f"its plan_json column is damaged ({part} is not a mapping; read "
                             "as empty)")  # fmt: skip
             d["plan"][part] = {}

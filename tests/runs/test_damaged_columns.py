@@ -34,7 +34,7 @@ def damaged():
     with open_default() as led:
         for i, rid in enumerate(["ft-good", *DAMAGE]):
             led.create(Run(rid, T0 + i, "smoke", "d", "local", "completed",
-                           {"hyperparameters": {"model": "resnet18_v1"}},
+                           {"hyperparameters": {"model": "resnet18_v1"}, "estimate": None},
                            started_at=T0, ended_at=T0 + 100))  # fmt: skip
         path = led.path
     with sqlite3.connect(path) as conn:
