@@ -144,7 +144,7 @@ def from_row(row: sqlite3.Row) -> Run:
             problems.append(f"its {col} column is damaged ({why})")
             damaged.append(col)
     d["spot"] = bool(d["spot"])
-    return Run(**d, problems=problems, damaged=damaged)
+    return Run(**d, problems=problems, damaged=list(dict.fromkeys(damaged)))
 
 
 # The times a date can show: from 1970 to the end of the year 9999 (datetime's last year); a
