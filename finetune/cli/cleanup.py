@@ -11,6 +11,7 @@ from finetune.cli._options import Format, Help, OlderThan, typed_flags
 from finetune.cli._render import FORMATS, check_format, emit_table
 from finetune.runs.ledger import open_default
 from finetune.service import cleanup as service_cleanup
+from finetune.textsafe import cell
 from finetune.units.durations import parse_duration
 
 
@@ -46,7 +47,11 @@ def cleanup(
     as your runs from another machine may be live there. Others are listed as skipped, with
     why. Without --yes it asks first."""
     fmt = check_format(fmt, FORMATS)
-    say = typer.echo if fmt == "table" else lambda line: typer.echo(line, err=True)
+    to_stderr = fmt != "table"
+
+    def say(line: str) -> None:  # lines carry EC2 tag values, which anyone may set: inert
+        typer.echo(cell(line), err=to_stderr)
+
     limit = parse_duration(older_than, "--older-than", minimum=0)  # 0s: whatever age
     with open_default() as ledger:
         found = service_cleanup.find(

@@ -1,17 +1,21 @@
 """The disk under the run ledger: a read-only or full disk said as such (never "the ledger may
 be corrupt", whose advice -- move the file aside -- would lose it), a read-only connection for
-commands that only read, and rows read back whatever a damaged column holds."""
+commands that only read, rows read back whatever a damaged column holds, and the file kept
+private (0600, its new folder 0700)."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import sqlite3
+import stat
 from pathlib import Path
 from urllib.parse import quote
 
 from finetune import settings
 from finetune.errors import ConfigError, DataError
+from finetune.files import no_room
 from finetune.runs.ledger_schema import SCHEMA_VERSION, migrate
 
 # How long a command waits for another process's lock on the ledger (a backup, a DB browser,
@@ -53,7 +57,7 @@ def storage_error(path: Path, exc: BaseException) -> StorageError | None:
     # SQLite reports a full disk met while growing its shared-memory or WAL file as a plain
     # I/O error: ask the file system whether it has room left
     io_error = name.startswith("SQLITE_IOERR") or "disk i/o error" in text
-    if full or (io_error and _no_room(path)):
+    if full or (io_error and no_room(path)):
         return StorageError(
             f"the disk holding the run ledger {path} is full (ENOSPC; SQLite said: {exc}); "
             "nothing was half-written and the ledger itself is not damaged",
@@ -73,23 +77,14 @@ def storage_error(path: Path, exc: BaseException) -> StorageError | None:
     return None
 
 
-def _no_room(path: Path) -> bool:
-    """Whether the file system holding ``path`` has (next to) no free blocks left."""
-    folder = path if path.is_dir() else path.parent
-    try:
-        st = os.statvfs(folder)
-    except OSError:
-        return False
-    return st.f_bavail * st.f_frsize < 64 * 1024
-
-
 def open_read_write(path: Path) -> sqlite3.Connection:
     """A read-write connection to the ledger at ``path`` (created or migrated); a DataError
     that says what is wrong (a read-only or full disk, a file that is no database)."""
     check_ledger_path(path)
     conn = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if str(path) != ":memory:":
+            _private(path)
         conn = sqlite3.connect(path, timeout=LOCK_WAIT_S, isolation_level=None)
         conn.row_factory = sqlite3.Row
         conn.execute("PRAGMA journal_mode=WAL")
@@ -109,6 +104,24 @@ def open_read_write(path: Path) -> sqlite3.Connection:
                 "move the file aside (it may be corrupt) and launch again; a new one is created.",
             ) from None
         raise
+
+
+def _private(path: Path) -> None:
+    """The ledger readable by its owner only: its folder made 0700 when finetune makes it,
+    the file created 0600 (SQLite gives its -wal and -shm files the database's mode), and an
+    older ledger of ours (0644 under the usual umask) narrowed to 0600 when opened. A folder
+    that exists is left as it is: it may be the user's own, shared on purpose."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    for file in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        try:
+            st = os.lstat(file)
+        except FileNotFoundError:
+            continue
+        mine = stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid()
+        if mine and st.st_mode & 0o077:
+            os.chmod(file, stat.S_IMODE(st.st_mode) & 0o700)
 
 
 def check_ledger_path(path: Path) -> None:
@@ -132,13 +145,13 @@ def check_ledger_path(path: Path) -> None:
             break
 
 
-def decode_json_columns(row: dict, columns: dict[str, str]) -> list[str]:
+def decode_json_columns(row: dict, columns: dict[str, str]) -> dict[str, str]:
     """Replace each JSON column of ``row`` ({attribute: column}) by its decoded value, in
     place; one that does not decode to its type (a hand edit, a damaged page) becomes empty,
-    and the returned problems name it: one damaged row must not hide the others."""
+    and the returned {column: problem} names it: one damaged row must not hide the others."""
     import json
 
-    problems = []
+    problems = {}
     for attr, col in columns.items():
         empty: list[object] | dict[str, object] = [] if attr == "charges" else {}
         text = row.pop(col, None)
@@ -151,7 +164,7 @@ def decode_json_columns(row: dict, columns: dict[str, str]) -> list[str]:
             why = None if isinstance(value, type(empty)) else f"a {type(value).__name__}"
             value = value if why is None else empty
         if why:
-            problems.append(f"its {col} column is damaged ({why}); read as empty")
+            problems[col] = f"its {col} column is damaged ({why}); read as empty"
         row[attr] = value
     return problems
 

@@ -3,7 +3,9 @@ with the ECR token from moto; without a Docker engine, a clear error and no AWS 
 
 from __future__ import annotations
 
+import re
 import stat
+from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -73,7 +75,7 @@ def test_no_dockerfile(cloud, tmp_path):
 
 
 PINNED = "sha256:" + "ab" * 32
-PINNABLE = "ARG BASE=nvidia/cuda:11.2.2-cudnn8-runtime-ubuntu20.04\nARG BASE_DIGEST={}\n"
+PINNABLE = "ARG BASE=nvidia/cuda:11.8.0-cudnn8-runtime-ubuntu22.04\nARG BASE_DIGEST={}\n"
 PINNABLE += "FROM ${{BASE}}${{BASE_DIGEST}}\n"
 
 
@@ -114,12 +116,17 @@ def test_an_unpinned_or_malformed_base_is_refused_before_anything(cloud, tmp_pat
 
 
 def test_finetunes_dockerfile_takes_the_digest(cloud, tmp_path, monkeypatch):
-    """The project's own Dockerfile declares BASE_DIGEST, so image push pins its base."""
-    from pathlib import Path
-
+    """The project's own Dockerfile records its base's digest: image push pins it by default,
+    and a given one replaces it."""
     root = Path(__file__).resolve().parents[2]
+    (recorded,) = re.findall(r"^ARG BASE_DIGEST=@(sha256:[0-9a-f]{64})$",
+                             (root / "Dockerfile").read_text(), re.MULTILINE)  # fmt: skip
     log = fake_docker(tmp_path, monkeypatch)
-    res = CliRunner().invoke(app, ["image", "push", "--context", str(root), "--tag", "t4",
-                                   "--base-digest", PINNED])  # fmt: skip
+    args = ["image", "push", "--context", str(root)]
+    res = CliRunner().invoke(app, [*args, "--tag", "t4"])
+    assert res.exit_code == 0, res.output
+    assert f" --build-arg BASE_DIGEST=@{recorded} " in _build_line(log)
+    log.unlink()
+    res = CliRunner().invoke(app, [*args, "--tag", "t5", "--base-digest", PINNED])
     assert res.exit_code == 0, res.output
     assert f" --build-arg BASE_DIGEST=@{PINNED} " in _build_line(log)
