@@ -1,4 +1,5 @@
-# The training image: CUDA 11.2 + cuDNN 8 (what mxnet-cu112 1.9.1 was built against),
+# The training image: CUDA 11.8 + cuDNN 8 (mxnet-cu112 1.9.1 was built against 11.2; 11.8 keeps
+# its sonames),
 # Python 3.11, MXNet + GluonCV and this package, every Python package from a hashed lock.
 #   docker build -t finetune-train .
 # Its entrypoint is the trainer, which reads SageMaker's /opt/ml tree, so one image serves
@@ -8,11 +9,12 @@
 # tests/containers/ builds this file on a local Debian base (BASE) with the CPU mxnet in place
 # of mxnet-cu112 (LOCK, PIP_ARGS) and runs it under podman; docs/security.md says what is locked.
 
-# The base by tag. Pin it for a release by its digest too: BASE_DIGEST=@sha256:<64 hex>, as
-# `docker buildx imagetools inspect nvidia/cuda:11.2.2-cudnn8-runtime-ubuntu20.04` prints it (no
-# registry answered where this file was written, so no digest is recorded yet).
-ARG BASE=nvidia/cuda:11.2.2-cudnn8-runtime-ubuntu20.04
-ARG BASE_DIGEST=
+# The base: libmxnet.so (mxnet-cu112 1.9.1) links CUDA 11's runtime libraries, cuDNN 8 and
+# NCCL 2 from the system; docs/decisions/101-mxnet-base-image.md says why this one is kept.
+# Tag: nvidia/cuda:11.8.0-cudnn8-runtime-ubuntu22.04, pinned by BASE_DIGEST; `finetune image
+# push` builds only with a digest (--base-digest, else this default).
+ARG BASE=nvidia/cuda:11.8.0-cudnn8-runtime-ubuntu22.04
+ARG BASE_DIGEST=@sha256:85fb7ac694079fff1061a0140fd5b5a641997880e12112d92589c3bbb1e8b7ca
 FROM ${BASE}${BASE_DIGEST}
 # LOCK: the hashed list of the image's Python packages (a CPU variant for tests);
 # PIP_ARGS: where pip and uv find them (default: the package index; tests: --no-index
@@ -20,9 +22,10 @@ FROM ${BASE}${BASE_DIGEST}
 ARG LOCK=/tmp/image.lock
 ARG PIP_ARGS=
 
-# libmxnet.so takes libgomp and libquadmath from the system (it bundles the rest); the base's
-# python3 + pip only install uv. (apt checks the archive's signatures; a base that has them
-# all, like the tests' Debian one, skips this step and needs no mirror.)
+# libmxnet.so takes libgomp and libquadmath from the system (it bundles OpenBLAS and
+# libgfortran; CUDA, cuDNN and NCCL come from the base); the base's python3 + pip only
+# install uv. (apt checks the archive's signatures; a base that has them all, like the
+# tests' Debian one, skips this step and needs no mirror.)
 RUN pkgs="ca-certificates libgomp1 libquadmath0 python3-pip" \
  && if ! dpkg-query -W $pkgs >/dev/null 2>&1; then \
       apt-get update \
@@ -31,7 +34,7 @@ RUN pkgs="ca-certificates libgomp1 libquadmath0 python3-pip" \
     fi
 
 # uv at the dev lock's pin (the wheel by its hashes); it makes the venv with CPython 3.11
-# (Ubuntu 20.04 has 3.8: uv downloads its managed build and checks the sha256 it carries for
+# (Ubuntu 22.04 has 3.10: uv downloads its managed build and checks the sha256 it carries for
 # it; a base with python3.11, like Debian 12, is used as it is) and installs the image lock.
 COPY requirements/image.lock requirements/dev.lock /tmp/
 ENV UV_PYTHON_INSTALL_DIR=/opt/python \

@@ -1,21 +1,24 @@
-"""Backtest: the performance model predicts every calibration row with that row left out.
+"""Backtest: the performance model predicts every row it knows without learning from it.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/estimate_backtest.py [--gpu-out] [--csv]
+    PYTHONPATH=. .venv/bin/python benchmarks/estimate_backtest.py [--mode row|gpu|source|family]
+        [--gpu-out] [--csv] [--write-data]
 
-Prints one line per row of finetune/catalog/calibration.csv: id, kind, source, published
-images/s, predicted (from all other rows), the band, and the error; then the median and
-worst absolute error (tests/catalog/test_perf_model.py bounds the median at 30 %), and the
-studies' scaling table beside the published figures: 1 vs 8 K80 (ResNet-50, ResNet-152,
-the MXNet fine-tuning study) and 1 vs 4 V100 (NVIDIA DeepLearningExamples, Lambda), each
-multi-GPU row predicted without itself. ``--gpu-out`` leaves out every row of the predicted
-row's GPU model as well: the error of transferring between GPUs. Then gpu-check's measured
-rows (finetune/catalog/measured.csv), each predicted without itself, beside what the model
-alone predicted for them. Offline, seconds.
+Prints one line per row of finetune/catalog/calibration.csv for ``--mode`` (default: leave
+the row out; ``--gpu-out``: leave every row of its GPU out): id, kind, published images/s,
+predicted, the band and the error. Then the figures of every mode over the 182 published
+rows -- leave one row out, leave the GPU out, leave the source out, leave the family out --
+with the median signed error per GPU with its GPU left out; gpu-check's measured rows, each
+predicted with every row of its GPU left out (and with only itself); ResNet-152 on each
+measured GPU with no ResNet-152 row of that GPU; and the studies' scaling table.
+``--write-data`` rewrites finetune/estimate/perf/bands.csv from these errors (5th-95th
+percentile per level of evidence) and efficiencies.csv from the fit to every row, before
+printing. Offline, about a minute.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 from pathlib import Path
 
@@ -51,6 +54,27 @@ def table(results, as_csv: bool) -> None:
                   f"{pred:>10} {band:>19} {err:>7}  {r.row.source[:60]}")  # fmt: skip
 
 
+def line(label: str, results) -> str:
+    from finetune.estimate.perf import backtest
+
+    s = backtest.summary(results)
+    if s["median_abs_error"] is None:
+        return f"{label}: nothing predicted"
+    return (f"{label}: median |error| {s['median_abs_error']:.1%}, worst "
+            f"{s['worst_abs_error']:.1%}, inside the band {s['within_band']}/{s['rows']}"
+            + (f", unpredicted {len(s['unpredicted'])}" if s["unpredicted"] else ""))  # fmt: skip
+
+
+def by_gpu(results) -> None:
+    """The median signed error per GPU (leave the GPU out): the model's direction."""
+    got: dict[str, list[float]] = {}
+    for r in results:
+        if r.error is not None:
+            got.setdefault(r.row.gpu_model, []).append(r.error)
+    cells = [f"{g} {statistics.median(e):+.0%} ({len(e)})" for g, e in sorted(got.items())]
+    print("  median signed error per GPU: " + "; ".join(cells))
+
+
 def studies() -> None:
     from finetune.estimate.perf import backtest, calibration, throughput
 
@@ -58,9 +82,6 @@ def studies() -> None:
     print("\nThe studies' scaling table (each multi-GPU row predicted without itself):")
     print(f"{'setup':42} {'1 dev':>7} {'n dev':>8} {'pred n':>8} {'eff pub':>8} {'eff pred':>9}")
     for label, one, many in STUDIES:
-        if one not in rows or many not in rows:
-            print(f"{label:42} (rows not in calibration.csv)")
-            continue
         a, b = rows[one], rows[many]
         p = throughput.predict(backtest.setup_of(b), exclude=frozenset({b.id}))
         published = b.images_per_sec / (b.devices * a.images_per_sec)
@@ -69,42 +90,116 @@ def studies() -> None:
 
 
 def measured_rows() -> None:
-    """gpu-check's measured rows, each predicted without itself, and by the model alone."""
+    """gpu-check's rows: every row of their GPU left out, and only themselves left out."""
     from finetune.estimate.perf import backtest
 
-    print("\ngpu-check's measured rows (finetune/catalog/measured.csv), each without itself:")
-    print(f"{'id':58} {'measured':>9} {'model':>8} {'err':>7} {'+measured':>10} {'err':>7}")
-    alone, both = backtest.run_measured(False), backtest.run_measured(True)
-    for a, b in zip(alone, both, strict=True):
-        cells = [f"{x.predicted:.0f} {x.error:+7.1%}" if x.error is not None else "- -"
-                 for x in (a, b)]  # fmt: skip
-        print(f"{a.row.id[:58]:58} {a.row.images_per_sec:9.1f} {cells[0]:>16} {cells[1]:>18}")
-    for label, rs in (("model alone", alone), ("with the other measured rows", both)):
-        s = backtest.summary(rs)
-        print(
-            f"{label}: median |error| {s['median_abs_error']:.1%}, worst "
-            f"{s['worst_abs_error']:.1%}, inside the band {s['within_band']}/{s['rows']}"
-        )
+    print("\ngpu-check's measured rows (finetune/catalog/measured.csv):")
+    print(f"{'id':58} {'measured':>9} {'GPU out':>8} {'err':>7} {'row out':>8} {'err':>7}")
+    gpu_out, row_out = backtest.run_measured("gpu"), backtest.run_measured("row")
+    for a, b in zip(gpu_out, row_out, strict=True):
+        cells = [f"{x.predicted:8.0f} {x.error:+7.1%}" for x in (a, b)]
+        print(f"{a.row.id[:58]:58} {a.row.images_per_sec:9.1f} {cells[0]} {cells[1]}")
+    print(line("every row of its GPU left out", gpu_out))
+    print(line("only itself left out", row_out))
+
+
+def resnet152() -> None:
+    """ResNet-152 on each measured GPU with no ResNet-152 row of that GPU."""
+    from finetune.estimate.perf import backtest, calibration, flops, gpus, measured
+
+    print("\nResNet-152 with no ResNet-152 row of its GPU:")
+    every = [*calibration.rows(), *measured.rows()]
+    for r in measured.rows():
+        if flops.network_key(r.network) != "resnet152":
+            continue
+        gone = frozenset(x.id for x in every if flops.network_key(x.network) == "resnet152"
+                         and gpus.peak(x.gpu_model) == gpus.peak(r.gpu_model))  # fmt: skip
+        p = backtest.throughput.predict(backtest.setup_of_measured(r), exclude=gone)
+        err = (p.images_per_sec - r.images_per_sec) / r.images_per_sec
+        print(f"  {r.id}: measured {r.images_per_sec:,.0f}, predicted {p.images_per_sec:,.0f} "
+              f"({err:+.1%}, band {p.low:,.0f}-{p.high:,.0f})")  # fmt: skip
+
+
+def write_efficiencies() -> None:
+    """efficiencies.csv: what the fit to every row gives each stack (the model fits it
+    itself; the file shows it, and tests compute by hand from it)."""
+    from finetune.catalog._files import atomic_write, rows_to_csv
+    from finetune.estimate.perf import fit
+
+    head = ("Framework", "Pipeline", "Kind", "Layout", "Compile", "ComputeEfficiency",
+            "MemoryEfficiency", "InstructionsPerElement", "KernelUs", "Rows", "Gpus")  # fmt: skip
+    rows = []
+    for s, f in sorted(fit.fitted().by_stack.items()):
+        e = f.efficiency
+        rows.append((s.framework, s.pipeline, s.kind, s.layout, s.compile, f"{e.compute:.12g}",
+                     f"{e.memory:.12g}", f"{1 / e.issue:.12g}", f"{e.kernel_us:.12g}",
+                     len(f.ids), "; ".join(sorted(f.gpus))))  # fmt: skip
+    path = ROOT / "finetune" / "estimate" / "perf" / "efficiencies.csv"
+    atomic_write(path, rows_to_csv(head, rows))
+    path.chmod(0o644)
+    print(f"efficiencies -> {path}: {len(rows)} stacks")
+
+
+def write_bands(runs: dict) -> None:
+    """bands.csv from the runs: 5th-95th percentile signed error per level of evidence."""
+    from finetune.catalog._files import atomic_write, rows_to_csv
+    from finetune.estimate.perf import bands, flops
+
+    def errors(results, keep) -> list[float]:
+        return [r.error for r in results if r.error is not None and keep(r)]
+
+    picks = {
+        "1": ("row", lambda r: r.level == 1),
+        "2": ("gpu", lambda r: r.level == 2),
+        "3": ("source", lambda r: r.level == 3),
+        bands.FAMILY: ("family", lambda r: flops.family(r.row.network) != "resnet"),
+    }
+    out = []
+    for level, (mode, keep) in picks.items():
+        e = errors(runs[mode], keep)
+        lo, hi = (bands.quantile(e, q) for q in bands.QUANTILES)
+        label = runs["labels"][mode]
+        out.append((level, label, f"{lo:.4f}", f"{hi:.4f}", len(e),
+                    "benchmarks/estimate_backtest.py --write-data"))  # fmt: skip
+    path = ROOT / "finetune" / "estimate" / "perf" / bands.FILE
+    atomic_write(path, rows_to_csv(bands.HEADER, out))
+    path.chmod(0o644)
+    bands.bands.cache_clear()
+    print(f"bands -> {path}: " + "; ".join(f"{r[0]} {r[2]}..{r[3]} ({r[4]})" for r in out))
 
 
 def main() -> None:
-    from finetune.estimate.perf import backtest, multihost
+    from finetune.estimate.perf import backtest, measured, multihost
 
     args = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    args.add_argument("--gpu-out", action="store_true", help="leave the row's GPU out too")
+    args.add_argument("--mode", choices=tuple(backtest.MODES), default="row")
+    args.add_argument("--gpu-out", action="store_true", help="the same as --mode gpu")
     args.add_argument("--csv", action="store_true", help="the row table as CSV")
+    args.add_argument("--write-data", action="store_true",
+                      help="rewrite bands.csv and efficiencies.csv first")  # fmt: skip
     a = args.parse_args()
-    results = backtest.run(leave_gpu_out=a.gpu_out)
-    table(results, a.csv)
-    s = backtest.summary(results)
+    if a.write_data:
+        runs: dict = {"labels": {m: label for m, (label, _) in backtest.MODES.items()}}
+        for mode in backtest.MODES:
+            gone = [
+                backtest._result(r, backtest.setup_of_measured(r), backtest.MODES[mode][1](r.id))
+                for r in measured.rows()
+            ]
+            runs[mode] = [*backtest.run(mode), *gone]  # fmt: skip
+        write_bands(runs)
+        write_efficiencies()
+    mode = "gpu" if a.gpu_out else a.mode
+    results = {m: backtest.run(m) for m in backtest.MODES}
+    table(results[mode], a.csv)
+    print(f"\n{len(results['row'])} published rows:")
+    for m, (label, _) in backtest.MODES.items():
+        print("  " + line(label, results[m]))
+    by_gpu(results["gpu"])
     jitter, fitted = multihost.fitted_jitter()
-    print(f"\nrows {s['rows']}, predicted {s['predicted']}, unpredicted {s['unpredicted']}")
-    print(f"median |error| {s['median_abs_error']:.1%} (bound 30 %), worst "
-          f"{s['worst_abs_error']:.1%}, published figure inside the band: "
-          f"{s['within_band']}/{s['rows']}; leave {'GPU' if a.gpu_out else 'row'} out")  # fmt: skip
     print(f"straggler jitter {jitter:.4f}, fitted to {len(fitted)} multi-GPU rows")
-    studies()
     measured_rows()
+    resnet152()
+    studies()
 
 
 if __name__ == "__main__":

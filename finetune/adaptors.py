@@ -1,7 +1,8 @@
-"""The heavy third-party packages, imported on first use: a module names them at its top
-(``from finetune.adaptors import boto3``) and pays for the import only when it touches one, so
+"""The heavy SDKs, imported on first use: a module names them at its top (``from
+finetune.adaptors import boto3``) and pays for the import only when it touches one, so
 `finetune --help` and the light commands stay instant. A missing package is a DependencyError
-that names the extra to install."""
+that names the extra to install. (The frameworks load in the engines' runtimes, which import
+them when a job runs; the SageMaker SDK in aws/sdk.py, after its environment is set.)"""
 
 from __future__ import annotations
 
@@ -39,7 +40,4 @@ class LazyImport:
 
 boto3 = LazyImport("boto3", "aws")
 botocore = LazyImport("botocore", "aws")
-sagemaker_core = LazyImport("sagemaker.core", "aws")
-matplotlib = LazyImport("matplotlib", "mxnet")
-torch = LazyImport("torch", "torch")
-torchvision = LazyImport("torchvision", "torch")
+matplotlib = LazyImport("matplotlib", "mxnet")  # GluonCV's, so the mxnet extra carries it

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+import importlib
 from collections.abc import Iterable
 
 
@@ -9,6 +11,9 @@ class FinetuneError(Exception):
     """Base of every error the CLI turns into a message and a non-zero exit code."""
 
     exit_code = 1
+    # what a failed step may have left in the cloud (a launch whose undo failed too): the
+    # caller then keeps the run's record, so the user can see, stop and clean them
+    left: tuple[str, ...] = ()
 
     def __init__(self, what: str, fix: str | None = None) -> None:
         self.what = what
@@ -59,16 +64,12 @@ class CloudError(FinetuneError):
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """Return ' Did you mean "x"?' for the closest choice, or an empty string."""
-    import difflib
-
     close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
     return f' Did you mean "{close[0]}"?' if close else ""
 
 
 def require_module(module: str, extra: str = "mxnet"):
     """Import an optional heavy dependency or raise a DependencyError that says how to get it."""
-    import importlib
-
     try:
         return importlib.import_module(module)
     except ImportError as exc:

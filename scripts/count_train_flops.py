@@ -24,7 +24,7 @@ from finetune.engines import backbones
 from finetune.train.engines.torch.flops import per_image
 from finetune.train.engines.torch.network import construct
 
-OUT = Path(__file__).resolve().parents[1] / "finetune" / "catalog" / "perf" / "train_flops.csv"
+OUT = Path(__file__).resolve().parents[1] / "finetune" / "estimate" / "perf" / "train_flops.csv"
 HEADER = ("Network", "ImageSize", "Parameters", "TrainGflops", "ForwardGflops",
           "ThreeXForwardGflops", "Counter", "TorchVersion", "Notes", "Family")  # fmt: skip
 # torch's flop counter ignores ``groups`` in the convolution backward formula: a depthwise

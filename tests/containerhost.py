@@ -92,7 +92,7 @@ def build_image() -> tuple[str, float]:
         inside = Path("/finetune-containers")
         cmd = [
             "podman", "build", "--quiet", "--tag", tag,
-            "--build-arg", f"BASE={BASE}",
+            "--build-arg", f"BASE={BASE}", "--build-arg", "BASE_DIGEST=",  # a local base
             "--build-arg", f"LOCK={inside / CPU_LOCK.name}",
             "--build-arg", f"PIP_ARGS=--no-index --find-links {inside / WHEELS.name}",
             "--volume", f"{STATE}:{inside}:ro",

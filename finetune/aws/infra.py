@@ -150,7 +150,8 @@ class Names:
 
 
 def render(document, names: Names):
-    """``document`` with Fn::Sub, Fn::GetAtt and Ref replaced: a plain IAM policy."""
+    """``document`` with Fn::Sub, Fn::GetAtt, Ref, Fn::Join and Fn::Split replaced: a plain
+    IAM policy."""
     values = names.values()
     if isinstance(document, list):
         return [render(item, names) for item in document]
@@ -162,6 +163,12 @@ def render(document, names: Names):
         return values[".".join(document["Fn::GetAtt"])]
     if set(document) == {"Ref"}:
         return values[document["Ref"]]
+    if set(document) == {"Fn::Join"}:  # a list parameter's values inside ARNs
+        sep, items = document["Fn::Join"]
+        return sep.join(render(items, names))
+    if set(document) == {"Fn::Split"}:
+        sep, text = document["Fn::Split"]
+        return render(text, names).split(sep)
     return {k: render(v, names) for k, v in document.items()}
 
 

@@ -32,6 +32,17 @@ class Item:
         return asdict(self)
 
 
+def permission_fix(code: str, need: str) -> str:
+    """The fix of an item AWS would not let us read: exactly the permission it takes (which
+    the stack's caller policies grant), or, for another failure, to look again."""
+    if "AccessDenied" in code or code in ("UnauthorizedOperation", "403"):
+        return (
+            f"this needs {need}; the stack's caller policies grant it since this version: "
+            "run `finetune infra deploy` again (or ask an administrator for it)."
+        )
+    return f"try again later, or look it up in the AWS console (reading it takes {need})."
+
+
 def _failed(name: str, exc: FinetuneError, status: str = MISSING) -> Item:
     return Item(name, status, exc.what, exc.fix or "")
 
@@ -139,8 +150,9 @@ def run_role(aws, role_arn: str | None, boundary: str) -> Item:
     except Exception as exc:
         code = retries.error_code(exc) or type(exc).__name__
         if code != "NoSuchEntity":
+            need = f"iam:GetRole on {role_arn}" if role_arn else f"iam:GetPolicy on {boundary}"
             return Item("run role", UNKNOWN, f"{what} could not be read ({code})",
-                        "ask an administrator for iam:GetRole and iam:GetPolicy.")  # fmt: skip
+                        permission_fix(code, need))  # fmt: skip
         fix = (
             "create it, or unset FINETUNE_ROLE_ARN (finetune then creates a role per run)."
             if role_arn
@@ -152,14 +164,14 @@ def run_role(aws, role_arn: str | None, boundary: str) -> Item:
     return Item("run role", OK, f"one per run, bounded by {boundary.rsplit('/', 1)[-1]}")
 
 
-def quota(name: str, value: float | None, needed: float, unit: str, why: str, fix: str) -> Item:
+def quota(
+    name: str, value: float | None, needed: float, unit: str, why: str, fix: str, need: str
+) -> Item:
     """A Service Quotas value against what one run of the chosen instance needs; ``value``
-    None: it could not be read (``why``)."""
+    None: it could not be read (``why``; ``need``: the permission that reads it)."""
     item = "GPU quota"
     if value is None:
-        return Item(item, UNKNOWN, f"{name}: not readable ({why})",
-                    "ask an administrator for servicequotas:GetServiceQuota, or check the "
-                    "Service Quotas console.")  # fmt: skip
+        return Item(item, UNKNOWN, f"{name}: not readable ({why})", permission_fix(why, need))
     detail = f"{name}: {value:g} {unit}; one instance needs {needed:g}"
     if value < needed:
         return Item(item, MISSING, detail, fix)

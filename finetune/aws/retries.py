@@ -13,6 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from finetune.adaptors import botocore
+from finetune.errors import DependencyError
+
 THROTTLING_CODES = frozenset(
     {
         "Throttling",
@@ -75,8 +78,8 @@ def http_status(exc: BaseException) -> int:
 def is_transport_error(exc: BaseException) -> bool:
     """Connection reset, timeout, endpoint unreachable: the request may or may not have landed."""
     try:
-        from botocore import exceptions as bx
-    except ImportError:  # pragma: no cover - boto3 is there whenever AWS is called
+        bx = botocore.exceptions
+    except DependencyError:  # pragma: no cover - boto3 is there whenever AWS is called
         return False
     kinds = (bx.ConnectionError, bx.HTTPClientError, bx.ReadTimeoutError)
     return isinstance(exc, kinds)

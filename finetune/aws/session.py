@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from finetune import __version__, settings
+from finetune.adaptors import boto3, botocore
 from finetune.aws import retries
 from finetune.aws.errors import aws_errors
-from finetune.errors import require_module
 from finetune.settings.names import check_region
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
@@ -31,9 +31,7 @@ class Aws:
     def client(self, service: str):
         """A client for ``service`` in this region: one attempt per call, our timeouts."""
         if service not in self._clients:
-            from botocore.config import Config
-
-            config = Config(
+            config = botocore.config.Config(
                 retries={"total_max_attempts": 1, "mode": "standard"},
                 connect_timeout=10,
                 read_timeout=120,
@@ -63,7 +61,6 @@ class Aws:
 
 def connect(region: str | None = None, profile: str | None = None) -> Aws:
     """A session for ``region`` (else FINETUNE_REGION, else the AWS config's region)."""
-    boto3 = require_module("boto3", extra="aws")
     _check_flag(region)
     conf = settings.get()
     with aws_errors("opening an AWS session"):
@@ -74,10 +71,8 @@ def connect(region: str | None = None, profile: str | None = None) -> Aws:
     paths[:] = list(dict.fromkeys(paths))
     chosen = region or conf.region or session.region_name
     if not chosen:
-        from botocore.exceptions import NoRegionError
-
         with aws_errors("choosing a region"):
-            raise NoRegionError()
+            raise botocore.exceptions.NoRegionError()
     return Aws(session=session, region=chosen)
 
 
@@ -88,8 +83,6 @@ def configured_region(region: str | None = None) -> str | None:
     if region or conf.region:
         return region or conf.region
     try:
-        import boto3
-
         return boto3.Session(profile_name=conf.profile or None).region_name
     except Exception:  # no boto3, unknown profile: a dry run just says it does not know
         return None
@@ -102,11 +95,9 @@ def _botocore_session():
     """A new botocore session whose service models (static files) come from the process's one
     loader, parsed once; credentials, profile and region stay per session. Why:
     docs/decisions/043-aws-sdk-start-up.md."""
-    from botocore import loaders, session
-
     if not _LOADER:
-        _LOADER.append(loaders.create_loader())
-    fresh = session.Session()
+        _LOADER.append(botocore.loaders.create_loader())
+    fresh = botocore.session.Session()
     fresh.register_component("data_loader", _LOADER[0])
     return fresh
 

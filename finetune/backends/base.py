@@ -198,7 +198,7 @@ class Status:
 class Orphan:
     """Something a backend left in the cloud that no live run owns (for `finetune cleanup`)."""
 
-    kind: str  # instance | spot-request | instance-profile
+    kind: str  # instance | spot-request | instance-profile | security-group | training-job ...
     id: str
     run_id: str
     age_s: float
@@ -211,14 +211,16 @@ class Orphan:
 
 @dataclass(frozen=True)
 class CleanupScope:
-    """Whose leftovers `cleanup` may remove: those tagged with ``owner`` (None: the caller's
-    own identity) and those of runs in this machine's ledger (``known_runs``); everyone's
-    with ``all_owners``. A cloud account is shared: other users' and CI's runs are not in
-    this ledger, and are not this caller's to end."""
+    """Whose leftovers `cleanup` may remove: those of runs in this machine's ledger
+    (``known_runs``), of runs the caller names (``runs``), those tagged with ``owner`` when
+    the caller names one (None: nobody's by tag alone); everyone's with ``all_owners``. An
+    identity is not a machine: the caller's own runs launched elsewhere (a laptop, a CI box,
+    a colleague on the same IAM user) may be live there, and are not this ledger's to end."""
 
     known_runs: frozenset[str] = frozenset()
     owner: str | None = None
     all_owners: bool = False
+    runs: frozenset[str] = frozenset()  # named by the caller (--run): theirs to remove
 
 
 class Backend(Protocol):

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 from finetune.report.text import duration
 
 # the estimate's slow end x RUNTIME_MARGIN: a run as estimated is never cut short, a hung one
@@ -14,8 +16,6 @@ RUNTIME_FALLBACK_S = 6 * 3600
 
 def default_runtime(plan) -> tuple[int, str]:
     """(seconds, why) of the runtime cap a cloud run of ``plan`` gets without --max-runtime."""
-    import math
-
     est = getattr(plan, "estimate", None)
     slow = (est.seconds_high or est.seconds) if est is not None else None
     if not slow:

@@ -6,12 +6,15 @@ as values. A finding names where the value is and what it looks like, never the 
 
 Shapes recognised: PATTERNS (by name); 40-character AWS secret access keys (base64 alphabet
 with mixed case and a digit, / or +: hex-only strings such as SHA-1 digests are not secrets);
+HTTP Basic credentials (decoded: user:password); a W&B key (40 hex) only beside a W&B name;
 ``name=value`` inside a text under a secret-sounding name (``api_key=...``); and under such a
 name (HF_TOKEN, DB_PASSWORD, api_key ...) any non-empty value, in flat maps and in documents.
+Every pattern is linear in the text's length (tests/security/test_secret_screen_linear.py).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from collections.abc import Mapping
@@ -24,10 +27,12 @@ PATTERNS = {
     "an AWS access key id": re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}\b"),
     "a private key": re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY( BLOCK)?-----"),
     "a Hugging Face token": re.compile(_START + r"hf_[A-Za-z0-9]{30,}"),
-    "an API key (sk-...)": re.compile(_START + r"sk-(?=[\w-]*\d)[A-Za-z0-9_-]{20,}"),
+    "an API key (sk-...)": re.compile(_START + r"sk-(?=[\w-]{0,64}\d)[A-Za-z0-9_-]{20,}"),
     "a GitHub token": re.compile(_START + r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_\w{50,})"),
     "a Slack token": re.compile(_START + r"xox[abprse]-[A-Za-z0-9-]{10,}"),
-    "a JSON web token": re.compile(r"\beyJ[\w-]{10,}\.[\w-]{10,}\."),
+    # header.payload. -- the lookbehind starts one try per [\w-] run, so a long run of
+    # "eyJ-" costs one pass, not one per "eyJ" (linear: docs/decisions/161-secret-screen.md)
+    "a JSON web token": re.compile(r"(?<![\w-])(?=[\w-]*+\.[\w-]{10,}+\.)[\w-]*?\beyJ[\w-]{10}"),
     "a password in a URL": re.compile(r"://[^/\s:@]+:[^/\s@]+@"),
     # a token as the whole user part (https://TOKEN@host): long, with letters and digits --
     # a user name such as git@ or alice@ is short or has no digit
@@ -55,10 +60,25 @@ PATTERNS = {
     "an AWS session token": re.compile(
         r"(?<![A-Za-z0-9/+])(?:IQoJb3JpZ2lu|FwoGZXIvYXdz|FQoGZXIvYXdz|AQoDYXdz)[A-Za-z0-9/+=]{80,}"
     ),
+    # issue 49 (S5-8): shapes that need no secret-sounding name around them
+    "an Azure AD client secret": re.compile(
+        r"(?<![\w~.-])[\w~.]{3}\dQ~[\w~.-]{31,34}(?![\w~.-])", re.ASCII
+    ),
+    "a SendGrid key": re.compile(r"(?<![\w.-])SG\.[\w-]{22}\.[\w-]{43}(?![\w-])", re.ASCII),
+    "a Replicate token": re.compile(_START + r"r8_[A-Za-z0-9]{37}(?![A-Za-z0-9])"),
+    "a Twilio API key": re.compile(_START + r"SK[0-9a-f]{32}(?![0-9a-fA-F])"),
+    # base64 of {"api_address": ...}: a Neptune token (no dots, so not a JWT)
+    "a Neptune token": re.compile(r"(?<![A-Za-z0-9+/])eyJhcGlfYWRkcmVzcyI6[A-Za-z0-9+/=]{20,}"),
 }
+# Basic credentials: base64 of user:password after "Basic" (checked by decoding, below)
+_BASIC = re.compile(r"(?i)\bbasic\s++([A-Za-z0-9+/]{8,}+={0,2})(?![A-Za-z0-9+/=])")
+# a W&B API key is 40 hex digits, as a SHA-1 is: it counts only beside a W&B name
+_HEX40 = re.compile(r"(?<![0-9a-fA-F])[0-9a-f]{40}(?![0-9a-fA-F])")
+_WANDB = re.compile(r"wandb|weights.?(?:and|&).?biases", re.I)
 # ``name=value`` or ``name: value`` in a text, under a secret-sounding name (api_key=abc)
+# (the name may sit anywhere in a word: no prefix to match, which made the search quadratic)
 _ASSIGNED = re.compile(
-    r"(?i)(?<![A-Za-z0-9])[\w.-]*(?:secret|passw(?:or)?d|pwd|token|api[_-]?key|access[_-]?key"
+    r"(?i)(?:secret|passw(?:or)?d|pwd|token|api[_-]?key|access[_-]?key"
     r"|private[_-]?key|credentials?)(?:[_-]?(?:key|id|value))?[\"']?\s*[=:]\s*[\"']?"
     r"(?!none\b|null\b|[$<{])[^\s\"',;&]{3,}"
 )
@@ -95,6 +115,30 @@ def value_kind(text: str) -> str | None:
             return "an AWS secret access key"
     if _ASSIGNED.search(text):
         return "a secret (by the name it is assigned to)"
+    if any(_user_and_password(m[1]) for m in _BASIC.finditer(text)):
+        return "an HTTP Basic credential"
+    for m in _HEX40.finditer(text):
+        if _WANDB.search(text[max(0, m.start() - 40) : m.start()]):
+            return "a W&B API key"
+    return None
+
+
+def _user_and_password(encoded: str) -> bool:
+    """Whether ``encoded`` is base64 of 'user:password' (printable text, both parts there)."""
+    try:
+        text = base64.b64decode(encoded, validate=True).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        return False
+    user, colon, password = text.partition(":")
+    return bool(colon and user and password and text.isprintable())
+
+
+def named_kind(name: str, text: str) -> str | None:
+    """What ``text`` is under the name ``name`` (a key, or a document's dotted path) beyond
+    value_kind: 40 hex under a W&B name (WANDB_KEY, wandb.key) is its API key; a SHA-1
+    elsewhere is not."""
+    if _WANDB.search(name) and _HEX40.search(text):
+        return "a W&B API key"
     return None
 
 
@@ -103,7 +147,7 @@ def scan_map(kind: str, values: Mapping[str, object]) -> list[Finding]:
     found = []
     for key, value in values.items():
         text = value if isinstance(value, str) else json.dumps(value)
-        label = value_kind(text)
+        label = value_kind(text) or named_kind(str(key), text)
         if label is None and SECRET_NAMES.search(str(key)) and text.strip():
             label = "a secret (by its name)"
         if label:
@@ -117,8 +161,8 @@ def scan_document(name: str, doc: object, path: str = "") -> list[Finding]:
         return [f for k, v in doc.items() for f in scan_document(name, v, _join(path, k))]
     if isinstance(doc, (list, tuple)):
         return [f for i, v in enumerate(doc) for f in scan_document(name, v, _join(path, i))]
-    label = value_kind(doc) if isinstance(doc, str) else None
     key = path.rsplit(".", 1)[-1]
+    label = (value_kind(doc) or named_kind(path, doc)) if isinstance(doc, str) else None
     if label is None and isinstance(doc, str) and doc.strip() and SECRET_NAMES.search(key):
         label = "a secret (by its name)"
     return [Finding(f"{name} at {path or '(top)'}", label)] if label else []

@@ -15,6 +15,7 @@ torch there is built against the numpy it came with, and torch itself is never o
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import io
 import logging
@@ -157,6 +158,4 @@ def _digest(data: bytes) -> str:
 
 
 def _gzip(buf: io.BytesIO):
-    import gzip
-
     return gzip.GzipFile(fileobj=buf, mode="wb", mtime=0, filename="")

@@ -31,7 +31,8 @@ def read_rows(text: str, header: tuple[str, ...], origin: str) -> list[dict[str,
 
 
 def rows_to_csv(header, rows) -> str:
-    """CSV text with a header line; values are written as they come (str() of each)."""
+    """CSV text with a header line; values are written as they come (str() of each): data
+    files read back by read_rows. Output for people: report.text.rows_to_csv (made inert)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(header)

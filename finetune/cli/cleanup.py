@@ -11,6 +11,7 @@ from finetune.cli._options import Format, Help, OlderThan, typed_flags
 from finetune.cli._render import FORMATS, check_format, emit_table
 from finetune.runs.ledger import open_default
 from finetune.service import cleanup as service_cleanup
+from finetune.textsafe import cell
 from finetune.units.durations import parse_duration
 
 
@@ -21,7 +22,14 @@ def cleanup(
     ] = "6h",
     yes: bool = typer.Option(False, "--yes", help="Remove without asking."),
     owner: str = typer.Option(
-        None, "--owner", help="Whose leftovers: this finetune:owner tag (default: your identity)."
+        None,
+        "--owner",
+        help="Also leftovers tagged with this finetune:owner, from any machine (yours too).",
+    ),
+    runs: list[str] = typer.Option(
+        None,
+        "--run",
+        help="Also this run's leftovers, though not in this machine's ledger (repeat).",
     ),
     all_owners: bool = typer.Option(
         False,
@@ -32,16 +40,23 @@ def cleanup(
         Format, Help("table, json or csv: what was found (messages go to stderr).")
     ] = "table",
 ) -> None:
-    """Find instances, open spot requests and instance roles tagged by finetune that no live
-    run owns (a launch killed before its backend answered counts as dead after 15 minutes),
-    and remove them (terminate, cancel, delete). Only yours: tagged with your identity (the
-    finetune:owner tag) or runs of this machine's ledger; others are listed as skipped, with
+    """Find instances, open spot requests, SageMaker jobs and run roles of finetune that no
+    live run owns (a launch killed before its backend answered counts as dead after 15
+    minutes), and remove them (terminate, cancel, stop, delete). Only this machine's: runs of
+    its ledger (at any age once they ended) or runs you name; your identity is not enough,
+    as your runs from another machine may be live there. Others are listed as skipped, with
     why. Without --yes it asks first."""
     fmt = check_format(fmt, FORMATS)
-    say = typer.echo if fmt == "table" else lambda line: typer.echo(line, err=True)
+    to_stderr = fmt != "table"
+
+    def say(line: str) -> None:  # lines carry EC2 tag values, which anyone may set: inert
+        typer.echo(cell(line), err=to_stderr)
+
     limit = parse_duration(older_than, "--older-than", minimum=0)  # 0s: whatever age
     with open_default() as ledger:
-        found = service_cleanup.find(ledger, limit, owner=owner, all_owners=all_owners)
+        found = service_cleanup.find(
+            ledger, limit, owner=owner, all_owners=all_owners, runs=frozenset(runs or ())
+        )
         _say_skipped(found.skipped, say)
         records = _records(found) if found else []
         if fmt != "table" or records:
@@ -86,7 +101,7 @@ def _say_skipped(skipped, say) -> None:
     say(f"Skipped {len(skipped)} resource(s) that are not yours to remove:")
     for o in skipped:
         say(f"  {o.kind:<16} {o.id:<40} run {o.run_id or '(none)'}  {o.skipped}")
-    say("  (--owner NAME or --all-owners to include them)")
+    say("  (--run RUN_ID, --owner NAME or --all-owners to include them)")
 
 
 def _confirm(count: int) -> bool:

@@ -23,8 +23,14 @@ def push(
     tag: str = typer.Option(None, help="Image tag (default: this finetune version)."),
     context: Path = typer.Option(Path("."), help="Docker build context (the repository root)."),
     dockerfile: str = typer.Option("Dockerfile", help="Dockerfile name inside the context."),
+    base_digest: str = typer.Option(
+        None,
+        help="The base image's digest (sha256:<64 hex>) to build from; default: the "
+        "Dockerfile's BASE_DIGEST. finetune's Dockerfile is never built from a bare tag.",
+    ),
 ) -> None:
     """Build the training image where a Docker engine runs and push it to ECR; prints its URI
     (the default image of `launch --backend sagemaker`)."""
-    uri = push_image(connect(region), context, repository, tag or __version__, dockerfile)
+    aws = connect(region)
+    uri = push_image(aws, context, repository, tag or __version__, dockerfile, base_digest)
     typer.echo(uri)

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from finetune import settings
-from finetune.aws import infra, legacyroles, roletrust
+from finetune.aws import infra, legacyroles, perimeter, roletrust
 from finetune.aws.session import connect
 from finetune.cli._options import Format, Help, Region, Repository, typed_flags
 from finetune.cli._records import record_csv
@@ -71,12 +71,15 @@ def deploy(
     aws = connect(region)
     typer.echo(f"Deploying stack {stack_name} in {aws.region} ...", err=True)
     outputs = infra.deploy(aws, stack_name, repository, vpc=vpc, parameters=params)
+    fence = perimeter.status(aws.client("organizations"), aws.account_id, aws.region)
     if fmt != "table":
         record = dict(sorted(outputs.items()))
         if fmt == "json":
             echo_json(record)
         else:
             typer.echo(record_csv(record), nl=False)
+        for line in fence.lines():  # stdout holds the outputs only
+            typer.echo(line, err=True)
         return
     for key, value in sorted(outputs.items()):
         typer.echo(f"{key:<18} {value}")
@@ -85,6 +88,9 @@ def deploy(
         "finetune):"
     )
     for line in infra.env_lines(outputs):
+        typer.echo(line)
+    typer.echo("")
+    for line in fence.lines():
         typer.echo(line)
 
 
@@ -102,8 +108,11 @@ def check(region: Region[str | None] = None) -> None:
     """List run roles older finetune versions left at /finetune/ (those without a permissions
     boundary first) and how to remove them, and run roles under /finetune-bounded/ whose trust
     names anyone but their AWS service (another account, an OIDC or SAML provider) and how to
-    fix it; exits 1 while any is left. Needs iam:ListRoles, iam:GetRole and the list calls of
-    the roles' policies and profiles (an administrator)."""
+    fix it; exits 1 while any is left. Says whether the run-role perimeter is attached as a
+    resource control policy (unknown where AWS Organizations cannot be read). Needs
+    iam:ListRoles, iam:GetRole and the list calls of the roles' policies and profiles (an
+    administrator), and to tell the perimeter the Organizations reads of the management
+    account."""
     aws = connect(region)
     iam = aws.client("iam")
     found = legacyroles.find(iam)
@@ -119,6 +128,8 @@ def check(region: Region[str | None] = None) -> None:
             typer.echo(line)
     else:
         typer.echo("Every run role under /finetune-bounded/ trusts only its AWS service.")
+    for line in perimeter.status(aws.client("organizations"), aws.account_id, aws.region).lines():
+        typer.echo(line)
     typer.echo("Whether this account is ready for a run: `finetune check`.")
     if found or trusting:
         raise typer.Exit(1)

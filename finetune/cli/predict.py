@@ -14,7 +14,7 @@ from finetune.data.imaging import MAX_PIXELS
 from finetune.inference.predict import export as run_export
 from finetune.inference.predict import predict as run_predict
 from finetune.report.text import percent, rows_to_csv
-from finetune.service.logtext import printable
+from finetune.textsafe import printable
 
 _RUN = typer.Argument(
     ..., help="Run id (or a unique prefix), or the path of a model folder (e.g. an unpacked "

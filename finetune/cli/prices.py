@@ -9,11 +9,11 @@ import typer
 
 from finetune import settings
 from finetune.catalog import prices
-from finetune.catalog.price_table import list_offers
 from finetune.catalog.refresh import refresh as do_refresh
 from finetune.catalog.spot import DEFAULT_SOURCE
 from finetune.cli._options import Backend, Format, Help, Region, SpotOrOnDemand, typed_flags
 from finetune.cli._render import check_format, info
+from finetune.estimate.price_table import list_offers
 from finetune.report.text import header_of, rows_to_csv, table_text, wrap_text
 
 app = typer.Typer(
@@ -102,7 +102,7 @@ def _render(listing, fmt: str) -> str:
     return _table(listing, DEFAULT_SOURCE)
 
 
-# the table's columns: the JSON/CSV keys (catalog.price_table's as_dict), shown as
+# the table's columns: the JSON/CSV keys (estimate.price_table's as_dict), shown as
 # report.text.header_of names them
 COLUMNS = [
     "instance_type",

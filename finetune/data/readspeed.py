@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import time
 from dataclasses import dataclass
@@ -125,8 +126,6 @@ def _decode_failure(dataset: Path, m: mf.DatasetManifest, split: str, exc) -> Da
 def first_undecodable(rec: Path, idx: Path) -> str | None:
     """'record N (key K, id I) does not decode: REASON' for the first record in .idx order
     whose image Pillow cannot decode; None when every one decodes."""
-    import io
-
     from PIL import Image, UnidentifiedImageError
 
     with RecordReader(rec, idx) as reader, _own_pixel_limit():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import http.client
+import json
 import os
 import shutil
 import tarfile
@@ -67,8 +68,6 @@ def digests(path: Path, advance: Advance | None = None) -> Digests:
 def cached_digests(path: Path, progress: Progress | None = None) -> Digests:
     """``digests`` remembered in a sidecar file keyed by size and mtime: a 1.2 GB archive is
     hashed once, not on every prepare."""
-    import json
-
     st = path.stat()
     key = f"{st.st_size}:{st.st_mtime_ns}"
     sidecar = path.with_name(f".{path.name}.digests.json")

@@ -1,31 +1,15 @@
-"""Money, computed once: what AWS bills for the usage a backend reports, in euros.
-
-Backends report *charges* (``Charge``): how many instances of which type ran for how many
-seconds, on which market, at which hourly USD price, and where that price came from -- never
-euros. ``euros`` applies each charge's billing rule, converts at one dated ECB rate and returns
-``Money``: the euros with every line, price and rate that produced them. `runs show`,
-`cost-report`, launch estimates and the --max-eur guards all call it, so they cannot disagree.
-
-What AWS bills, one rule per ``Charge.rule`` (the names are the catalog's price books):
-
-``ec2``        Linux instances, on-demand or spot: per second with a 60-second minimum, for
-               every instance of the attempt ("Per Second Billing",
-               https://aws.amazon.com/ec2/pricing/on-demand/). Spot is billed at the spot price
-               recorded for the attempt. A spot instance that *EC2* interrupted follows
-               "Billing for interrupted Spot Instances" (see ``ec2_billed_seconds``).
-``sagemaker``  Training jobs: BillableTimeInSeconds for each of InstanceCount instances at the
-               ml.* on-demand price. With managed spot, BillableTimeInSeconds is already the
-               discounted time (saving = 1 - billable / TrainingTimeInSeconds).
-``free``       This machine: no charge.
-
-Not counted: EBS volumes, S3, data transfer and logs -- small next to GPU instance-hours.
-"""
+"""Money, computed once: what AWS bills for the usage a backend reports, in euros. Backends
+report charges (``Charge``: instances, seconds, market, hourly USD and its source, never
+euros); ``euros`` applies each charge's billing rule (``ec2``: per second, 60 s minimum, the
+interrupted-spot rules; ``sagemaker``: BillableTimeInSeconds x instances; ``free``) at one
+dated ECB rate. `runs show`, `cost-report`, estimates and the --max-eur guards all call it
+(docs/cost.md: what is billed and how)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from finetune.catalog.fx import Rate
@@ -236,8 +220,6 @@ def _price_text(c: Charge) -> str:
 def eur_per_hour(charge: Charge, rate: Rate) -> float | None:
     """Euros per hour of ``charge``'s instances running (all of them): the figure budget guards
     divide a --max-eur by. None when the charge has no price."""
-    from dataclasses import replace
-
     hour = replace(charge, seconds=FIRST_HOUR, interrupted_by_ec2=False)
     return euros([hour], rate).eur
 
@@ -254,7 +236,5 @@ def smallest_cap(charge: Charge, rate: Rate, seconds: float) -> float | None:
     """The smallest --max-eur, in whole cents (rounded up), that pays for ``seconds`` of
     ``charge``'s instances under its billing rule (None: no price). What a refusal of a cap
     too small to run at all offers instead."""
-    from dataclasses import replace
-
     eur = euros([replace(charge, seconds=seconds, interrupted_by_ec2=False)], rate).eur
     return None if eur is None else math.ceil(eur * 100 - 1e-9) / 100

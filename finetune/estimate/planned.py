@@ -2,7 +2,7 @@
 
 Its JSON keeps every key earlier versions wrote (a plan stored then reads back, and readers
 of the stored JSON find what they read before); the band, the basis and the data-bound flag
-are new. Built by estimate.estimator.estimate_run; read by attribute, never by key.
+are new. Built by estimate.estimator.estimate; read by attribute, never by key.
 """
 
 from __future__ import annotations
@@ -49,6 +49,14 @@ class Estimate(BaseModel):
     wider_band: bool = False  # no row of this kind in the GPU's generation, or of the family
     basis: tuple[str, ...] = ()
     interruption_seconds: float | None = None  # spot: expected lost work, in ``seconds``
+    # the roofline behind a modelled throughput (`plan --explain`): what bounds the step,
+    # the software stack, seconds per image per layer class, the stack's fitted efficiencies
+    # and the rows they were fitted to
+    bound: str | None = None
+    stack: str | None = None
+    terms: tuple[tuple[str, float], ...] = ()
+    efficiencies: tuple[tuple[str, float], ...] = ()
+    taught_by: tuple[str, ...] = ()
     summary: tuple[str, ...] = ()  # what `launch --dry-run --verbose` shows
     warnings: tuple[str, ...] = ()  # what to read first (a retired instance and its successor)
 

@@ -7,6 +7,7 @@ validation; the scores become top-k classes with softmax probabilities.
 
 from __future__ import annotations
 
+import errno
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -143,8 +144,6 @@ def export(run_or_folder: str, out: Path | None = None, overwrite: bool = False)
 
 def _write_error(out: Path, exc: OSError) -> DataError:
     """What a failed write of an export means (nothing was published, an old one is kept)."""
-    import errno
-
     why = f"{exc.strerror or exc}" + (f" ({exc.filename})" if exc.filename else "")
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         fix = "free some space there, or choose an --out on another disk."

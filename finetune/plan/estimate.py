@@ -11,9 +11,11 @@ from collections.abc import Iterable
 
 from finetune.catalog.fx import Rate
 from finetune.catalog.spot import SpotPrice
+from finetune.engines import registry
 from finetune.errors import FinetuneError, UsageError
-from finetune.estimate.estimator import Workload, estimate_run
+from finetune.estimate.estimator import estimate
 from finetune.estimate.planned import Estimate
+from finetune.estimate.request import EstimateRequest, Workload
 from finetune.estimate.run_history import Measurement
 from finetune.plan.plan import DatasetSummary, Plan, Resources
 from finetune.recipes.schema import Recipe
@@ -38,28 +40,25 @@ def estimate_for(
                          "name one with --instance.")  # fmt: skip
     work = Workload(
         model=recipe.model.name,
-        engine=recipe.engine,
+        engine=registry.get(recipe.engine),  # resolved here, once: the estimate asks the spec
         precision=recipe.train.precision,
         batch_per_device=recipe.train.batch_per_device,
         image_size=recipe.data.image_size,
         compile=recipe.train.compile,
     )
-    return estimate_run(
-        model=recipe.model.name,
+    request = EstimateRequest(
+        work=work,
         instance_type=resources.instance_type,
         region=region,
         images_per_epoch=dataset.train_count,
         epochs=recipe.schedule.epochs,
         hosts=resources.hosts,
-        backend=price_book,
-        use_spot=resources.spot,
-        history=history,
-        work=work,
+        price_book=price_book,
+        spot=resources.spot,
         other_images=dataset.val_count + dataset.test_count,
         checkpoint_interval_s=recipe.train.checkpoint_interval_s,
-        rate=rate,
-        spot_quote=spot_quote,
     )
+    return estimate(request, history, rate, spot_quote)
 
 
 def with_estimate(

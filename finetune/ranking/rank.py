@@ -49,12 +49,13 @@ class Row:
     data_bound: bool
     pareto: bool
     basis: str
+    explain: str = field(default="", compare=False)  # --explain's words; not a column
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if k in COLUMNS}
 
 
-COLUMNS = tuple(Row.__dataclass_fields__)
+COLUMNS = tuple(f for f in Row.__dataclass_fields__ if f != "explain")
 
 
 @dataclass(frozen=True)
@@ -174,6 +175,7 @@ def _rows(found: list[Candidate], epochs: int) -> list[Row]:
             data_bound=c.estimate.data_bound,
             pareto=n in front,
             basis=_basis(c.estimate),
+            explain=explain(c.estimate),
         )
         for n, (c, k) in enumerate(known)
     ]
@@ -202,6 +204,21 @@ def _basis(est: Estimate) -> str:
     extra = "; wider band" if est.wider_band else ""
     return f"{kind}: {est.images_per_sec:.0f} img/s (band {est.images_per_sec_low:.0f}-" \
         f"{est.images_per_sec_high:.0f}){extra}"  # fmt: skip
+
+
+def explain(est: Estimate) -> str:
+    """Why the throughput is what it is: the basis, and for the model what bounds the step
+    (each layer class's share of its time), the stack's fitted efficiencies and the rows
+    they were fitted to."""
+    words = _basis(est)
+    if est.throughput_measured or not est.terms:
+        return f"{words}; {est.throughput_source}" if est.throughput_source else words
+    total = sum(seconds for _, seconds in est.terms) or 1.0
+    shares = ", ".join(f"{name} {seconds / total:.0%}" for name, seconds in est.terms)
+    effs = ", ".join(f"{name} {value:.3g}" for name, value in est.efficiencies)
+    rows = ", ".join(est.taught_by[:3]) + (", ..." if len(est.taught_by) > 3 else "")
+    return (f"{words}; {est.bound}-bound ({shares}); stack {est.stack}: {effs}; fitted to "
+            f"{len(est.taught_by)} row(s): {rows}")  # fmt: skip
 
 
 def pick_cheapest(rows: list[Row], deadline_s: float | None, launch) -> Pick | None:

@@ -6,6 +6,7 @@ one table of the cheapest rows (one line each, short columns: the basis's detail
 from __future__ import annotations
 
 import json
+import shlex
 
 from finetune.ranking.rank import COLUMNS, Pick, PlanResult, Row
 from finetune.report.text import header_of, rows_to_csv, table_text, terminal_width, wrap_text
@@ -66,7 +67,7 @@ def render(
             "on the time-vs-euros front; gpus: hosts x GPUs each; basis: model = performance "
             "model, measured = your runs, (data) = data-bound (--explain)."]  # fmt: skip
     if explain:
-        tail += [f"#{r.rank} {r.hosts} x {r.instance}: {r.basis}" for r in shown]
+        tail += [f"#{r.rank} {r.hosts} x {r.instance}: {r.explain or r.basis}" for r in shown]
     if result.unestimated:
         tail.append(f"not estimated: {len(result.unestimated)} (--format json lists them)")
     if result.notes:
@@ -117,8 +118,6 @@ def _pick_lines(p: Pick | None, width: int | None = None) -> list[str]:
 def command_lines(command: str, width: int | None = None) -> list[str]:
     """A shell command indented, broken at spaces between arguments with `` \\`` line
     continuations so that no line passes ``width`` and it still pastes as one command."""
-    import shlex
-
     width = width or terminal_width()
     lines, line = [], " "
     for word in (shlex.quote(w) if "=" not in w else w for w in shlex.split(command)):

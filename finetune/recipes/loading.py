@@ -9,6 +9,7 @@ first, so a project can add its own recipes or shadow a bundled one by name.
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -121,8 +122,6 @@ def read_mapping(path: Path) -> dict:
 def _text(path: Path) -> str:
     """The file's text: UTF-8 (a BOM is dropped), or UTF-16/32 with a BOM as YAML allows; a
     ConfigError for anything else (a binary file, another encoding)."""
-    import codecs
-
     raw = path.read_bytes()
     boms = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
             (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))  # fmt: skip

@@ -6,10 +6,12 @@ file format follows the extension (.png or .svg).
 
 from __future__ import annotations
 
+import os
 from contextlib import suppress
 from pathlib import Path
 
-from finetune.errors import DataError, UsageError, require_module
+from finetune.adaptors import matplotlib
+from finetune.errors import DataError, UsageError
 from finetune.report.render import Report
 
 SUFFIXES = (".png", ".svg")
@@ -20,11 +22,8 @@ _OWN_PLOT_MAX_BYTES = 16 << 20  # our plots are a few hundred kB; a larger file 
 
 
 def _pyplot():
-    matplotlib = require_module("matplotlib", extra="train")
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    return plt
+    matplotlib.use("Agg", force=True)  # before pyplot's import: files, no display
+    return matplotlib.pyplot
 
 
 def check_path(path: str | Path) -> Path:
@@ -65,8 +64,6 @@ _check_path = check_path
 
 def _save(fig, plt, path: Path, provenance: str) -> Path:
     """Write beside the target, then rename: a failed write leaves no half-made file."""
-    import os
-
     fig.text(0.01, 0.01, provenance, fontsize=6, color="0.4", wrap=True)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -103,8 +100,6 @@ def _series(r) -> str:
 
 def _draw_scaling(ax, rows) -> None:
     """Speedup against devices per series, each from its baseline (1, 1); integer axis."""
-    from matplotlib.ticker import MaxNLocator
-
     top = max(r.devices for r in rows)
     ax.plot([1, top], [1, top], linestyle="--", color="0.5", label="ideal (linear)")
     groups: dict[str, list] = {}
@@ -115,7 +110,7 @@ def _draw_scaling(ax, rows) -> None:
         effs = ", ".join(f"{r.devices}: {r.efficiency:.0%}" for r in group)
         xs, ys = [1] + [r.devices for r in group], [1.0] + [r.speedup for r in group]
         ax.plot(xs, ys, marker="o", label=f"{label} (efficiency {effs})")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     ax.set(xlabel="devices", ylabel="speedup vs 1 device", title="Scaling")
     ax.set_xlim(left=0.5, right=top + 0.5)
     ax.set_ylim(bottom=0)

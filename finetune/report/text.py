@@ -8,7 +8,8 @@ broken across lines or cut off.
 
 from __future__ import annotations
 
-from finetune.catalog._files import rows_to_csv  # one CSV dialect everywhere
+from finetune.catalog._files import rows_to_csv as data_csv  # one CSV dialect everywhere
+from finetune.textsafe import cell, csv_cell
 
 __all__ = [
     "duration",
@@ -69,8 +70,11 @@ def table_text(
     (cells starting with a digit or sign, unless their header is in ``text``) right. Before
     the columns split into blocks, those headed in ``wrap`` (numbers with a space between
     them, '75.03 (~674.69)') wrap at their spaces as text does, and those in ``cut`` (names
-    whose whole text is in JSON and CSV) are cut to the room left, ending in "…"."""
+    whose whole text is in JSON and CSV) are cut to the room left, ending in "…". Every
+    cell and header passes textsafe.cell: remote strings are shown inert."""
     width = max(width or terminal_width(), 20)
+    headers = [cell(h) for h in headers]
+    rows = [[cell(c) for c in r] for r in rows]
     numeric = [headers[i] not in text and all(_numeric(r[i]) or r[i] == NA for r in rows)
                for i in range(len(headers))]  # fmt: skip
     cells = [max([0] + [_cell_len(r[i]) for r in rows]) for i in range(len(headers))]
@@ -94,6 +98,12 @@ def table_text(
                      [widths[i] for i in b], [numeric[i] for i in b], width)
              for b in blocks]  # fmt: skip
     return "\n\n".join(parts)
+
+
+def rows_to_csv(header, rows) -> str:
+    """CSV for people (a spreadsheet, a pipe) in the catalog's one dialect: every string cell
+    through textsafe.csv_cell (no escapes; a formula-like cell starts with ')."""
+    return data_csv([csv_cell(h) for h in header], [[csv_cell(v) for v in r] for r in rows])
 
 
 def wrap_text(text: str, width: int | None = None) -> str:
@@ -202,7 +212,7 @@ def markdown_text(headers: list[str], rows: list[list[str]]) -> str:
     """A GitHub-flavoured Markdown table (pipes in cells escaped)."""
 
     def line(cells):
-        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+        return "| " + " | ".join(cell(c).replace("|", "\\|") for c in cells) + " |"
 
     return "\n".join([line(headers), line(["---"] * len(headers)), *(line(r) for r in rows)])
 

@@ -1,12 +1,15 @@
 """The disk under the run ledger: a read-only or full disk said as such (never "the ledger may
 be corrupt", whose advice -- move the file aside -- would lose it), a read-only connection for
-commands that only read, and rows read back whatever a damaged column holds."""
+commands that only read, rows read back whatever a damaged column holds, and the file kept
+private (0600, its new folder 0700)."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import sqlite3
+import stat
 from pathlib import Path
 from urllib.parse import quote
 
@@ -89,7 +92,8 @@ def open_read_write(path: Path) -> sqlite3.Connection:
     check_ledger_path(path)
     conn = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if str(path) != ":memory:":
+            _private(path)
         conn = sqlite3.connect(path, timeout=LOCK_WAIT_S, isolation_level=None)
         conn.row_factory = sqlite3.Row
         conn.execute("PRAGMA journal_mode=WAL")
@@ -109,6 +113,24 @@ def open_read_write(path: Path) -> sqlite3.Connection:
                 "move the file aside (it may be corrupt) and launch again; a new one is created.",
             ) from None
         raise
+
+
+def _private(path: Path) -> None:
+    """The ledger readable by its owner only: its folder made 0700 when finetune makes it,
+    the file created 0600 (SQLite gives its -wal and -shm files the database's mode), and an
+    older ledger of ours (0644 under the usual umask) narrowed to 0600 when opened. A folder
+    that exists is left as it is: it may be the user's own, shared on purpose."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    for file in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        try:
+            st = os.lstat(file)
+        except FileNotFoundError:
+            continue
+        mine = stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid()
+        if mine and st.st_mode & 0o077:
+            os.chmod(file, stat.S_IMODE(st.st_mode) & 0o700)
 
 
 def check_ledger_path(path: Path) -> None:

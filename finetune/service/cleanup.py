@@ -39,14 +39,16 @@ def find(
     grace_s: float = GRACE_S,
     owner: str | None = None,
     all_owners: bool = False,
+    runs: frozenset[str] = frozenset(),
 ) -> Found:
-    """Orphans older than ``older_than_s`` of every backend, and the abandoned launches.
-    Only the caller's (tagged with ``owner``, by default the caller's identity, or runs of
-    this ledger) are orphans; the others are listed as skipped, unless ``all_owners``."""
-    runs = ledger.list()
-    abandoned = [r for r in runs if is_abandoned(ledger, r, grace_s)]
-    live = {r.id for r in runs if r.status in ACTIVE} - {r.id for r in abandoned}
-    scope = CleanupScope(frozenset(r.id for r in runs), owner, all_owners)
+    """Orphans older than ``older_than_s`` of every backend (of a run this ledger knows
+    ended: at any age), and the abandoned launches. Only this machine's (runs of this
+    ledger) or named ones (``runs``, or tagged with ``owner``) are orphans; the others are
+    listed as skipped, unless ``all_owners``."""
+    known = ledger.list()
+    abandoned = [r for r in known if is_abandoned(ledger, r, grace_s)]
+    live = {r.id for r in known if r.status in ACTIVE} - {r.id for r in abandoned}
+    scope = CleanupScope(frozenset(r.id for r in known), owner, all_owners, runs)
     found = Found(abandoned=abandoned)
     for name in NAMES:
         listed = get_backend(name).orphans(live, older_than_s, scope)

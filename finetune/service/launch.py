@@ -139,7 +139,9 @@ def new_run(plan, backend_name: str, run_id: str, run_dir: Path) -> Run:
 def launch(plan, backend: Backend, ledger: Ledger, columns: dict | None = None) -> Run:
     """Record a new run and submit it. The row exists while the backend works (so a launch
     killed half-way is found again: see service.cleanup), but a submit the backend refused
-    takes it away again: the ledger holds only runs a backend accepted or may have.
+    and fully undid takes it away again: the ledger holds only runs a backend accepted or
+    may have. One whose undo left something (FinetuneError.left) stays, failed, saying what:
+    `cleanup` removes what a run of this ledger left, and nothing of another machine's.
     ``columns``: more Run fields recorded from the start (a sweep's id and cell)."""
     check_features(backend, ResourceRequest.of(plan.resources).needs())  # a sweep's cell too
     run_id = new_run_id()
@@ -149,7 +151,12 @@ def launch(plan, backend: Backend, ledger: Ledger, columns: dict | None = None) 
     ledger.add_event(run.id, "submitting", json.dumps(launcher()))
     try:
         ref = backend.submit(plan, run, journal(ledger, run.id))
-    except FinetuneError:
+    except FinetuneError as exc:
+        if exc.left:
+            why = f"launch failed: {exc.what}; AWS may still hold {'; '.join(exc.left)}"
+            why += "; `finetune cleanup` removes what is left"
+            ledger.update(run.id, status="failed", exit_reason=why, ended_at=time.time())
+            raise
         ledger.delete(run.id)
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
@@ -176,7 +183,7 @@ def resume(ledger: Ledger, run_id: str, hooks: Hooks | None = None):
     # the backend's word, not the ledger's: a run recorded as interrupted may still have a
     # live process (a trainer whose supervisor was killed, checkpointing on its way out)
     state = run.status
-    if run.backend_ref:
+    if run.backend_ref or state in ACTIVE:  # no ref: a launch killed before it heard back
         status = backend.status(run)
         keep(ledger, run, status)
         state = status.state

@@ -17,13 +17,24 @@ class Report:
 
     sections: dict[str, list[r.Item]] = field(default_factory=dict)
 
+    def count(self, status: str) -> int:
+        return sum(i.status == status for items in self.sections.values() for i in items)
+
+    @property
+    def blocked(self) -> bool:
+        """Something is missing: a launch would fail (the command exits 1)."""
+        return self.count(r.MISSING) > 0
+
     @property
     def ready(self) -> bool:
-        return not any(i.status == r.MISSING for items in self.sections.values() for i in items)
+        """Nothing missing and nothing unknown: only then is the account called ready."""
+        return not self.blocked and self.count(r.UNKNOWN) == 0
 
     def to_dict(self) -> dict:
         return {
             "ready": self.ready,
+            "missing": self.count(r.MISSING),
+            "unknown": self.count(r.UNKNOWN),
             "sections": {k: [i.to_dict() for i in v] for k, v in self.sections.items()},
         }
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from finetune.backends.base import Backend, Hooks
 from finetune.contracts.engine import WeightsSource, runtime
-from finetune.download import Unreachable, probe
+from finetune.download import Unreachable, check_address, probe
 from finetune.download import fetch as download
 from finetune.errors import DataError
 
@@ -53,6 +53,8 @@ def check(plan, backend: Backend) -> WeightsPlan:
     if dest is None:  # an engine names where weights go whenever none is cached
         raise ValueError(f"the weights of {src.model} have neither a file nor a destination")
     size = f", {src.size / 1e6:.1f} MB" if src.size else ""
+    if src.url:  # the address is refused here, not by the job or after the run exists
+        check_address(src.url, src.sha256)
     if src.by_job and src.url:
         return WeightsPlan(
             f"pretrained, fetched by the job itself from {_host(src.url)} at start{size} "
@@ -83,7 +85,7 @@ def fetch(weights: WeightsPlan, hooks: Hooks | None = None) -> None:
 
 def _reachable(src) -> None:
     try:
-        probe(src.url)
+        probe(src.url, sha256=src.sha256)
     except Unreachable as exc:
         raise DataError(
             f"pretrained weights for {src.model} are not in {src.dest.parent} and "

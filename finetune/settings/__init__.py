@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -240,8 +241,6 @@ def _stored_folder(name: str, value: str) -> None:
 def _one_field(name: str):
     """A validator of setting ``name`` alone (type and constraints), reading no environment
     or config file: a bad value elsewhere must not block fixing this one."""
-    from typing import Annotated
-
     from pydantic import TypeAdapter
 
     f = Settings.model_fields[name]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import tomllib
 from pathlib import Path
 
 from finetune.errors import ConfigError
@@ -32,8 +33,6 @@ def path() -> Path:
 def read() -> dict[str, str]:
     """The file's key/value pairs ({} when there is no file); a ConfigError if it is not
     TOML of plain keys."""
-    import tomllib
-
     file = path()
     try:
         data = tomllib.loads(file.read_text("utf-8"))

@@ -34,6 +34,7 @@ oracle test states the bound it measured and why.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -191,13 +192,9 @@ def resize_for(image_size: int) -> int:
 
 def save(contract: Preprocessing, folder) -> None:
     """Write ``preprocessing.json`` into a model folder."""
-    from pathlib import Path
-
     (Path(folder) / CONTRACT_FILE).write_text(contract.model_dump_json(indent=2) + "\n", "utf-8")
 
 
 def load(folder) -> Preprocessing:
     """Read a model folder's ``preprocessing.json``."""
-    from pathlib import Path
-
     return Preprocessing.model_validate_json((Path(folder) / CONTRACT_FILE).read_text("utf-8"))

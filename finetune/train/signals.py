@@ -10,7 +10,9 @@ docs/training.md tells the whole story, the toolkit's lost pipe included.
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import threading
 
 
@@ -84,8 +86,6 @@ class _LostPipeSafe:
             return None
 
     def _to_devnull(self) -> None:
-        import os
-
         null = os.open(os.devnull, os.O_WRONLY)
         try:
             os.dup2(null, self._stream.fileno())
@@ -110,8 +110,6 @@ def survive_lost_output() -> None:
     reads the trainer's output through a pipe and has no SIGTERM handler: a SIGTERM to its
     process group kills it at once, and the trainer's next line (the one saying it stopped)
     would raise BrokenPipeError before the checkpoint was written."""
-    import sys
-
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name)
         if stream is not None and not isinstance(stream, _LostPipeSafe):

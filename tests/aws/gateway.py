@@ -52,6 +52,7 @@ class Fault:
     status: int
     times: int  # how many matching requests get it (-1: all)
     forward: bool = False  # let moto do the work, then answer with the error (a lost reply)
+    on_match: object = None  # callable(Call), run before the answer (e.g. kill the caller)
 
 
 @dataclass
@@ -71,11 +72,15 @@ class Gateway:
             self.played.clear()
 
     # -- what tests use -------------------------------------------------------------------
-    def fail(self, action, code, message="", status=400, times=1, forward=False) -> None:
+    def fail(
+        self, action, code, message="", status=400, times=1, forward=False, on_match=None
+    ) -> None:
         """The next ``times`` requests for ``action`` get this AWS error (-1: every one);
-        with ``forward`` moto still performs them (the request landed, the reply was lost)."""
+        with ``forward`` moto still performs them (the request landed, the reply was lost);
+        ``on_match(call)`` runs before the answer goes back."""
+        fault = Fault(action, code, message or code, status, times, forward, on_match)
         with self.lock:
-            self.faults.append(Fault(action, code, message or code, status, times, forward))
+            self.faults.append(fault)
 
     def script(self, steps: list[dict], job: str = "*") -> None:
         """Each DescribeTrainingJob of ``job`` (any job: '*') first applies the next step."""
@@ -102,6 +107,8 @@ class Gateway:
         if fault is not None:
             if fault.forward:
                 b"".join(self.app(environ, lambda *a, **k: None))
+            if fault.on_match is not None:
+                fault.on_match(call)
             return _error(call, fault, start_response)
         if call.action == "StopTrainingJob":
             return self._stop(call, start_response)

@@ -172,3 +172,50 @@ def test_the_local_backend_needs_no_account(aws, monkeypatch):
     assert res.stdout.splitlines()[-1] == "Ready." and "cloud runs" not in res.stdout
     unknown = _check("--backend", "lokal")
     assert unknown.exit_code == 2 and "did you mean" in unknown.output.lower(), unknown.output
+
+
+def test_unknown_items_are_never_called_ready_and_name_the_permission(quotas, gw, monkeypatch):
+    """Issue 49, S5-6: a caller AWS will not let read the boundary or the quota is told
+    exactly which permission each needs (the stack's caller policies grant both), and the
+    verdict is not "Ready" while anything is unknown (nothing missing: exit 0)."""
+    image = _deploy(quotas)
+    _env(monkeypatch, region=REGION, bucket=BUCKET, image=image)
+    gw.fail("GetPolicy", "AccessDenied", status=403, times=-1)
+    gw.fail("GetServiceQuota", "AccessDeniedException", status=400, times=-1)
+    res = _check("--backend", "ec2", columns=200)
+    assert res.exit_code == 0, res.output
+    assert "Ready" not in res.stdout
+    text = " ".join(res.stdout.split())
+    boundary = f"arn:aws:iam::{ACCOUNT}:policy/finetune/finetune-ec2-run-boundary-{REGION}"
+    assert f"this needs iam:GetPolicy on {boundary}" in text
+    quota = f"arn:aws:servicequotas:{REGION}:{ACCOUNT}:ec2/{G_ON_DEMAND}"
+    assert f"this needs servicequotas:GetServiceQuota on {quota}" in text
+    assert text.endswith("Not confirmed: 2 unknown, nothing missing (each with its fix above).")
+    record = json.loads(_check("--backend", "ec2", "--format", "json").stdout)
+    assert (record["ready"], record["missing"], record["unknown"]) == (False, 0, 2)
+
+
+def test_the_stacks_caller_policies_grant_what_check_reads():
+    """... and the policies grant exactly those reads: each caller its own boundary, the EC2
+    caller every quota code the pre-flight may read, the SageMaker caller the list call."""
+    from finetune.aws import infra
+    from finetune.backends.ec2.setup import quota
+    from tests.security.iam_eval import Request, allowed
+
+    names = infra.Names(ACCOUNT, REGION, BUCKET, extra={"VpcId": "vpc-0a1b2c3d"})
+    for caller, kind in (("ec2-caller", "ec2"), ("caller", "sagemaker")):
+        policy = infra.render(infra.policy_document(caller), names)
+        boundary = infra.boundary_arn(ACCOUNT, REGION, kind)
+        assert allowed(policy, Request("iam:GetPolicy", boundary))
+        other = infra.boundary_arn(ACCOUNT, REGION, "sagemaker" if kind == "ec2" else "ec2")
+        assert not allowed(policy, Request("iam:GetPolicy", other))
+        assert not allowed(policy, Request("iam:GetPolicy", f"arn:aws:iam::{ACCOUNT}:policy/x"))
+    ec2 = infra.render(infra.policy_document("ec2-caller"), names)
+    for code in quota.quota_codes():
+        arn = f"arn:aws:servicequotas:{REGION}:{ACCOUNT}:ec2/{code}"
+        assert allowed(ec2, Request("servicequotas:GetServiceQuota", arn)), code
+    other = f"arn:aws:servicequotas:{REGION}:{ACCOUNT}:ec2/L-0THER"
+    assert not allowed(ec2, Request("servicequotas:GetServiceQuota", other))
+    sm = infra.render(infra.policy_document("caller"), names)
+    here = {"aws:RequestedRegion": REGION}
+    assert allowed(sm, Request("servicequotas:ListServiceQuotas", "*", here))

@@ -107,6 +107,10 @@ IAM_FOR = {
     "DescribeStacks": ["cloudformation:DescribeStacks"],  # the stack's limits, before a launch
     "ListRoles": ["iam:ListRoles"],  # cleanup: run roles of ended jobs
     "ListTrainingJobs": ["sagemaker:ListTrainingJobs"],
+    # `finetune check` (issue 49, S5-6): bucket, boundary, training-job quota
+    "HeadBucket": ["s3:ListBucket"],
+    "GetPolicy": ["iam:GetPolicy"],
+    "ListServiceQuotas": ["servicequotas:ListServiceQuotas"],
 }
 # `docker push` calls these itself (not through boto3, so not seen at the gateway).
 DOCKER_PUSH = {
@@ -193,6 +197,8 @@ def _exercise_everything(cloud, dataset, tmp_path, monkeypatch):
     pushed = CliRunner().invoke(app, ["image", "push", "--context", str(tmp_path)])
     assert pushed.exit_code == 0, pushed.output
     be.remove(be.orphans(set(), 0))  # what `finetune cleanup` asks of this backend
+    checked = CliRunner().invoke(app, ["check", "--backend", "sagemaker"])
+    assert "could not be read" not in checked.output, checked.output
 
 
 def _names() -> infra.Names:
@@ -218,8 +224,10 @@ def _resource_of(call, action: str) -> str:
     """The ARN ``action`` of an API call acts on, as IAM evaluates it."""
     if action == "iam:PassRole":
         return call.json["RoleArn"]
-    if call.action in ("ListRoles", "ListTrainingJobs"):
+    if call.action in ("ListRoles", "ListTrainingJobs", "ListServiceQuotas"):
         return "*"
+    if call.action == "GetPolicy":
+        return call.form["PolicyArn"]
     if call.service == "iam":
         return f"arn:aws:iam::{ACCOUNT}:role/finetune-bounded/sagemaker/{call.form['RoleName']}"
     if call.service == "cloudformation":

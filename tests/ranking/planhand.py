@@ -51,13 +51,32 @@ def torch_runnable(region: str, max_gpus: int = 99) -> set[str]:
 
 
 def a10g_resnet50_images_per_sec() -> float:
-    """A10G (Ampere) has no plain-loop row of its own: the two plain-loop ResNet-50 rows of
-    its architecture (timm's RTX 3090 AMP, NCHW and NHWC) carry their MFU over by the ratio
-    of the bf16/fp16 dense peaks (no benchmark suite measured both the A10G and the 3090, so
-    the model's peak-ratio fallback); their median MFU is their mean (two rows)."""
-    rows = [CAL["timm-rtx3090-nchw-resnet50"], CAL["timm-rtx3090-nhwc-resnet50"]]
-    ratio = float(PEAKS["A10G"]["DenseBf16Tflops"]) / float(PEAKS["RTX 3090"]["DenseFp16Tflops"])
-    return statistics.median(float(r["ImagesPerSec"]) for r in rows) * ratio
+    """A10G (no row of the torch engine's stack): the roofline of ResNet-50 at 224 px, bf16,
+    batch 64 -- each layer class of train_traffic.csv on the A10G's roofs (gpu_peaks.csv),
+    at the efficiencies efficiencies.csv gives the torch engine's resident eager stack
+    (finetune/estimate/perf/roofline.py's equation), the terms added."""
+    perf = "finetune.estimate.perf"
+    t = next(
+        r
+        for r in _csv("train_traffic.csv", perf)
+        if (r["Network"], r["ImageSize"], r["Precision"]) == ("resnet50", "224", "mixed")
+    )
+    e = next(r for r in _csv("efficiencies.csv", perf)
+             if (r["Framework"], r["Pipeline"], r["Kind"], r["Layout"], r["Compile"])
+             == ("pytorch", "resident", "engine", "nhwc", "eager"))  # fmt: skip
+    p, batch = PEAKS["A10G"], 64
+    bandwidth = float(p["MemoryGBps"]) * 1e9
+    issue = float(p["Fp32Tflops"]) * 1e12 * 64 / int(p["Fp32PerSm"])
+    per_step = (float(t["WeightsMB"]) + float(t["OptimizerMB"])) * 1e6 / batch
+    seconds = (
+        float(t["MatmulGflops"]) * 1e9 / (float(p["DenseBf16Tflops"]) * 1e12)
+        / float(e["ComputeEfficiency"])
+        + ((float(t["MatmulMB"]) + float(t["ElementwiseMB"])) * 1e6 + per_step)
+        / bandwidth / float(e["MemoryEfficiency"])
+        + float(t["ElementwiseMelems"]) * 1e6 * float(e["InstructionsPerElement"]) / issue
+        + int(t["Kernels"]) * float(e["KernelUs"]) * 1e-6 / batch
+    )  # fmt: skip
+    return 1 / seconds
 
 
 def running_seconds(images: int, epochs: int, ips: float, spot: bool, hosts: int = 1) -> int:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from planhand import LATEST_RATE, spot_median
 
-from finetune.estimate.estimator import estimate_run
+from finetune.estimate.estimator import estimate
+from finetune.estimate.request import EstimateRequest, Workload
 from finetune.ranking.pareto import front
 
 
@@ -34,11 +36,11 @@ def test_a_spot_estimate_adds_half_a_checkpoint_interval_per_expected_interrupti
     from finetune.estimate.run_history import Measurement
 
     hist = [Measurement("resnet50", "A10G", 2, 100.0, "run-9", "torch", 32, 224)]
-    est = estimate_run(
-        model="resnet50", instance_type="g5.xlarge", region="us-east-1",
-        images_per_epoch=15_420, epochs=100, hosts=2, use_spot=True,
-        history=hist, checkpoint_interval_s=1800,
+    request = EstimateRequest(
+        Workload("resnet50"), instance_type="g5.xlarge", region="us-east-1",
+        images_per_epoch=15_420, epochs=100, hosts=2, spot=True, checkpoint_interval_s=1800,
     )  # fmt: skip
+    est = estimate(request, hist)
     work = 15_420 * 100 / 100.0 + 300
     expected = work / 3600 * 2 * 0.20 / 730
     seconds = math.ceil(work + expected * 1800 / 2)
@@ -51,9 +53,5 @@ def test_a_spot_estimate_adds_half_a_checkpoint_interval_per_expected_interrupti
     said = " ".join(est.summary)
     assert "spot interruptions" in said and "Spot Instance Advisor" in said
     assert "checkpoint interval / 2" in said
-    on_demand = estimate_run(
-        model="resnet50", instance_type="g5.xlarge", region="us-east-1",
-        images_per_epoch=15_420, epochs=100, hosts=2, history=hist,
-        checkpoint_interval_s=1800,
-    )  # fmt: skip
+    on_demand = estimate(replace(request, spot=False), hist)
     assert on_demand.seconds == math.ceil(work) and on_demand.interruption_seconds is None

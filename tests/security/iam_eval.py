@@ -14,6 +14,9 @@ Guide ("Policy evaluation logic", "Condition operators"):
   (${aws:userid}) in condition values take the request's value.
   A key missing from the request fails a positive operator and satisfies a negated one;
   ForAllValues holds for a missing key (AWS's well-known trap), ForAnyValue does not.
+- a role's trust policy (``assume_allowed``): within one account, a trust statement naming the
+  principal's own ARN (or its service) is enough without an identity Allow; one naming only the
+  account root needs an identity Allow too; an explicit Deny in the identity policies wins.
 """
 
 from __future__ import annotations
@@ -156,3 +159,30 @@ def allowed(identity: list[dict] | dict, req: Request, boundary: dict | None = N
     if decide(policies, req) != ALLOW:
         return False
     return boundary is None or decide([boundary], req) == ALLOW
+
+
+def _trusts(stmt: dict, principal: str) -> bool:
+    """Whether a trust statement's Principal names ``principal`` (an ARN or a service name)
+    itself: "*", the ARN, or the service; the account root is handled by the caller."""
+    named = stmt.get("Principal")
+    if named == "*":
+        return True
+    values = [v for vs in (named or {}).values() for v in _listed(vs)]
+    return "*" in values or principal in values
+
+
+def assume_allowed(identity: list[dict], trust: dict, principal: str, req: Request) -> bool:
+    """Whether ``principal`` (an IAM ARN with ``identity`` policies, or a service name with
+    none) of the role's own account may make ``req`` (sts:AssumeRole and kin) on a role whose
+    trust policy is ``trust``."""
+    trust = {"Statement": [{"Resource": "*", **s} for s in trust["Statement"]]}  # the role
+    if decide(identity, req) == DENY or decide([trust], req) == DENY:
+        return False
+    matched = [s for s in trust["Statement"] if s["Effect"] == "Allow" and _applies(s, req)]
+    if any(_trusts(s, principal) for s in matched):
+        return True
+    account = principal.split(":")[4] if principal.startswith("arn:") else None
+    root = f"arn:aws:iam::{account}:root"
+    by_account = any(root in [v for vs in s.get("Principal", {}).values() for v in _listed(vs)]
+                     for s in matched if isinstance(s.get("Principal"), dict))  # fmt: skip
+    return by_account and decide(identity, req) == ALLOW

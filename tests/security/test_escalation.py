@@ -110,6 +110,7 @@ def _run_instances(
 ):
     """RunInstances is allowed only if every resource it touches is."""
     tags = {"aws:RequestTag/project": "finetune", "aws:TagKeys": ["project"]}
+    tags |= {"aws:RequestTag/finetune:owner-id": "AIDAEXAMPLEUSER", "aws:userid": "AIDAEXAMPLEUSER"}
     group = {"aws:ResourceTag/project": "finetune"} if group_tag else {}
     group.update({f"aws:ResourceTag/{k}": v for k, v in group_tags})
     instance = {"ec2:MetadataHttpTokens": tokens, "ec2:InstanceProfile": profile}

@@ -32,6 +32,7 @@ SEALED = {
     "aws:userid": ME,
 }
 SHARED = {"aws:ResourceTag/project": "finetune"}  # the no-ingress group of single-host runs
+LAUNCHED_BY_ME = {"aws:RequestTag/finetune:owner-id": ME, "aws:userid": ME}  # what a launch tags
 
 
 def _policy(kind: str, **params) -> dict:
@@ -89,7 +90,7 @@ def test_only_run_groups_are_deleted(ec2):
 
 def test_ec2_instance_types_are_the_stacks(ec2):
     profile = {"ec2:InstanceProfile": PROFILE, "ec2:MetadataHttpTokens": "required"}
-    base = {"aws:RequestTag/project": "finetune", **profile}
+    base = {"aws:RequestTag/project": "finetune", **LAUNCHED_BY_ME, **profile}
     assert _run(ec2, "instance/*", {**base, "ec2:InstanceType": "g5.xlarge"})
     assert _run(ec2, "instance/*", {**base, "ec2:InstanceType": "p5.48xlarge"})
     assert not _run(ec2, "instance/*", {**base, "ec2:InstanceType": "x2iedn.32xlarge"})
@@ -147,7 +148,7 @@ def test_a_run_group_is_born_with_its_makers_id(ec2):
 
 def test_volumes_are_encrypted_by_the_policy(ec2):
     """Issue 34, N10: an unencrypted volume is denied whoever builds the request."""
-    tagged = {"aws:RequestTag/project": "finetune"}
+    tagged = {"aws:RequestTag/project": "finetune", **LAUNCHED_BY_ME}
     assert _run(ec2, "volume/*", {**tagged, "ec2:Encrypted": "true"})
     assert not _run(ec2, "volume/*", {**tagged, "ec2:Encrypted": "false"})
     assert not _run(ec2, "volume/*", tagged)

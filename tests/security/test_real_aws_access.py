@@ -36,7 +36,9 @@ INSTANCE = {
 
 
 def _boundary(region: str, kind: str = "sagemaker") -> dict:
-    names = infra.Names(ACCOUNT, region, BUCKET, extra={"VpcId": VPC_ID})
+    """The boundary of a stack whose SageMaker fence lists the VPC job's subnet and group."""
+    fence = {"SageMakerSubnets": [SUBNET], "SageMakerSecurityGroups": [GROUP]}
+    names = infra.Names(ACCOUNT, region, BUCKET, extra={"VpcId": VPC_ID, **fence})
     return infra.render(infra.policy_document(f"{kind}-boundary"), names)
 
 
@@ -135,7 +137,9 @@ def test_a_vpc_job_gets_its_network_interfaces_only_when_asked(region):
     }
     for target in ("network-interface/eni-1", f"subnet/{SUBNET}", f"security-group/{GROUP}"):
         assert _can(role, region, "ec2:CreateNetworkInterface", _eni(region, target), **ours)
-    for action in ("ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterface"):
+    manage = ("ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterface",
+              "ec2:DeleteNetworkInterfacePermission")  # fmt: skip
+    for action in manage:
         assert _can(role, region, action, _eni(region, "network-interface/eni-1"), **ours)
         # another workload's interface: in another subnet of the VPC, or in another VPC
         elsewhere = {**ours, "ec2:Subnet": _eni(region, "subnet/subnet-0ther")}
@@ -143,7 +147,6 @@ def test_a_vpc_job_gets_its_network_interfaces_only_when_asked(region):
         foreign = {**ours, "ec2:Vpc": _eni(region, "vpc/vpc-0ther")}
         assert not _can(role, region, action, _eni(region, "network-interface/eni-1"), **foreign)
     for action in (
-        "ec2:DeleteNetworkInterfacePermission",
         "ec2:DescribeDhcpOptions",
         "ec2:DescribeNetworkInterfaces",
         "ec2:DescribeSecurityGroups",

@@ -46,6 +46,8 @@ def _policy(kind: str) -> dict:
 def _launch_asks(profile: str) -> Request:
     ctx = {
         "aws:RequestTag/project": "finetune",
+        "aws:RequestTag/finetune:owner-id": "AIDAEXAMPLEUSER",  # the launcher, as it sends
+        "aws:userid": "AIDAEXAMPLEUSER",
         "ec2:MetadataHttpTokens": "required",
         "ec2:InstanceProfile": profile,
         "ec2:InstanceType": "g5.xlarge",

@@ -5,8 +5,9 @@ shipped policies (rendered as `finetune infra print` does) with the project's ev
   SageMakerSecurityGroups (default "none": no job in a VPC); a job without a VPC as before.
 - The SageMaker run boundary: network interfaces only in the stack's VpcId; no other VPC's
   interface shared or deleted.
-- A role minted under the boundary with any trust: its credentials work only as SageMaker's
-  session of it, never through a web-identity provider; the perimeter (an RCP) denies every
+- A role minted under the boundary with any trust: its credentials are refused unless the
+  session is named SageMaker (the assumer's choice: test_run_role_session_name.py) and came
+  through no web-identity provider; the perimeter (an RCP) denies every
   STS action that hands out a run role's credentials to anyone but an AWS service.
 """
 
@@ -21,7 +22,7 @@ from .iam_eval import AS_SAGEMAKER, DENY, Request, allowed, decide
 ACCOUNT, REGION, BUCKET = "123456789012", "eu-west-1", "finetune-test-bucket"
 VPC_ID, SUBNET, GROUP = "vpc-0a1b2c3d", "subnet-0a1b2c3d", "sg-0f1e2d3c"
 EC2 = f"arn:aws:ec2:{REGION}:{ACCOUNT}"
-OURS = {"ec2:Vpc": f"{EC2}:vpc/{VPC_ID}"}
+OURS = {"ec2:Vpc": f"{EC2}:vpc/{VPC_ID}", "ec2:Subnet": f"{EC2}:subnet/{SUBNET}"}
 FOREIGN = {"ec2:Vpc": f"{EC2}:vpc/vpc-0badbad0"}
 JOB = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:training-job/finetune-ft-1"
 SM_ROLE = f"arn:aws:iam::{ACCOUNT}:role/finetune-bounded/sagemaker/finetune-run-ft-1"
@@ -64,7 +65,8 @@ def test_by_default_no_job_runs_in_a_vpc():
 
 @pytest.fixture(scope="module")
 def boundary() -> dict:
-    return _policy("sagemaker-boundary")
+    """The boundary of a stack fenced to one subnet and group (what a job in a VPC needs)."""
+    return _policy("sagemaker-boundary", SageMakerSubnets=[SUBNET], SageMakerSecurityGroups=[GROUP])
 
 
 def _minted(boundary, action: str, resource: str, **ctx) -> bool:
@@ -86,6 +88,34 @@ def test_no_interface_outside_the_stacks_vpc_is_deleted_or_shared(boundary):
         assert not _minted(boundary, action, eni, **FOREIGN), action
         assert not _minted(boundary, action, eni), action
         assert _minted(boundary, action, eni, **OURS), action
+
+
+def test_s5_9_interfaces_only_with_the_stacks_subnets_and_groups(boundary):
+    """Issue 49, S5-9: inside VpcId too, a minted role's interfaces go only into the stack's
+    SageMakerSubnets with its SageMakerSecurityGroups, and only interfaces in those subnets
+    are deleted or shared; unsharing is no longer region-wide."""
+    create = "ec2:CreateNetworkInterface"
+    assert not _minted(boundary, create, f"{EC2}:security-group/sg-0db0trusted", **OURS)
+    assert not _minted(boundary, create, f"{EC2}:subnet/subnet-0ther", **OURS)
+    theirs = {**OURS, "ec2:Subnet": f"{EC2}:subnet/subnet-0ther"}  # another workload's
+    for action in (
+        "ec2:DeleteNetworkInterface",
+        "ec2:CreateNetworkInterfacePermission",
+        "ec2:DeleteNetworkInterfacePermission",
+    ):
+        assert not _minted(boundary, action, f"{EC2}:network-interface/eni-0db", **theirs), action
+        assert _minted(boundary, action, f"{EC2}:network-interface/eni-0job", **OURS), action
+    region_wide = {"aws:RequestedRegion": REGION}
+    assert not _minted(boundary, "ec2:DeleteNetworkInterfacePermission", "*", **region_wide)
+    assert _minted(boundary, "ec2:DescribeSubnets", "*", **region_wide)
+
+
+def test_s5_9_a_stack_without_sagemaker_subnets_allows_no_interface():
+    default = _policy("sagemaker-boundary")  # SageMakerSubnets "none": jobs without a VPC
+    for target in (f"subnet/{SUBNET}", f"security-group/{GROUP}"):
+        assert not _minted(default, "ec2:CreateNetworkInterface", f"{EC2}:{target}", **OURS)
+    eni = f"{EC2}:network-interface/eni-0job"
+    assert not _minted(default, "ec2:DeleteNetworkInterface", eni, **OURS)
 
 
 def test_a_minted_role_with_foreign_trust_can_do_nothing(boundary):

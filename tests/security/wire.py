@@ -1,9 +1,10 @@
 """IAM actions (and the S3 ARNs they act on) of the AWS requests a test recorded on the wire.
 
 An API call can need more than its own action: RunInstances with an instance profile needs
-iam:PassRole, tags given at creation need ec2:CreateTags (with ec2:CreateAction) or
-iam:TagRole, and HeadObject needs s3:ListBucket to tell a missing key (404) from a denied one. Those
-implied actions are added here, so "the policy grants exactly what the code needs" holds.
+iam:PassRole, tags given at creation need ec2:CreateTags (with ec2:CreateAction),
+iam:TagRole or iam:TagInstanceProfile, and HeadObject needs s3:ListBucket to tell a missing
+key (404) from a denied one. Those implied actions are added here, so "the policy grants
+exactly what the code needs" holds.
 """
 
 from __future__ import annotations
@@ -17,7 +18,11 @@ _SERVICE_BY_VERSION = {
     "2011-06-15": "sts",
     "2010-05-15": "cloudformation",
 }
-_SERVICE_BY_TARGET = {"AmazonSSM": "ssm", "AmazonEC2ContainerRegistry_V20150921": "ecr"}
+_SERVICE_BY_TARGET = {
+    "AmazonSSM": "ssm",
+    "AmazonEC2ContainerRegistry_V20150921": "ecr",
+    "ServiceQuotasV20190624": "servicequotas",
+}
 _NO_PERMISSION = {"sts:GetCallerIdentity"}  # IAM needs no grant for it
 _S3_IAM = {
     "PutObject": "s3:PutObject",
@@ -31,6 +36,7 @@ _S3_IAM = {
     "GetObject": "s3:GetObject",
     "ListObjectsV2": "s3:ListBucket",
     "GetBucketLocation": "s3:GetBucketLocation",
+    "HeadBucket": "s3:ListBucket",
 }
 
 
@@ -47,6 +53,8 @@ def query_actions(requests: list[dict]) -> set[str]:
                 out.add("iam:PassRole")
             if r["Action"] == "CreateRole" and any(k.startswith("Tags.") for k in r):
                 out.add("iam:TagRole")
+            if r["Action"] == "CreateInstanceProfile" and any(k.startswith("Tags.") for k in r):
+                out.add("iam:TagInstanceProfile")
         elif r.get("Target", "").split(".")[0] in _SERVICE_BY_TARGET:
             service, _, action = r["Target"].partition(".")
             out.add(f"{_SERVICE_BY_TARGET[service]}:{action}")
@@ -81,7 +89,7 @@ def _s3_operation(method: str, has_key: bool, q: dict) -> str:
     if method == "DELETE":
         return "AbortMultipartUpload" if "uploadId" in q else "DeleteObject"
     if method == "HEAD":
-        return "HeadObject"
+        return "HeadObject" if has_key else "HeadBucket"
     if has_key:
         return "GetObject"
     return "GetBucketLocation" if "location" in q else "ListObjectsV2"

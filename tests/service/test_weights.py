@@ -103,7 +103,9 @@ def test_a_download_is_verified_written_whole_and_reported(server, tmp_path):
     digest = fetch(url, dest, hashlib.sha256(data).hexdigest(), progress)
     assert dest.read_bytes() == data and digest == hashlib.sha256(data).hexdigest()
     assert seen[0] == (dest.name, len(data)) and sum(seen[1:]) == len(data)
-    assert _leftovers(dest.parent) == [dest.name]  # no temporary file left
+    # no temporary file left; the digest recorded beside the file (checked on every use)
+    assert _leftovers(dest.parent) == [dest.name, f"{dest.name}.sha256"]
+    assert (dest.parent / f"{dest.name}.sha256").read_text() == digest + "\n"
     assert probe(url) == len(data)
 
 
@@ -197,7 +199,7 @@ def test_a_weights_file_named_by_its_path_is_planned_without_torch(tiny_dataset,
 def test_a_mirror_serving_another_file_is_refused_before_the_run(server, tiny_dataset, monkeypatch):
     from finetune.train.engines.torch import weights as wt
 
-    # the published name, other bytes: the name's sha256 prefix does not hold
+    # the published name, other bytes: not the full sha256 finetune ships for that file
     server.put("resnet50-11ad3fa6.pth", _state_bytes(a=1))
     monkeypatch.setenv("FINETUNE_WEIGHTS_MIRROR", f"{server.base}/models")
     res = cli(*MAIN, "--dataset", str(tiny_dataset), "--dry-run")
@@ -207,7 +209,7 @@ def test_a_mirror_serving_another_file_is_refused_before_the_run(server, tiny_da
     assert f"downloaded once from {host} into {wt.hub_dir()}, " in out
     assert server.gets == []  # the dry-run fetched nothing
     res = cli(*MAIN, "--dataset", str(tiny_dataset))
-    assert res.exit_code == 3 and "not the 11ad3fa6... its name promises" in res.output
+    assert res.exit_code == 3 and "not the expected 11ad3fa62ca79e40" in res.output
     assert _runs() == [] and _leftovers(wt.hub_dir()) == []
 
 

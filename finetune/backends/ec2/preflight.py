@@ -9,6 +9,7 @@ next to the run's other objects, where the on-instance agent reads them.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 
 from finetune import settings
@@ -92,8 +93,6 @@ def preflight(plan, options: Ec2Options, settings_checked: bool = True) -> str:
 def screen(plan) -> None:
     """Refuse a plan carrying secrets (backends/secretscan.py): plan.json goes to the run's S3
     prefix and the hyperparameters into the instance; checked before anything is sent."""
-    import json
-
     found = secretscan.scan_map("hyperparameter", plan.hyperparameters.to_strings())
     found += secretscan.scan_document("plan.json", json.loads(plan.to_json()))
     secretscan.refuse(list(dict.fromkeys(found)), "the run's plan.json in S3")

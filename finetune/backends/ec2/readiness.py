@@ -24,6 +24,7 @@ def items(aws, instance: str | None, spot: bool = False) -> list[r.Item]:
         "vCPUs",
         found.why_unknown,
         ec2_quota.how_to_raise(found, inst.vcpus, aws.region),
+        f"servicequotas:GetServiceQuota on {ec2_quota.quota_arn(found.code, aws)}",
     )
     return [
         r.image(aws, configured_image(), needed=False, why=why),

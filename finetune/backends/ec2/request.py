@@ -6,7 +6,8 @@ What every instance gets, and why:
 - InstanceInitiatedShutdownBehavior=terminate + a dead-man switch in the user data: the
   instance ends itself after --max-runtime plus a margin, whatever happens on it.
 - An encrypted gp3 root volume, deleted with the instance; tags on instance and volume (and
-  the spot request) naming project, run id, attempt and owner, so `finetune cleanup` finds all.
+  the spot request) naming project, run id, attempt and owner (and the launching session's
+  aws:userid, which the caller policy enforces), so `finetune cleanup` finds all.
 - A security group without inbound rules (Session Manager for access; a multi-host run's group
   allows TCP from itself only) and an instance profile limited to the run's own S3 prefixes.
 """
@@ -25,14 +26,17 @@ PROJECT_TAG = ("project", "finetune")
 RUN_TAG = "finetune:run-id"
 ATTEMPT_TAG = "finetune:attempt"
 OWNER_TAG = "finetune:owner"
+# who launched or made it (aws:userid): the caller policy denies any other value at creation,
+# and finetune adopts an instance or a cluster group only with its own run id and this id
+OWNER_ID_TAG = "finetune:owner-id"
 HOST_TAG = "finetune:host"  # algo-K, K = 1 + the instance's AmiLaunchIndex (multi-host runs)
 DEADMAN_MARGIN_S = 15 * 60  # start-up, image pull and the final upload on top of the runtime
 TEMPLATE = "userdata.sh.tmpl"  # values, dead-man switch, helpers; then the engine's body:
 DOCKER_BODY = "userdata-docker.sh.tmpl"  # our image (Dockerfile) on the Deep Learning Base AMI
 DLAMI_BODY = "userdata-dlami.sh.tmpl"  # our wheel into a framework Deep Learning AMI's env
 # IMDS response hop limit per body: a container on Docker's bridge network is one hop further
-# from IMDS than its host (2); with no container, 1 keeps the instance's credentials from
-# anything it forwards packets for (a container, a proxy).
+# from IMDS than its host (2); with no container, or a container on the host's network
+# (several hosts), 1 keeps the instance's credentials from anything it forwards packets for.
 HOP_LIMITS = {DOCKER_BODY: 2, DLAMI_BODY: 1}
 
 
@@ -70,6 +74,7 @@ class LaunchSpec:
     plan_sha256: str = ""  # plan.json's digest as the launch wrote it (the agent checks it)
     python: str = ""  # torch: the AMI's PyTorch interpreter (finetune.backends.ec2.setup.ami)
     metrics_lock: str = ""  # torch, loggers named: the wheel's hashed list of their packages
+    owner_id: str = ""  # the launching session's aws:userid (OWNER_ID_TAG)
 
     @property
     def deadman_s(self) -> int:
@@ -90,7 +95,7 @@ def render_user_data(spec: LaunchSpec) -> str:
         "DEADMAN_SECONDS": str(spec.deadman_s),
         "HOSTS": str(spec.count),
         # several hosts: the parameter-server ports must be reachable from the other hosts
-        "NETWORK": "host" if spec.count > 1 else "bridge",
+        "NETWORK": network(spec),
         "WHEEL_URI": spec.wheel_uri,
         # the run's prefix is writable by the run itself: what the boot runs from there must
         # match what the launch wrote (user data: only RunInstances sets it)
@@ -109,6 +114,17 @@ def render_user_data(spec: LaunchSpec) -> str:
     return out
 
 
+def network(spec: LaunchSpec) -> str:
+    """The container's network: the host's where several hosts reach each other's ports."""
+    return "host" if spec.count > 1 else "bridge"
+
+
+def hop_limit(spec: LaunchSpec) -> int:
+    """IMDS's hop limit: 2 only for a container on Docker's bridge network."""
+    bridged = body(spec.engine) == DOCKER_BODY and network(spec) == "bridge"
+    return HOP_LIMITS[DOCKER_BODY] if bridged else HOP_LIMITS[DLAMI_BODY]
+
+
 def tags(spec: LaunchSpec) -> list[dict[str, str]]:
     pairs = [
         PROJECT_TAG,
@@ -116,7 +132,7 @@ def tags(spec: LaunchSpec) -> list[dict[str, str]]:
         (ATTEMPT_TAG, str(spec.attempt)),
         (OWNER_TAG, spec.owner),
         ("Name", f"finetune {spec.run_id} #{spec.attempt}"),
-    ]
+    ] + ([(OWNER_ID_TAG, spec.owner_id)] if spec.owner_id else [])
     return [{"Key": k, "Value": v[:256]} for k, v in pairs]
 
 
@@ -135,7 +151,7 @@ def run_instances_kwargs(spec: LaunchSpec, token: str) -> dict:
         InstanceInitiatedShutdownBehavior="terminate",
         MetadataOptions={
             "HttpTokens": "required",
-            "HttpPutResponseHopLimit": HOP_LIMITS[body(spec.engine)],
+            "HttpPutResponseHopLimit": hop_limit(spec),
             "HttpEndpoint": "enabled",
         },
         BlockDeviceMappings=[

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -245,8 +246,6 @@ def _final(run_dir: Path, info: dict) -> Status:
 def _take_lock_soon(run_dir: Path, wait_s: float = 10.0):
     """The run's lock; when the last attempt has ended (exit.json) its supervisor may still
     hold it for a moment on its way out, so wait for that, not for a live one."""
-    import time
-
     deadline = time.monotonic() + wait_s
     while (lock := take_lock(run_dir)) is None and (run_dir / "exit.json").exists():
         if time.monotonic() > deadline:
@@ -272,8 +271,6 @@ def _read_json(path: Path) -> dict:
 def _reap(pid: int, wait_s: float = 5.0) -> None:
     """Collect the exit status of a runner this process started (it writes exit.json just
     before it exits, so give it a moment); nothing for another process's runner."""
-    import time
-
     deadline = time.monotonic() + wait_s
     while pid > 0:
         try:

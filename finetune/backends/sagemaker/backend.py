@@ -18,14 +18,14 @@ from pathlib import Path
 from finetune.aws import retries, sdk
 from finetune.aws.errors import aws_errors
 from finetune.aws.logs import JobLog, refresh
-from finetune.aws.s3upload import as_prefix, parse_s3_uri, upload_dataset
-from finetune.aws.session import Aws, connect, parse_arn
+from finetune.aws.s3upload import upload_dataset
+from finetune.aws.session import Aws, connect
 from finetune.backends import base, modelfiles
 from finetune.backends.base import Capabilities, Hooks, Status
 from finetune.backends.sagemaker import cleanup as sm_cleanup
+from finetune.backends.sagemaker import findjob, outputs, readiness, runrole, validate
 from finetune.backends.sagemaker import options as sm_options
 from finetune.backends.sagemaker import preflight as sm_preflight
-from finetune.backends.sagemaker import readiness, runrole, validate
 from finetune.backends.sagemaker import request as rq
 from finetune.backends.sagemaker import status as st
 from finetune.backends.sagemaker import submit as sub
@@ -54,6 +54,7 @@ class SageMakerBackend:
         self._jobs: dict[str, dict] = {}  # last description per job name
         self._logs: dict[str, JobLog] = {}
         self._log_read_at: dict[str, float] = {}
+        self._found: dict[str, tuple[str, str]] = {}  # run id -> its job (_where)
 
     def readiness(self, aws, instance: str | None = None, spot: bool = False) -> list:
         """`finetune check`'s items of this backend (finetune.aws.readiness.Item)."""
@@ -74,8 +75,11 @@ class SageMakerBackend:
         return sm_preflight.dry_run(plan, self.options, history)
 
     def orphans(self, live_runs: set[str], older_than_s: float, scope=None) -> list[base.Orphan]:
-        """Execution roles of runs whose jobs ended, outside ``scope`` skipped (cleanup.py)."""
-        return sm_cleanup.scoped(sm_cleanup.find(self._aws(None), live_runs, older_than_s), scope)
+        """Jobs of runs not live, roles of runs whose jobs ended; outside ``scope`` skipped
+        (cleanup.py)."""
+        known = scope.known_runs if scope is not None else frozenset()
+        found = sm_cleanup.find(self._aws(None), live_runs, older_than_s, known=known)
+        return sm_cleanup.scoped(found, scope)
 
     def remove(self, orphans: list[base.Orphan]) -> list[str]:
         return sm_cleanup.remove(self._aws(None), orphans)
@@ -112,7 +116,10 @@ class SageMakerBackend:
         if opts.run_role:
             root = upload.uri if upload is not None else channels["train"][: -len("train/")]
             runrole.ensure_run_role(aws, opts, run.id, root)
-        sub.record(run, opts, request)
+        sub.record(run, opts, request)  # the name, before the job: a killed launch's is found
+        self._found.pop(run.id, None)  # a resume's new job replaces the one looked up before
+        if journal is not None:
+            journal.event("creating", f"CreateTrainingJob {name} in {aws.region}")
         return sub.create(aws, request, new_role=opts.run_role)
 
     def _upload(self, s3, upload) -> None:
@@ -126,9 +133,13 @@ class SageMakerBackend:
 
     # -- status, metrics, logs, stop ------------------------------------------------------
     def status(self, run) -> Status:
+        if self._lookup(run) is None:
+            name = findjob.recorded(run)[0][0]
+            return Status("submitted", detail=f"its job {name} is not created (yet)")
         job = self._describe(run)
         status = st.to_status(job, run.id)
         facts = {**(status.facts or {}), "region": self._where(run)[1]}
+        facts["backend_ref"] = job.get("TrainingJobArn") or run.backend_ref  # found by name
         if status.final:
             facts.update(st.charge_facts(job, facts["region"], run.spot))
             self._forget_run_role(run, facts["region"])
@@ -140,6 +151,8 @@ class SageMakerBackend:
             runrole.forget_run_role(self._aws(region), run.id)
 
     def metrics(self, run) -> list[mt.EpochMetrics]:
+        if self._lookup(run) is None:
+            return []  # its job is not created (yet)
         name, _ = self._where(run)
         job = self._jobs.get(name) or self._describe(run)
         ended = st.is_final(st.state_of(job))
@@ -147,9 +160,11 @@ class SageMakerBackend:
             events = self._final_metrics(run, job)
             if events:
                 return events
-        return metrics_from_log(self._log(run, force=ended).text(0)[0])
+        return outputs.metrics_from_log(self._log(run, force=ended).text(0)[0])
 
     def logs(self, run, offset: int = 0) -> tuple[str, int]:
+        if self._lookup(run) is None:
+            return "", offset
         return self._log(run, force=False).text(offset)
 
     def stop(self, run) -> None:
@@ -177,7 +192,7 @@ class SageMakerBackend:
                 f"see `finetune runs show {run.id}`; only a completed run has a model.",
             )
         s3 = self._aws(region).client("s3")
-        return modelfiles.into_place(dest, lambda tmp: _download_model(s3, uri, tmp))
+        return modelfiles.into_place(dest, lambda tmp: outputs.download_model(s3, uri, tmp))
 
     def tensorboard_location(self, run) -> str | None:
         return sub.tensorboard_location(run)  # from the options its submission stored
@@ -189,22 +204,54 @@ class SageMakerBackend:
             self._sessions[key] = connect(region)
         return self._sessions[key]
 
+    def _lookup(self, run):
+        """(job name, region) of the run's latest job: a newer one its launch recorded by name
+        (killed before it heard back: findjob.py) that SageMaker knows, else the ledger's
+        ARN; None while a recorded job is not created (yet), a UsageError without either."""
+        if run.id not in self._found:
+            names, region = findjob.newer(run)
+            found = next((n for n in names if region and self._get(n, region, None)), None)
+            ref = findjob.from_arn(run.backend_ref)
+            if found is None and ref is None and not names:
+                raise UsageError(
+                    f"run {run.id} has no SageMaker job (its submission failed)",
+                    f"see `finetune runs show {run.id}`; resume it with `finetune launch "
+                    "--resume`.",
+                )
+            if found is None and ref is None:
+                return None  # not cached: the launch may still be creating it
+            self._found[run.id] = (found, region) if found else ref
+        return self._found[run.id]
+
     def _where(self, run) -> tuple[str, str]:
-        parts = parse_arn(run.backend_ref or "")
-        if not parts or "/" not in parts.get("resource", ""):
+        """(job name, region) of a job that exists (see _lookup)."""
+        where = self._lookup(run)
+        if where is None:
             raise UsageError(
-                f"run {run.id} has no SageMaker job (its submission failed)",
-                f"see `finetune runs show {run.id}`; resume it with `finetune launch --resume`.",
+                f"run {run.id} has no SageMaker job yet: {findjob.recorded(run)[0][0]} is "
+                "not created",
+                "if its launch was killed before CreateTrainingJob, nothing runs: `finetune "
+                "cleanup` marks the run failed 15 minutes after the launch; `finetune launch "
+                f"--resume {run.id}` starts it then.",
             )
-        return parts["resource"].split("/", 1)[1], parts["region"]
+        return where
 
     def _resource(self, run):
         """The job as a sagemaker-core TrainingJob (one DescribeTrainingJob)."""
-        name, region = self._where(run)
-        aws = self._aws(region)
-        cls = sdk.training_job_class()
+        return self._get(*self._where(run))
+
+    def _get(self, name: str, region: str, missing=UsageError):
+        """DescribeTrainingJob of ``name``; ``missing`` None: None when there is no such job."""
+        aws, cls = self._aws(region), sdk.training_job_class()
         with aws_errors("DescribeTrainingJob", resource=name, region=region):
-            job = retries.call(cls.get, training_job_name=name, session=aws.session, region=region)
+            try:
+                job = retries.call(
+                    cls.get, training_job_name=name, session=aws.session, region=region
+                )
+            except Exception as exc:
+                if missing is None and findjob.missing(exc):
+                    return None
+                raise
         self._jobs[name] = sdk.to_plain(job)
         return job
 
@@ -230,68 +277,9 @@ class SageMakerBackend:
         )
         if not local.is_file() and run.run_dir:
             _, region = self._where(run)
-            text = _read_output_metrics(self._aws(region).client("s3"), job)
+            text = outputs.read_output_metrics(self._aws(region).client("s3"), job)
             if text is None:
                 return []
             local.parent.mkdir(parents=True, exist_ok=True)
             local.write_text(text)
         return mt.read(local)
-
-
-def metrics_from_log(text: str) -> list[mt.EpochMetrics]:
-    """Epoch events from the trainer's 'finetune-metrics k=v ...' lines (last one per epoch)."""
-    events: dict[int, mt.EpochMetrics] = {}
-    for line in text.splitlines():
-        _, marker, rest = line.partition(mt.LOG_PREFIX + " ")
-        if not marker:
-            continue
-        fields = dict(p.split("=", 1) for p in rest.split() if "=" in p)
-        try:
-            event = mt.EpochMetrics.model_validate(fields)
-        except ValueError:
-            continue  # a torn or foreign line
-        events[event.epoch] = event
-    return [events[k] for k in sorted(events)]
-
-
-def _read_output_metrics(s3, job: dict) -> str | None:
-    """The text of metrics.jsonl inside output.tar.gz (None when there is none)."""
-    import io
-    import tarfile
-
-    bucket, root = parse_s3_uri(job["OutputDataConfig"]["S3OutputPath"])
-    key = f"{as_prefix(root)}{job['TrainingJobName']}/output/output.tar.gz"
-    with aws_errors("GetObject", resource=f"s3://{bucket}/{key}"):
-        try:
-            body = retries.call(s3.get_object, Bucket=bucket, Key=key)["Body"].read()
-        except Exception as exc:
-            if retries.error_code(exc) in ("NoSuchKey", "404"):
-                return None  # the job ended before writing any output
-            raise
-    with tarfile.open(fileobj=io.BytesIO(body), mode="r:gz") as tar:
-        for member in tar.getmembers():
-            data = tar.extractfile(member) if member.isfile() else None  # None: not a file
-            if Path(member.name).name == mt.METRICS_FILE and data is not None:
-                return data.read().decode("utf-8", "replace")
-    return None
-
-
-def _download_model(s3, uri: str, folder: Path) -> None:
-    """model.tar.gz at ``uri`` unpacked into ``folder`` (the archive kept beside it)."""
-    bucket, key = parse_s3_uri(uri)
-    archive = folder.with_name(folder.name + ".tar.gz")
-    try:
-        with aws_errors("GetObject", resource=uri):
-            try:
-                retries.call(s3.download_file, Bucket=bucket, Key=key, Filename=str(archive))
-            except Exception as exc:
-                if retries.error_code(exc) in ("NoSuchKey", "404"):
-                    raise DataError(
-                        f"the job's model {uri} is not in S3 (deleted, or never written)",
-                        "pass a model folder instead of the run id if you kept a copy; "
-                        "otherwise train again.",
-                    ) from None
-                raise
-        modelfiles.extract(archive, folder, uri)
-    finally:
-        archive.unlink(missing_ok=True)

@@ -20,10 +20,10 @@ ENI_ACTIONS = [
     "ec2:CreateNetworkInterface",
     "ec2:CreateNetworkInterfacePermission",
     "ec2:DeleteNetworkInterface",
+    "ec2:DeleteNetworkInterfacePermission",  # authorized on the interface (ec2:Subnet, ec2:Vpc)
 ]
-# No resource-level permissions (describe calls; a permission is named by its own id).
+# No resource-level permissions (describe calls).
 DESCRIBE_ACTIONS = [
-    "ec2:DeleteNetworkInterfacePermission",
     "ec2:DescribeDhcpOptions",
     "ec2:DescribeNetworkInterfaces",
     "ec2:DescribeSecurityGroups",
@@ -34,10 +34,10 @@ KEY_ACTIONS = ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"]
 
 
 def vpc_statements(subnets, groups, region: str, account: str) -> list[dict]:
-    """Network interfaces in ``subnets`` with ``groups`` only; nothing without a VPC. Sharing
-    and deleting are held to interfaces in the run's own subnets (``ec2:Subnet``), never
-    another workload's interface elsewhere in the account (the boundary holds them to the
-    stack's VPC as well)."""
+    """Network interfaces in ``subnets`` with ``groups`` only; nothing without a VPC. Sharing,
+    deleting and unsharing are held to interfaces in the run's own subnets (``ec2:Subnet``),
+    never another workload's interface elsewhere in the account (the boundary holds them to
+    the stack's subnets and VPC as well)."""
     if not subnets and not groups:
         return []
 

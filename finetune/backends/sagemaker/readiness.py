@@ -43,4 +43,5 @@ def _quota(aws, instance: str, spot: bool) -> r.Item:
         f"sagemaker --quota-code {code or 'CODE'} --desired-value 1 --region {aws.region}` (or "
         "the Service Quotas console); new accounts start at 0 for most GPU types."
     )
-    return r.quota(f"'{label}'", value, 1, "instances", why, fix)
+    need = "servicequotas:ListServiceQuotas (no resource-level permissions: Resource *)"
+    return r.quota(f"'{label}'", value, 1, "instances", why, fix, need)

@@ -18,6 +18,7 @@ from finetune.aws.session import Aws
 from finetune.backends.runtime import default_runtime
 from finetune.backends.sagemaker import images, sourcedir, validate
 from finetune.backends.sagemaker import request as rq
+from finetune.backends.sagemaker.findjob import RECORD_DIR
 from finetune.backends.sagemaker.validate import Problem
 from finetune.catalog import fx, prices
 from finetune.data.channels import CHANNELS, channel_files
@@ -25,8 +26,6 @@ from finetune.engines import registry
 from finetune.errors import FinetuneError
 from finetune.estimate import money
 from finetune.runs.spend import budget_seconds
-
-RECORD_DIR = "sagemaker"  # in the run dir: options.json, one request per job, metrics
 
 
 def options_for(given, run):

@@ -8,6 +8,7 @@ functions taking a client ask AWS cheap questions (bucket region, what is under 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from finetune.aws import imageref, retries
 from finetune.aws.errors import aws_errors
@@ -168,8 +169,6 @@ def secrets_in(kind: str, values: dict[str, str]) -> list[Problem]:
 def check_budget(charge, rate, seconds: int, max_eur: float) -> list[Problem]:
     """The worst case -- every host of ``charge`` (a estimate.money.Charge) billed for the whole
     max runtime, priced by estimate.money at ``rate`` -- must fit --max-eur."""
-    from dataclasses import replace
-
     worst = money.euros([replace(charge, seconds=seconds)], rate).eur
     if worst is None or worst <= max_eur:
         return []

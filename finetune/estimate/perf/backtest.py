@@ -1,109 +1,74 @@
-"""Leave-one-out backtest of the performance model against its own calibration rows.
-
-Every row is predicted from all the others (the row is excluded from the MFU it learns, the
-record bound, the plain share and the fitted straggler jitter), as the kind of run it is (a
-tuned record is predicted as a tuned record, a plain loop as a plain loop), on its own
-devices, precision and batch. The figures are what tests/catalog/test_perf_backtest.py
-bounds and benchmarks/estimate_backtest.py prints; nothing here is tuned to them.
-"""
+"""The performance model checked against figures it did not learn from: every published and
+gpu-check row predicted with rows left out by ``MODES`` (itself, its GPU, its source, its
+network family); bands.csv holds the errors per level. ``python -m
+finetune.estimate.perf.backtest ROWS.csv [--format json]`` does it for your own rows
+(userrows.py)."""
 
 from __future__ import annotations
 
+import functools
 import statistics
-from dataclasses import dataclass
-from typing import Any, Protocol
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from finetune.estimate.perf import calibration, mfu, throughput
-
-
-class Published(Protocol):
-    """A figure the model is checked against: a calibration row or a measured one."""
-
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def images_per_sec(self) -> float: ...
+from finetune.estimate.perf import calibration, measured, observations, userrows
+from finetune.estimate.perf.checked import Result, result, setup_of, setup_of_measured
 
 
-@dataclass(frozen=True)
-class Result:
-    """One row: what was published, what the model predicts without it, the error."""
-
-    row: Published
-    predicted: float | None
-    low: float | None = None
-    high: float | None = None
-
-    @property
-    def error(self) -> float | None:
-        """(predicted - published) / published; None when no prediction was possible."""
-        if self.predicted is None:
-            return None
-        return (self.predicted - self.row.images_per_sec) / self.row.images_per_sec
+@functools.cache
+def _facts() -> dict[str, observations.Obs]:
+    return {o.id: o for o in observations.observations()}
 
 
-def setup_of(row: calibration.Row) -> throughput.Setup:
-    """The row's own setup, as the model takes it."""
-    return throughput.Setup(
-        network=row.network,
-        gpu_model=row.gpu_model,
-        precision=row.precision,
-        batch_per_device=mfu.batch_of(row),
-        image_size=row.image_size,
-        gpus_per_host=row.gpus_per_host,
-        hosts=row.hosts,
-        kind=row.kind,
-    )
+def _alike(attr: str) -> Callable[[str], frozenset[str]]:
+    def gone(rid: str) -> frozenset[str]:
+        mine = getattr(_facts()[rid], attr)
+        return frozenset(i for i, o in _facts().items() if getattr(o, attr) == mine)
+
+    return gone
 
 
-def predict_row(row: calibration.Row, leave_gpu_out: bool = False) -> Result:
-    """The row predicted with itself left out (``leave_gpu_out``: with every row of its GPU
-    model left out, a harder test of the transfer between GPUs)."""
-    gone = {row.id}
-    if leave_gpu_out:
-        gone |= {r.id for r in calibration.rows() if r.gpu_model == row.gpu_model}
-    p = throughput.predict(setup_of(row), exclude=frozenset(gone))
-    if p is None:
-        return Result(row, None)
-    return Result(row, p.images_per_sec, p.low, p.high)
+MODES: dict[str, tuple[str, Callable[[str], frozenset[str]]]] = {
+    "row": ("leave one row out", lambda rid: frozenset({rid})),
+    "gpu": ("leave the GPU out", _alike("gpu")),
+    "source": ("leave the source out", _alike("source")),
+    "family": ("leave the family out", _alike("family")),
+}
 
 
-def run(leave_gpu_out: bool = False) -> list[Result]:
-    """Every calibration row, left out in turn."""
-    return [predict_row(row, leave_gpu_out) for row in calibration.rows()]
+def predict_row(row: calibration.Row, mode: str = "row") -> Result:
+    """The row predicted with ``MODES[mode]``'s rows left out."""
+    return result(row, setup_of(row), MODES[mode][1](row.id))
 
 
-def summary(results: list[Result]) -> dict[str, Any]:
-    """Median and worst absolute error, rows predicted and rows without a prediction."""
-    errors = [abs(r.error) for r in results if r.error is not None]
+def run(mode: str = "row") -> list[Result]:
+    """Every calibration row, predicted by ``mode``."""
+    return [predict_row(row, mode) for row in calibration.rows()]
+
+
+def run_measured(mode: str = "gpu") -> list[Result]:
+    """Every gpu-check row predicted by ``mode`` (default: with every row of its GPU, its
+    own and the published ones, left out: the H100 from the H200 and the reverse)."""
+    return [result(r, setup_of_measured(r), MODES[mode][1](r.id)) for r in measured.rows()]
+
+
+def summary(results: Sequence[Result]) -> dict[str, Any]:
+    """Median and worst absolute error, rows inside their band, rows without a prediction."""
+    errors = [abs(e) for r in results if (e := r.error) is not None]
     return {
         "rows": len(results),
         "predicted": len(errors),
         "unpredicted": [r.row.id for r in results if r.error is None],
         "median_abs_error": statistics.median(errors) if errors else None,
         "worst_abs_error": max(errors) if errors else None,
-        "within_band": sum(
-            1
-            for r in results
-            if r.low is not None and r.high is not None and r.low <= r.row.images_per_sec <= r.high
-        ),
+        "within_band": sum(1 for r in results if r.inside),
     }
 
 
-def run_measured(use_measured: bool = True) -> list[Result]:
-    """Every gpu-check measured row (measured.csv) predicted without itself (``use_measured``
-    False: without any measured row, as the model stood before them)."""
-    from finetune.estimate.perf import measured
+def main(argv: list[str] | None = None) -> int:
+    return userrows.main(argv)
 
-    out = []
-    every = frozenset(r.id for r in measured.rows())
-    for row in measured.rows():
-        setup = throughput.Setup(
-            network=row.network, gpu_model=row.gpu_model, precision=row.precision,
-            batch_per_device=row.batch, image_size=row.image_size,
-            compile=row.compile == "inductor", layout=row.layout,
-        )  # fmt: skip
-        p = throughput.predict(setup, exclude=frozenset({row.id}) if use_measured else every)
-        out.append(Result(row, None) if p is None else Result(row, p.images_per_sec, p.low, p.high))
-    return out
+
+if __name__ == "__main__":
+    sys.exit(main())

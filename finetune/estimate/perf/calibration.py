@@ -45,6 +45,14 @@ class Row:
     source: str
     source_ref: str
     as_of: str
+    notes: str = ""
+
+    @property
+    def layout(self) -> str:
+        """channels_last where the row's id or notes say NHWC (timm's nhwc CSV, DLE's AMP and
+        MLPerf runs), else contiguous (NCHW: PyTorch's and MXNet's default)."""
+        said = f"{self.id} {self.notes}".lower()
+        return "channels_last" if "nhwc" in said else "contiguous"
 
     @property
     def devices(self) -> int:
@@ -70,7 +78,7 @@ def _parse(r: dict[str, str]) -> Row:
             r["Id"], r["Network"], int(r["ImageSize"]), r["GpuModel"], int(r["GpusPerHost"]),
             int(r["Hosts"]), r["Precision"], int(r["BatchPerDevice"] or 0), r["Framework"],
             r["Pipeline"], r["Kind"], float(r["ImagesPerSec"]), r["Source"], r["SourceRef"],
-            r["AsOf"],
+            r["AsOf"], r["Notes"],
         )  # fmt: skip
     except ValueError as exc:
         raise DataError(

@@ -1,5 +1,7 @@
 """The GPU facts the performance model needs: which gpu_peaks.csv row an instance's (or a
-calibration row's) GPU is, its peak at a training precision, and its architecture.
+calibration row's) GPU is, its peak at a training precision, its architecture, and the three
+roofs of the roofline (``roofs``): the tensor peak, the memory bandwidth and the rate its SMs
+issue instructions at.
 
 Precision classes: ``fp32`` (fp32 and tf32: on Ampere and newer cuDNN runs fp32 convolutions
 on TF32 Tensor Cores by default -- PyTorch's torch.backends.cudnn.allow_tf32 is True -- so the
@@ -8,6 +10,8 @@ amp: the fp16/bf16 Tensor Core peak; a GPU without one, K80, trains at its fp32 
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from finetune.catalog import gpu_peaks
 
@@ -72,3 +76,25 @@ def generation_distance(a: str, b: str) -> int:
     if a not in ARCHITECTURES or b not in ARCHITECTURES:
         return 99
     return abs(ARCHITECTURES.index(a) - ARCHITECTURES.index(b))
+
+
+@dataclass(frozen=True)
+class Roofs:
+    """What one GPU can do per second at a training precision."""
+
+    gpu: str  # gpu_peaks.csv's model
+    tensor_tflops: float  # the dense peak that binds at the precision (peak_tflops)
+    tensor_unit: str
+    memory_gbps: float
+    # thread-instructions/s: 4 warp schedulers x 32 lanes per SM per clock since Maxwell =
+    # fp32 peak x 64 / FP32 lanes per SM (Ampere GA10x, Ada, Hopper double the FP32 lanes)
+    issue_tops: float
+
+
+def roofs(gpu_model: str, precision: str) -> Roofs | None:
+    """The GPU's roofs at ``precision``; None when the table lacks a peak or a spec."""
+    row, tensor = peak(gpu_model), peak_tflops(gpu_model, precision)
+    if row is None or tensor is None or not (row.memory_gbps and row.fp32 and row.fp32_per_sm):
+        return None
+    issue = row.fp32 * 64 / row.fp32_per_sm
+    return Roofs(row.model, tensor[0], tensor[1], row.memory_gbps, issue)

@@ -1,23 +1,12 @@
 """Measured rows (finetune/catalog/measured.csv): what `bash scripts/gpu-check.sh` measured on
-a real GPU, imported from its JSON with one command, preferred by the performance model over
-anything it would learn from published rows ("measured beats published beats modelled").
-
-    python -m finetune.estimate.perf.measured CHECK.json [--csv PATH]
-
-A row is one setup: GPU, network, precision, batch, layout, compile (eager / inductor),
-``Kind`` engine (a finetune.train job; ``DataPath`` resident or stream, with its input wait)
-or plain (a plain torchvision loop, no finetune code), torch and CUDA versions, date. The
-model predicts a torch engine job from the engine rows of the resident path (the stream
-path's loader is the pipeline cap's business), else from plain rows, at the setup's compile,
-layout and precision class (bf16 and fp16 autocast run the same tensor cores), the batch
-within a factor of 2. A GPU without rows of its own takes the rate of a
-GPU of its architecture x the ratio of the two GPUs' MLPerf record rows (same network,
-devices and batch: the same software on both), not their peak ratio (H100 SXM and H200 share
-a 989 TFLOP/s peak; the record ratio is 0.90).
-"""
+a real GPU, preferred on that GPU over anything learned from published rows (the engine's
+job on the resident path, else the plain loop, at the setup's compile, layout and precision
+class, the batch within 2x). Imported with ``python -m finetune.estimate.perf.measured
+CHECK.json [--csv PATH]``."""
 
 from __future__ import annotations
 
+import argparse
 import csv
 import functools
 import io
@@ -31,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from finetune.catalog._files import bundled_text, read_rows
 from finetune.errors import DataError
+from finetune.estimate.perf import flops, gpus
 
 if TYPE_CHECKING:
     from finetune.estimate.perf.setup import Setup
@@ -42,8 +32,8 @@ HEADER = ("Id", "Network", "ImageSize", "GpuModel", "Precision", "BatchPerDevice
 # the framework every row ran (its version is the Torch column): rows predict an engine on it
 FRAMEWORK = "torch"
 # the same GPU: run-to-run noise (~1 %), torch versions and a batch up to 2x apart (b256 ->
-# b512 was +3 % compiled on the H200); carried to another GPU, the record ratio's own spread
-MARGIN_SAME_GPU, MARGIN_CARRIED = 0.10, 0.20
+# b512 was +3 % compiled on the H200)
+MARGIN_SAME_GPU = 0.10
 
 
 @dataclass(frozen=True)
@@ -93,41 +83,25 @@ def _parse(r: dict[str, str]) -> Row:
 def predict(
     setup: Setup, exclude: frozenset[str] = frozenset()
 ) -> tuple[float, float, float, list[str]] | None:
-    """(per-device images/s, low, high, basis lines) for a torch ``setup`` from measured
-    rows; None when none fits."""
-    from finetune.engines import registry
-    from finetune.estimate.perf import flops, gpus
-
-    described = registry.get(setup.engine) if setup.engine in registry.ENGINES else None
-    if described is None or FRAMEWORK not in described.frameworks:
+    """(per-device images/s, low, high, basis lines) for a torch ``setup`` measured on this
+    very GPU; None when no row fits (another GPU takes the roofline, fitted to these rows
+    too: throughput.py)."""
+    if FRAMEWORK not in setup.engine.frameworks:
         return None
     net, want = flops.network_key(setup.network), "inductor" if setup.compile else "eager"
+    mine = gpus.peak(setup.gpu_model)
     fit = [r for r in rows() if r.id not in exclude and flops.network_key(r.network) == net
            and gpus.precision_class(r.precision) == gpus.precision_class(setup.precision)
            and r.image_size == setup.image_size
            and r.layout == setup.layout and r.compile == want
            and r.kind in ("engine", "plain") and r.data_path in ("resident", "")
+           and mine is not None and gpus.peak(r.gpu_model) == mine
            and abs(math.log(r.batch / setup.batch_per_device)) <= math.log(2)]  # fmt: skip
-    mine = gpus.peak(setup.gpu_model)
-    same = [r for r in fit if mine and gpus.peak(r.gpu_model) == mine]
-    if same:
-        rate, used = _best(same)
-        basis = [f"measured: {used.cite()}"]
-        return rate, rate * (1 - MARGIN_SAME_GPU), rate * (1 + MARGIN_SAME_GPU), basis
-    arch = gpus.architecture(setup.gpu_model)
-    for row in sorted(fit, key=lambda r: r.date, reverse=True):
-        if gpus.architecture(row.gpu_model) != arch:
-            continue
-        ratio = record_ratio(setup.network, row.gpu_model, setup.gpu_model, exclude)
-        if ratio is None:
-            continue
-        rate, used = _best([r for r in fit if r.gpu_model == row.gpu_model])
-        rate *= ratio[0]
-        basis = [f"measured on {used.gpu_model}, carried to {setup.gpu_model} by the MLPerf "
-                 f"record ratio x {ratio[0]:.3f} ({ratio[1]}), not the peak ratio: "
-                 f"{used.cite()}"]  # fmt: skip
-        return rate, rate * (1 - MARGIN_CARRIED), rate * (1 + MARGIN_CARRIED), basis
-    return None
+    if not fit:
+        return None
+    rate, used = _best(fit)
+    basis = [f"measured: {used.cite()}"]
+    return rate, rate * (1 - MARGIN_SAME_GPU), rate * (1 + MARGIN_SAME_GPU), basis
 
 
 def _best(found: list[Row]) -> tuple[float, Row]:
@@ -138,35 +112,10 @@ def _best(found: list[Row]) -> tuple[float, Row]:
     return statistics.median(r.images_per_sec for r in chosen), chosen[0]
 
 
-def record_ratio(network: str, source_gpu: str, target_gpu: str,
-                 exclude: frozenset[str] = frozenset()) -> tuple[float, str] | None:  # fmt: skip
-    """(target / source per-device rate, the row ids) over MLPerf record rows of ``network``
-    with the same devices and batch on both GPUs; None without such a pair."""
-    from finetune.estimate.perf import calibration, flops, gpus
-
-    net = flops.network_key(network)
-    records = [r for r in calibration.rows() if r.kind == "record" and r.id not in exclude
-               and flops.network_key(r.network) == net]  # fmt: skip
-    src, dst = gpus.peak(source_gpu), gpus.peak(target_gpu)
-    ratios, ids = [], []
-    for a in records:
-        for b in records:
-            if gpus.peak(a.gpu_model) != src or gpus.peak(b.gpu_model) != dst:
-                continue
-            if (a.gpus_per_host, a.hosts, a.batch_per_device) == (
-                b.gpus_per_host,
-                b.hosts,
-                b.batch_per_device,
-            ):
-                ratios.append(b.images_per_sec / a.images_per_sec)
-                ids.append(f"{b.id} / {a.id}")
-    return (statistics.median(ratios), "; ".join(ids[:2])) if ratios else None
-
-
 def from_check(report: dict[str, Any]) -> list[dict[str, Any]]:
     """A gpu-check JSON -> measured rows (as CSV dicts): its engine jobs and the plain
     torchvision loop of its throughput steps (the reference checked against it; a
-    throughput step without that check, as before 2026-11-27, is left out). A --cpu-dry
+    throughput step from before that check existed is left out). A --cpu-dry
     report has no GPU figures: DataError."""
     if report.get("mode") != "gpu":
         raise DataError("this gpu-check report ran without a GPU (--cpu-dry): nothing measured",
@@ -222,8 +171,6 @@ def import_check(check: Path, csv_path: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
     bundled = Path(__file__).resolve().parent.parent / FILE
     p = argparse.ArgumentParser(description="Import a gpu-check JSON as measured rows.")
     p.add_argument("check", type=Path, help="the JSON `bash scripts/gpu-check.sh` wrote")

@@ -1,24 +1,14 @@
-"""Scaling efficiency from a communication model, not from one study's figure.
-
-Each step, data-parallel training all-reduces the gradient (fp32: 4 bytes per parameter, also
-under mixed precision) with a ring: 2 (n - 1) / n x bytes over each device's link -- inside a
-host over its PCIe or NVLink, between hosts over the network (interconnect.csv, per instance
-family, with sources), hierarchically. Links reach LINK_FRACTION of their nominal rate.
-The all-reduce overlaps with backward (2/3 of the step's compute: backward costs twice the
-forward), except the last gradient bucket, which is ready only when backward ends.
-
-Devices also wait for the slowest one each step: a straggler term, step x JITTER x the
-expected maximum of n standard normal draws. JITTER is the one fitted constant: the median of
-what every pair of calibration rows (the same setup measured on 1 and on n devices) implies
-after the communication term -- fitted to all such pairs, never to one study alone, and
-refitted without a row when the backtest predicts that row.
-"""
+"""Scaling efficiency from a communication model: a ring all-reduce of the fp32 gradient over
+each device's link (interconnect.csv), overlapped with backward but for the last bucket, plus
+a straggler term whose one constant (JITTER) is fitted to every pair of calibration rows that
+measured the same setup on 1 and on n devices (docs/cost.md)."""
 
 from __future__ import annotations
 
 import functools
 import statistics
 from dataclasses import dataclass
+from typing import Protocol
 
 from finetune.catalog._files import read_rows
 from finetune.estimate.perf import calibration, flops, gpus
@@ -31,6 +21,17 @@ BACKWARD_SHARE = 2 / 3  # of a step's FLOPs: backward = 2 x forward
 BUCKET_BYTES = 25 * 2**20  # PyTorch DDP's default bucket (bucket_cap_mb=25)
 GRADIENT_BYTES = 4  # fp32 gradients
 DEFAULT_JITTER = 0.03  # only where no calibration pair is left to fit it from
+
+
+class Scaled(Protocol):
+    """What scaling over devices reads of a setup or a calibration row."""
+
+    @property
+    def gpu_model(self) -> str: ...
+    @property
+    def gpus_per_host(self) -> int: ...
+    @property
+    def hosts(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -157,3 +158,13 @@ def describe(
         f"{where} ({link.source}), overlapped with backward; straggler jitter {jitter:.3f}, "
         f"{fit})"
     )
+
+
+def at_rate(
+    per_device: float, parameters: int, s: Scaled, exclude: frozenset[str], batch: int
+) -> float:
+    """The scaling efficiency of setup or row ``s`` whose devices each train ``per_device``
+    images/s (one step: ``batch`` / ``per_device`` seconds)."""
+    jitter, _ = fitted_jitter(exclude)
+    link = link_for(getattr(s, "family", None), s.gpu_model)
+    return efficiency(batch / per_device, parameters, s.gpus_per_host, s.hosts, link, jitter)

@@ -17,6 +17,7 @@ import functools
 from dataclasses import dataclass
 
 from finetune.catalog._files import read_rows
+from finetune.engines.descriptor import Engine
 from finetune.estimate.perf._data import perf_text
 
 FILE = "pipeline.csv"
@@ -42,20 +43,17 @@ def decoders() -> dict[str, Decoder]:
 
 
 def per_epoch_decoder(
-    engine: str, images: int, image_size: int, gpu_memory_gib: float
+    engine: Engine, images: int, image_size: int, gpu_memory_gib: float
 ) -> Decoder | None:
     """The Decoder that runs every epoch for this engine and dataset, None when images are
     decoded once and kept on the GPU (the torch engine's resident path)."""
-    from finetune.engines import registry
-
-    described = registry.get(engine)
-    if not described.resident:
-        return decoders()[described.decoder]
+    if not engine.resident:
+        return decoders()[engine.decoder]
     side = round(image_size / CROP_FRACTION)
     decoded = images * side * side * 4 / 3 * 3  # as hardware.decoded_bytes: 4:3, RGB uint8
     if decoded <= RESIDENT_SHARE * gpu_memory_gib * 2**30:
         return None
-    return decoders()[described.decoder]
+    return decoders()[engine.decoder]
 
 
 def cap(decoder: Decoder, vcpus: int, gpus_per_host: int) -> float:

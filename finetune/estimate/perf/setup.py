@@ -5,8 +5,10 @@ place below them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from finetune.engines.descriptor import Engine
+from finetune.engines.torch import TORCH
 from finetune.estimate.perf import pipeline
 
 
@@ -25,9 +27,13 @@ class Setup:
     family: str | None = None  # instance family, for the interconnect
     vcpus: int | None = None  # per host; None: no CPU cap known
     decoder: pipeline.Decoder | None = None  # None: nothing decoded per epoch on the CPU
-    engine: str = "torch"  # finetune's engine the prediction is for (named in the basis)
+    engine: Engine = field(default=TORCH)  # finetune's engine the prediction is for
     compile: bool = False  # torch.compile (inductor) or eager: +43 % on an H200 (RN50)
     layout: str = "channels_last"  # the torch engine's memory format (NCHW: "contiguous")
+    # a published row's software (the backtest): framework (pytorch, mxnet, tensorflow) and
+    # data pipeline (synthetic, dali, cpu); None: finetune's own engine (``engine``)
+    framework: str | None = None
+    pipeline_kind: str | None = None
 
     @property
     def devices(self) -> int:

@@ -137,17 +137,18 @@ def test_dry_run_refuses_a_zero_quota_and_says_how_to_raise_it(ec2_aws, tiny_dat
 def test_cleanup_removes_orphans_and_keeps_live_runs(ec2_aws, tiny_dataset):
     res = _launch(tiny_dataset, "--instance", "g5.xlarge", "--detach")
     live_run = _run_id(res.output)
+    dead = ["--run", "ft-20200101-000000-dead"]  # named: not a run of this machine's ledger
     orphan = _orphan_instance("ft-20200101-000000-dead")
-    res = CliRunner().invoke(app, ["cleanup", "--older-than", "0s"])
+    res = CliRunner().invoke(app, ["cleanup", "--older-than", "0s", *dead])
     assert res.exit_code == 0 and orphan in res.output and "Nothing removed" in res.output
     assert orphan in live_instances(_ec2())
-    found = json.loads(CliRunner().invoke(app, ["cleanup", "--older-than", "0s", "--format",
-                                                "json"]).stdout)  # fmt: skip
+    found = json.loads(CliRunner().invoke(app, ["cleanup", "--older-than", "0s", *dead,
+                                                "--format", "json"]).stdout)  # fmt: skip
     (mine,) = [r for r in found if r["id"] == orphan]
     assert mine["kind"] == "instance" and mine["run_id"] == "ft-20200101-000000-dead"
     assert set(mine) == {"kind", "id", "run_id", "age_hours", "detail"}  # the table's headers
     assert orphan in live_instances(_ec2())  # listing removes nothing
-    res = CliRunner().invoke(app, ["cleanup", "--older-than", "0s", "--yes"])
+    res = CliRunner().invoke(app, ["cleanup", "--older-than", "0s", *dead, "--yes"])
     assert res.exit_code == 0 and f"terminated {orphan}" in res.output
     assert live_instances(_ec2()) == [i["InstanceId"] for i in instances_of(live_run, LIVE)]
     res = CliRunner().invoke(app, ["cleanup", "--older-than", "6h", "--yes"])
@@ -167,15 +168,19 @@ def test_cleanup_removes_only_the_callers_leftovers_and_says_what_it_skipped(ec2
                                 Path="/finetune/")  # fmt: skip
     res = CliRunner().invoke(app, ["cleanup", "--older-than", "0s", "--yes"])
     assert res.exit_code == 0, res.output
-    assert f"terminated {mine}" in res.output
-    assert "Skipped 4 resource(s) that are not yours to remove" in res.output
+    assert "Nothing to clean up" in res.output  # none of them is a run of this machine
+    assert "Skipped 5 resource(s) that are not yours to remove" in res.output
+    assert f"launched by you ({_me()}) but not from this machine" in res.output
     assert f"launched by assumed-role/ci/build-17, not {_me()}" in res.output
     assert "no finetune:owner tag: its owner is unknown" in res.output
     assert "no finetune:run-id tag: not a finetune run's" in res.output
     assert "IAM profiles carry no owner tag" in res.output
-    assert sorted(live_instances(_ec2())) == sorted([theirs, unknown, foreign])
+    assert sorted(live_instances(_ec2())) == sorted([mine, theirs, unknown, foreign])
     assert iam.list_instance_profiles(PathPrefix="/finetune/")["InstanceProfiles"]
-    # named on purpose: that owner's, then everyone's -- never the resource that is not ours
+    # named on purpose: that run, that owner's, then everyone's -- never what is not ours
+    res = CliRunner().invoke(app, ["cleanup", "--older-than", "0s", "--yes", "--run",
+                                   "ft-20200101-000000-aaaa"])  # fmt: skip
+    assert f"terminated {mine}" in res.output and f"terminated {theirs}" not in res.output
     res = CliRunner().invoke(
         app, ["cleanup", "--older-than", "0s", "--yes", "--owner", "assumed-role/ci/build-17"]
     )
@@ -327,12 +332,16 @@ def test_caller_policy_in_infra_grants_exactly_the_calls_we_make(ec2_aws, tiny_d
     CliRunner().invoke(app, ["runs", "show", run_id])
     res = _launch(tiny_dataset, "--instance", "g5.xlarge", "--count", "2", "--detach")
     CliRunner().invoke(app, ["runs", "stop", _run_id(res.output)])
-    CliRunner().invoke(app, ["cleanup", "--older-than", "0s", "--yes"])
+    CliRunner().invoke(app, ["cleanup", "--older-than", "0s", "--yes", "--run",
+                             "ft-20200101-000000-dead"])  # fmt: skip
+    checked = CliRunner().invoke(app, ["check", "--backend", "ec2"])  # issue 49, S5-6
+    assert "could not be read" not in checked.output, checked.output
     names = infra.Names(account=ACCOUNT, region=REGION, bucket=BUCKET)
     policy = infra.render(infra.policy_document("ec2-caller"), names)
     s3 = s3_calls(ec2_aws.http[start:])
     sent = query_actions(ec2_aws.requests[start:]) | {action for action, _ in s3}
     assert {"ec2:RunInstances", "iam:CreateRole", "ec2:AuthorizeSecurityGroupIngress"} <= sent
+    assert {"iam:GetPolicy", "servicequotas:GetServiceQuota"} <= sent  # check and pre-flight
     # cleanup also asks the SageMaker backend for its run roles (iam:ListRoles): an EC2-only
     # caller is refused it, and that backend then has nothing to clean (issue 23, 13)
     assert "iam:ListRoles" in sent

@@ -189,7 +189,8 @@ def test_the_docker_user_data_starts_the_agent_and_docker_stop_checkpoints_and_u
     assert run_args[-3:] == [ecr_image, "-m", "finetune.backends.ec2.agent"], run_args
     words = " ".join(run_args)
     for flag in ("--user 1000:1000", "--entrypoint python", "--gpus all", "--network bridge",
-                 "--stop-timeout 110", "--volume /opt/ml:/opt/ml"):  # fmt: skip
+                 "--stop-timeout 110", "--volume /opt/ml:/opt/ml", "--cap-drop ALL",
+                 "--security-opt no-new-privileges"):  # fmt: skip
         assert flag in words, run_args
     assert [c[0] for c in _calls(inst)][:2] == ["login", "pull"]
     # the agent reached the emulated AWS: the instance role's credentials from IMDS, and
@@ -198,6 +199,18 @@ def test_the_docker_user_data_starts_the_agent_and_docker_stop_checkpoints_and_u
     data = inst.ml / "input" / "data" / "train"
     assert any(data.iterdir()) and all(f.lstat().st_uid == UID for f in data.iterdir())
     assert log.stat().st_uid == UID
+    # the runtime applied them (issue 49, S5-7): no capability, no privilege to gain
+    seen = subprocess.run(
+        ["docker", "exec", CONTAINER, "cat", "/proc/self/status"],
+        env={**os.environ, "DOCKER_HOST": f"unix://{inst.root / 'docker.sock'}"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    fields = dict(line.split(":", 1) for line in seen.stdout.splitlines() if ":" in line)
+    assert fields["NoNewPrivs"].strip() == "1", seen.stdout + seen.stderr
+    assert int(fields["CapBnd"], 16) == 0 and int(fields["CapEff"], 16) == 0, seen.stdout
+    assert fields["Uid"].split()[0] == str(UID)
     started = time.monotonic()
     stop = subprocess.run(
         ["docker", "stop", CONTAINER],

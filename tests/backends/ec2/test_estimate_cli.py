@@ -61,7 +61,8 @@ def test_every_gpu_family_gets_time_euros_band_and_basis(ec2_aws, wide_dataset, 
     assert "no throughput figure" not in out
     minutes, eur, low, high = _figures(out)
     assert minutes >= 5 and low <= eur <= high  # 300 s start-up at least; euros in the band
-    assert "plain PyTorch-loop (finetune's torch engine) prediction" in out and "MFU" in out
+    assert "plain PyTorch-loop (finetune's torch engine) prediction" in out
+    assert " GB/s, " in out and "band: the leave" in out  # the roofline: bandwidth, its band
     assert ec2_aws.sent("RunInstances") == []
 
 

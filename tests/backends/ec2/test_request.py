@@ -129,3 +129,23 @@ def test_the_container_runs_the_agent_as_the_images_unprivileged_user():
     assert text.index('chown "$RUN_AS" "$ML_ROOT"') < text.index("docker run")
     dockerfile = (Path(__file__).resolve().parents[3] / "Dockerfile").read_text()
     assert f"useradd --create-home --uid {run_as[1]} --user-group finetune" in dockerfile
+
+
+@pytest.mark.parametrize(("count", "network", "hops"), [(1, "bridge", 2), (2, "host", 1)])
+def test_the_container_has_no_capabilities_and_gains_no_privileges(tmp_path, count, network, hops):
+    """Issue 49, S5-7: the agent and trainer (uid 1000) need no capability and no setuid
+    gain, on the bridge (one host) and on the host's network (several hosts), where IMDS is
+    one hop away as for the host itself. The container tier runs the line (podman, runc)."""
+    text = render_user_data(spec(count=count))
+    line = text[text.index("docker run --name finetune-agent") :]
+    line = line[: line.index("\ncode=$?")]
+    words = line.replace("\\\n", " ").split()
+    assert words[words.index("--security-opt") + 1] == "no-new-privileges"
+    assert words[words.index("--cap-drop") + 1] == "ALL"
+    assert '--user "$RUN_AS"' in line and '--network "$NETWORK"' in line
+    assert f"NETWORK={network}\n" in text
+    script = tmp_path / "user-data.sh"
+    script.write_text(text)
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    hop = run_instances_kwargs(spec(count=count), "tok")["MetadataOptions"]
+    assert hop["HttpPutResponseHopLimit"] == hops

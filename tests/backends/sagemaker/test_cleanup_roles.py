@@ -60,11 +60,17 @@ def test_cleanup_removes_roles_of_ended_jobs_and_keeps_live_ones(own_roles, tiny
     assert _roles() == set(names.values())
 
     be = SageMakerBackend()
-    found = {o.run_id: o for o in be.orphans(set(), 0)}
+    listed = be.orphans(set(), 0)
+    found = {o.run_id: o for o in listed if o.kind == "execution-role"}
     assert set(found) == {ended.id, NO_JOB}
     assert found[ended.id].kind == "execution-role" and "Completed" in found[ended.id].detail
     assert found[NO_JOB].detail == "no job"
-    assert {o.run_id for o in be.orphans({ended.id}, 0)} == {NO_JOB}  # live here: kept
+    # the running job is listed too: its run is not live in the (empty) set given
+    assert [(o.kind, o.run_id) for o in listed if o.kind != "execution-role"] == [
+        ("training-job", running)
+    ]
+    roles = {o.run_id for o in be.orphans({ended.id, running}, 0)}
+    assert roles == {NO_JOB}  # live here: kept
     assert be.orphans(set(), 3600) == []  # younger than the limit: kept
 
     res = CliRunner().invoke(app, ["cleanup", "--older-than", "0s", "--yes"])
@@ -73,8 +79,10 @@ def test_cleanup_removes_roles_of_ended_jobs_and_keeps_live_ones(own_roles, tiny
     # a run outside this machine's ledger is not this caller's to end (issue 23, finding 11):
     # listed as skipped, with why, until --all-owners says everyone's
     assert _roles() == {names[running], names[NO_JOB]}
-    assert "Skipped 1 resource(s)" in res.output and names[NO_JOB] in res.output
+    assert "Skipped 2 resource(s)" in res.output and names[NO_JOB] in res.output
+    assert own_roles.requests("StopTrainingJob") == []  # another machine's live run?
     res = CliRunner().invoke(app, ["cleanup", "--older-than", "0s", "--yes", "--all-owners"])
     assert res.exit_code == 0, res.output
     assert f"deleted execution role {names[NO_JOB]}" in res.output
-    assert _roles() == {names[running]}  # its job still runs
+    assert f"stopped training job {job['TrainingJobName']}" in res.output  # everyone's
+    assert _roles() == {names[running]}  # its job still ran when cleanup looked

@@ -143,7 +143,7 @@ def test_the_dry_run_reads_on_one_screen(cloud, tiny_dataset, monkeypatch, colum
     assert all("s3://" in ln or "/" in ln.split()[-1] for ln in too_long), too_long
     assert len(lines) <= 45 and "issue " not in res.output.lower()  # 61 before, at 100
     verbose = cli(*args, "--verbose").output
-    assert "MFU" in verbose and "EUR/h for 4x V100" in verbose
+    assert "GB/s" in verbose and "EUR/h for 4x V100" in verbose  # the roofline's basis
     assert len(verbose.splitlines()) > len(lines)
 
 

@@ -11,7 +11,8 @@ import time
 import boto3
 
 from finetune import service
-from finetune.backends.sagemaker.backend import SageMakerBackend, metrics_from_log
+from finetune.backends.sagemaker.backend import SageMakerBackend
+from finetune.backends.sagemaker.outputs import metrics_from_log
 from finetune.contracts.metrics import EpochMetrics
 from tests.aws import helpers as h
 from tests.aws.conftest import BUCKET, REGION

@@ -38,7 +38,8 @@ def _sent_role(cloud) -> dict:
 
 
 def _can(role, action, resource, **ctx) -> bool:
-    names = infra.Names(ACCOUNT, REGION, BUCKET, extra={"VpcId": "vpc-0a1b2c3d"})
+    fence = {"SageMakerSubnets": ["subnet-0a1b"], "SageMakerSecurityGroups": ["sg-0c2d"]}
+    names = infra.Names(ACCOUNT, REGION, BUCKET, extra={"VpcId": "vpc-0a1b2c3d", **fence})
     return allowed(
         role,
         Request(action, resource, {**AS_SAGEMAKER, **ctx}),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 import time
@@ -68,8 +69,6 @@ def prepare(run: Attempt) -> None:
 
 def _check_digest(cfg: AgentConfig, text: str) -> None:
     """plan.json as the launch wrote it, or nothing runs (its prefix is writable by runs)."""
-    import hashlib
-
     found = hashlib.sha256(text.encode("utf-8")).hexdigest()
     if cfg.plan_sha256 and found != cfg.plan_sha256:
         raise AgentError(

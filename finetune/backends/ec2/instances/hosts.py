@@ -14,22 +14,19 @@ single-host runs share a group without any inbound rule.
 
 from __future__ import annotations
 
-import hashlib
 import json
+import secrets
 from functools import partial
 
 from finetune.backends.ec2.agent import protocol as p
 from finetune.backends.ec2.instances import status as ec2_observe
-from finetune.backends.ec2.request import HOST_TAG, PROJECT_TAG, RUN_TAG
+from finetune.backends.ec2.request import HOST_TAG, OWNER_ID_TAG, PROJECT_TAG, RUN_TAG
 from finetune.backends.ec2.setup import infra as ec2_infra
 from finetune.errors import CloudError
 
 CLUSTER_GROUP = "finetune-cluster-{run_id}"  # one per run: no other run's host is inside
 SELF_RULE_PORTS = (0, 65535)
 RULES_TAG = ("finetune:rules", "open")  # while set, the caller policy allows adding rules
-# who made a run's cluster group (aws:userid): the caller policy launches only into the
-# caller's own run groups, so no one places an instance inside another user's live run
-OWNER_ID_TAG = "finetune:owner-id"
 
 
 def host_name(index: int) -> str:
@@ -41,22 +38,23 @@ def cluster_group(ec2, vpc_id: str, run_id: str, owner_id: str) -> str:
     Born with the finetune:rules=open tag (the only state in which the caller policy lets
     rules be added), given its one self-referencing rule, then sealed by removing the tag:
     the policy launches only sealed groups, and nothing can reopen one. It carries its
-    maker's aws:userid (finetune:owner-id), and the policy launches into a run group only
-    its maker: a relaunch from another session (another userid) gets a group of its own."""
+    maker's aws:userid (finetune:owner-id; the policy lets no one set another's) and is
+    adopted only with both this run's id and that owner id, never by its name: a relaunch
+    from another session, or a name someone else took first, gets a group of its own."""
     name = CLUSTER_GROUP.format(run_id=run_id)
     try:
-        group = _find(ec2, vpc_id, name)
-        if group and _tag(group, OWNER_ID_TAG) != owner_id:
-            name = f"{name}-{hashlib.sha256(owner_id.encode()).hexdigest()[:8]}"
-            group = _find(ec2, vpc_id, name)
-        if group is None:
-            make = partial(_create_cluster_group, ec2, vpc_id, run_id, name, owner_id)
-            group = ec2_infra.create_group(ec2, make) or _find(ec2, vpc_id, name)
+        group = _own(ec2, vpc_id, run_id, owner_id)
+        for candidate in (name, f"{name}-{secrets.token_hex(4)}"):
+            if group is not None:
+                break
+            make = partial(_create_cluster_group, ec2, vpc_id, run_id, candidate, owner_id)
+            group = ec2_infra.create_group(ec2, make) or _own(ec2, vpc_id, run_id, owner_id)
     except Exception as exc:
         raise ec2_infra.cloud_error(exc, f"the security group {name} in {vpc_id}") from None
     if group is None:
         raise CloudError(
-            f"EC2 said {name} exists in {vpc_id} but does not list it",
+            f"EC2 refused to create a security group for run {run_id} in {vpc_id} under any "
+            "free name",
             "wait a minute and run the command again.",
         )
     gid, rules = group["GroupId"], group.get("IpPermissions") or []
@@ -79,14 +77,14 @@ def cluster_group(ec2, vpc_id: str, run_id: str, owner_id: str) -> str:
     return gid
 
 
-def _find(ec2, vpc_id: str, name: str) -> dict | None:
-    flt = [{"Name": "vpc-id", "Values": [vpc_id]}, {"Name": "group-name", "Values": [name]}]
+def _own(ec2, vpc_id: str, run_id: str, owner_id: str) -> dict | None:
+    """The run's group in ``vpc_id`` that ``owner_id`` made: project, run id and owner id."""
+    tags = {PROJECT_TAG[0]: PROJECT_TAG[1], RUN_TAG: run_id, OWNER_ID_TAG: owner_id}
+    flt = [{"Name": "vpc-id", "Values": [vpc_id]}]
+    flt += [{"Name": f"tag:{k}", "Values": [v]} for k, v in tags.items()]
     groups = ec2_infra.call(ec2.describe_security_groups, Filters=flt)["SecurityGroups"]
-    return groups[0] if groups else None
-
-
-def _tag(resource: dict, key: str) -> str | None:
-    return next((t["Value"] for t in resource.get("Tags", []) if t["Key"] == key), None)
+    mine = [g for g in groups if all(ec2_infra.tag(g, k) == v for k, v in tags.items())]
+    return min(mine, key=lambda g: g["GroupId"]) if mine else None
 
 
 def _create_cluster_group(ec2, vpc_id: str, run_id: str, name: str, owner_id: str) -> dict:

@@ -19,9 +19,12 @@ from finetune.backends.ec2.state import AttemptRecord, Ec2State
 ANY_STATE = ("pending", "running", "shutting-down", "terminated", "stopping", "stopped")
 
 
-def record(state: Ec2State, run_id: str, attempt: int, token: str) -> str:
-    """Note the coming attempt in ``state`` (the caller saves it); returns the ledger event."""
+def record(state: Ec2State, run_id: str, attempt: int, token: str, owner_id: str = "") -> str:
+    """Note the coming attempt in ``state`` (the caller saves it); returns the ledger event.
+    ``owner_id``: the launching session's aws:userid, the instances' finetune:owner-id."""
     state.intent = {"attempt": attempt, "client_token": token, "at": time.time()}
+    if owner_id:
+        state.intent["owner_id"] = owner_id
     tags = {PROJECT_TAG[0]: PROJECT_TAG[1], RUN_TAG: run_id, ATTEMPT_TAG: str(attempt)}
     return json.dumps({**state.intent, "region": state.region, "tags": tags}, sort_keys=True)
 
@@ -32,7 +35,9 @@ def adopt(ec2, run_id: str, state: Ec2State, price) -> AttemptRecord | None:
     if state.intent is None:  # no attempt was about to be launched
         return None
     attempt = int(state.intent["attempt"])
-    found = ec2_infra.find_instances(ec2, run_id, attempt, states=ANY_STATE)
+    # only what the launching session made (an intent of an older finetune has no owner id)
+    owner = state.intent.get("owner_id")
+    found = ec2_infra.find_instances(ec2, run_id, attempt, states=ANY_STATE, owner_id=owner)
     if not found:
         return None
     hosts = sorted(found, key=lambda i: i.get("AmiLaunchIndex", 0))

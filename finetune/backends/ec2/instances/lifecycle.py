@@ -159,23 +159,58 @@ def release(clients, run, state: Ec2State) -> None:
 
 def undo_launch(clients, run, state: Ec2State, error: FinetuneError) -> None:
     """A launch that failed (no capacity, a quota, AWS throttling to the end): nothing of it
-    may outlive the error. The ledger forgets a new run whose submit failed, so `finetune
-    cleanup` could not tell its role or cluster group from another user's: what it made goes
-    now -- any instance found by the run's tags (a reply lost on the last try), the run's
-    role and instance profile, its cluster groups. What cannot be removed is named in the
-    error's fix."""
+    may outlive the error. What it made goes now, each step on its own so one failure skips
+    none of the others: any instance found by the run's tags (a reply lost on the last try),
+    the run's role and instance profile, its cluster groups. What may be left is named in
+    ``error.left`` and its fix: the ledger then keeps the run (failed), so `finetune
+    cleanup` knows them as this machine's and removes them at any age."""
     name = ec2_profile.profile_name(run.id)
-    try:
-        ec2 = clients("ec2", state.region)
-        ec2_infra.terminate(ec2, [i["InstanceId"] for i in ec2_infra.find_instances(ec2, run.id)])
-        ec2_profile.delete_instance_profile(clients("iam", state.region), name)
-        ec2_hosts.delete_cluster_groups(ec2, run.id)
-    except FinetuneError as again:
-        error.fix = (
-            f"{error.fix} Removing what the launch made failed too ({again.what}): delete the "
-            f"IAM role and instance profile {name} and any security group tagged "
-            f"finetune:run-id={run.id}."
-        )
+    ec2, sent = clients("ec2", state.region), state.intent  # intent: RunInstances was sent
+    left, why = [], []
+
+    def step(undo, what: str | None):
+        try:
+            return undo()
+        except FinetuneError as failed:
+            if what:  # None: nothing of it can exist (RunInstances was never sent)
+                left.append(what)
+                why.append(failed.what)
+            return None
+
+    ended = step(lambda: _end_instances(ec2, run.id), _instances_left(run.id, sent))
+    if ended:
+        error.what += f" (the instance it started all the same, {', '.join(ended)}, is ended)"
+    iam = clients("iam", state.region)
+    step(lambda: ec2_profile.delete_instance_profile(iam, name),
+         f"the IAM role and instance profile {name}")  # fmt: skip
+    step(lambda: ec2_hosts.delete_cluster_groups(ec2, run.id),
+         f"any security group tagged finetune:run-id={run.id}")  # fmt: skip
     state.intent = None
     state.done = True
     state.save(run.run_dir)
+    if left:
+        error.left = tuple(left)
+        error.fix = (
+            f"{error.fix} Undoing the launch failed too ({'; '.join(why)}), so AWS may still "
+            f"hold {'; '.join(left)}. The run stays in the ledger as failed (`finetune runs "
+            f"show {run.id}`): `finetune cleanup` removes what is left once AWS answers again."
+        )
+
+
+def _end_instances(ec2, run_id: str) -> list[str]:
+    """Terminate the run's live instances (found by its tags); returns their ids."""
+    ids = [i["InstanceId"] for i in ec2_infra.find_instances(ec2, run_id)]
+    ec2_infra.terminate(ec2, ids)
+    return ids
+
+
+def _instances_left(run_id: str, intent: dict | None) -> str | None:
+    """What may be left when the run's instances could not be ended (None: nothing can be,
+    as RunInstances was never sent)."""
+    if intent is None:
+        return None
+    attempt = intent.get("attempt", "?")
+    return (
+        f"an instance RunInstances may have started (tags finetune:run-id={run_id}, "
+        f"finetune:attempt={attempt})"
+    )

@@ -6,8 +6,9 @@
 - A multi-host attempt is ONE RunInstances with MinCount = MaxCount = hosts (all or nothing),
   so the tag lookup below covers every host of the attempt.
 - A launch never starts a second instance for the same attempt: before each RunInstances we
-  look for an instance tagged with this run and attempt (moto and a lost reply both defeat
-  ClientToken alone), and the ClientToken makes EC2 itself return the same instance on retry.
+  look for an instance tagged with this run, attempt and our own aws:userid (moto and a lost
+  reply both defeat ClientToken alone; another caller's instance bearing our run's tags is
+  never taken), and the ClientToken makes EC2 itself return the same instance on retry.
 - A freshly created instance profile takes seconds to be usable: that error is retried.
 """
 
@@ -55,9 +56,17 @@ class _NoCapacity(Exception):
 
 
 def base_spec(
-    run_id: str, state, first: Candidate, ami: str, root: str, max_runtime_s: int, count: int = 1
+    run_id: str,
+    state,
+    first: Candidate,
+    ami: str,
+    root: str,
+    max_runtime_s: int,
+    count: int = 1,
+    owner_id: str = "",
 ):
-    """The LaunchSpec of the next attempt of ``state`` (subnet and group chosen by launch)."""
+    """The LaunchSpec of the next attempt of ``state`` (subnet and group chosen by launch);
+    ``owner_id``: this session's aws:userid, the instances' finetune:owner-id tag."""
     return LaunchSpec(
         count=count,
         run_id=run_id,
@@ -77,6 +86,7 @@ def base_spec(
         dataset_uri=state.dataset_uri,
         max_runtime_s=max_runtime_s,
         plan_sha256=state.plan_sha256,
+        owner_id=owner_id,
     )
 
 
@@ -113,7 +123,7 @@ def launch(
 def _run_one(ec2, spec: LaunchSpec, token: str) -> list[dict]:
     kwargs = run_instances_kwargs(spec, token[:64])
     for n in range(1, RETRIES + 1):
-        existing = ec2_infra.find_instances(ec2, spec.run_id, spec.attempt)
+        existing = _ours(ec2, spec)
         if existing:  # a launch of this attempt already happened (lost reply, retried command)
             return existing  # one RunInstances per attempt: all its hosts, or none
         try:
@@ -125,6 +135,14 @@ def _run_one(ec2, spec: LaunchSpec, token: str) -> list[dict]:
             # tests replace retries.sleep to count instead of waiting
             retries.sleep(PROFILE_PROPAGATION_SLEEP * n if _profile_not_ready(exc) else n)
     raise AssertionError("unreachable")
+
+
+def _ours(ec2, spec: LaunchSpec) -> list[dict]:
+    """Live instances of this attempt that this session launched: run id, attempt and
+    finetune:owner-id all match (anyone may tag an instance with our run and attempt)."""
+    if not spec.owner_id:  # without our id nothing can be told ours
+        return []
+    return ec2_infra.find_instances(ec2, spec.run_id, spec.attempt, owner_id=spec.owner_id)
 
 
 def _retryable(exc: Exception, spec: LaunchSpec) -> bool:

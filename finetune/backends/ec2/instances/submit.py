@@ -53,17 +53,17 @@ def launch(
     limits = stacklimits.read(clients("cloudformation", state.region))
     types = [c.instance_type for c in choices] + list(state.options.fallback_instance)
     stacklimits.check_ec2(limits, types, count, state.options.max_runtime)
-    owner_id = ec2_infra.owner_id(clients("sts", state.region)) if count > 1 else ""
+    owner_id = ec2_infra.owner_id(clients("sts", state.region))  # tags what it makes
     subnets, groups = _placement(ec2, state, (run.id, count, owner_id), prefer_subnet, limits)
     state.instance_profile = _role(clients, run.id, state)
     if quotes is None or not quotes.covers(choices, state.region):
         quotes = ec2_cost.quotes(choices, state.region, ec2)
     cap = ec2_cost.runtime_cap(state, ec2_cost.dearest({c: quotes.of(c) for c in choices}, count))
     first = run_instances.base_spec(
-        run.id, state, choices[0], image.ami_id, image.root_device, cap, count
+        run.id, state, choices[0], image.ami_id, image.root_device, cap, count, owner_id
     )
     first = _with_engine(clients, state, first, plan.hyperparameters, image)
-    _note_intent(run, state, first.attempt, journal)
+    _note_intent(run, state, first.attempt, journal, owner_id)
     launched = run_instances.launch(ec2, first, choices, subnets, groups)
     if count > 1:
         _publish_hosts(clients, ec2, state, launched)
@@ -110,10 +110,11 @@ def _role(clients, run_id: str, state: Ec2State) -> str:
     reads = read_prefixes(state.dataset_uri, state.bucket, state.options.read_prefix)
     partition = partition_of(state.region)
     policy = instance_policy(state.bucket, state.prefix, reads, state.image, partition)
-    account = ec2_infra.account(clients("sts", state.region))
-    boundary = boundary_arn(account, state.region, "ec2")
+    sts = clients("sts", state.region)
+    boundary = boundary_arn(ec2_infra.account(sts), state.region, "ec2")
+    owner = (state.owner, ec2_infra.owner_id(sts))
     return ec2_profile.ensure_instance_profile(
-        clients("iam", state.region), run_id, policy, boundary
+        clients("iam", state.region), run_id, policy, boundary, owner
     )
 
 
@@ -135,10 +136,10 @@ def _with_engine(clients, state: Ec2State, spec, hp, image):
     )
 
 
-def _note_intent(run, state: Ec2State, attempt: int, journal: Journal) -> None:
+def _note_intent(run, state: Ec2State, attempt: int, journal: Journal, owner_id: str) -> None:
     """The coming attempt, kept in ec2.json and the ledger before RunInstances: a launch
-    killed after EC2 made the instances is found again by their tags."""
-    note = ec2_intent.record(state, run.id, attempt, f"{run.id}-a{attempt}")
+    killed after EC2 made the instances is found again by their tags (its owner id too)."""
+    note = ec2_intent.record(state, run.id, attempt, f"{run.id}-a{attempt}", owner_id)
     state.save(run.run_dir)
     journal.event("intent", note)
 

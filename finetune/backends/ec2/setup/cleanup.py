@@ -1,15 +1,15 @@
 """`finetune cleanup`: what finetune left in EC2 and IAM that no live run owns.
 
 Everything the EC2 backend creates carries the project tag and its own keys (finetune:run-id,
-finetune:owner, ...) or the /finetune/ IAM path (per-run roles and instance profiles). The
-caller says which runs are live (finetune.service.cleanup); anything else of finetune's older
-than ``older_than`` seconds is an orphan, removed (instances terminated, open spot requests
-cancelled, instance profiles and roles deleted) if it is the caller's: an instance or spot
-request by its finetune:owner tag (the launching identity) or its run in this machine's ledger,
-an instance profile (no owner tag to read) by the ledger only. The rest is returned with why
-it is skipped (other users' and CI's runs are not in this ledger); a resource tagged
-project=finetune without finetune:run-id is not finetune's at all (the generic key stays
-because the caller policies' conditions use it).
+finetune:owner, ...) or the run-role IAM path (per-run roles and instance profiles, tagged
+with their owner too). The caller says which runs are live (finetune.service.cleanup);
+anything else of finetune's older than ``older_than`` seconds -- at any age when this
+machine's ledger knows its run ended -- is an orphan. It is removed (instances terminated,
+open spot requests cancelled, profiles and roles deleted) only if it is this machine's: its
+run in this ledger, or named by the caller (--run, --owner, --all-owners). The caller's own
+identity is not enough: the same user launches from a laptop and a CI box, and a run unknown
+here may be live there. The rest is returned with why it is skipped; a resource tagged
+project=finetune without finetune:run-id is not finetune's at all.
 """
 
 from __future__ import annotations
@@ -21,13 +21,15 @@ from finetune.backends.base import CleanupScope, Orphan
 from finetune.backends.ec2.request import OWNER_TAG, PROJECT_TAG, RUN_TAG
 from finetune.backends.ec2.setup import infra as ec2_infra
 from finetune.backends.ec2.setup import profile as ec2_profile
+from finetune.backends.ec2.setup.infra import error_code
 
 
 def find_orphans(
     clients, live_runs: set[str], older_than_s: float, scope=CleanupScope(), now=None
 ) -> list[Orphan]:
-    """Every finetune resource of the region that no live run owns, older than the limit;
-    those outside ``scope`` carry the reason they are skipped."""
+    """Every finetune resource of the region that no live run owns, older than the limit
+    (or of a run this ledger knows ended); those outside ``scope`` carry why they are
+    skipped."""
     now = now or time.time()
     found = _instances(clients, now) + _spot_requests(clients, now) + _profiles(clients, now)
     found += _run_groups(clients)
@@ -36,23 +38,47 @@ def find_orphans(
     found = [
         o
         for o in found
-        if o.run_id not in live_runs and (o.age_s >= older_than_s or o.kind == "security-group")
+        if o.run_id not in live_runs
+        and (o.age_s >= older_than_s or o.kind == "security-group" or o.run_id in scope.known_runs)
     ]
-    me = None if scope.all_owners else scope.owner or ec2_infra.owner(clients("sts"))
-    return [replace(o, skipped=_whose(o, me, scope.known_runs)) for o in found]
+    me = "" if scope.all_owners else ec2_infra.owner(clients("sts"))
+    found = [_with_owner(clients, o, scope) for o in found]
+    return [replace(o, skipped=_whose(o, me, scope)) for o in found]
 
 
-def _whose(o: Orphan, me: str | None, known_runs: frozenset[str]) -> str:
-    """'' when ``o`` is the caller's to remove (``me`` None: anyone's), else why not."""
+def _whose(o: Orphan, me: str, scope: CleanupScope) -> str:
+    """'' when ``o`` is the caller's to remove, else why not."""
     if not o.run_id:
         return f"no {RUN_TAG} tag: not a finetune run's"
-    if me is None or o.run_id in known_runs:
-        return ""  # a run of this machine's ledger (that ended)
-    if o.kind == "instance-profile":
-        return "its run is not in this machine's ledger and IAM profiles carry no owner tag"
+    if scope.all_owners or o.run_id in scope.known_runs or o.run_id in scope.runs:
+        return ""  # everyone's; a run of this machine's ledger (that ended); one named
     if not o.owner:
+        if o.kind == "instance-profile":
+            return "its run is not in this machine's ledger and IAM profiles carry no owner tag"
         return f"no {OWNER_TAG} tag: its owner is unknown"
-    return "" if o.owner == me else f"launched by {o.owner}, not {me}"
+    if scope.owner is not None:  # --owner NAME: that owner's, wherever launched
+        return "" if o.owner == scope.owner else f"launched by {o.owner}, not {scope.owner}"
+    if o.owner != me:
+        return f"launched by {o.owner}, not {me}"
+    return (
+        f"launched by you ({me}) but not from this machine (its run is not in this ledger): "
+        f"it may be live there; --run {o.run_id} if it is not"
+    )
+
+
+def _with_owner(clients, o: Orphan, scope: CleanupScope) -> Orphan:
+    """An instance profile with its owner tag (ListInstanceProfiles returns no tags), where
+    the ledger alone does not make it the caller's."""
+    if o.kind != "instance-profile" or scope.all_owners or o.run_id in scope.known_runs:
+        return o
+    iam = clients("iam")
+    try:
+        profile = ec2_infra.call(iam.get_instance_profile, InstanceProfileName=o.id)
+    except Exception as exc:
+        if error_code(exc) == "NoSuchEntity":  # gone since it was listed
+            return o
+        raise ec2_infra.cloud_error(exc, f"GetInstanceProfile {o.id}") from None
+    return replace(o, owner=_tags(profile["InstanceProfile"]).get(OWNER_TAG, ""))
 
 
 def remove(clients, orphans: list[Orphan]) -> list[str]:

@@ -11,7 +11,7 @@ from finetune.aws import retries
 from finetune.aws.errors import translate
 from finetune.aws.retries import error_code as code
 from finetune.aws.session import configured_region, connect
-from finetune.backends.ec2.request import PROJECT_TAG, RUN_TAG
+from finetune.backends.ec2.request import OWNER_ID_TAG, PROJECT_TAG, RUN_TAG
 from finetune.errors import CloudError, ConfigError
 
 if TYPE_CHECKING:  # boto3 is imported only when a call is made
@@ -173,8 +173,12 @@ def create_group(ec2, create) -> dict | None:
         raise
 
 
-def find_instances(ec2, run_id: str | None = None, attempt: int | None = None, states=None):
-    """Instances tagged by finetune (of one run / attempt), in ``states`` (default: live)."""
+def find_instances(
+    ec2, run_id: str | None = None, attempt: int | None = None, states=None, owner_id=None
+):
+    """Instances tagged by finetune (of one run / attempt), in ``states`` (default: live);
+    with ``owner_id``, only those its session launched (finetune:owner-id, which the caller
+    policy lets no one else set): what finetune may take for its own attempt."""
     filters = [
         {"Name": f"tag:{PROJECT_TAG[0]}", "Values": [PROJECT_TAG[1]]},
         {"Name": "instance-state-name", "Values": list(states or LIVE_STATES)},
@@ -183,11 +187,19 @@ def find_instances(ec2, run_id: str | None = None, attempt: int | None = None, s
         filters.append({"Name": f"tag:{RUN_TAG}", "Values": [run_id]})
     if attempt is not None:
         filters.append({"Name": "tag:finetune:attempt", "Values": [str(attempt)]})
+    if owner_id is not None:
+        filters.append({"Name": f"tag:{OWNER_ID_TAG}", "Values": [owner_id]})
     try:
         reservations = _reservations(ec2, Filters=filters)
     except Exception as exc:
         raise cloud_error(exc, "DescribeInstances") from None
-    return [i for r in reservations for i in r["Instances"]]
+    found = [i for r in reservations for i in r["Instances"]]
+    return found if owner_id is None else [i for i in found if tag(i, OWNER_ID_TAG) == owner_id]
+
+
+def tag(resource: dict, key: str) -> str | None:
+    """The value of tag ``key`` on a described EC2 resource (None: untagged)."""
+    return next((t["Value"] for t in resource.get("Tags") or [] if t["Key"] == key), None)
 
 
 def _reservations(ec2, **kwargs) -> list[dict]:

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 
-from finetune.backends.ec2.request import PROJECT_TAG, RUN_TAG
+from finetune.backends.ec2.request import OWNER_TAG, PROJECT_TAG, RUN_TAG
 from finetune.backends.ec2.setup.infra import call, cloud_error, error_code
 from finetune.errors import CloudError
 
 ROLE_PATH = "/finetune-bounded/ec2/"  # finetune.aws.infra.run_role_path("ec2")
 SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"  # in partition aws
+# who launched, and the caller's aws:userid (the key instances/hosts.py OWNER_ID_TAG names)
+OWNER_KEYS = (OWNER_TAG, "finetune:owner-id")
 
 
 def ssm_core_policy(iam) -> str:
@@ -38,12 +40,17 @@ def profile_name(run_id: str) -> str:
     return f"finetune-run-{run_id}"[:64]
 
 
-def ensure_instance_profile(iam, run_id: str, policy: dict, boundary: str) -> str:
+def ensure_instance_profile(
+    iam, run_id: str, policy: dict, boundary: str, owner: tuple[str, str] = ("", "")
+) -> str:
     """A role + instance profile for this run only, with ``policy`` inline (idempotent). The
     role carries the permissions ``boundary`` (finetune.aws.infra.boundary_arn): the caller
-    policy allows creating and widening run roles only with it."""
+    policy allows creating and widening run roles only with it. Both are tagged with the
+    run and ``owner`` (who launched, the caller's aws:userid), as its instances are, so
+    `finetune cleanup` can tell whose they are."""
     name = profile_name(run_id)
     tags = [{"Key": PROJECT_TAG[0], "Value": PROJECT_TAG[1]}, {"Key": RUN_TAG, "Value": run_id}]
+    tags += [{"Key": k, "Value": v} for k, v in zip(OWNER_KEYS, owner, strict=True) if v]
     try:  # each call with our retries (IAM throttles); a retried create finds it made
         _ignore_exists(
             lambda: call(
@@ -64,7 +71,9 @@ def ensure_instance_profile(iam, run_id: str, policy: dict, boundary: str) -> st
         )
         call(iam.attach_role_policy, RoleName=name, PolicyArn=ssm_core_policy(iam))
         _ignore_exists(
-            lambda: call(iam.create_instance_profile, InstanceProfileName=name, Path=ROLE_PATH)
+            lambda: call(
+                iam.create_instance_profile, InstanceProfileName=name, Path=ROLE_PATH, Tags=tags
+            )
         )
         profile = call(iam.get_instance_profile, InstanceProfileName=name)["InstanceProfile"]
         if not profile["Roles"]:

@@ -51,6 +51,17 @@ def read(client, instance_type: str, spot: bool) -> Quota:
     return Quota(name, code, float(got["Quota"]["Value"]))
 
 
+def quota_codes() -> list[str]:
+    """Every quota code the pre-flight may read (the caller policy grants exactly these)."""
+    rows = [*_CLASSES.values(), _STANDARD]
+    return sorted({code for _, *codes in rows for code in codes})
+
+
+def quota_arn(code: str, aws) -> str:
+    """The Service Quotas ARN IAM authorizes GetServiceQuota on."""
+    return f"arn:{aws.partition}:servicequotas:{aws.region}:{aws.account_id}:ec2/{code}"
+
+
 def problem(quota: Quota, needed_vcpus: int, region: str) -> str | None:
     """Why the launch would be refused for this quota (None when it fits or is unknown)."""
     if quota.vcpus is None or quota.vcpus >= needed_vcpus:

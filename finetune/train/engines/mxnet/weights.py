@@ -150,9 +150,10 @@ def _verified(model: str, w: Weights) -> Weights:
     sha1 = zoo_sha1(model) if w.symbol is None else None
     if sha1 and w.params.name == f"{model}-{sha1[:8]}.params":
         _check(w.params, "sha1", sha1)
-    sidecar = Path(f"{w.params}.sha256")
-    if sidecar.is_file():
-        _check(w.params, "sha256", sidecar.read_text().split()[0])
+    for file in (w.params, w.symbol):  # the symbol (the network's graph) too, when recorded
+        sidecar = Path(f"{file}.sha256")
+        if file is not None and sidecar.is_file():
+            _check(file, "sha256", sidecar.read_text().split()[0])
     log.info("pretrained weights: %s", w.params)
     return w
 
@@ -202,15 +203,15 @@ def _download(model: str, root: Path) -> Weights:
 
 
 def _download_symbol(model: str, root: Path) -> Weights:
-    """The ImageNet-11k checkpoint has no published checksum: record the sha256 of what was
-    downloaded beside it (checked on every later use), and log it."""
+    """The ImageNet-11k checkpoint has no published checksum: record the sha256 of both files
+    downloaded beside them (checked on every later use), and log it."""
     from mxnet.gluon.utils import download
 
     prefix = root / SYMBOL_MODELS[model]
     for suffix in ("symbol.json", "0000.params"):
-        download(SYMBOL_URL.format(suffix), path=f"{prefix}-{suffix}")
-    params = Path(f"{prefix}-0000.params")
-    digest = sha256_file(params)
-    Path(f"{params}.sha256").write_text(digest + "\n")
-    log.warning("downloaded %s without a published checksum; sha256 %s", params, digest)
-    return Weights(params, Path(f"{prefix}-symbol.json"))
+        path = f"{prefix}-{suffix}"
+        download(SYMBOL_URL.format(suffix), path=path)
+        digest = sha256_file(Path(path))
+        Path(f"{path}.sha256").write_text(digest + "\n")
+        log.warning("downloaded %s without a published checksum; sha256 %s", path, digest)
+    return Weights(Path(f"{prefix}-0000.params"), Path(f"{prefix}-symbol.json"))

@@ -1,18 +1,31 @@
 """torchvision's ImageNet weights: found on disk, checked by digest, loaded with
 ``weights_only=True``; downloaded once into torch hub's cache when missing (docs/trainer.md:
-where torchvision's weights come from)."""
+where torchvision's weights come from). A file is held to the fullest digest known: the
+recipe's model.weights_sha256, else the one finetune ships for torchvision's file
+(digests.py), else the one recorded at its first download, else its name's 8-hex prefix. A
+cached download that fails its check is fetched again; one whose server now serves another
+file is refused. Your own MODEL.pth is used when named, or from a pretrained channel, never
+picked up from torch hub's shared cache."""
 
 from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from finetune.contracts.engine import WeightsSource
 from finetune.data.manifest import sha256_file
-from finetune.download import HASH_IN_NAME, fetch
+from finetune.download import (
+    PREFIX_DIGITS,
+    DigestMismatch,
+    fetch,
+    name_prefix,
+    record,
+    recorded,
+)
 from finetune.errors import DataError
+from finetune.train.engines.torch.digests import PUBLISHED_SHA256
 
 DOWNLOAD = "download"
 MIRROR_ENV = "FINETUNE_WEIGHTS_MIRROR"
@@ -25,6 +38,7 @@ log = logging.getLogger(__name__)
 class Found:
     path: Path
     variant: str | None  # the torchvision weights it claims to be, when its name says so
+    digest: str = ""  # its sha256, once verify() has read it
 
 
 def hub_dir() -> Path:
@@ -67,25 +81,48 @@ def locate(model: str, weights: str, dirs: list[Path], sha256: str = "") -> Foun
             "give an existing file, put it in one of those folders, or set pretrained=false.",
         )
     found = find_cached(model, weights, dirs)
-    if found is not None:
-        return found
     url, variant = (weights, None) if is_url(weights) else _published_first(model)
-    return _download(url, variant, sha256)
+    if found is None:
+        return _download(url, variant, sha256)
+    in_cache = found.path.parent == hub_dir() and found.path.name == url.rsplit("/", 1)[-1]
+    try:
+        if in_cache and not (expected(found.path, sha256)[0] or name_prefix(found.path.name)):
+            raise DataError(f"{found.path} has no recorded sha256 to check it against", "")
+        return _first_use(replace(found, digest=verify(found, sha256)))
+    except DataError as exc:
+        if not in_cache:  # a pretrained channel's copy: the job's input, not finetune's cache
+            raise
+        damaged = exc.what
+    log.warning("%s; fetching it again from %s", damaged, url)
+    try:
+        return _download(url, variant, sha256)
+    except DigestMismatch as exc:  # the server's file is not the one expected: its fix
+        raise DigestMismatch(f"{damaged}; fetching it again: {exc.what}", exc.fix) from None
+    except DataError as exc:
+        raise DataError(
+            f"{damaged}; fetching it again failed: {exc.what}",
+            f"delete {found.path} and run again with internet access, or copy the published "
+            f"{found.path.name} there.",
+        ) from None
 
 
 def find_cached(model: str, weights: str, dirs: list[Path]) -> Found | None:
     """The file already on disk for ``weights`` ("" / download: torchvision's published
-    file or your own MODEL[-prefix].pth; an address: its file name), else None."""
+    file, or in a pretrained channel your own MODEL[-prefix].pth; an address: its file
+    name), else None. torch hub's cache is shared with other tools and users: there only a
+    file by a name finetune downloads counts."""
     if is_url(weights):
         name = weights.rsplit("/", 1)[-1]
         return next((Found(d / name, None) for d in dirs if (d / name).is_file()), None)
     names = {v: url.rsplit("/", 1)[-1] for v, url in published(model).items()}
+    hub = hub_dir()
     for directory in dirs:
         for variant, name in names.items():
             if (directory / name).is_file():
                 return Found(directory / name, variant)
-        # your own file: MODEL.pth, or MODEL-<sha256 prefix>.pth (checked like hub's)
-        own = sorted(directory.glob(f"{model}-*.pth")) if directory.is_dir() else []
+        if directory == hub or not directory.is_dir():
+            continue
+        own = sorted(directory.glob(f"{model}-*.pth"))  # MODEL-<sha256 prefix>.pth
         for path in [directory / f"{model}.pth", *own]:
             if path.is_file():
                 return Found(path, None)
@@ -111,7 +148,8 @@ def source(model: str, weights: str, sha256: str = "", here: bool = True):
         url, _ = _published_first(model)
         size = _published_size(model)
     dest = hub_dir() / url.rsplit("/", 1)[-1]
-    return WeightsSource(model, url=url, dest=dest, sha256=sha256, size=size, by_job=not here)
+    pinned = sha256 or PUBLISHED_SHA256.get(dest.name, "")
+    return WeightsSource(model, url=url, dest=dest, sha256=pinned, size=size, by_job=not here)
 
 
 def _published_first(model: str) -> tuple[str, str]:
@@ -143,23 +181,54 @@ def _published_size(model: str) -> int:
     return 0
 
 
-def verify(found: Found, sha256: str = "") -> str:
-    """The file's sha256, checked against its name's hash prefix and ``sha256`` if given."""
-    digest = sha256_file(found.path)
-    if sha256 and digest != sha256.lower():
-        raise DataError(
-            f"{found.path} has sha256 {digest}, not the {sha256} the recipe gives",
-            "use the file the recipe was written for, or correct model.weights_sha256.",
-        )
+def expected(path: Path, sha256: str = "") -> tuple[str, str]:
+    """The full sha256 ``path`` must have and what says so; ("", "") when none is known."""
+    if sha256:
+        return sha256.lower(), "the recipe gives (model.weights_sha256)"
+    if path.name in PUBLISHED_SHA256:
+        return PUBLISHED_SHA256[path.name], "torchvision's published file has"
+    first = recorded(path)
+    return (first, "it had at its first download") if first else ("", "")
 
-    match = HASH_IN_NAME.search(found.path.name)
-    if match and not digest.startswith(match[1]):
+
+def verify(found: Found, sha256: str = "") -> str:
+    """The file's sha256, checked against the fullest digest known (``expected``), else
+    against its name's hash prefix (8 hex digits at least)."""
+    digest = found.digest or sha256_file(found.path)
+    full, source_ = expected(found.path, sha256)
+    prefix = name_prefix(found.path.name)
+    if full and digest != full:
+        raise DataError(
+            f"{found.path} is damaged or altered: its sha256 {digest} is not the {full} {source_}",
+            "delete it and copy (or download) it again; if the recipe's digest is wrong, "
+            "correct model.weights_sha256.",
+        )
+    if not full and prefix and len(prefix) < PREFIX_DIGITS:
+        raise DataError(
+            f"{found.path}: the {len(prefix)} hex digits in its name ({prefix}) are too few "
+            f"to check it against (torchvision's names carry {PREFIX_DIGITS})",
+            "give its full sha256 as model.weights_sha256, or rename it "
+            f"MODEL-<first {PREFIX_DIGITS} hex digits of its sha256>.pth.",
+        )
+    if not full and prefix and not digest.startswith(prefix):
         raise DataError(
             f"{found.path} is damaged or not the published file: its sha256 {digest[:12]}... "
-            f"does not start with the {match[1]} its name promises",
+            f"does not start with the {prefix} its name promises",
             "delete it and copy (or download) it again.",
         )
     return digest
+
+
+def _first_use(found: Found) -> Found:
+    """A verified cached download with no record yet (torch.hub's own, or an older
+    finetune's): its digest recorded now, so any later change to it shows."""
+    path = found.path
+    if path.parent == hub_dir() and not expected(path)[0] and name_prefix(path.name):
+        try:
+            record(path, found.digest)
+        except OSError as exc:  # a read-only cache still serves; the check stays the prefix
+            log.warning("could not record the sha256 of %s: %s", path, exc)
+    return found
 
 
 def load_state(found: Found) -> dict:
@@ -185,5 +254,5 @@ def load_state(found: Found) -> dict:
 def _download(url: str, variant: str | None, sha256: str = "") -> Found:
     dest = hub_dir() / url.rsplit("/", 1)[-1]
     log.info("downloading %s into %s", url, dest.parent)
-    fetch(url, dest, sha256)
-    return Found(dest, variant)
+    digest = fetch(url, dest, sha256 or PUBLISHED_SHA256.get(dest.name, ""))
+    return Found(dest, variant, digest)

@@ -87,3 +87,15 @@ def test_download_when_asked_but_unreachable(cache, monkeypatch):
     with pytest.raises(DataError) as err:
         weights.locate("resnet18_v1", weights.DOWNLOAD, weights.search_dirs(None))
     assert "could not download" in str(err.value) and "pretrained=false" in str(err.value)
+
+
+def test_a_recorded_symbol_file_is_checked_like_its_params(cache):
+    """Issue 49: the 11k checkpoint's download records both files' sha256, so an altered
+    network graph (the -symbol.json) is refused like altered weights."""
+    for name in ("resnet-152-symbol.json", "resnet-152-0000.params"):
+        (cache / name).write_text("x")
+        (cache / f"{name}.sha256").write_text(hashlib.sha256(b"x").hexdigest() + "\n")
+    assert weights.locate("imagenet11k-resnet-152", "", weights.search_dirs(None)).symbol
+    (cache / "resnet-152-symbol.json").write_text('{"nodes": "another network"}')
+    with pytest.raises(DataError, match=r"resnet-152-symbol\.json is corrupt"):
+        weights.locate("imagenet11k-resnet-152", "", weights.search_dirs(None))

@@ -78,8 +78,9 @@ def test_bicubic_weights_from_the_hub_cache_predict_and_export_reproduce_validat
 ):
     """EfficientNet-B0's weights evaluate with a bicubic resize to 256 then a 224 crop: at
     32 px the contract resizes the 40 px images to 37 px, bicubic. Random-init weights saved
-    as EFFICIENTNET_B0-<sha256 prefix>.pth in torch hub's cache (no download) are found,
-    checked and fine-tuned; predict and the ONNX export give the recorded top-1."""
+    as EFFICIENTNET_B0-<sha256 prefix>.pth and named by the recipe (torch hub's shared cache
+    gives only files finetune downloads) are checked and fine-tuned; predict and the ONNX
+    export give the recorded top-1."""
     from torchvision import models
 
     torch.manual_seed(0)
@@ -93,7 +94,7 @@ def test_bicubic_weights_from_the_hub_cache_predict_and_export_reproduce_validat
     assert fields["resize_shorter"] == 37 and fields["interpolation"] == "bicubic"
     hp = hparams(engine="torch", model="efficientnet_b0", pretrained=True, loader_workers=0,
                  epochs=1, max_batches_per_epoch=3, optimizer="sgd", lr=0.05,
-                 lr_per_device=0.05, **fields)  # fmt: skip
+                 lr_per_device=0.05, weights=str(path), **fields)  # fmt: skip
     root = make_tree(tmp_path / "ml", tiny_dataset, hp)
     assert RUNTIME.fit(load_job(Layout(root))).stopped_by is None
     record = json.loads((root / "output" / "data" / "run-record.json").read_text())

@@ -262,10 +262,14 @@ def test_weights_from_torch_hubs_cache_are_found_and_checked(tmp_path, monkeypat
     name = url.rsplit("/", 1)[-1]
     (wt.hub_dir()).mkdir(parents=True)
     (wt.hub_dir() / name).write_bytes(b"not the published bytes")
-    found = wt.locate("resnet18", "", [wt.hub_dir()])
+    found = wt.find_cached("resnet18", "", [wt.hub_dir()])
     assert found.path.name == name and found.variant == "IMAGENET1K_V1"
-    with pytest.raises(DataError, match="damaged or not the published file"):
+    with pytest.raises(DataError, match=r"damaged or altered: its sha256 .* is not the f37072fd"):
         wt.verify(found)
+    # used, it is fetched again: here from conftest's closed local port, so it is refused
+    with pytest.raises(DataError, match="fetching it again failed") as exc:
+        wt.locate("resnet18", "", [wt.hub_dir()])
+    assert f"To fix: delete {wt.hub_dir() / name}" in str(exc.value)
 
 
 def test_bad_weight_files_get_clear_errors(tmp_path, tiny_dataset):

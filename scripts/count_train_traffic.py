@@ -1,0 +1,72 @@
+"""Count the bytes one training step moves, per layer class, and write the model's table.
+
+    PYTHONPATH=. .venv/bin/python scripts/count_train_traffic.py   # rewrites the CSV below
+
+For every (network, image size) of train_flops.csv (scripts/count_train_flops.py: the torch
+engine's model table at the sizes it trains), the network is built by torchvision with
+weights=None and one forward + backward runs on the meta device (shapes only) under
+finetune.estimate.perf.traffic_count, in fp32 and in bf16 (the "mixed" rows: fp16 moves the
+same bytes): FLOPs of the convolutions and matrix products, the bytes they and the
+elementwise ops (norms, activations, adds, pooling, copies) read and write per image, the
+elements the elementwise ops touch, the weight bytes per step, and the ops per step.
+
+The optimizer's update is counted from the parameters: SGD with momentum in fp32 reads the
+weight, its gradient and the momentum and writes the weight and the momentum (20 bytes per
+parameter); under AMP each step also casts the weights to half and the half gradients back
+(12 bytes per parameter). Run it again after a torch upgrade (the version is in every row).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+from finetune.catalog._files import atomic_write, read_rows, rows_to_csv
+from finetune.estimate.perf import traffic_count
+from finetune.train.engines.torch.network import construct
+
+ROOT = Path(__file__).resolve().parents[1]
+PERF = ROOT / "finetune" / "estimate" / "perf"
+OUT = PERF / "train_traffic.csv"
+HEADER = ("Network", "ImageSize", "Precision", "Parameters", "MatmulGflops", "MatmulMB",
+          "ElementwiseMB", "ElementwiseMelems", "WeightsMB", "OptimizerMB", "Kernels",
+          "Counter", "TorchVersion")  # fmt: skip
+SGD_MOMENTUM = 20  # bytes per parameter per step: read w, g, m; write w, m (fp32)
+AMP_CASTS = 12  # bytes per parameter per step: w fp32 -> half (4 + 2), grad half -> fp32 (2 + 4)
+PRECISIONS = (("fp32", torch.float32), ("mixed", torch.bfloat16))
+
+
+def counted() -> list[tuple[str, int]]:
+    """The (network, image size) pairs train_flops.csv holds, in its order."""
+    text = (PERF / "train_flops.csv").read_text()
+    return [(r["Network"], int(r["ImageSize"])) for r in read_rows(text, ("Network",), "flops")]
+
+
+def row(name: str, size: int, label: str, dtype: torch.dtype) -> tuple[object, ...]:
+    net = construct(name, 1000, size)  # ImageNet's head, as train_flops.csv
+    params = sum(p.numel() for p in net.parameters())
+    s = traffic_count.count(net, size, dtype)
+    per_param = SGD_MOMENTUM + (AMP_CASTS if label == "mixed" else 0)
+    return (
+        name, size, label, params, f"{s.matmul_flops / 1e9:.3f}", f"{s.matmul_bytes / 1e6:.2f}",
+        f"{s.elementwise_bytes / 1e6:.2f}", f"{s.elementwise_elements / 1e6:.2f}",
+        f"{s.weight_bytes / 1e6:.2f}", f"{params * per_param / 1e6:.2f}", s.kernels,
+        "finetune.estimate.perf.traffic_count (meta device, eager op by op)", torch.__version__,
+    )  # fmt: skip
+
+
+def main() -> None:
+    rows = []
+    for name, size in counted():
+        for label, dtype in PRECISIONS:
+            rows.append(row(name, size, label, dtype))
+            print(f"{name} {size} px {label}: {rows[-1][4]} GFLOP, {rows[-1][5]} + "
+                  f"{rows[-1][6]} MB", file=sys.stderr, flush=True)  # fmt: skip
+    atomic_write(OUT, rows_to_csv(HEADER, rows))
+    print(f"{len(rows)} rows -> {OUT} (torch {torch.__version__})")
+
+
+if __name__ == "__main__":
+    main()
