@@ -1,13 +1,12 @@
 """Ctrl-C while a command follows a run: every press is seen, at once, and acted on in our
 own code, never lost in a sleep or raised inside a library's redraw.
 
-Why not Python's own KeyboardInterrupt: the interpreter runs a signal's handler between two
-bytecodes, and ``time.sleep`` looks for one only when its system call is interrupted. A
-press that lands after the interpreter's last look and before the sleep's system call begins
-is seen only when the sleep ends: the SageMaker poll's 20 s (docs/decisions/140-ctrl-c.md).
-Here a press writes a byte into a pipe at C level (``signal.set_wakeup_fd``) and the wait
-between two polls is a ``select`` on that pipe: a press taken before the wait began still
-ends it at once.
+Why not Python's own KeyboardInterrupt in ``time.sleep``: a press whose C-level handler runs
+after the interpreter's last look for signals and before the sleep's system call begins (the
+thread preempted there, as under load) is acted on only when the sleep ends, a whole poll
+later (docs/decisions/170-ctrl-c-sleep-race.md). Here a press writes a byte into a pipe at C
+level (``signal.set_wakeup_fd``) and the wait between two polls is a ``select`` on that pipe:
+a press taken before the wait began still ends it at once.
 """
 
 from __future__ import annotations
@@ -94,8 +93,10 @@ def ctrl_c_taken() -> Iterator[Presses]:
     """Within the block Ctrl-C is a press noted by ``Presses`` (and a wake-up of its
     ``wait``), not a KeyboardInterrupt raised wherever the program is; on leaving, the
     handler and wake-up before are back. Outside the main thread signals are not ours to
-    take: ``wait`` sleeps and Ctrl-C stays the caller's."""
-    if threading.current_thread() is not threading.main_thread():
+    take, nor when Ctrl-C was ignored when we started (a shell's background job): ``wait``
+    sleeps and Ctrl-C stays as it was."""
+    main = threading.current_thread() is threading.main_thread()
+    if not main or signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         yield Presses(None)
         return
     read, write = os.pipe()
@@ -108,6 +109,6 @@ def ctrl_c_taken() -> Iterator[Presses]:
         yield presses
     finally:
         signal.set_wakeup_fd(wakeup_before)
-        signal.signal(signal.SIGINT, before)
+        signal.signal(signal.SIGINT, signal.SIG_DFL if before is None else before)
         os.close(read)
         os.close(write)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from contextlib import contextmanager
+from functools import partial
 
 import typer
 
@@ -102,17 +103,26 @@ def follow_run(run, backend, ledger, detach: bool, as_json: bool) -> None:
             _echo_log(rest, display.echo)  # e.g. SageMaker's CloudWatch log
 
     with ctrl_c_taken() as presses:  # every press seen at once, any number of them
-        try:  # as often as the backend says (a cloud API is rate limited: SageMaker every 20 s)
-            run = _following(run, backend, ledger, on_update, display, presses)
+        follow = partial(_following, backend, ledger, on_update, display, presses)
+        try:
+            run = follow(run)
         except KeyboardInterrupt:
-            run = _stop_or_leave(run, backend, presses, lambda: _following(
-                run, backend, ledger, on_update, display, presses))  # fmt: skip
+            run = _stop_or_leave(run, backend, presses, follow)
         _finish(run, ledger, as_json)
 
 
-def _stop_or_leave(run, backend, presses, follow_on):
-    """After Ctrl-C: the run stopped and followed to its end (``follow_on``), or the command
-    ends saying the run keeps running; a press at the question, or while it stops, ends it."""
+def _following(backend, ledger, on_update, display, presses, run):
+    """service.follow with the live display, as often as the backend says (a cloud API is
+    rate limited); a press ends the wait between two polls. The display is torn down after
+    a press may raise (``following`` ends first), so a press never cuts its redraw short."""
+    with _showing(display), presses.following():
+        return service.follow(run, backend, ledger, on_update, service.Follow(wait=presses.wait))
+
+
+def _stop_or_leave(run, backend, presses, follow):
+    """After Ctrl-C: the run stopped and followed to its end, or the command ends saying how
+    to stop the run that keeps running. Ctrl-C again at the question leaves it running (a
+    press never stops a paid job unasked); again while it stops, ends the watching only."""
     answer = _ask_stop(run, presses) if backend.capabilities.supports(Feature.STOP) else "d"
     if answer != "s":
         typer.echo(
@@ -127,7 +137,7 @@ def _stop_or_leave(run, backend, presses, follow_on):
         err=True,
     )
     try:
-        return follow_on()
+        return follow(run)
     except KeyboardInterrupt:
         typer.echo(
             f"{run.id} is stopping without you watching: it checkpoints, then ends. See it "
@@ -135,13 +145,6 @@ def _stop_or_leave(run, backend, presses, follow_on):
             err=True,
         )
         raise typer.Exit(EXIT_CTRL_C) from None
-
-
-def _following(run, backend, ledger, on_update, display, presses):
-    """service.follow with the live display; Ctrl-C ends the wait between two polls. The
-    display is torn down after a press may raise (``following`` ends first)."""
-    with _showing(display), presses.following():
-        return service.follow(run, backend, ledger, on_update, service.Follow(wait=presses.wait))
 
 
 def _echo_log(lines: list[str], echo) -> None:
