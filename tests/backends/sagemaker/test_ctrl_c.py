@@ -84,7 +84,11 @@ class _following_cli:
         self.proc = subprocess.Popen(self.cmd, stdin=child_end, stdout=child_end,
                                      stderr=child_end, preexec_fn=_as_from_a_shell)  # fmt: skip
         os.close(child_end)
-        return self.proc, self.terminal, _read_until(self.terminal, "running: Training")
+        try:
+            return self.proc, self.terminal, _read_until(self.terminal, "running: Training")
+        except BaseException:
+            self.__exit__()  # a with-block whose __enter__ raised never calls __exit__
+            raise
 
     def __exit__(self, *exc) -> None:
         if self.proc.poll() is None:
