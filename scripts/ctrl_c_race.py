@@ -20,38 +20,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 from rich.console import Console
 
 from finetune.cli._ctrl_c import ctrl_c_taken
 from finetune.cli._progress import EpochDisplay
 
-SHIM = r"""
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <stdlib.h>
-#include <sys/select.h>
-#include <time.h>
-static void spin(void) {
-    long us = atol(getenv("WIDEN_US"));
-    struct timespec a, b;
-    clock_gettime(CLOCK_MONOTONIC, &a);
-    do clock_gettime(CLOCK_MONOTONIC, &b);
-    while ((b.tv_sec - a.tv_sec) * 1000000L + (b.tv_nsec - a.tv_nsec) / 1000 < us);
-}
-int clock_nanosleep(clockid_t c, int f, const struct timespec *r, struct timespec *m) {
-    static int (*real)(clockid_t, int, const struct timespec *, struct timespec *);
-    if (!real) real = dlsym(RTLD_NEXT, "clock_nanosleep");
-    spin();
-    return real(c, f, r, m);
-}
-int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *t) {
-    static int (*real)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
-    if (!real) real = dlsym(RTLD_NEXT, "select");
-    spin();
-    return real(n, r, w, e, t);
-}
-"""
+SHIM = Path(__file__).resolve().parents[1] / "tests" / "widen_sleep.c"  # the tests' shim
 
 
 def child(mode: str, wait_s: float) -> None:
@@ -114,10 +90,8 @@ def main() -> None:
     env = dict(os.environ)
     with tempfile.TemporaryDirectory() as tmp:
         if args.widen_us:
-            with open(f"{tmp}/widen.c", "w") as f:
-                f.write(SHIM)
             subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", f"{tmp}/widen.so",
-                            f"{tmp}/widen.c", "-ldl"], check=True)  # fmt: skip
+                            str(SHIM), "-ldl"], check=True)  # fmt: skip
             env.update(LD_PRELOAD=f"{tmp}/widen.so", WIDEN_US=str(args.widen_us))
         for mode in ("sleep", "wait"):
             print(press(mode, args.presses, args.wait, env), flush=True)

@@ -7,10 +7,14 @@ from __future__ import annotations
 import os
 import pty
 import select
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+import pytest
 
 from finetune.cli._ctrl_c import EXIT_CTRL_C
 from tests.aws import helpers as h
@@ -34,6 +38,34 @@ def test_ctrl_c_can_stop_the_job(cloud, tiny_dataset):
         assert proc.wait(timeout=60) == 1, seen  # not completed: non-zero
     assert "Stopping" in seen and len(cloud.requests("StopTrainingJob")) == 1
     assert _only_run().status == "stopped"
+
+
+def test_a_ctrl_c_as_the_wait_begins_asks_at_once(cloud, tiny_dataset, widened_sleep):
+    """The press lands in the C code just before the wait's system call (where a preempted
+    thread took it under load; a preloaded shim spins there): the question still comes at
+    once, not a whole poll later. On time.sleep this press waited the poll out."""
+    with _following_cli(cloud, tiny_dataset, **widened_sleep) as (proc, terminal, seen):
+        time.sleep(1.0)  # past the follow's last bytecode, inside the shim's spin
+        seen += _press_and_see_the_question(proc, terminal)
+        os.write(terminal, b"d\n")
+        seen += _read_until(terminal, "\n", after="keeps running")
+        assert proc.wait(timeout=60) == 0, seen
+    assert not cloud.requests("StopTrainingJob")
+
+
+@pytest.fixture(scope="session")
+def widened_sleep(tmp_path_factory) -> dict[str, str]:
+    """The environment that preloads tests/widen_sleep.c: a spin before each sleep begins,
+    long enough for a press a second after the follow line to land in it, and well under the
+    question's limit."""
+    cc = shutil.which("cc")
+    if cc is None:
+        pytest.skip("the sleep-widening shim needs a C compiler (cc)")
+    shim = tmp_path_factory.mktemp("shim") / "widen_sleep.so"
+    source = Path(__file__).parents[2] / "widen_sleep.c"
+    subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", str(shim), str(source), "-ldl"],
+                   check=True)  # fmt: skip
+    return {"LD_PRELOAD": str(shim), "WIDEN_US": "3000000"}
 
 
 def test_a_second_ctrl_c_at_the_question_leaves_the_job_running_and_says_so(cloud, tiny_dataset):
@@ -73,16 +105,18 @@ class _following_cli:
     """The real CLI launched on a terminal, at SageMaker's own poll interval, until it
     follows the training job (between two polls); killed on the way out if still there."""
 
-    def __init__(self, cloud, tiny_dataset) -> None:
+    def __init__(self, cloud, tiny_dataset, **env: str) -> None:
         # the job trains until the test says otherwise (a script that ran out leaves it so)
         cloud.script([h.step("InProgress", "Training", 60)])
         self.cmd = [sys.executable, "-m", "finetune", *SMOKE, "--dataset", str(tiny_dataset),
                     "--instance", "p3.2xlarge"]  # fmt: skip
+        self.env = {**os.environ, **env}
 
     def __enter__(self):
         self.terminal, child_end = pty.openpty()
         self.proc = subprocess.Popen(self.cmd, stdin=child_end, stdout=child_end,
-                                     stderr=child_end, preexec_fn=_as_from_a_shell)  # fmt: skip
+                                     stderr=child_end, env=self.env,
+                                     preexec_fn=_as_from_a_shell)  # fmt: skip
         os.close(child_end)
         try:
             return self.proc, self.terminal, _read_until(self.terminal, "running: Training")
