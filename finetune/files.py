@@ -139,3 +139,19 @@ def fsync_dir(directory: str | Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+# Below this much free space a file system refused a write for want of room: a writer that
+# fails on a full disk has filled it to its last blocks (SQLite's pages are 4 KiB each).
+NO_ROOM_BYTES = 64 * 1024
+
+
+def no_room(path: str | Path) -> bool:
+    """Whether the file system holding ``path`` (a folder, or a file's folder) is full."""
+    folder = Path(path)
+    folder = folder if folder.is_dir() else folder.parent
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < NO_ROOM_BYTES

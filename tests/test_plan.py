@@ -228,3 +228,25 @@ def test_a_torch_plan_carries_the_weights_preprocessing(tiny_dataset):
     assert (resnet.resize_shorter, resnet.interpolation) == (round(32 / 0.875), "bilinear")
     assert (resnet.mean, resnet.std) == (mxnet.mean, mxnet.std)
     assert mxnet.resize_shorter == 0  # the contract's default: image_size / 0.875
+
+
+def test_hyperparameters_refuse_a_nan_step_and_years_of_epochs(tiny_dataset):
+    """Issue 49, item 7: the trainer's contract holds the same bounds as the recipe (a
+    hyperparameters.json written by hand or by another tool)."""
+    strings = build_plan("smoke-resnet18", tiny_dataset).hyperparameters.to_strings()
+    for key, value in (("lr_steps", "[NaN]"), ("epochs", "99999999999")):
+        with pytest.raises(ConfigError) as info:
+            TrainHyperparameters.from_strings({**strings, key: value})
+        assert key in str(info.value)
+
+
+def test_a_plan_of_years_of_epochs_is_refused_before_any_launch_command():
+    from typer.testing import CliRunner
+
+    from finetune.cli import app
+
+    res = CliRunner().invoke(app, ["plan", "smoke-resnet18", "--images", "1000", "--classes",
+                                   "10", "--epochs", "99999999999"])  # fmt: skip
+    assert res.exit_code != 0 and "Traceback" not in res.output, res.output
+    assert "less than or equal to 10000" in res.output and "To fix:" in res.output
+    assert "finetune launch" not in res.output

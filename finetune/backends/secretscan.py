@@ -60,7 +60,7 @@ PATTERNS = {
     "an AWS session token": re.compile(
         r"(?<![A-Za-z0-9/+])(?:IQoJb3JpZ2lu|FwoGZXIvYXdz|FQoGZXIvYXdz|AQoDYXdz)[A-Za-z0-9/+=]{80,}"
     ),
-    # issue 49 (S5-8): shapes that need no secret-sounding name around them
+    # shapes that need no secret-sounding name around them (security review, S5-8)
     "an Azure AD client secret": re.compile(
         r"(?<![\w~.-])[\w~.]{3}\dQ~[\w~.-]{31,34}(?![\w~.-])", re.ASCII
     ),

@@ -73,7 +73,11 @@ def _resume(run_id: str, detach: bool, as_json: bool) -> None:
     """Resume run ``run_id`` from its last checkpoint, then follow it."""
     with open_default() as ledger:
         run, be = service.resume(ledger, run_id, hooks())
-        typer.echo(f"Resumed {run.id} from its last checkpoint.", err=True)
+        typer.echo(
+            f"Resumed {run.id}: it continues from its newest complete checkpoint; its log "
+            "says which one (or that none could be used, and it starts over).",
+            err=True,
+        )
         follow_run(run, be, ledger, detach, as_json)
 
 

@@ -23,6 +23,7 @@ from finetune.cli._records import record_csv
 from finetune.cli._render import echo_json, output_format, progress_bars
 from finetune.data import datasets
 from finetune.data.imaging import MAX_PIXELS
+from finetune.data.pack import default_workers
 from finetune.data.sources import ExtractLimits
 from finetune.data.summary import summary_lines
 
@@ -94,10 +95,18 @@ class PrepareFlags:
 
     def library_kwargs(self, name: str) -> dict:
         """These flags as keyword arguments of finetune.data.datasets for dataset ``name``."""
+        cpus = default_workers()
+        if self.workers > cpus:  # said, as the cap takes effect in the library either way
+            typer.echo(
+                f"Note: --workers {self.workers} is more than the {cpus} CPU(s) this process may "
+                f"use: {cpus} encode (more would only take turns on the same cores, each "
+                "holding images in memory).",
+                err=True,
+            )
         return dict(
             out=self.out or settings.get().datasets_dir / name,
             name=name,
-            workers=self.workers,
+            workers=min(self.workers, cpus),
             overwrite=self.overwrite,
             params=dict(
                 seed=self.seed,

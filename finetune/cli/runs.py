@@ -246,6 +246,6 @@ def _say_removed(result, dry_run: bool) -> None:
     ids = ", ".join(result.removed) or "nothing"
     typer.echo(f"{verb} {len(result.removed)} run(s) ({size} on disk): {ids}")
     for run_id, why in result.kept.items():
-        typer.echo(f"Kept {run_id}: it is {why}.")
+        typer.echo(printable(f"Kept {run_id}: {why}."))
     for folder in result.folders_left:
         typer.echo(f"Left {folder} in place: it is not under finetune's runs folder.")

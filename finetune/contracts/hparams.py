@@ -48,6 +48,12 @@ def _known_engine(name: str) -> str:
 
 # an engine's name, as a recipe or a plan gives it (the registry holds the one list)
 EngineName = Annotated[str, AfterValidator(_known_engine)]
+# The longest published image-classification schedules train about 1,600 epochs (MAE's
+# pre-training); ten thousand is well past any fine-tune, and refuses a typo's years of
+# plan (an epoch count of 1e11 priced as a launchable run).
+MAX_EPOCHS = 10_000
+# an epoch of the schedule (a step's decay, a warmup): a number, never NaN or infinite
+EpochPoint = Annotated[float, Field(allow_inf_nan=False)]
 
 if TYPE_CHECKING:
     AnyEngineOptions = EngineOptions
@@ -106,7 +112,7 @@ class TrainHyperparameters(BaseModel):
     resize_shorter: int = Field(0, ge=0)
     interpolation: Literal["bilinear", "bicubic"] = "bilinear"
     # optimisation, already scaled by the linear scaling rule
-    epochs: int = Field(gt=0)
+    epochs: int = Field(gt=0, le=MAX_EPOCHS)
     batch_per_device: int = Field(gt=0)
     devices_per_host: int = Field(1, gt=0)
     hosts: int = Field(1, gt=0)
@@ -117,11 +123,11 @@ class TrainHyperparameters(BaseModel):
     momentum: float = Field(0.9, ge=0, lt=1)
     wd: float = Field(1e-4, ge=0, allow_inf_nan=False)
     lr_schedule: Literal["constant", "step", "cosine"] = "step"
-    lr_steps: tuple[float, ...] = ()  # epochs at which the step schedule multiplies by lr_factor
+    lr_steps: tuple[EpochPoint, ...] = ()  # epochs where the step schedule multiplies by lr_factor
     lr_factor: float = Field(0.1, gt=0, le=1)
     # the warmup in the unit the recipe gave it (one of the two, 0 = none): steps stay steps
     # when the trainer finds other devices than planned (a rescale changes steps per epoch)
-    warmup_epochs: float = Field(0.0, ge=0)
+    warmup_epochs: float = Field(0.0, ge=0, allow_inf_nan=False)
     warmup_steps: int = Field(0, ge=0)
     # execution
     device: Literal["auto", "gpu", "cpu"] = "auto"

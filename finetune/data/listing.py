@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from finetune.data.utf8names import check_utf8, escaped
 from finetune.errors import DataError
 
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".webp"})
@@ -77,6 +78,7 @@ def list_images(
             f"{root} has no class folders",
             "lay the images out as ROOT/<class name>/<image files>, one folder per class.",
         )
+    check_utf8(classes, "class folder")
     _check_class_names(classes)
     walk.own(classes)
     # real folders first: a class folder that is a link to another is the one left empty
@@ -90,8 +92,10 @@ def list_images(
             f"{len(empty)} class folder(s) hold no images: {shown}{why}",
             "add images to them, delete them (or the link), or leave them out with --exclude NAME.",
         )
+    check_utf8([rel for cls in classes for rel in samples[cls]], "image file")
     _check_names([rel for cls in classes for rel in samples[cls]])
-    return Listing(root, classes, samples, walk.ignored)
+    ignored = [(escaped(rel), why) for rel, why in walk.ignored]  # (stored as UTF-8 text)
+    return Listing(root, classes, samples, ignored)
 
 
 # Bidirectional overrides, embeddings, isolates and marks: a class name holding one prints as

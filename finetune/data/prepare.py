@@ -192,7 +192,8 @@ def _build(req, listing: Listing, spec: SplitSpec, source, progress, lock_fd) ->
         rels = [rel for cls in listing.classes for rel in listing.samples[cls]]
         p = req.params
         opts = ImageOptions(p.resize, p.quality, p.pass_through, p.max_pixels)
-        workers = req.workers or default_workers()
+        # more processes than usable CPUs only take turns on them, each holding images
+        workers = min(req.workers or default_workers(), default_workers())
         advance = progress("encode", len(rels)) if progress else None
         scratch = staging / "encoded.bin"
         slots = dict(

@@ -9,6 +9,7 @@ the same pixels.
 from __future__ import annotations
 
 import io
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,6 +40,15 @@ def collect(paths: list[str]) -> list[Path]:
             found += sorted(images, key=lambda f: natural_key(str(f.relative_to(p))))
         elif p.is_file():
             found.append(p)
+        elif p.exists():  # a FIFO would block the read forever; a device never ends
+            raise DataError(
+                f"{name} is not a regular file (it is {_kind(p)})",
+                "give image files or folders of images; to classify a stream, save it to a "
+                "file first.",
+            )
+        elif p.is_symlink():
+            raise DataError(f"{name} is a link to {p.readlink()}, which does not exist",
+                            "give image files or folders of images.")  # fmt: skip
         else:
             raise DataError(f"{name} does not exist", "give image files or folders of images.")
     if not found:
@@ -47,6 +57,14 @@ def collect(paths: list[str]) -> list[Path]:
             f"give files or folders holding {', '.join(sorted(IMAGE_EXTENSIONS))} images.",
         )
     return found
+
+
+def _kind(path: Path) -> str:
+    """What a path that is neither a file nor a folder is, in words."""
+    mode = path.stat().st_mode
+    kinds = {stat.S_ISFIFO: "a FIFO (named pipe)", stat.S_ISCHR: "a character device",
+             stat.S_ISBLK: "a block device", stat.S_ISSOCK: "a socket"}  # fmt: skip
+    return next((kind for test, kind in kinds.items() if test(mode)), "not a file or folder")
 
 
 def pack(images: list[Path], folder: Path, max_pixels: int = MAX_PIXELS) -> Packed:

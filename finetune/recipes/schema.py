@@ -14,7 +14,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from finetune.contracts.hparams import Augmentation, EngineName, MetricLoggerName
+from finetune.contracts.hparams import (
+    MAX_EPOCHS,
+    Augmentation,
+    EngineName,
+    EpochPoint,
+    MetricLoggerName,
+)
 from finetune.engines import registry
 from finetune.errors import ConfigError, did_you_mean
 from finetune.recipes.features import AugmentSection, EmaSection, LossSection, torch_only_keys
@@ -76,9 +82,9 @@ class OptimizerSection(_Section):
 class ScheduleSection(_Section):
     """Epochs, learning-rate decay and gradual warmup (in epochs OR in steps, not both)."""
 
-    epochs: int = Field(gt=0)
+    epochs: int = Field(gt=0, le=MAX_EPOCHS)
     kind: Literal["constant", "step", "cosine"] = "step"
-    steps: tuple[float, ...] = ()  # epochs at which a step schedule multiplies lr by factor
+    steps: tuple[EpochPoint, ...] = ()  # epochs at which a step schedule multiplies lr by factor
     factor: float = Field(0.1, gt=0, le=1)
     warmup_epochs: float = Field(0.0, ge=0, allow_inf_nan=False)
     warmup_steps: int = Field(0, ge=0)

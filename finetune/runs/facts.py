@@ -12,13 +12,13 @@ from datetime import UTC, datetime
 
 from finetune.contracts.hparams import renamed
 from finetune.contracts.metrics import EpochMetrics
-from finetune.errors import FinetuneError
+from finetune.errors import DataError, FinetuneError
 from finetune.estimate.money import elapsed
 from finetune.estimate.run_history import Measurement
 from finetune.report.runfacts import RunFacts
 from finetune.runs.charges import DAMAGED, run_money
 from finetune.runs.ledger import open_default
-from finetune.runs.run import Run
+from finetune.runs.run import FINAL, Run
 
 
 def clock_note(run: Run) -> str:
@@ -33,6 +33,9 @@ def run_facts(run: Run, epochs: list[EpochMetrics]) -> RunFacts:
     """The report's view of one run from the ledger; DataError for a row that makes no sense
     (it ends far before it starts; a little before is clock skew, clamped)."""
     clock_note(run)
+    began = run.started_at if run.started_at is not None else run.created_at
+    if began is None:
+        raise DataError(f"run {run.id} has no start or creation time", _REMOVE.format(run.id))
     local = not run.instance_type
     hp = renamed(run.plan.get("hyperparameters", {}))  # a run an older version recorded too
     return RunFacts(
@@ -46,7 +49,7 @@ def run_facts(run: Run, epochs: list[EpochMetrics]) -> RunFacts:
         devices_per_host=run.devices_per_host,
         spot=run.spot,
         region=run.region or ("local" if local else "?"),
-        started_at=datetime.fromtimestamp(run.started_at or run.created_at, UTC),
+        started_at=datetime.fromtimestamp(began, UTC),
         wall_seconds=run.wall_seconds or 0.0,
         steady_images_per_sec=None,
         epochs=tuple(epochs),
@@ -71,20 +74,34 @@ def finished_facts(
         runs = [ledger.get(r) for r in run_ids]
     else:
         found = ledger.list(recipe=recipe, since=since, sweep=sweep)
-        runs = [r for r in found if r.ended_at is not None]
+        # an ended run without its end time is a damaged row: said, never dropped unseen
+        runs = [r for r in found if r.ended_at is not None or r.status in FINAL or r.damaged]
     out = []
     for r in runs:
         try:
+            if r.ended_at is None:
+                raise DataError(f"it is {r.status} but its end time is unknown", "")
             out.append(run_facts(r, ledger.epochs(r.id)))
             note = clock_note(r)
         except (FinetuneError, *DAMAGED) as exc:
             if skipped is None:
                 raise
-            skipped.append(f"{r.id}: skipped: {getattr(exc, 'what', None) or _damaged(exc)}")
+            why = getattr(exc, "what", None) or _damaged(exc)
+            skipped += [f"{r.id}: skipped: {why}", *_damage_notes(r)]
             continue
-        if note and skipped is not None:
-            skipped.append(f"{r.id}: {note}")
+        if skipped is not None:
+            skipped += [f"{r.id}: {note}"] * bool(note) + _damage_notes(r)
     return out
+
+
+_REMOVE = "if it is of no more use, remove it: `finetune runs rm {}`."
+
+
+def _damage_notes(run: Run) -> list[str]:
+    """A damaged row's problems, then what removes it (the report counts it, never hides it)."""
+    if not run.damaged:
+        return []
+    return [f"{run.id}: {p}" for p in run.problems] + [f"{run.id}: {_REMOVE.format(run.id)}"]
 
 
 def _damaged(exc: BaseException) -> str:

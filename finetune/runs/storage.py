@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 from finetune import settings
 from finetune.errors import ConfigError, DataError
+from finetune.files import no_room
 from finetune.runs.ledger_schema import SCHEMA_VERSION, migrate
 
 # How long a command waits for another process's lock on the ledger (a backup, a DB browser,
@@ -56,7 +57,7 @@ def storage_error(path: Path, exc: BaseException) -> StorageError | None:
     # SQLite reports a full disk met while growing its shared-memory or WAL file as a plain
     # I/O error: ask the file system whether it has room left
     io_error = name.startswith("SQLITE_IOERR") or "disk i/o error" in text
-    if full or (io_error and _no_room(path)):
+    if full or (io_error and no_room(path)):
         return StorageError(
             f"the disk holding the run ledger {path} is full (ENOSPC; SQLite said: {exc}); "
             "nothing was half-written and the ledger itself is not damaged",
@@ -74,16 +75,6 @@ def storage_error(path: Path, exc: BaseException) -> StorageError | None:
             full=False,
         )
     return None
-
-
-def _no_room(path: Path) -> bool:
-    """Whether the file system holding ``path`` has (next to) no free blocks left."""
-    folder = path if path.is_dir() else path.parent
-    try:
-        st = os.statvfs(folder)
-    except OSError:
-        return False
-    return st.f_bavail * st.f_frsize < 64 * 1024
 
 
 def open_read_write(path: Path) -> sqlite3.Connection:
@@ -154,13 +145,13 @@ def check_ledger_path(path: Path) -> None:
             break
 
 
-def decode_json_columns(row: dict, columns: dict[str, str]) -> list[str]:
+def decode_json_columns(row: dict, columns: dict[str, str]) -> dict[str, str]:
     """Replace each JSON column of ``row`` ({attribute: column}) by its decoded value, in
     place; one that does not decode to its type (a hand edit, a damaged page) becomes empty,
-    and the returned problems name it: one damaged row must not hide the others."""
+    and the returned {column: problem} names it: one damaged row must not hide the others."""
     import json
 
-    problems = []
+    problems = {}
     for attr, col in columns.items():
         empty: list[object] | dict[str, object] = [] if attr == "charges" else {}
         text = row.pop(col, None)
@@ -173,7 +164,7 @@ def decode_json_columns(row: dict, columns: dict[str, str]) -> list[str]:
             why = None if isinstance(value, type(empty)) else f"a {type(value).__name__}"
             value = value if why is None else empty
         if why:
-            problems.append(f"its {col} column is damaged ({why}); read as empty")
+            problems[col] = f"its {col} column is damaged ({why}); read as empty"
         row[attr] = value
     return problems
 

@@ -134,8 +134,17 @@ def notes(run: Run) -> list[str]:
 
 
 def remarks(run: Run, data: dict) -> list[str]:
-    """The row's problems and notes as lines under a listing: '<run>: <what>'."""
-    return [f"{run.id}: {text}" for text in [*data["problems"], *data["notes"]]]
+    """The row's problems and notes as lines under a listing: '<run>: <what>', then for a
+    damaged row what removes it."""
+    return [f"{run.id}: {text}" for text in [*data["problems"], *data["notes"], *removal(run)]]
+
+
+def removal(run: Run) -> list[str]:
+    """For a damaged row (columns read as unknown): how to remove it, else nothing."""
+    if not run.damaged:
+        return []
+    return [f"a damaged row (changed outside finetune); if it is of no more use, remove it: "
+            f"`finetune runs rm {run.id}`"]  # fmt: skip
 
 
 LIST_HEADERS = ("ID", "RECIPE", "DEVICES", "STATUS", "WALL SECONDS", "BEST VAL ACC")
@@ -194,7 +203,7 @@ def show_lines(run: Run, epochs: list[EpochMetrics], final: dict | None = None) 
         f"  started    {_when(run.started_at)}; wall {duration(run.wall_seconds)}"
         + "".join(f" ({n})" for n in notes(run)),
     ]
-    lines += [f"  problem    {p}" for p in run.problems]
+    lines += [f"  problem    {p}" for p in [*run.problems, *removal(run)]]
     lines += _billing_lines(run)
     if tp:
         lines.append(

@@ -80,6 +80,7 @@ def is_abandoned(ledger: Ledger, run: Run, grace_s: float = GRACE_S, now=None) -
     if (
         run.status != "submitted"
         or run.backend_ref
+        or run.created_at is None  # a damaged row: its age cannot tell
         or (now or time.time()) - run.created_at < grace_s
     ):
         return False

@@ -55,11 +55,17 @@ def prune(ledger: Ledger, older_than_s: float, dry_run: bool = False) -> Removal
     cutoff = time.time() - older_than_s
     out = Removal()
     for run in ledger.list():
+        if run.created_at is None:  # a damaged row whose age is unknown: never guessed old
+            out.kept[run.id] = (
+                f"its creation time is damaged, so its age is unknown; if it is of no more "
+                f"use, remove it by id: `finetune runs rm {run.id}`"
+            )
+            continue
         if run.created_at >= cutoff:
             continue
         why = _live(run, ledger)
         if why:
-            out.kept[run.id] = why
+            out.kept[run.id] = f"it is {why}"
         else:
             _remove_one(ledger, run, out, dry_run)
     return out

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from finetune.data.manifest import sha256_file
 from finetune.errors import DataError
-from finetune.files import fsync_dir
+from finetune.files import fsync_dir, no_room
 
 STATE = "state.json"
 BEST = "BEST"  # the name of the best-validation checkpoint
@@ -70,17 +70,20 @@ class CheckpointDir:
     def __init__(self, directory: Path, keep: int = 2) -> None:
         self.directory = Path(directory)
         self.keep = keep
+        self.skipped: list[str] = []  # the damaged or torn checkpoints latest() passed over
         self.directory.mkdir(parents=True, exist_ok=True)
         self._remove_stale_temporaries()
 
     def latest(self) -> Checkpoint | None:
         """The newest complete checkpoint whose files are what was written (sizes and
         sha256), or None: a damaged newest one is skipped for an older one."""
+        self.skipped = []
         for seq in sorted(self._sequence_numbers(), reverse=True):
             folder = self.directory / f"ckpt-{seq:06d}"
             if _is_complete(folder, contents=True):
                 return Checkpoint(folder, json.loads((folder / STATE).read_text("utf-8")))
             log.warning("skipping incomplete checkpoint %s", folder)
+            self.skipped.append(folder.name)
         return None
 
     def best(self) -> Checkpoint | None:
@@ -115,12 +118,13 @@ class CheckpointDir:
             fsync_dir(tmp)
             os.rename(tmp, final)
         except BaseException as exc:
+            full = _disk_full(exc, self.directory)  # (asked before the removal frees room)
             shutil.rmtree(tmp, ignore_errors=True)  # the half-written one goes, the others stay
-            if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            if full is not None:
                 raise DataError(
                     f"no space left on the disk holding the checkpoints {self.directory} while "
-                    f"writing checkpoint {seq}: it was not kept; the earlier checkpoints are "
-                    "intact",
+                    f"writing checkpoint {seq}{full}: it was not kept; the earlier checkpoints "
+                    "are intact",
                     "free space on that disk (or give the run a larger volume), then resume "
                     "the run: it continues from its last complete checkpoint.",
                 ) from None
@@ -154,6 +158,18 @@ class CheckpointDir:
         for p in self.directory.glob(f"{_TMP_PREFIX}*"):
             if not p.name.endswith(f"-{os.getpid()}"):
                 shutil.rmtree(p, ignore_errors=True)
+
+
+def _disk_full(exc: BaseException, directory: Path) -> str | None:
+    """'' or ' (the engine said: ...)' when ``exc`` is a full disk, else None. An engine's own
+    writer loses the errno: torch's says "[enforce fail at inline_container.cc] ... file write
+    failed" (a RuntimeError), so a failed write on a file system left full is one too."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return ""
+    if not isinstance(exc, Exception) or not no_room(directory):
+        return None
+    said = " ".join(str(exc).split())
+    return f" (the disk is full; the engine said: {said[:200]})"
 
 
 def _is_complete(folder: Path, contents: bool = False) -> bool:

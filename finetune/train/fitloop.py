@@ -89,6 +89,10 @@ def fit(job: TrainJob, session: Session, stop: StopFlag | None = None) -> FitRes
             f"finetune-resume checkpoint={resume.directory.name} epoch={progress.epoch} "
             f"batch={progress.batch} step={progress.step}",
         )
+    elif checkpoints.skipped:  # a resume that cannot resume: said, not a silent fresh start
+        _say(run, f"finetune-warning no checkpoint to resume from: every one in "
+             f"{checkpoints.directory} is damaged or incomplete ({', '.join(checkpoints.skipped)}"
+             "); training starts over from epoch 1")  # fmt: skip
     resumed = resume.directory.name if resume else None
     startup.setup_done()  # a trainer process: its start-up's objects frozen, collector on
     try:

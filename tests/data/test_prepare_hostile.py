@@ -8,6 +8,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import time
 import zlib
 from pathlib import Path
 
@@ -230,3 +231,58 @@ def test_control_and_bidi_characters_in_class_names_are_refused(image_folder, tm
     (root / spoof).rename(root / "cat\x1b[31mred")
     res = _prepare(root, tmp_path / "o")
     assert "control or text-direction characters" in res.output and "\x1b" not in res.output
+
+
+def test_names_that_are_not_utf8_are_refused_by_name_and_the_fix_works(image_folder, tmp_path):
+    """Issue 49, item 7: a Latin-1 name on Linux (b'caf\\xe9') ended `prepare` in a
+    UnicodeEncodeError traceback. Refused before anything is written, the name shown
+    escaped, and the bash command the message gives renames it: then prepare works."""
+    root = _copy(image_folder, tmp_path / "imgs")
+    c1, c2, _ = _classes(root)
+    os.rename(root / c1, os.fsencode(root) + b"/caf\xe9")
+    photo = next((root / c2).glob("*.jpg"))
+    os.rename(photo, os.fsencode(root / c2) + b"/ph\xf6to.jpg")
+    out = tmp_path / "o"
+
+    def prepare():
+        cmd = [sys.executable, "-m", "finetune", "prepare", "folder", str(root), "--out",
+               str(out), "--resize", "32", "--workers", "1"]  # fmt: skip
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+    for shown, escaped in (("class folder", "caf\\xe9"), ("image file", f"{c2}/ph\\xf6to.jpg")):
+        res = prepare()
+        assert res.returncode == 3 and "Traceback" not in res.stderr, res.stderr
+        said = " ".join(res.stderr.split())
+        assert f"1 {shown} name(s) are not valid UTF-8" in said and f" {escaped} " in said
+        assert not out.exists()  # refused before any work
+        rename = said.split("in the image folder: ")[1].split(" (convmv")[0]
+        assert rename.startswith(f"mv $'{escaped}' $'"), rename
+        subprocess.run(["bash", "-c", rename], cwd=root, check=True)
+    res = prepare()
+    assert res.returncode == 0, res.stderr
+    assert "NEWNAME" in mf.load(out).classes
+
+
+def test_more_workers_than_cpus_are_capped_with_a_note(image_folder, tmp_path):
+    """Issue 49, item 7: `--workers 64` on a small machine forked 64 encoders without a word.
+    Here the process may use one CPU: it says so and encodes in itself (one worker forks
+    none), which its children under /proc, watched while it runs, show."""
+    cpu = min(os.sched_getaffinity(0))
+    cmd = [sys.executable, "-m", "finetune", "prepare", "folder", str(image_folder), "--out",
+           str(tmp_path / "o"), "--resize", "32", "--workers", "64"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))  # fmt: skip
+    most = 0
+    while proc.poll() is None:
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+        try:
+            most = max(most, len(children.read_text().split()))
+        except OSError:
+            break
+        time.sleep(0.005)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    said = " ".join(err.split())
+    assert "--workers 64 is more than the 1 CPU(s) this process may use: 1 encode" in said
+    assert most == 0, most
+    assert mf.load(tmp_path / "o").classes == _classes(image_folder)

@@ -9,6 +9,7 @@ them (a skipped file must not shift the records of the ones after it).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -122,3 +123,19 @@ def test_the_top_k_table_fits_120_columns_as_one_table(model_dir, folder, tmp_pa
             name = [Path(p["image"]).name] if rank == 1 else []
             expected.append([*name, str(rank), t["class"], f"{t['probability'] * 100:.1f}", "%"])
     assert shown == expected
+
+
+def test_a_fifo_a_device_or_a_dangling_link_is_named_as_such(model_dir, tmp_path):
+    """Issue 49, item 7: a FIFO or a device was reported as "does not exist"."""
+    fifo = tmp_path / "pipe.jpg"
+    os.mkfifo(fifo)
+    (tmp_path / "gone.jpg").symlink_to(tmp_path / "nowhere.jpg")
+    for path, said in ((fifo, "is not a regular file (it is a FIFO (named pipe))"),
+                       ("/dev/null", "is not a regular file (it is a character device)"),
+                       (tmp_path / "gone.jpg", "is a link to "),
+                       (tmp_path / "missing.jpg", "does not exist")):  # fmt: skip
+        res = _predict(model_dir, str(path))
+        assert res.exit_code == 3, res.output  # a DataError, not a traceback (exit 1)
+        out = " ".join(res.output.split())
+        assert f"{path} {said}" in out and "To fix:" in out, out
+        assert "regular file" not in said or "does not exist" not in out, out

@@ -61,6 +61,11 @@ def test_bad_choice_names_the_allowed_values():
         ("train", "batch_per_device", "many", "train.batch_per_device"),
         ("optimizer", "momentum", 1.0, "optimizer.momentum"),
         ("schedule", "steps", [5, 2], "steps must be increasing"),
+        # issue 49, item 7: a NaN step was accepted (the run never stepped), and a typo's
+        # epoch count was planned as 948 years with a ready launch command
+        ("schedule", "steps", [float("nan")], "schedule.steps.0: Input should be a finite"),
+        ("schedule", "steps", [2, "inf"], "schedule.steps.1: Input should be a finite"),
+        ("schedule", "epochs", 99999999999, "schedule.epochs: Input should be less than"),
         ("data", "image_size", 8, "data.image_size"),
     ],
 )

@@ -7,6 +7,7 @@ import time
 from datetime import datetime
 
 from finetune.backends.base import Status
+from finetune.backends.sagemaker.validate import MAX_RUNTIME_LIMIT_S
 from finetune.catalog import prices
 from finetune.contracts.container import EXIT_STOPPED, STARTING, STOPPED_MARK
 from finetune.errors import FinetuneError, UsageError
@@ -173,12 +174,37 @@ def _ts(value) -> float | None:
     return datetime.fromisoformat(str(value)).timestamp()
 
 
+def billable_seconds(job: dict) -> tuple[float | None, str]:
+    """(seconds per instance SageMaker bills, a note): BillableTimeInSeconds, else the training
+    time the job reports; None when it reports neither. Never below 0 nor above the job's own
+    MaxRuntimeInSeconds (SageMaker stops the job there, so it never bills more): a time past
+    either (a clock or a response gone wrong) is bounded, and the note says so."""
+    cap = float((job.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds") or 0)
+    cap = cap if 0 < cap <= MAX_RUNTIME_LIMIT_S else MAX_RUNTIME_LIMIT_S
+    seconds, notes = _num(job.get("BillableTimeInSeconds")), []
+    if seconds is None:
+        start, end = _ts(job.get("TrainingStartTime")), _ts(job.get("TrainingEndTime"))
+        seconds = _num(job.get("TrainingTimeInSeconds"))
+        if seconds is None and start is not None and end is not None:
+            seconds = end - start
+        if seconds is None:
+            return None, ""
+        notes.append("SageMaker reported no BillableTimeInSeconds: billed as its training time")
+    if seconds < 0:
+        notes.append(f"a negative time ({seconds:.0f} s) billed as 0 s")
+    elif seconds > cap:
+        notes.append(f"{seconds:.0f} s reported, past the job's MaxRuntimeInSeconds: billed as "
+                     f"{cap:.0f} s")  # fmt: skip
+    return min(max(seconds, 0.0), cap), "; ".join(notes)
+
+
 def charge_facts(job: dict, region: str, spot: bool) -> dict:
-    """The job's charge for the ledger -- BillableTimeInSeconds for each of InstanceCount
+    """The job's charge for the ledger -- its billable_seconds for each of InstanceCount
     instances at the ml.* on-demand price, with its source and date -- or {} while SageMaker
-    has not reported billable time. Never euros: estimate.money bills it. With managed spot,
-    BillableTimeInSeconds is already the discounted time, so the price stays on-demand."""
-    billable = _num(job.get("BillableTimeInSeconds"))
+    has not reported billable or training time. Never euros: estimate.money bills it. With
+    managed spot, BillableTimeInSeconds is already the discounted time: the price stays
+    on-demand."""
+    billable, note = billable_seconds(job)
     if billable is None:
         return {}
     rc = job.get("ResourceConfig", {})
@@ -200,6 +226,7 @@ def charge_facts(job: dict, region: str, spot: bool) -> dict:
         ended_at=_ts(job.get("TrainingEndTime")),
         training_seconds=_num(job.get("TrainingTimeInSeconds")),
         label=job.get("TrainingJobName", ""),
+        note=note,
     )
     return {"charges": [charge.to_dict()]}
 

@@ -59,3 +59,32 @@ def test_a_job_that_failed_at_once_before_our_submit_time(cloud, fast, tiny_data
     (row,) = json.loads(cli("runs", "list", "--json").stdout)
     assert row["status"] == "failed" and row["cost_eur"] == 0 and row["wall_seconds"] == 0
     assert row["notes"] and row["notes"][0].startswith("clock skew of 4.")
+
+
+@pytest.mark.parametrize(
+    "reported",
+    [
+        {"training_end_time": "year 9999"},  # no BillableTimeInSeconds: the times say it all
+        {"BillableTimeInSeconds": 10**11, "TrainingTimeInSeconds": 10**11},
+    ],
+    ids=["times", "billable"],
+)
+def test_a_job_is_never_billed_past_its_own_max_runtime(cloud, fast, tiny_dataset, reported):
+    """Issue 49, item 7: a job whose end time read year 9999 was costed at 78 million EUR.
+    SageMaker stops a job at its StoppingCondition's MaxRuntimeInSeconds, so it never bills
+    more: a longer time reported is bounded there, and the billing line says so."""
+    from datetime import datetime
+
+    run, job = _launch_detached(tiny_dataset)
+    cap = moto_job(job, REGION).stopping_condition["MaxRuntimeInSeconds"]
+    step = {k: datetime(9999, 12, 31) if v == "year 9999" else v for k, v in reported.items()}
+    cloud.script([h.step("Completed", "Completed", 0, **step)], job=job)
+    res = cli("runs", "show", run.id)
+    assert res.exit_code == 0, res.output
+    assert "past the job's MaxRuntimeInSeconds: billed as" in res.output, res.output
+    data = json.loads(cli("runs", "show", run.id, "--json").stdout)
+    (line,) = data["money"]["lines"]
+    assert line["billed_seconds"] == cap and line["usd_per_hour"] > 0
+    assert data["cost_eur"] == pytest.approx(
+        line["usd_per_hour"] * line["instances"] * cap / 3600 / data["money"]["usd_per_eur"]
+    )
