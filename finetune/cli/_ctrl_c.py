@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import select
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -23,9 +24,9 @@ EXIT_CTRL_C = 128 + signal.SIGINT  # what a shell reports for a command Ctrl-C e
 
 
 class Presses:
-    """Ctrl-C presses within ``ctrl_c_taken()``. A press is noted; ``wait`` raises
-    KeyboardInterrupt for it. It raises where the program is only while ``following`` (a
-    second press while the first waits: a request that hangs) or ``asking``."""
+    """Ctrl-C presses within ``ctrl_c_taken()``. A press is noted; ``wait`` and
+    ``read_line`` raise KeyboardInterrupt for it. It raises where the program is only while
+    ``following`` (a second press while the first waits: a request that hangs)."""
 
     def __init__(self, wakeup: int | None) -> None:
         self._wakeup = wakeup  # the pipe's read end; None outside the main thread
@@ -40,34 +41,48 @@ class Presses:
 
     def wait(self, seconds: float) -> None:
         """Sleep ``seconds``; KeyboardInterrupt at once when Ctrl-C is (or was) pressed."""
-        deadline = time.monotonic() + seconds
+        self._until_readable(None, seconds)
+
+    def forget(self) -> None:
+        """Presses so far are forgotten (the question they asked for is about to be shown)."""
+        self._drain()
+        self._pending = 0
+
+    def read_line(self) -> str:
+        """A line typed on stdin; KeyboardInterrupt at once for a press, also one taken just
+        before the read began (input() would then wait for Enter), EOFError at its end."""
+        if self._wakeup is None:
+            return input()
+        self._until_readable(sys.stdin.fileno(), None)
+        line = sys.stdin.readline()
+        if not line:
+            raise EOFError
+        return line
+
+    def _until_readable(self, fd: int | None, seconds: float | None) -> None:
+        """Until ``fd`` can be read or ``seconds`` passed (None: no limit), in a ``select``
+        the wakeup pipe also ends: a pending or new press raises KeyboardInterrupt."""
+        deadline = None if seconds is None else time.monotonic() + seconds
         while True:
-            self._drain()
+            self._drain()  # its loop runs the Python handler of each byte it reads
             if self._pending:
                 self._pending = 0
                 raise KeyboardInterrupt
-            left = deadline - time.monotonic()
-            if left <= 0:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
                 return
             if self._wakeup is None:
-                time.sleep(left)
+                time.sleep(left or 0)
                 return
-            select.select([self._wakeup], [], [], left)
+            watched = [self._wakeup] if fd is None else [self._wakeup, fd]
+            if fd is not None and fd in select.select(watched, [], [], left)[0]:
+                return
 
     @contextmanager
     def following(self) -> Iterator[None]:
         """While a poll runs: a second press before the first was acted on (a request that
         hangs) raises at once. The live display is torn down after this, presses only noted."""
         with self._raising_after(2):
-            yield
-
-    @contextmanager
-    def asking(self) -> Iterator[None]:
-        """While a question waits for its answer (an input() a noted press would not end),
-        a press raises at once; presses before it was asked are forgotten."""
-        self._drain()
-        self._pending = 0
-        with self._raising_after(1):
             yield
 
     @contextmanager

@@ -170,15 +170,14 @@ def _ask_stop(run, presses) -> str:
     """'s' (stop), 'd' (detach) or '' (Ctrl-C again, or no answer: detach, interrupted)."""
     if not sys.stdin.isatty():
         return "d"
+    presses.forget()  # before the question shows: a press from then on answers it
+    typer.echo(f"\nStop run {run.id} (s) or detach and leave it running (d)? [d]: ", nl=False)
     try:
-        with presses.asking():
-            answer = typer.prompt(
-                f"\nStop run {run.id} (s) or detach and leave it running (d)?", default="d"
-            )
-    except (KeyboardInterrupt, typer.Abort):  # click turns Ctrl-C and end of input into Abort
+        answer = presses.read_line().strip() or "d"
+    except (KeyboardInterrupt, EOFError):
         typer.echo("", err=True)
         return ""
-    return "s" if answer.strip().lower().startswith("s") else "d"
+    return "s" if answer.lower().startswith("s") else "d"
 
 
 def _finish(run, ledger, as_json: bool) -> None:
