@@ -33,9 +33,7 @@ OUT = PERF / "train_traffic.csv"
 HEADER = ("Network", "ImageSize", "Precision", "Parameters", "MatmulGflops", "MatmulMB",
           "ElementwiseMB", "ElementwiseMelems", "WeightsMB", "OptimizerMB", "Kernels",
           "Counter", "TorchVersion")  # fmt: skip
-SGD_MOMENTUM = 20  # bytes per parameter per step: read w, g, m; write w, m (fp32)
-AMP_CASTS = 12  # bytes per parameter per step: w fp32 -> half (4 + 2), grad half -> fp32 (2 + 4)
-PRECISIONS = (("fp32", torch.float32), ("mixed", torch.bfloat16))
+PRECISIONS = tuple(traffic_count.DTYPES.items())
 
 
 def counted() -> list[tuple[str, int]]:
@@ -46,15 +44,7 @@ def counted() -> list[tuple[str, int]]:
 
 def row(name: str, size: int, label: str, dtype: torch.dtype) -> tuple[object, ...]:
     net = construct(name, 1000, size)  # ImageNet's head, as train_flops.csv
-    params = sum(p.numel() for p in net.parameters())
-    s = traffic_count.count(net, size, dtype)
-    per_param = SGD_MOMENTUM + (AMP_CASTS if label == "mixed" else 0)
-    return (
-        name, size, label, params, f"{s.matmul_flops / 1e9:.3f}", f"{s.matmul_bytes / 1e6:.2f}",
-        f"{s.elementwise_bytes / 1e6:.2f}", f"{s.elementwise_elements / 1e6:.2f}",
-        f"{s.weight_bytes / 1e6:.2f}", f"{params * per_param / 1e6:.2f}", s.kernels,
-        "finetune.estimate.perf.traffic_count (meta device, eager op by op)", torch.__version__,
-    )  # fmt: skip
+    return traffic_count.row(name, net, size, label)
 
 
 def main() -> None:

@@ -118,6 +118,9 @@ def isolate(tmp_path_factory, monkeypatch) -> Path:
     # published weights never come from the internet in a test: a closed port on this host
     # (a test that serves weights points this at its own 127.0.0.1 server)
     monkeypatch.setenv("FINETUNE_WEIGHTS_MIRROR", "http://127.0.0.1:9/models")
+    monkeypatch.setenv("HF_HOME", str(base / "huggingface"))  # the hub's cache (timm's weights)
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # (tests/hubserver.py serves one)
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
     # onnxruntime otherwise keeps a telemetry SQLite file in ~/.cache open and locked
     monkeypatch.setenv("ORT_DISABLE_TELEMETRY", "1")
     for var in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):

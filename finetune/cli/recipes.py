@@ -10,7 +10,8 @@ import typer
 from finetune.cli._options import Format, Help, Json, Overrides, typed_flags
 from finetune.cli._records import record_csv
 from finetune.cli._render import echo_json, emit_table, output_format
-from finetune.errors import ConfigError
+from finetune.engines import timmzoo
+from finetune.errors import ConfigError, require_module
 from finetune.recipes.loading import available, dump_yaml, load_recipe, validate_many
 
 app = typer.Typer(
@@ -84,3 +85,33 @@ def validate(
     if bad:
         typer.echo(f"{bad} of {len(targets)} recipe(s) invalid.", err=True)
         raise typer.Exit(ConfigError.exit_code)
+
+
+@app.command("models")
+def models(
+    filter_: Annotated[
+        str, typer.Option("--filter", help="Only names containing this, e.g. convnext.")
+    ] = "",
+    pretrained: Annotated[
+        bool, typer.Option("--pretrained", help="Every weight tag (timm/<model>.<tag>).")
+    ] = False,
+    fmt: Format = "table",
+) -> None:
+    """List timm's models a torch recipe can name (model.name: timm/<model>[.<tag>]), with
+    parameters, default input size and weights' tag; from timm's registry, nothing fetched."""
+    fmt = output_format(fmt, False)
+    require_module("timm", extra="torch")  # deferred: timm (and torch) only for this command
+    rows = timmzoo.listing(filter_, pretrained)
+    records = [
+        {"name": r.name, "parameters": r.parameters, "input_size": r.input_size,
+         "tag": r.tag or None, "pretrained": r.pretrained}
+        for r in rows
+    ]  # fmt: skip
+    cells = [
+        [r.name, f"{r.parameters / 1e6:.1f}M" if r.parameters else "?", str(r.input_size),
+         r.tag if r.pretrained else "(no weights)"]
+        for r in rows
+    ]  # fmt: skip
+    emit_table(fmt, ["name", "parameters", "input_size", "tag"], cells, records)
+    if fmt == "table":
+        typer.echo(f"{len(rows)} model(s); name one in a torch recipe as model.name: NAME.")

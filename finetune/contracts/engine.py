@@ -6,6 +6,7 @@ job. Each engine package exports one ``RUNTIME``; its spec (finetune.engines) na
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -37,7 +38,8 @@ class WeightsSource:
     already here (``cached``), or an address to fetch (``url``) into ``dest`` (``size``
     bytes, 0 unknown; ``sha256``: the full digest it must have, "" when only its name's
     prefix is checked). ``by_job``: the engine's trainer fetches it itself, never the
-    launching machine (the model zoo's own download)."""
+    launching machine (the model zoo's own download). ``fetcher``: the engine's own way to
+    fetch it into its cache (a model hub's layout), instead of downloading ``url`` to ``dest``."""
 
     model: str
     cached: Path | None = None
@@ -46,6 +48,7 @@ class WeightsSource:
     sha256: str = ""
     size: int = 0
     by_job: bool = False
+    fetcher: Callable[[], object] | None = None
 
 
 class EngineRuntime(Protocol):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypedDict
 
+from finetune.engines import timmzoo
 from finetune.errors import ConfigError, did_you_mean
 
 IMAGENET_MEAN = (123.675, 116.28, 103.53)  # torchvision's (0.485, 0.456, 0.406) x 255
@@ -192,18 +193,36 @@ def preprocessing(name: str, image_size: int) -> dict:
 
 
 class Rules:
-    """This table as the torch engine's per-model rules (finetune.engines.descriptor)."""
+    """This table and timm's zoo (finetune.engines.timmzoo: ``timm/<model>``) as the torch
+    engine's per-model rules (finetune.engines.descriptor)."""
 
     def known(self) -> str:
-        return known()
+        return f"{known()}; timm: any of timm's as timm/<model>[.<tag>] (`recipes models`)"
+
+    def builds(self, model: str) -> bool:
+        return timmzoo.is_timm(model)
 
     def check(self, model: str, image_size: int, layer_decay: float) -> None:
+        if timmzoo.is_timm(model):
+            timmzoo.check(model, image_size)  # any layer decay: timm's own groups
+            return
         check_image_size(model, image_size)
         check_layer_decay(model, layer_decay)
 
     def preprocessing(self, model: str, image_size: int) -> dict:
+        if timmzoo.is_timm(model):
+            return timmzoo.preprocessing(model, image_size)
         return preprocessing(model, image_size)
 
     def mean_std(self, model: str) -> dict:
+        if timmzoo.is_timm(model):
+            try:
+                return timmzoo.mean_std(model)
+            except (ConfigError, ImportError):  # unknown, or no timm: the model check says
+                return {}
         row = TABLE.get(model)
         return {"mean": row.mean, "std": row.std} if row else {}
+
+    def meta_network(self, model: str, image_size: int):
+        """A timm model on the meta device (torchvision's have bundled counts)."""
+        return timmzoo.meta_network(model, image_size) if timmzoo.is_timm(model) else None

@@ -52,6 +52,9 @@ class ModelRules(Protocol):
     def known(self) -> str:
         """Every model name, as a hint lists them."""
 
+    def builds(self, model: str) -> bool:
+        """Whether ``model`` is one of its names beyond its fixed list (a zoo's, by form)."""
+
     def check(self, model: str, image_size: int, layer_decay: float) -> None:
         """ConfigError for what ``model`` cannot take (an image size, layer-wise decay)."""
 
@@ -60,6 +63,10 @@ class ModelRules(Protocol):
 
     def mean_std(self, model: str) -> dict[str, Any]:
         """{"mean", "std"} of ``model``'s weights ({} for an unknown model)."""
+
+    def meta_network(self, model: str, image_size: int) -> Any:
+        """``model`` built on the meta device for counting its work (None: not one of its
+        zoo's, whose counts are bundled)."""
 
 
 # (recipe, resources) -> the engine's options for that plan; the recipe is a
@@ -138,6 +145,10 @@ class Engine:
         """True when no AWS environment runs its framework: clouds run our image."""
         return self.aws is None
 
+    def builds_model(self, model: str) -> bool:
+        """Whether it builds ``model``: one of ``models``, or a name its rules take."""
+        return model in self.models or bool(self.rules and self.rules.builds(model))
+
     def listed(self) -> str:
         """Its models as a hint lists them."""
         return self.rules.known() if self.rules else ", ".join(self.models)
@@ -154,6 +165,11 @@ class Engine:
         if self.rules:
             return self.rules.preprocessing(model, image_size)
         return {"mean": self.mean, "std": self.std}
+
+    def meta_network(self, model: str, image_size: int) -> Any:
+        """The network of ``model`` on the meta device, where its rules can build one (the
+        performance model counts it); None otherwise."""
+        return self.rules.meta_network(model, image_size) if self.rules else None
 
     def model_preprocessing(self, model: str) -> dict[str, Any]:
         """mean/std for ``model`` when a contract leaves them out: the engine's fixed values,

@@ -14,11 +14,12 @@ def check_model(engine: str, model: str) -> None:
     """ConfigError for a model ``engine`` cannot build, with a did-you-mean over every
     engine's names (a torch name under the MXNet engine says which engine has it)."""
     described = registry.get(engine)
-    if model in described.models:
+    if described.builds_model(model):
         return
     listed = described.listed()
-    for other, names in MODELS.items():
-        if model in names:
+    for spec in registry.all_engines():
+        other = spec.name
+        if other != engine and spec.builds_model(model):
             raise ConfigError(
                 f"model {model!r} is a {other} model, but this recipe runs the {engine} engine "
                 f"(it builds {described.builds} only)",

@@ -1,5 +1,6 @@
 """The PyTorch engine's spec: torchvision's ImageNet networks (finetune.engines.backbones)
-on today's GPUs. Its runtime is finetune.train.engines.torch; nothing here imports torch."""
+and timm's zoo (finetune.engines.timmzoo, ``timm/<model>``) on today's GPUs. Its runtime is
+finetune.train.engines.torch; importing this imports no torch (a timm model's rules do)."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ TORCH = Engine(
     name="torch",
     frameworks=("torch", "torchvision"),
     models=tuple(backbones.TABLE),  # torchvision's ImageNet classification networks
-    builds="torchvision",
+    builds="torchvision's networks and timm's (timm/<model>)",
     augmentations=("none", "crop", "resized_crop"),
     build=EngineBuild(
         engine="torch",
@@ -77,5 +78,5 @@ TORCH = Engine(
     plan_options=plan_options,
     weights_file="model.pt",
     smoke_recipe="smoke-resnet18-torch",
-    rules=backbones.Rules(),  # mean/std and image sizes per model
+    rules=backbones.Rules(),  # mean/std and image sizes per model, timm's from its config
 )

@@ -80,6 +80,9 @@ def fetch(weights: WeightsPlan, hooks: Hooks | None = None) -> None:
         return
     hooks = hooks or Hooks()
     hooks.notify(f"Downloading {src.model} weights from {src.url} into {src.dest.parent}")
+    if src.fetcher is not None:  # the engine's own cache layout (a model hub's), verified there
+        src.fetcher()
+        return
     download(src.url, src.dest, src.sha256, hooks.progress)
 
 

@@ -13,6 +13,7 @@ FINETUNE = Path(__file__).resolve().parents[2] / "finetune"
 CALLS = {
     "urlopen", "urlretrieve", "load_state_dict_from_url", "download_url_to_file",
     "get_model_file", "HTTPConnection", "HTTPSConnection", "hub.load", "_opener().open",
+    "hf_hub_download", "snapshot_download",
 }  # fmt: skip
 IMPORTS = {("finetune.download", "fetch"), ("mxnet.gluon.utils", "download")}
 FETCH = "finetune.download.fetch"
@@ -32,6 +33,9 @@ FETCHES = [
     ("train/engines/mxnet/weights.py", "mxnet.gluon.utils.download",
      "the 11k checkpoint over https: both files' sha256 recorded at download and checked on "
      "every use (tests/train/engines/mxnet/test_weights.py)"),
+    ("train/engines/torch/hub.py", "hf_hub_download",
+     "timm's weights: the hub over https only (127.0.0.1 aside), the file checked against the "
+     "sha256 its blob is stored under, or model.weights_sha256 (test_timm.py)"),
     ("data/sources.py", "urlopen",
      "datasets: the published md5/sha512 or --sha256 before anything is extracted"),
     ("catalog/refresh.py", "urlopen", "prices and EUR rates: parsed as data, rows validated"),

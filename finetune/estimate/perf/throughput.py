@@ -22,6 +22,7 @@ from finetune.estimate.perf import (
     measured,
     multihost,
     observations,
+    ondemand,
     pipeline,
     roofline,
     stacks,
@@ -69,7 +70,7 @@ class Prediction:
 def predict(setup: Setup, exclude: frozenset[str] = frozenset()) -> Prediction | None:
     """Images/s for ``setup``, rows in ``exclude`` left out (the backtest); None when the
     network's counts, the GPU's roofs or every row is missing."""
-    counted = traffic.lookup(setup.network, setup.image_size, setup.precision)
+    counted = _counted(setup)
     roofs = gpus.roofs(setup.gpu_model, setup.precision)
     if counted is None or roofs is None or setup.batch_per_device < 1:
         return None
@@ -132,6 +133,15 @@ def predict(setup: Setup, exclude: frozenset[str] = frozenset()) -> Prediction |
     )  # fmt: skip
 
 
+def _counted(setup: Setup) -> traffic.Traffic | None:
+    """The bundled counts of the setup's network, else its engine's network counted on the
+    meta device (a timm model: ondemand.py)."""
+    found = traffic.lookup(setup.network, setup.image_size, setup.precision)
+    if found is None:
+        return ondemand.lookup(setup.engine, setup.network, setup.image_size, setup.precision)
+    return found
+
+
 def _family(network: str) -> str:
     return flops.family(network) or network
 
@@ -145,7 +155,7 @@ def _family_unseen(network: str, exclude: frozenset[str]) -> bool:
 def scaled(setup: Setup, per_device: float) -> tuple[float, str] | None:
     """(efficiency, basis line) for ``setup``'s devices at ``per_device`` images/s each (a
     measured rate); None for a network without counts."""
-    counted = traffic.lookup(setup.network, setup.image_size, setup.precision)
+    counted = _counted(setup)
     if counted is None or per_device <= 0 or setup.batch_per_device < 1:
         return None
     eff = multihost.at_rate(per_device, counted.parameters, setup, frozenset(),

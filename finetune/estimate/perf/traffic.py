@@ -56,8 +56,13 @@ class Traffic:
 @functools.cache
 def table() -> dict[tuple[str, int, str], Traffic]:
     """Every counted (network, image size, precision class)."""
+    return parse(perf_text(FILE), FILE)
+
+
+def parse(text: str, origin: str) -> dict[tuple[str, int, str], Traffic]:
+    """The rows of a table of these columns (the bundled one, or ondemand.py's)."""
     out = {}
-    for r in read_rows(perf_text(FILE), HEADER, FILE):
+    for r in read_rows(text, HEADER, origin):
         t = Traffic(
             r["Network"], int(r["ImageSize"]), r["Precision"], int(r["Parameters"]),
             float(r["MatmulGflops"]), float(r["MatmulMB"]), float(r["ElementwiseMB"]),

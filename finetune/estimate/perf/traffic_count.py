@@ -37,6 +37,10 @@ FREE = {  # allocate or re-label memory: no kernel moves data
     aten.detach.default, aten.lift_fresh.default, aten.alias.default,
 }  # fmt: skip
 BATCHES = (8, 16)  # two batches: bytes = batch x per image + per step, solved per op
+SGD_MOMENTUM = 20  # bytes per parameter per step: read w, g, m; write w, m (fp32)
+AMP_CASTS = 12  # bytes per parameter per step: w fp32 -> half (4 + 2), grad half -> fp32 (2 + 4)
+DTYPES = {"fp32": torch.float32, "mixed": torch.bfloat16}  # fp16 moves bf16's bytes
+COUNTER = "finetune.estimate.perf.traffic_count (meta device, eager op by op)"
 
 
 @dataclass(frozen=True)
@@ -157,3 +161,18 @@ def count(net: torch.nn.Module, image_size: int, dtype: torch.dtype) -> Step:
             totals["eb"] += img
             totals["ee"] += max(0.0, (b.elements - a.elements) / (b2 - b1))
     return Step(totals["mf"], totals["mb"], totals["eb"], totals["ee"], totals["w"], len(large))
+
+
+def row(name: str, net: torch.nn.Module, image_size: int, label: str) -> tuple[object, ...]:
+    """One train_traffic.csv row of ``net`` (named ``name``) at ``image_size`` in precision
+    class ``label``; the optimizer's update counted from the parameters (SGD with momentum,
+    plus AMP's weight casts in half precision)."""
+    params = sum(p.numel() for p in net.parameters())
+    s = count(net, image_size, DTYPES[label])
+    per_param = SGD_MOMENTUM + (AMP_CASTS if label == "mixed" else 0)
+    return (
+        name, image_size, label, params, f"{s.matmul_flops / 1e9:.3f}",
+        f"{s.matmul_bytes / 1e6:.2f}", f"{s.elementwise_bytes / 1e6:.2f}",
+        f"{s.elementwise_elements / 1e6:.2f}", f"{s.weight_bytes / 1e6:.2f}",
+        f"{params * per_param / 1e6:.2f}", s.kernels, COUNTER, torch.__version__,
+    )  # fmt: skip

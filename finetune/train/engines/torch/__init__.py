@@ -9,10 +9,11 @@ from typing import Any
 
 from finetune.contracts.container import TrainJob
 from finetune.contracts.engine import EngineRuntime, StopFlag, WeightsSource
+from finetune.engines import timmzoo
 from finetune.errors import require_module
 from finetune.train import dataset, fitloop
 from finetune.train.engine_api import Launched
-from finetune.train.engines.torch import launch, weights
+from finetune.train.engines.torch import hub, launch, weights
 from finetune.train.signals import StopRequest
 
 
@@ -44,6 +45,8 @@ class TorchRuntime:
             session.close()
 
     def weights_source(self, model: str, weights_: str, sha256: str, here: bool) -> WeightsSource:
+        if timmzoo.is_timm(model):  # timm's weights: the Hugging Face hub's, or a file
+            return hub.source(model, weights_, sha256, here)
         return weights.source(model, weights_, sha256, here)
 
     def predict_scores(self, model_dir: Path, rec: Path, idx: Path) -> Any:

@@ -1,19 +1,11 @@
-"""An exponential moving average of the weights (timm's ModelEmaV2, torchvision's
-ExponentialMovingAverage): a copy of the network whose parameters and floating-point buffers
-follow the trained ones after every optimizer step,
-
-    average = decay * average + (1 - decay) * weights,
-
-except during the first ``warmup`` steps, when the average is the weights themselves (as
-torchvision's reference resets its average during the learning-rate warmup). Integer buffers
-(BatchNorm's batch count) are copied. The copy lives on the device in eval mode; it is
-checkpointed beside the weights (EMA_FILE) and resumed exactly, so a resumed run averages
-what the uninterrupted run averaged.
-"""
+"""An exponential moving average of the weights: timm's ModelEmaV3 (parameters and buffers,
+integer buffers copied), ``average = decay * average + (1 - decay) * weights`` after every
+optimizer step, except during the first ``warmup`` steps, when the average is the weights
+themselves (timm's ``update_after_step``). The copy lives on the device in eval mode; it is
+checkpointed beside the weights (EMA_FILE) with its update count and resumed exactly."""
 
 from __future__ import annotations
 
-import copy
 import logging
 from pathlib import Path
 
@@ -31,28 +23,18 @@ class Ema:
     """The average of ``net``'s weights; ``module`` evaluates with it."""
 
     def __init__(self, net: nn.Module, decay: float, warmup: int = 0) -> None:
-        self.module = copy.deepcopy(net).eval()
+        from timm.utils.model_ema import ModelEmaV3  # timm's import: seconds, only with ema
+
+        # timm copies while step - update_after_step - 1 <= 0: steps 1..warmup here
+        self.timm = ModelEmaV3(net, decay=decay, update_after_step=warmup - 1)
+        self.module = self.timm.module
         self.module.requires_grad_(False)
-        self.decay, self.warmup = decay, warmup
         self.updates = 0
 
-    @torch.no_grad()
     def update(self, net: nn.Module) -> None:
         """One step of the average towards ``net``'s current weights."""
         self.updates += 1
-        mine, theirs = _tensors(self.module), _tensors(net)
-        floats = [(a, b) for a, b in zip(mine, theirs, strict=True) if a.is_floating_point()]
-        rest = [(a, b) for a, b in zip(mine, theirs, strict=True) if not a.is_floating_point()]
-        for a, b in rest:
-            a.copy_(b)
-        if not floats:
-            return
-        avg, now = [a for a, _ in floats], [b.detach() for _, b in floats]
-        if self.updates <= self.warmup:
-            torch._foreach_copy_(avg, now)
-            return
-        torch._foreach_mul_(avg, self.decay)
-        torch._foreach_add_(avg, now, alpha=1.0 - self.decay)
+        self.timm.update(net, step=self.updates)
 
     def save(self, folder: Path) -> None:
         """The average into ``folder``/EMA_FILE (a checkpoint folder)."""
@@ -79,8 +61,3 @@ def from_hparams(net: nn.Module, hp) -> Ema | None:
     if hp.ema_decay <= 0:
         return None
     return Ema(net, hp.ema_decay, hp.ema_warmup_steps)
-
-
-def _tensors(net: nn.Module) -> list[torch.Tensor]:
-    """Parameters then buffers, in the network's own order."""
-    return [*net.parameters(), *net.buffers()]

@@ -1,19 +1,22 @@
-"""The network: a torchvision ImageNet classifier (finetune.engines.backbones), its weights
-loaded unchanged, then a new head for the dataset's classes; a frozen backbone keeps its
-normalisation layers as loaded (docs/trainer.md: networks and their new head)."""
+"""The network: a torchvision ImageNet classifier (finetune.engines.backbones) or a timm model
+(``timm/<model>``: finetune.train.engines.torch.zoo), its weights loaded unchanged, then a new
+head for the dataset's classes; a frozen backbone keeps its normalisation layers as loaded
+(docs/trainer.md: networks and their new head)."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
+from pathlib import Path
 
 import torch
 from torch import nn
 
 from finetune.contracts.hparams import TrainHyperparameters
-from finetune.engines import backbones
+from finetune.engines import backbones, timmzoo
 from finetune.engines.models import check_model
 from finetune.errors import ConfigError, DataError
+from finetune.train.engines.torch import hub, zoo
 from finetune.train.engines.torch import weights as wt
 
 log = logging.getLogger(__name__)
@@ -22,8 +25,11 @@ NORMS = (nn.modules.batchnorm._BatchNorm, nn.LayerNorm, nn.GroupNorm)
 
 def construct(name: str, num_classes: int, image_size: int) -> nn.Module:
     """torchvision's ``name`` with random weights and ``num_classes`` outputs, built for
-    ``image_size`` where the family's builder needs it (ViT, MaxViT)."""
+    ``image_size`` where the family's builder needs it (ViT, MaxViT); timm's for a timm name."""
     from torchvision import models
+
+    if timmzoo.is_timm(name):
+        return zoo.construct(name, num_classes, image_size)
 
     row = backbones.get(name)
     kwargs: dict = {}
@@ -53,33 +59,52 @@ def _residual_blocks_start_as_identity(net: nn.Module) -> None:
                 nn.init.zeros_(norms[-1].weight)
 
 
-def head_path(name: str) -> str:
-    """The dotted path (and state_dict prefix) of ``name``'s classifier head."""
-    return backbones.get(name).head
+def heads(name: str) -> tuple[str, ...]:
+    """The dotted paths (and state_dict prefixes) of ``name``'s classifier head."""
+    return zoo.heads(name) if timmzoo.is_timm(name) else (backbones.get(name).head,)
+
+
+def in_head(param: str, paths: tuple[str, ...]) -> bool:
+    return any(param == p or param.startswith(p + ".") for p in paths)
 
 
 def build(hp: TrainHyperparameters, found: wt.Found | None) -> tuple[nn.Module, dict]:
     """The network for ``hp`` and what was loaded (file, sha256, variant) for the record."""
     check_model("torch", hp.model)
-    head = head_path(hp.model)
+    head = heads(hp.model)
     loaded: dict = {}
     if found is None:
         net = construct(hp.model, hp.num_classes, hp.image_size)
+    elif timmzoo.is_timm(hp.model):
+        digest = hub.verify(found.path, hp.weights_sha256)
+        own = bool(hp.weights) and hp.weights != "download"  # the user's file, not the hub's
+        net = zoo.pretrained(hp.model, hp.num_classes, hp.image_size, found.path, own)
+        loaded = {"file": str(found.path), "sha256": digest, "variant": found.variant,
+                  "pretrained_cfg": timmzoo.pretrained_cfg(hp.model)}  # fmt: skip
     else:
         digest = wt.verify(found, hp.weights_sha256)
-        net = _pretrained(hp, found, head)
-        replace_head(net, head, hp.num_classes)
+        net = _pretrained(hp, found, head[0])
+        replace_head(net, head[0], hp.num_classes)
         loaded = {"file": str(found.path), "sha256": digest, "variant": found.variant}
-        log.info("loaded %s (%s), %s replaced for %d classes", found.path, digest[:12], head,
-                 hp.num_classes)  # fmt: skip
         planned = backbones.get(hp.model).variant
         if found.variant and found.variant != planned:
             log.warning("%s holds %s weights; the preprocessing contract is %s's (planned)",
                         found.path.name, found.variant, planned)  # fmt: skip
+    if found is not None:
+        log.info("loaded %s (%s), %s replaced for %d classes", found.path, loaded["sha256"][:12],
+                 ", ".join(head), hp.num_classes)  # fmt: skip
     if hp.freeze_backbone:
         for name, param in net.named_parameters():
-            param.requires_grad = name.startswith(head + ".")
+            param.requires_grad = in_head(name, head)
     return net, loaded
+
+
+def find(hp: TrainHyperparameters, dirs: list[Path]) -> wt.Found:
+    """The pretrained weights of ``hp`` (torchvision's, or a timm model's through the hub)."""
+    if timmzoo.is_timm(hp.model):
+        path = hub.locate(hp.model, hp.weights, dirs, hp.weights_sha256)
+        return wt.Found(path, timmzoo.pretrained_cfg(hp.model).get("tag"))
+    return wt.locate(hp.model, hp.weights, dirs, hp.weights_sha256)
 
 
 def _pretrained(hp: TrainHyperparameters, found: wt.Found, head: str) -> nn.Module:
@@ -128,10 +153,10 @@ def replace_head(net: nn.Module, path: str, num_classes: int) -> None:
 
 def param_groups(net: nn.Module, hp: TrainHyperparameters) -> list[dict]:
     """Backbone and head as two optimizer groups; ``lr_mult`` scales each group's rate."""
-    prefix = head_path(hp.model) + "."
+    paths = heads(hp.model)
     named = [(n, p) for n, p in net.named_parameters() if p.requires_grad]
-    head = [p for n, p in named if n.startswith(prefix)]
-    body = [p for n, p in named if not n.startswith(prefix)]
+    head = [p for n, p in named if in_head(n, paths)]
+    body = [p for n, p in named if not in_head(n, paths)]
     groups = [{"params": head, "lr_mult": hp.head_lr_mult}]
     if body:
         groups.insert(0, {"params": body, "lr_mult": 1.0})
@@ -139,7 +164,7 @@ def param_groups(net: nn.Module, hp: TrainHyperparameters) -> list[dict]:
 
 
 def train_mode(net: nn.Module, frozen_backbone: bool, batchnorm: str = "batch",
-               head: str = "fc") -> None:  # fmt: skip
+               head: tuple[str, ...] = ("fc",)) -> None:  # fmt: skip
     """Training mode, except the normalisation layers of a frozen backbone (BatchNorm,
     LayerNorm, GroupNorm: eval mode) and BatchNorm with ``batchnorm=frozen`` (stored
     statistics, never updated). The head (``head``'s modules) trains either way."""
@@ -148,7 +173,7 @@ def train_mode(net: nn.Module, frozen_backbone: bool, batchnorm: str = "batch",
         return
     kinds = NORMS if frozen_backbone else nn.modules.batchnorm._BatchNorm
     for name, module in net.named_modules():
-        if name == head or name.startswith(head + "."):
+        if in_head(name, head):
             continue
         if isinstance(module, kinds):
             module.eval()

@@ -82,7 +82,7 @@ class TorchSession:
         network.initial_seed(hp.seed)
         found = None
         if hp.pretrained and resume is None:
-            found = wt.locate(hp.model, hp.weights, self._search_dirs(), hp.weights_sha256)
+            found = network.find(hp, self._search_dirs())
         net, self.loaded = network.build(hp, found)
         if TorchOptions.of(hp).batchnorm == "sync" and g.world > 1:
             net = network.sync_batchnorm(net, self.device)
@@ -181,7 +181,7 @@ class TorchSession:
         # (evaluate() leaves eval mode)
         hp = self.hp
         network.train_mode(
-            self.net, hp.freeze_backbone, TorchOptions.of(hp).batchnorm, network.head_path(hp.model)
+            self.net, hp.freeze_backbone, TorchOptions.of(hp).batchnorm, network.heads(hp.model)
         )
 
     def step(self, lr: float) -> int:

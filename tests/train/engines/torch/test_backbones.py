@@ -129,12 +129,12 @@ def test_a_frozen_backbone_keeps_its_normalisation_and_weights(name):
                  optimizer="sgd", lr=0.5, lr_per_device=0.5)  # fmt: skip
     torch.manual_seed(0)
     net, _ = network.build(hp, None)
-    head = network.head_path(name)
+    (head,) = network.heads(name)
     before = {k: v.clone() for k, v in net.state_dict().items()}
     groups = network.param_groups(net, hp)
     assert len(groups) == 1 and groups[0]["lr_mult"] == hp.head_lr_mult  # the head alone
     opt = torch.optim.SGD(groups, lr=0.5)
-    network.train_mode(net, True, "batch", head)
+    network.train_mode(net, True, "batch", (head,))
     norms = [m for n, m in net.named_modules() if isinstance(m, network.NORMS)]
     assert norms and not any(m.training for m in norms)
     assert net.get_submodule(head).training
@@ -153,7 +153,7 @@ def test_batchnorm_frozen_keeps_a_layernorm_network_training():
     """batchnorm=frozen concerns BatchNorm only: LayerNorm stays in training mode."""
     with torch.device("meta"):  # modes only: no weights needed
         net = network.construct("convnext_tiny", 3, 32)
-    network.train_mode(net, False, "frozen", "classifier.2")
+    network.train_mode(net, False, "frozen", ("classifier.2",))
     assert all(m.training for m in net.modules())
 
 

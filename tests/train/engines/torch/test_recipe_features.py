@@ -35,67 +35,88 @@ def _two_images():
 
 
 # ---- mixup and cutmix -------------------------------------------------------------------------
+def _drawn(seed, epoch, position, *alphas):
+    """The draws timm's Mixup makes from numpy's generator seeded (seed, epoch, position):
+    whether to mix, then (both alphas set) whether cutmix, then lambda from Beta(a, a)."""
+    rng = np.random.RandomState([seed, epoch, position, mixing.MIX_TAG])
+    draws = [rng.rand()]
+    if len(alphas) == 2:
+        draws.append(rng.rand())
+    return draws, rng.beta(alphas[-1], alphas[-1])
+
+
 def test_mixup_of_two_known_images_is_the_hand_blend_and_its_soft_target():
-    x, y = _two_images()
-    lam = 0.25
-    mixed = mixing.mixup(x, lam)
-    # image 0 is blended with its neighbour in the batch (roll by one): image 1, and back
-    assert torch.allclose(mixed[0], 0.25 * x[0] + 0.75 * x[1], atol=1e-6)
-    assert torch.allclose(mixed[1], 0.25 * x[1] + 0.75 * x[0], atol=1e-6)
-    assert mixed[0, 0, 0, 0].item() == pytest.approx(0.25 * 7 + 0.75 * -3)  # -0.5
-    assert mixed[0, 2, 7, 7].item() == pytest.approx(0.25 * 1 + 0.75 * 11)
-    target = mixing.soft_targets(y, 6, lam)
-    assert target[0].tolist() == pytest.approx([0, 0, 0.25, 0, 0, 0.75])
-    assert target[1].tolist() == pytest.approx([0, 0, 0.75, 0, 0, 0.25])
-
-
-def test_the_mixer_draws_lambda_by_position_from_beta():
-    """The draw is numpy's Beta(alpha, alpha) of a generator seeded (seed, epoch, position):
-    computed again here, and applied to the batch; the same position draws the same."""
+    """Lambda is numpy's Beta(alpha, alpha) of the generator seeded (seed, epoch, position),
+    computed again here; each image is blended with its mirror in the batch (of two: the
+    other one) and its target is the same blend of one-hot labels."""
     x, y = _two_images()
     mixer = mixing.Mixer(num_classes=6, seed=4, mixup_alpha=0.4)
-    rng = np.random.default_rng([4, 1, 7, mixing.MIX_TAG])
-    assert rng.random() < 1.0  # (mix_prob 1: always mixed)
-    lam = rng.beta(0.4, 0.4)
-    out, target = mixer.apply(x, y, epoch=1, position=7)
-    assert torch.allclose(out[0], lam * x[0] + (1 - lam) * x[1], atol=1e-6)
-    assert target[0, 2].item() == pytest.approx(lam) and target[0, 5].item() == pytest.approx(
-        1 - lam
-    )
-    again, _ = mixer.apply(x, y, epoch=1, position=7)
+    (chance,), lam = _drawn(4, 1, 7, 0.4)
+    assert chance < 1.0  # (mix_prob 1: always mixed)
+    mixed, target = mixer.apply(x.clone(), y, epoch=1, position=7)
+    assert torch.allclose(mixed[0], lam * x[0] + (1 - lam) * x[1], atol=1e-6)
+    assert torch.allclose(mixed[1], lam * x[1] + (1 - lam) * x[0], atol=1e-6)
+    assert mixed[0, 0, 0, 0].item() == pytest.approx(lam * 7 + (1 - lam) * -3, abs=1e-5)
+    assert mixed[0, 2, 7, 7].item() == pytest.approx(lam * 1 + (1 - lam) * 11, abs=1e-5)
+    assert target[0].tolist() == pytest.approx([0, 0, lam, 0, 0, 1 - lam])
+    assert target[1].tolist() == pytest.approx([0, 0, 1 - lam, 0, 0, lam])
+    assert target.dtype == torch.float32
+
+
+def test_the_mixer_draws_by_position():
+    """The same position draws the same; another position another; the draw leaves numpy's
+    global generator as it found it."""
+    x, y = _two_images()
+    mixer = mixing.Mixer(num_classes=6, seed=4, mixup_alpha=0.4)
+    np.random.seed(123)
+    before = np.random.get_state()[1].copy()
+    out, _ = mixer.apply(x.clone(), y, epoch=1, position=7)
+    assert np.array_equal(np.random.get_state()[1], before)
+    again, _ = mixer.apply(x.clone(), y, epoch=1, position=7)
     assert torch.equal(out, again)
-    other, _ = mixer.apply(x, y, epoch=1, position=8)
+    other, _ = mixer.apply(x.clone(), y, epoch=1, position=8)
     assert not torch.equal(out, other)
+
+
+def _kind(out, x) -> str:
+    """cutmix pastes pixels (every value one of the two images'); mixup blends them."""
+    return "cutmix" if set(out.unique().tolist()) <= set(x.unique().tolist()) else "mixup"
 
 
 def test_mix_prob_zero_and_switch_choose_as_asked():
     x, y = _two_images()
     never = mixing.Mixer(num_classes=6, seed=0, mixup_alpha=1.0, prob=0.0)
-    out, target = never.apply(x, y, 0, 0)
+    out, target = never.apply(x.clone(), y, 0, 0)
     assert torch.equal(out, x) and target.tolist() == torch.eye(6)[y].tolist()
     cut = mixing.Mixer(num_classes=6, seed=0, mixup_alpha=1.0, cutmix_alpha=1.0, switch_prob=1.0)
-    assert {cut.draw(0, p)[0] for p in range(20)} == {"cutmix"}
+    assert {_kind(cut.apply(x.clone(), y, 0, p)[0], x) for p in range(20)} == {"cutmix"}
     blend = mixing.Mixer(num_classes=6, seed=0, mixup_alpha=1.0, cutmix_alpha=1.0, switch_prob=0.0)
-    assert {blend.draw(0, p)[0] for p in range(20)} == {"mixup"}
+    assert {_kind(blend.apply(x.clone(), y, 0, p)[0], x) for p in range(20)} == {"mixup"}
 
 
-@pytest.mark.parametrize("lam", [0.1, 0.37, 0.5, 0.8, 0.95])
-def test_cutmix_box_area_matches_lambda(lam):
-    """The pasted pixels are exactly the box; the returned lambda is 1 - box area / image
-    area; an unclipped box's sides are sqrt(1 - lam) x the image's (to 2 pixels)."""
+@pytest.mark.parametrize("alpha", [0.3, 1.0, 4.0])
+def test_cutmix_box_area_matches_lambda(alpha):
+    """The pasted pixels are exactly a box, the same in both images; the target's lambda is
+    1 - box area / image area; an unclipped box's sides are sqrt(1 - lam) x the image's (to
+    2 pixels), lam being the Beta draw of the position."""
     h = w = 40
     a, b = torch.zeros(1, 3, h, w), torch.ones(1, 3, h, w)
-    for seed in range(10):
-        out, got = mixing.cutmix(torch.cat([a, b]), lam, np.random.default_rng(seed))
-        pasted = int((out[0, 0] == 1).sum())  # image 0 got image 1's pixels in the box
-        assert got == pytest.approx(1 - pasted / (h * w))
-        assert torch.equal(out[1, 0] == 0, out[0, 0] == 1)  # the same box the other way
-        x0, y0, x1, y1 = mixing.cut_box(h, w, lam, np.random.default_rng(seed))
-        assert pasted == (x1 - x0) * (y1 - y0)
+    mixer = mixing.Mixer(num_classes=2, seed=5, cutmix_alpha=alpha)
+    for position in range(10):
+        out, target = mixer.apply(torch.cat([a, b]), torch.tensor([0, 1]), 0, position)
+        pasted = out[0, 0] == 1  # image 0 got image 1's pixels in the box
+        area = int(pasted.sum())
+        assert target[0, 0].item() == pytest.approx(1 - area / (h * w))
+        assert torch.equal(out[1, 0] == 0, pasted)  # the same box the other way
+        if not area:
+            continue
+        rows, cols = pasted.any(1).nonzero(), pasted.any(0).nonzero()
+        y0, y1, x0, x1 = int(rows.min()), int(rows.max()) + 1, int(cols.min()), int(cols.max()) + 1
+        assert area == (x1 - x0) * (y1 - y0)  # a box
+        _, lam = _drawn(5, 0, position, alpha)
         if x0 > 0 and x1 < w and y0 > 0 and y1 < h:  # not clipped at an edge
-            side = math.sqrt(1 - lam) * w  # the box's half-sides are floored: < 2 px less
+            side = math.sqrt(1 - lam) * w
             assert 0 <= side - (x1 - x0) < 2 and 0 <= side - (y1 - y0) < 2
-            assert got == pytest.approx(lam, abs=4 * side / (h * w))
 
 
 # ---- the loss ---------------------------------------------------------------------------------
@@ -112,7 +133,8 @@ def test_label_smoothing_loss_equals_the_hand_formula():
     got = criterion.Criterion(eps, None, "cpu")(out, y, None)
     assert got.item() == pytest.approx(hand / 5, rel=1e-5)
     # soft targets: the smoothed target is (1 - eps) * t + eps / k
-    t = mixing.soft_targets(y, k, 0.6)
+    one = torch.eye(k)[y]
+    t = 0.6 * one + 0.4 * one.flip(0)  # a mixed batch's targets (each with its mirror)
     hand = sum(
         -sum(((1 - eps) * tc + eps / k) * lc for tc, lc in zip(trow, row, strict=True))
         for trow, row in zip(t.tolist(), logp, strict=True)

@@ -24,7 +24,9 @@ from ...layouts import generate_brightness  # noqa: E402
 from ...recount import recount  # noqa: E402
 from .test_precision import LEARNED, gpu_hp  # noqa: E402
 
-EPOCHS = 3  # 24 training images in batches of 8: 3 steps an epoch
+# 24 training images in batches of 8: 3 steps an epoch; the average (decay 0.9) of timm's
+# mixing reaches the bar in the 4th epoch at seeds 0 and 2 (docs/decisions/185-timm-zoo.md)
+EPOCHS = 4
 
 FEATURES = dict(
     optimizer="adamw", lr=0.002, lr_per_device=0.002, wd=0.05, wd_norm_bias=False,
