@@ -137,6 +137,7 @@ def test_prepare_default_out_is_in_the_data_dir(image_folder, tmp_path, monkeypa
         (["prepare", "caltech256", "--source", "/nonexistent.tar"], 3, "does not exist"),
         (["test-io", "{tmp}"], 3, "not a prepared dataset"),
         (["demo", "--engine", "jax", "--dir", "{tmp}"], 2, 'unknown engine "jax"'),
+        (["demo", "--classes", "13", "--dir", "{tmp}"], 2, "has 12 shapes of its own"),
     ],
 )
 def test_bad_input_gets_a_message_and_an_exit_code(args, code, text, image_folder, tmp_path):

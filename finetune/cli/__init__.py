@@ -104,7 +104,8 @@ PANELS: dict[str, dict[str, tuple[str, str]]] = {
             "demo.demo",
             "The whole product offline, no AWS, no GPU: two generated image sets prepared into "
             "RecordIO, ResNet-18 pre-trained on one, fine-tuned on the other (head replaced) and"
-            " trained from scratch, transfer against scratch side by side, then the cost report.",
+            " trained from scratch, both learning curves side by side (table and PNG), then the"
+            " cost report.",
         ),
     },
 }

@@ -205,3 +205,51 @@ def plot_report(report: Report, path: str | Path) -> Path:
         _draw_scaling(axes[0][0], rows)
     _draw_cost(axes[0][-1], _done(report))
     return _save(fig, plt, path, report.provenance)
+
+
+# the demo's two curves (matplotlib's first two default colours, named so a test can find them)
+FINE_COLOUR, SCRATCH_COLOUR = "#1f77b4", "#ff7f0e"
+
+
+def plot_transfer(transfer, path: str | Path, provenance: str = "") -> Path:
+    """The demo's learning curves (a finetune.service.demo_claim.Transfer): validation
+    accuracy per epoch of the fine-tuned run and the run from scratch on the left, with the
+    source model's, their training loss on the right. What `finetune demo` writes."""
+    path = _check_path(path)
+    plt = _pyplot()
+
+    epochs = list(range(1, len(transfer.fine) + 1))
+    fig, (acc, loss) = plt.subplots(1, 2, figsize=(11, 4.5))
+    acc.plot(
+        epochs,
+        transfer.fine,
+        marker="o",
+        color=FINE_COLOUR,
+        label="fine-tuned (from the source model)",
+    )
+    acc.plot(
+        epochs,
+        transfer.scratch,
+        marker="s",
+        color=SCRATCH_COLOUR,
+        label="from scratch (random weights)",
+    )
+    if transfer.source_acc is not None:
+        acc.axhline(transfer.source_acc, linestyle=":", color="0.5",
+                    label=f"source model on its own task ({transfer.source_acc:.1%})")  # fmt: skip
+    images = f", {transfer.val_count} images" if transfer.val_count else ""
+    acc.set(xlabel="epoch", ylabel="validation accuracy", ylim=(0, 1.02),
+            title=f"Target task: validation accuracy{images}")  # fmt: skip
+    loss.plot(epochs, transfer.fine_loss, marker="o", color=FINE_COLOUR, label="fine-tuned")
+    loss.plot(epochs, transfer.scratch_loss, marker="s", color=SCRATCH_COLOUR, label="from scratch")
+    loss.set(xlabel="epoch", ylabel="training loss (epoch mean)", title="Training loss")
+    loss.set_ylim(bottom=0)
+    for ax in (acc, loss):
+        ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+        ax.set_xlim(0.5, len(epochs) + 0.5)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="best")
+    verdict = ("transfer holds" if transfer.holds else "transfer DOES NOT HOLD") if (
+        transfer.judged) else "not judged at these sizes"  # fmt: skip
+    fig.suptitle(f"Fine-tuned vs from scratch, final gain {transfer.final_gain:+.3f}: {verdict}")
+    return _save(fig, plt, path, provenance)
