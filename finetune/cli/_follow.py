@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import sys
 from contextlib import contextmanager
+from functools import partial
 
 import typer
 
 from finetune import service
 from finetune.backends.base import Feature, Hooks
+from finetune.cli._ctrl_c import EXIT_CTRL_C, ctrl_c_taken
 from finetune.cli._plan_view import aligned, summary_lines, warnings
 from finetune.cli._progress import EpochDisplay
 from finetune.cli._render import echo_json, is_quiet
@@ -100,26 +102,49 @@ def follow_run(run, backend, ledger, detach: bool, as_json: bool) -> None:
         if rest and backend.stream_logs and not display.quiet:
             _echo_log(rest, display.echo)  # e.g. SageMaker's CloudWatch log
 
-    try:  # as often as the backend says (a cloud API is rate limited: SageMaker every 20 s)
-        with _showing(display):
-            run = service.follow(run, backend, ledger, on_update)
+    with ctrl_c_taken() as presses:  # every press seen at once, any number of them
+        follow = partial(_following, backend, ledger, on_update, display, presses)
+        try:
+            run = follow(run)
+        except KeyboardInterrupt:
+            run = _stop_or_leave(run, backend, presses, follow)
+        _finish(run, ledger, as_json)
+
+
+def _following(backend, ledger, on_update, display, presses, run):
+    """service.follow with the live display, as often as the backend says (a cloud API is
+    rate limited); a press ends the wait between two polls. The display is torn down after
+    a press may raise (``following`` ends first), so a press never cuts its redraw short."""
+    with _showing(display), presses.following():
+        return service.follow(run, backend, ledger, on_update, service.Follow(wait=presses.wait))
+
+
+def _stop_or_leave(run, backend, presses, follow):
+    """After Ctrl-C: the run stopped and followed to its end, or the command ends saying how
+    to stop the run that keeps running. Ctrl-C again at the question leaves it running (a
+    press never stops a paid job unasked); again while it stops, ends the watching only."""
+    answer = _ask_stop(run, presses) if backend.capabilities.supports(Feature.STOP) else "d"
+    if answer != "s":
+        typer.echo(
+            f"Detached; {run.id} keeps running. Stop it with `finetune runs stop {run.id}`.",
+            err=True,
+        )
+        raise typer.Exit(0 if answer == "d" else EXIT_CTRL_C)
+    backend.stop(run)
+    typer.echo(
+        f"Stopping {run.id}: it checkpoints, then ends. Resume with "
+        f"`finetune launch --resume {run.id}`.",
+        err=True,
+    )
+    try:
+        return follow(run)
     except KeyboardInterrupt:
-        if backend.capabilities.supports(Feature.STOP) and _ask_stop(run):
-            backend.stop(run)
-            typer.echo(
-                f"Stopping {run.id}: it checkpoints, then ends. Resume with "
-                f"`finetune launch --resume {run.id}`.",
-                err=True,
-            )
-            with _showing(display):
-                run = service.follow(run, backend, ledger, on_update)
-        else:
-            typer.echo(
-                f"Detached; {run.id} keeps running. Stop it with `finetune runs stop {run.id}`.",
-                err=True,
-            )
-            return
-    _finish(run, ledger, as_json)
+        typer.echo(
+            f"{run.id} is stopping without you watching: it checkpoints, then ends. See it "
+            f"with `finetune runs show {run.id}`.",
+            err=True,
+        )
+        raise typer.Exit(EXIT_CTRL_C) from None
 
 
 def _echo_log(lines: list[str], echo) -> None:
@@ -141,13 +166,18 @@ def _showing(display):
         display.stop()
 
 
-def _ask_stop(run) -> bool:
+def _ask_stop(run, presses) -> str:
+    """'s' (stop), 'd' (detach) or '' (Ctrl-C again, or no answer: detach, interrupted)."""
     if not sys.stdin.isatty():
-        return False
-    answer = typer.prompt(
-        f"\nStop run {run.id} (s) or detach and leave it running (d)?", default="d"
-    )
-    return answer.strip().lower().startswith("s")
+        return "d"
+    presses.forget()  # before the question shows: a press from then on answers it
+    typer.echo(f"\nStop run {run.id} (s) or detach and leave it running (d)? [d]: ", nl=False)
+    try:
+        answer = presses.read_line().strip() or "d"
+    except (KeyboardInterrupt, EOFError):
+        typer.echo("", err=True)
+        return ""
+    return "s" if answer.lower().startswith("s") else "d"
 
 
 def _finish(run, ledger, as_json: bool) -> None:

@@ -104,6 +104,7 @@ Update = Callable[[Run, Status, list[EpochMetrics], str], None]
 class Follow:
     poll_seconds: float | None = None  # None: as often as the backend says (poll_seconds)
     timeout_seconds: float | None = None
+    wait: Callable[[float], None] | None = None  # between two polls (None: time.sleep)
 
 
 def follow(run: Run, backend: Backend, ledger: Ledger, on_update: Update, opts=Follow()) -> Run:
@@ -120,7 +121,7 @@ def follow(run: Run, backend: Backend, ledger: Ledger, on_update: Update, opts=F
         run = guard_budget(run, backend, ledger, epochs)
         if deadline and time.time() > deadline:
             return run
-        time.sleep(every)
+        (opts.wait or time.sleep)(every)
 
 
 def guard_budget(
