@@ -47,6 +47,33 @@ def test_pretrained_backbone_is_loaded_and_head_replaced(tmp_path):
     assert net.features[0].weight.grad_req == "write"
 
 
+def test_fine_tuning_starts_from_every_source_entry_and_its_features(tmp_path):
+    """Issue 50's first suspect: all of the source's entries but its head, BatchNorm's trained
+    running statistics included, reach the fine-tuning network, which then computes the
+    source network's features to the bit, hybridized as the session runs it."""
+    from finetune.train.engines.mxnet.zoo import model_zoo
+
+    source = model_zoo().get_model("resnet18_v1", pretrained=False, classes=8)
+    source.initialize(mx.init.Xavier())
+    x = mx.nd.random.uniform(-2, 2, shape=(4, 3, 32, 32))
+    with mx.autograd.record():  # MXNet moves the running statistics in the backward pass
+        source(x).backward()
+    source.save_parameters(str(tmp_path / "source.params"))
+    saved = {k: v.asnumpy() for k, v in mx.nd.load(str(tmp_path / "source.params")).items()}
+    assert not np.allclose(saved["features.1.running_var"], 1.0)  # trained, not initial
+    net = network.build(
+        hparams(num_classes=6, pretrained=True), CPU, Weights(tmp_path / "source.params")
+    )
+    loaded = {k: p.data().asnumpy() for k, p in net._collect_params_with_prefix().items()}
+    body = {k for k in saved if not k.startswith("output.")}
+    assert body == {k for k in loaded if not k.startswith("output.")}
+    for key in body:
+        np.testing.assert_array_equal(loaded[key], saved[key], err_msg=key)
+    net.hybridize(static_alloc=True, static_shape=True)
+    np.testing.assert_array_equal(net.features(x).asnumpy(), source.features(x).asnumpy())
+    assert net.output.weight.shape == (6, 512)
+
+
 def test_freeze_backbone_leaves_only_the_head_trainable(tmp_path):
     save_zoo_params(tmp_path / "w.params", "resnet18_v1b")
     hp = hparams(model="resnet18_v1b", pretrained=True, freeze_backbone=True)
