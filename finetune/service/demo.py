@@ -20,7 +20,6 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from finetune import settings
 from finetune.data.summary import summary_lines
 from finetune.engines import registry
 from finetune.errors import FinetuneError, UsageError
@@ -30,33 +29,9 @@ from finetune.runs.facts import finished_facts
 from finetune.runs.ledger import open_default
 from finetune.runs.run import Run
 from finetune.service.demo_claim import Transfer, transfer
-from finetune.service.demo_data import check_sizes, prepare_step
+from finetune.service.demo_data import DemoSpec, check_sizes, prepare_step
 from finetune.service.launch import LaunchRequest, start
 from finetune.service.sync import follow
-
-
-@dataclass(frozen=True)
-class DemoSpec:
-    workdir: Path | None = None  # None: <data dir>/demo (``root``)
-    # the engine a user runs on today's GPUs; `--engine mxnet` tells the same story on the
-    # studies' engine
-    engine: str = "torch"
-    classes: int = 6  # of the target task (demo_data.TARGET_FIGURES)
-    per_class: int = 80  # generated target images per class (the source: SOURCE_SCALE x)
-    train_per_class: int = 30  # of them to train on, the rest to validate on
-    image_side: int = 64  # generated images: shorter side between this and 1.5x this
-    # the network's input: at 32 px ResNet-18's stride-4 stem leaves a shape a few cells
-    # wide, and pre-training did not learn the shapes in the time the demo has
-    image_size: int = 48
-    epochs: int = 4  # docs/decisions/180-demo-sizes.md
-    seed: int = 0
-
-    @property
-    def root(self) -> Path:
-        """Where the demo keeps its images and datasets: ``workdir``, else <data dir>/demo."""
-        if self.workdir is not None:
-            return self.workdir
-        return settings.get().data_dir / "demo"
 
 
 def train_step(

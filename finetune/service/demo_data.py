@@ -9,17 +9,15 @@ protocol, a few images per class to train on and the rest to validate on.
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from finetune import settings
 from finetune.data.datasets import prepare_folder
 from finetune.data.prepare import PrepareResult, Progress
 from finetune.data.synth import SynthSpec, generate
 from finetune.engines import backbones
 from finetune.errors import DataError, UsageError
-
-if TYPE_CHECKING:
-    from finetune.service.demo import DemoSpec
 
 SOURCE_FIGURES = ("disc", "triangle", "plus", "ring", "star", "cross", "stripes", "chevron")
 # the target's: the first ``classes`` of them
@@ -28,6 +26,30 @@ TARGET_FIGURES = ("arrow", "crescent", "tee", "ell", "hourglass", "heart",
 SOURCE_SCALE = 1.5  # source images per class, times the target's
 SOURCE_VAL_RATIO = 0.25
 DONE = ".complete"  # written last into a generated set: the generator's spec
+
+
+@dataclass(frozen=True)
+class DemoSpec:
+    workdir: Path | None = None  # None: <data dir>/demo (``root``)
+    # the engine a user runs on today's GPUs; `--engine mxnet` tells the same story on the
+    # studies' engine
+    engine: str = "torch"
+    classes: int = 6  # of the target task (demo_data.TARGET_FIGURES)
+    per_class: int = 80  # generated target images per class (the source: SOURCE_SCALE x)
+    train_per_class: int = 30  # of them to train on, the rest to validate on
+    image_side: int = 64  # generated images: shorter side between this and 1.5x this
+    # the network's input: at 32 px ResNet-18's stride-4 stem leaves a shape a few cells
+    # wide, and pre-training did not learn the shapes in the time the demo has
+    image_size: int = 48
+    epochs: int = 4  # docs/decisions/180-demo-sizes.md
+    seed: int = 0
+
+    @property
+    def root(self) -> Path:
+        """Where the demo keeps its images and datasets: ``workdir``, else <data dir>/demo."""
+        if self.workdir is not None:
+            return self.workdir
+        return settings.get().data_dir / "demo"
 
 
 def check_sizes(spec: DemoSpec) -> None:
