@@ -35,11 +35,8 @@ inputs_hash() {
     pwd -P
   } | sha256sum | cut -d' ' -f1
 }
-# finetune's own bytecode. pip compiles every package it installs but this editable one, and
-# where PYTHONDONTWRITEBYTECODE is set (CI sets it) Python would then compile the modules each
-# process imports, in every one of them: `finetune runs list` 0.75 -> 0.56 CPU-s, a dry-run
-# launch 0.70 -> 0.64 (five runs each, 2-core EPYC, 2026-11-27), and the test suite starts
-# hundreds of such processes. Incremental (only changed files) and ~0.5 s in full.
+# finetune's own bytecode: pip compiles every package but this editable one, and where
+# PYTHONDONTWRITEBYTECODE is set (CI) each process would compile it (docs/decisions/009).
 compile_ours() { .venv/bin/python -m compileall -q finetune >/dev/null; }
 
 want="$(inputs_hash)"
