@@ -8,8 +8,6 @@ what to do. Every file is served by a small HTTP server on 127.0.0.1, never the 
 from __future__ import annotations
 
 import hashlib
-import http.server
-import threading
 
 import pytest
 from typer.testing import CliRunner
@@ -21,49 +19,14 @@ from finetune.recipes.loading import available, load_recipe
 from finetune.train.engines.torch import weights as wt
 from finetune.train.engines.torch.digests import PUBLISHED_SHA256
 
-
-class _Handler(http.server.BaseHTTPRequestHandler):
-    def log_message(self, *args) -> None:
-        pass
-
-    def do_HEAD(self) -> None:
-        self._answer(body=False)
-
-    def do_GET(self) -> None:
-        self.server.gets.append(self.path)
-        self._answer(body=True)
-
-    def _answer(self, body: bool) -> None:
-        if self.path in self.server.moved:
-            self.send_response(302)
-            self.send_header("Location", self.server.moved[self.path])
-            self.end_headers()
-            return
-        data = self.server.files.get(self.path)
-        if data is None:
-            self.send_error(404)
-            return
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        if body:
-            self.wfile.write(data)
+from ..weightserver import WeightServer
 
 
 @pytest.fixture
 def server():
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    httpd.files, httpd.moved, httpd.gets = {}, {}, []
-    threading.Thread(target=httpd.serve_forever, args=(0.02,), daemon=True).start()
-    httpd.base = f"http://127.0.0.1:{httpd.server_address[1]}/models"
-    yield httpd
-    httpd.shutdown()
-    httpd.server_close()
-
-
-def _put(server, name: str, data: bytes) -> str:
-    server.files[f"/models/{name}"] = data
-    return f"{server.base}/{name}"
+    s = WeightServer()
+    yield s
+    s.close()
 
 
 def _named(stem: str, data: bytes, digits: int = 8) -> str:
@@ -97,8 +60,8 @@ def test_pins_are_torchvisions_files_and_the_built_in_recipes_use_them():
 
 
 def test_a_pinned_file_served_with_other_bytes_is_refused_and_nothing_is_kept(server, monkeypatch):
-    monkeypatch.setenv("FINETUNE_WEIGHTS_MIRROR", server.base)
-    _put(server, "resnet18-f37072fd.pth", DATA)
+    monkeypatch.setenv("FINETUNE_WEIGHTS_MIRROR", f"{server.base}/models")
+    server.put("resnet18-f37072fd.pth", DATA)
     with pytest.raises(DataError, match="not the expected f37072fd47e89c5e") as exc:
         wt.locate("resnet18", "", [wt.hub_dir()])
     assert "To fix:" in str(exc.value) and server.gets == ["/models/resnet18-f37072fd.pth"]
@@ -107,12 +70,12 @@ def test_a_pinned_file_served_with_other_bytes_is_refused_and_nothing_is_kept(se
 
 @pytest.mark.parametrize("at", [0, len(DATA) // 2, len(DATA) - 1])
 def test_a_file_differing_in_any_byte_from_its_digest_is_refused(server, tmp_path, at):
-    url = _put(server, "own.pth", _flip(DATA, at))  # the full digest is the original's
+    url = server.put("own.pth", _flip(DATA, at))  # the full digest is the original's
     with pytest.raises(DataError, match="not the expected"):
         fetch(url, tmp_path / "own.pth", hashlib.sha256(DATA).hexdigest())
     assert list(tmp_path.iterdir()) == []
     # recorded at its download, then changed in the cache: used no more
-    good = _put(server, _named("tiny", DATA), DATA)
+    good = server.put(_named("tiny", DATA), DATA)
     dest = tmp_path / _named("tiny", DATA)
     fetch(good, dest)
     dest.write_bytes(_flip(DATA, at))
@@ -121,7 +84,7 @@ def test_a_file_differing_in_any_byte_from_its_digest_is_refused(server, tmp_pat
 
 
 def test_a_six_hex_prefix_is_refused_before_any_request(server, tmp_path):
-    url = _put(server, _named("tiny", DATA, digits=6), DATA)
+    url = server.put(_named("tiny", DATA, digits=6), DATA)
     with pytest.raises(DataError, match=r"6 hex digits in its name .* too few") as exc:
         fetch(url, tmp_path / "x.pth")
     assert "model.weights_sha256" in exc.value.fix and server.gets == []
@@ -141,11 +104,10 @@ def test_plain_http_is_refused_unless_the_digest_is_known_or_the_server_is_local
             call()
         assert "use its https:// address" in exc.value.fix
     check_address(far, hashlib.sha256(DATA).hexdigest())  # the full digest known: allowed
-    check_address(_put(server, "own.pth", DATA))  # 127.0.0.1: nothing crosses a network
+    check_address(server.put("own.pth", DATA))  # 127.0.0.1: nothing crosses a network
     # a local server's redirect to a plain-http host is refused the same way
-    server.moved["/models/moved.pth"] = far
     with pytest.raises(DataError, match=r"redirected to .* plain http"):
-        fetch(f"{server.base}/moved.pth", tmp_path / "moved.pth")
+        fetch(server.move("moved.pth", far), tmp_path / "moved.pth")
     # a plain-http mirror and a file no digest pins: refused before the dry run says more
     monkeypatch.setenv("FINETUNE_WEIGHTS_MIRROR", "http://mirror.example/models")
     res = CliRunner().invoke(app, ["launch", "caltech256-resnet152-torch", "data.image_size=32",
@@ -154,13 +116,13 @@ def test_plain_http_is_refused_unless_the_digest_is_known_or_the_server_is_local
 
 
 def test_a_damaged_cache_is_fetched_again_and_a_changed_server_is_refused(server):
-    url = _put(server, "own.pth", DATA)  # no digest anywhere: trusted at first download
+    url = server.put("own.pth", DATA)  # no digest anywhere: trusted at first download
     first = wt.locate("resnet18", url, [wt.hub_dir()])
     assert first.path.read_bytes() == DATA and recorded(first.path) == first.digest
     first.path.write_bytes(_flip(DATA, 7))  # damaged
     again = wt.locate("resnet18", url, [wt.hub_dir()])
     assert again.path.read_bytes() == DATA and len(server.gets) == 2
-    server.files["/models/own.pth"] = _flip(DATA, 9)  # the server now hands out another file
+    server.put("own.pth", _flip(DATA, 9))  # the server now hands out another file
     first.path.write_bytes(_flip(DATA, 7))
     with pytest.raises(DataError, match=r"not the .* own.pth had when it was first") as e:
         wt.locate("resnet18", url, [wt.hub_dir()])
@@ -168,7 +130,7 @@ def test_a_damaged_cache_is_fetched_again_and_a_changed_server_is_refused(server
 
 
 def test_a_cache_file_nothing_can_check_is_fetched_not_used(server):
-    url = _put(server, "own.pth", DATA)
+    url = server.put("own.pth", DATA)
     wt.hub_dir().mkdir(parents=True)
     (wt.hub_dir() / "own.pth").write_bytes(b"planted by another user of the cache")
     found = wt.locate("resnet18", url, [wt.hub_dir()])
@@ -179,7 +141,7 @@ def test_a_hub_cached_file_is_checked_then_recorded_at_first_use(server):
     name = _named("tiny", DATA)
     wt.hub_dir().mkdir(parents=True)
     (wt.hub_dir() / name).write_bytes(DATA)  # as torch.hub itself leaves it: no record
-    found = wt.locate("resnet18", f"{server.base}/{name}", [wt.hub_dir()])
+    found = wt.locate("resnet18", f"{server.base}/models/{name}", [wt.hub_dir()])
     assert found.digest == hashlib.sha256(DATA).hexdigest() == recorded(found.path)
     assert server.gets == []
 

@@ -7,9 +7,7 @@ weights' mirror at a closed local port)."""
 from __future__ import annotations
 
 import hashlib
-import http.server
 import io
-import threading
 from pathlib import Path
 
 import pytest
@@ -20,57 +18,14 @@ from finetune.download import Unreachable, fetch, probe
 from finetune.errors import DataError
 from finetune.runs.ledger import open_default
 
-
-class _Handler(http.server.BaseHTTPRequestHandler):
-    def log_message(self, *args) -> None:  # quiet
-        pass
-
-    def do_HEAD(self) -> None:
-        self._answer(body=False)
-
-    def do_GET(self) -> None:
-        self.server.gets.append(self.path)
-        self._answer(body=True)
-
-    def _answer(self, body: bool) -> None:
-        data = self.server.files.get(self.path)
-        if data is None:
-            self.send_error(404)
-            return
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        if body:  # a dropped link: the announced length, then the connection closes
-            self.wfile.write(data[: self.server.cut.get(self.path, len(data))])
-
-
-class WeightServer:
-    def __init__(self) -> None:
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self.httpd.files, self.httpd.cut, self.httpd.gets = {}, {}, []
-        threading.Thread(target=self.httpd.serve_forever, args=(0.02,), daemon=True).start()
-
-    @property
-    def base(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    @property
-    def gets(self) -> list[str]:
-        return self.httpd.gets
-
-    def put(self, name: str, data: bytes, cut: int | None = None) -> str:
-        self.httpd.files[f"/models/{name}"] = data
-        if cut is not None:
-            self.httpd.cut[f"/models/{name}"] = cut
-        return f"{self.base}/models/{name}"
+from ..weightserver import WeightServer
 
 
 @pytest.fixture
 def server():
     s = WeightServer()
     yield s
-    s.httpd.shutdown()
-    s.httpd.server_close()
+    s.close()
 
 
 def _state_bytes(**tensors) -> bytes:
