@@ -102,6 +102,10 @@ def models(
     fmt = output_format(fmt, False)
     require_module("timm", extra="torch")  # deferred: timm (and torch) only for this command
     rows = timmzoo.listing(filter_, pretrained)
+    if not rows and fmt == "table":
+        typer.echo(f"No timm model name contains {filter_!r}.")
+        typer.echo("Try a shorter word (convnext, vit, efficientnet) or leave --filter out.")
+        return
     records = [
         {"name": r.name, "parameters": r.parameters, "input_size": r.input_size,
          "tag": r.tag or None, "pretrained": r.pretrained}

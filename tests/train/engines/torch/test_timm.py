@@ -101,6 +101,9 @@ def test_recipes_models_lists_timms_registry_with_parameters_and_tags():
     assert all("test_conv" in name for name in rows)
     table = cli("recipes", "models", "--filter", "test_convnext")
     assert table.exit_code == 0 and "r160_in1k" in table.output and "0.3M" in table.output
+    none = cli("recipes", "models", "--filter", "no_such_network")
+    assert none.exit_code == 0 and "No timm model name contains 'no_such_network'" in none.output
+    assert "Try a shorter word" in none.output and "name  parameters" not in none.output
 
 
 def test_offline_the_dry_run_refuses_before_a_run_exists(tiny_dataset):
