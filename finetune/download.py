@@ -216,7 +216,7 @@ def _failed(url: str, why: str) -> DataError:
     )
 
 
-def _loopback(url: str) -> bool:
+def is_loopback(url: str) -> bool:
     """Whether ``url``'s host is this machine (127.0.0.0/8, ::1, localhost)."""
     try:
         host = urlsplit(url).hostname or ""
@@ -235,7 +235,7 @@ def _check_scheme(url: str, full_digest_known: bool = False) -> None:
     digest known in advance, or a server on this machine."""
     if not url.startswith(("https://", "http://")):  # no file:// or custom schemes
         raise DataError(f"{url!r} is not an http(s) address", "give an https:// address.")
-    if url.startswith("http://") and not full_digest_known and not _loopback(url):
+    if url.startswith("http://") and not full_digest_known and not is_loopback(url):
         raise DataError(
             f"{url} is a plain http address: anyone on the network path could hand over "
             "another file, and nothing pins this one's full sha256; not downloaded",

@@ -15,16 +15,15 @@ import os
 import re
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from finetune.contracts.engine import WeightsSource
 from finetune.data.manifest import sha256_file
+from finetune.download import is_loopback
 from finetune.engines import timmzoo
 from finetune.errors import DataError
 
 FILES = ("model.safetensors", "pytorch_model.bin")  # timm's order: safetensors first
 HUB = "https://huggingface.co"
-LOOPBACK = ("127.0.0.1", "localhost", "::1")  # a stand-in hub on this machine (the tests')
 SHA256, GIT_SHA1 = re.compile(r"[0-9a-f]{64}"), re.compile(r"[0-9a-f]{40}")
 
 log = logging.getLogger(__name__)
@@ -42,8 +41,7 @@ def endpoint() -> str:
     """The hub's address ($HF_ENDPOINT, else huggingface.co), read now; https only (the blob
     name a file is checked against comes from the hub's reply), except on this machine."""
     url = os.environ.get("HF_ENDPOINT") or HUB
-    parts = urlsplit(url)
-    if parts.scheme != "https" and not (parts.scheme == "http" and parts.hostname in LOOPBACK):
+    if not url.startswith("https://") and not (url.startswith("http://") and is_loopback(url)):
         raise DataError(
             f"HF_ENDPOINT={url} is not an https:// address: the weights' digest comes from "
             "the hub's reply, so it must come over TLS",
