@@ -13,9 +13,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import timm
-import torch
-
 from finetune.catalog._files import atomic_write, rows_to_csv
 
 OUT = Path(__file__).resolve().parents[1] / "finetune" / "engines" / "timm_models.csv"
@@ -23,6 +20,9 @@ HEADER = ("Model", "Parameters", "TimmVersion")
 
 
 def main() -> None:
+    import timm  # the engine's libraries: imported here, where the counting starts
+    import torch
+
     rows = []
     for name in timm.list_models():
         try:

@@ -5,7 +5,7 @@
 For every (network, image size) of train_flops.csv (scripts/count_train_flops.py: the torch
 engine's model table at the sizes it trains), the network is built by torchvision with
 weights=None and one forward + backward runs on the meta device (shapes only) under
-finetune.estimate.perf.traffic_count, in fp32 and in bf16 (the "mixed" rows: fp16 moves the
+finetune.train.engines.torch.traffic_count, in fp32 and in bf16 (the "mixed" rows: fp16 moves the
 same bytes): FLOPs of the convolutions and matrix products, the bytes they and the
 elementwise ops (norms, activations, adds, pooling, copies) read and write per image, the
 elements the elementwise ops touch, the weight bytes per step, and the ops per step.
@@ -21,11 +21,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import torch
-
 from finetune.catalog._files import atomic_write, read_rows, rows_to_csv
-from finetune.estimate.perf import traffic_count
-from finetune.train.engines.torch.network import construct
 
 ROOT = Path(__file__).resolve().parents[1]
 PERF = ROOT / "finetune" / "estimate" / "perf"
@@ -33,7 +29,6 @@ OUT = PERF / "train_traffic.csv"
 HEADER = ("Network", "ImageSize", "Precision", "Parameters", "MatmulGflops", "MatmulMB",
           "ElementwiseMB", "ElementwiseMelems", "WeightsMB", "OptimizerMB", "Kernels",
           "Counter", "TorchVersion")  # fmt: skip
-PRECISIONS = tuple(traffic_count.DTYPES.items())
 
 
 def counted() -> list[tuple[str, int]]:
@@ -42,16 +37,18 @@ def counted() -> list[tuple[str, int]]:
     return [(r["Network"], int(r["ImageSize"])) for r in read_rows(text, ("Network",), "flops")]
 
 
-def row(name: str, size: int, label: str, dtype: torch.dtype) -> tuple[object, ...]:
-    net = construct(name, 1000, size)  # ImageNet's head, as train_flops.csv
-    return traffic_count.row(name, net, size, label)
-
-
 def main() -> None:
+    # the torch engine's counter and networks: imported here, where the counting starts
+    import torch
+
+    from finetune.train.engines.torch import traffic_count
+    from finetune.train.engines.torch.network import construct
+
     rows = []
     for name, size in counted():
-        for label, dtype in PRECISIONS:
-            rows.append(row(name, size, label, dtype))
+        for label in traffic_count.DTYPES:
+            net = construct(name, 1000, size)  # ImageNet's head, as train_flops.csv
+            rows.append(traffic_count.row(name, net, size, label))
             print(f"{name} {size} px {label}: {rows[-1][4]} GFLOP, {rows[-1][5]} + "
                   f"{rows[-1][6]} MB", file=sys.stderr, flush=True)  # fmt: skip
     atomic_write(OUT, rows_to_csv(HEADER, rows))

@@ -68,6 +68,11 @@ class EngineRuntime(Protocol):
     def export(self, model_dir: Path, out: Path) -> list[str]:
         """The engine's portable model files into the folder ``out``; their names."""
 
+    def count_step(self, model: str, image_size: int, precision: str) -> tuple | None:
+        """One training step of ``model`` counted on the meta device (no weights, nothing
+        fetched) as a row of finetune.estimate.perf.traffic's table, in ``precision``'s class;
+        None where the engine's bundled counts are all it has."""
+
     def after_failure(self, code: int) -> None:
         """After a failed job (its reason written): end the process at once with ``code``
         where the engine left processes behind that would hang its exit."""

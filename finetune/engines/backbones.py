@@ -222,7 +222,3 @@ class Rules:
                 return {}
         row = TABLE.get(model)
         return {"mean": row.mean, "std": row.std} if row else {}
-
-    def meta_network(self, model: str, image_size: int):
-        """A timm model on the meta device (torchvision's have bundled counts)."""
-        return timmzoo.meta_network(model, image_size) if timmzoo.is_timm(model) else None

@@ -64,10 +64,6 @@ class ModelRules(Protocol):
     def mean_std(self, model: str) -> dict[str, Any]:
         """{"mean", "std"} of ``model``'s weights ({} for an unknown model)."""
 
-    def meta_network(self, model: str, image_size: int) -> Any:
-        """``model`` built on the meta device for counting its work (None: not one of its
-        zoo's, whose counts are bundled)."""
-
 
 # (recipe, resources) -> the engine's options for that plan; the recipe is a
 # finetune.recipes.schema.Recipe (typed loosely: recipes sit above the engines)
@@ -165,11 +161,6 @@ class Engine:
         if self.rules:
             return self.rules.preprocessing(model, image_size)
         return {"mean": self.mean, "std": self.std}
-
-    def meta_network(self, model: str, image_size: int) -> Any:
-        """The network of ``model`` on the meta device, where its rules can build one (the
-        performance model counts it); None otherwise."""
-        return self.rules.meta_network(model, image_size) if self.rules else None
 
     def model_preprocessing(self, model: str) -> dict[str, Any]:
         """mean/std for ``model`` when a contract leaves them out: the engine's fixed values,

@@ -12,7 +12,8 @@ import pytest
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 
-from finetune.estimate.perf import traffic, traffic_count  # noqa: E402
+from finetune.estimate.perf import traffic  # noqa: E402
+from finetune.train.engines.torch import traffic_count  # noqa: E402
 
 S, F32 = 4, 4  # image side, bytes per fp32 element
 

@@ -1,16 +1,16 @@
-"""Counts for a network the bundled table (traffic.py) lacks, such as a timm model: its engine
-builds it on the meta device (shapes only: no weights, nothing fetched), traffic_count counts
-one training step, and the row is kept in <FINETUNE_CACHE_DIR>/perf/counted.csv (the bundled
-table's columns) so the next plan reads it. Needs torch only when it counts."""
+"""Counts for a network the bundled table (traffic.py) lacks, such as a timm model: its
+engine's runtime counts one training step on the meta device (shapes only: no weights,
+nothing fetched), and the row is kept in <FINETUNE_CACHE_DIR>/perf/counted.csv (the bundled
+table's columns) so the next plan reads it."""
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
 
 from finetune import settings
 from finetune.catalog._files import atomic_write, rows_to_csv
+from finetune.contracts.engine import runtime
 from finetune.engines.descriptor import Engine
 from finetune.estimate.perf import gpus, traffic
 
@@ -31,24 +31,17 @@ def lookup(engine: Engine, model: str, image_size: int, precision: str) -> traff
     kept = _kept().get((model, image_size, cls))
     if kept is not None:
         return kept
-    net = engine.meta_network(model, image_size)
-    if net is None:
-        return None
     try:
-        row = _count(model, net, image_size, cls)
+        row = runtime(engine.name).count_step(model, image_size, cls)
     except Exception as exc:  # an op the meta device cannot run: no estimate, never a failure
         log.warning("could not count %s on the meta device (%s: %s)", model,
                     type(exc).__name__, exc)  # fmt: skip
         return None
+    if row is None:
+        return None
     text = path().read_text("utf-8") if path().is_file() else rows_to_csv(traffic.HEADER, [])
     atomic_write(path(), text + rows_to_csv(traffic.HEADER, [row]).split("\n", 1)[1])
     return _kept()[(model, image_size, cls)]
-
-
-def _count(model: str, net: Any, image_size: int, cls: str) -> tuple[object, ...]:
-    from finetune.estimate.perf import traffic_count  # deferred: imports torch to count
-
-    return traffic_count.row(model, net, image_size, cls)
 
 
 def _kept() -> dict[tuple[str, int, str], traffic.Traffic]:

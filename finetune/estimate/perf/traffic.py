@@ -1,14 +1,13 @@
 """What one training image costs a GPU, per layer class: the bundled table.
 
-train_traffic.csv is written by scripts/count_train_traffic.py (traffic_count.py: one
-forward + backward on the meta device, op by op) for every (network, image size) of
-train_flops.csv, in fp32 and in half precision ("mixed": fp16 and bf16 move the same bytes).
-Per image: the FLOPs of convolutions and matrix products, the bytes they read and write, the
-bytes and elements of the elementwise ops (normalisations, activations, adds, pooling,
-copies). Per step: the weight bytes (read forward and backward, gradients written), the
-optimizer's update and the kernels launched. A size not in the table is scaled from the
-nearest counted one by pixel area (activations; weights and kernels stay), except a ViT's.
-"""
+train_traffic.csv is written by scripts/count_train_traffic.py (the torch engine's
+traffic_count: one forward + backward on the meta device, op by op) for every (network, image
+size) of train_flops.csv, in fp32 and in half precision ("mixed": fp16 and bf16 move the same
+bytes). Per image: the FLOPs of convolutions and matrix products, the bytes they read and
+write, the bytes and elements of the elementwise ops (normalisations, activations, adds,
+pooling, copies). Per step: the weight bytes (read forward and backward, gradients written),
+the optimizer's update and the kernels launched. A size not in the table is scaled from the
+nearest counted one by pixel area (activations; weights and kernels stay), except a ViT's."""
 
 from __future__ import annotations
 

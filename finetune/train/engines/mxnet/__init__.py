@@ -37,6 +37,9 @@ class MxnetRuntime:
     def export(self, model_dir: Path, out: Path) -> list[str]:
         return _predict().export(model_dir, out)
 
+    def count_step(self, model: str, image_size: int, precision: str) -> tuple | None:
+        return None  # its zoo's networks are all in the bundled counts
+
     def after_failure(self, code: int) -> None:
         """A multi-host job that failed ends here: MXNet's kvstore would wait at exit for
         workers that never come (cluster.exit_if_abandoned)."""

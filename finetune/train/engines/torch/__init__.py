@@ -56,6 +56,14 @@ class TorchRuntime:
         require_module("onnxscript", extra="torch")  # torch.onnx's exporter needs it
         return _predict().export(model_dir, out)
 
+    def count_step(self, model: str, image_size: int, precision: str) -> tuple | None:
+        if not timmzoo.is_timm(model):  # the model table's networks are in the bundled counts
+            return None
+        from finetune.train.engines.torch import traffic_count  # imports torch
+
+        net = timmzoo.meta_network(model, image_size)
+        return traffic_count.row(model, net, image_size, precision)
+
     def after_failure(self, code: int) -> None:
         """Nothing to do: torchrun's workers end with their launcher."""
 

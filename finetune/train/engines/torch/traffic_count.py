@@ -7,8 +7,9 @@ what does not (weights read, weight gradients written: per step).
 Bytes are what PyTorch moves running the step eagerly, op by op: every tensor argument read
 once, every output written once, views free. A fused stack (inductor, MLPerf's kernels)
 moves fewer; its fitted bandwidth efficiency says how many fewer. Convolution FLOPs honour
-``groups`` (torch's flop counter ignores them in the backward). Needs torch: the model reads
-the stored table (traffic.py); scripts/count_train_traffic.py writes it.
+``groups`` (torch's flop counter ignores them in the backward). The performance model reads
+the stored table (finetune.estimate.perf.traffic), which scripts/count_train_traffic.py writes,
+and asks the runtime (count_step) for a network the table lacks.
 """
 
 from __future__ import annotations
@@ -100,11 +101,11 @@ def _is_view(func: Any) -> bool:
     )
 
 
-class _Tally(TorchDispatchMode):  # type: ignore[no-untyped-call]
+class _Tally(TorchDispatchMode):
     """Records every aten op that runs under it."""
 
     def __init__(self) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]
+        super().__init__()
         self.ops: list[Op] = []
 
     def __torch_dispatch__(
